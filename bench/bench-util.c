@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Timing, percentile and /proc sampling helpers for the benchmark clients.
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench-util.h"
+
+uint64_t bench_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int bench_samples_init(BenchSamples *s, size_t n_max)
+{
+	*s = (BenchSamples){};
+	s->ns = calloc(n_max ? n_max : 1, sizeof(*s->ns));
+	if (!s->ns)
+		return -ENOMEM;
+	s->n_max = n_max;
+	return 0;
+}
+
+void bench_samples_deinit(BenchSamples *s)
+{
+	free(s->ns);
+	*s = (BenchSamples){};
+}
+
+void bench_samples_add(BenchSamples *s, uint64_t ns)
+{
+	/* The callers size the buffer for their run; extra samples are dropped. */
+	if (s->n < s->n_max)
+		s->ns[s->n++] = ns;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+double bench_samples_percentile_us(BenchSamples *s, double pct)
+{
+	size_t i;
+
+	if (!s->n)
+		return 0;
+	qsort(s->ns, s->n, sizeof(*s->ns), cmp_u64);
+	/* Nearest rank: the smallest sample with at least pct% at or below it. */
+	i = (size_t)(pct / 100.0 * (double)s->n + 0.999999);
+	if (i > 0)
+		i--;
+	if (i >= s->n)
+		i = s->n - 1;
+	return (double)s->ns[i] / 1000.0;
+}
+
+static int64_t task_schedstat_ns(pid_t pid, const char *tid)
+{
+	char path[64 + 256];
+	unsigned long long ns;
+	FILE *f;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	r = fscanf(f, "%llu", &ns);
+	fclose(f);
+	return r == 1 ? (int64_t)ns : -1;
+}
+
+static int64_t proc_stat_ns(pid_t pid)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long utime, stime, tick_ns;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* comm may contain spaces and parentheses; fields resume after the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	/* After ") " come state(3) ... utime(14) stime(15): skip 11 fields. */
+	if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+		   &utime, &stime) != 2)
+		return -1;
+	tick_ns = 1000000000ULL / (unsigned long long)sysconf(_SC_CLK_TCK);
+	return (int64_t)((utime + stime) * tick_ns);
+}
+
+int64_t bench_proc_cpu_ns(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	int64_t sum = 0, v;
+	bool any = false;
+	DIR *d;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		v = task_schedstat_ns(pid, de->d_name);
+		if (v < 0) {
+			any = false;
+			break;
+		}
+		/* A kernel without sched_info reports zero; use the tick counters then. */
+		sum += v;
+		any = true;
+	}
+	closedir(d);
+	if (!any || sum == 0)
+		return proc_stat_ns(pid);
+	return sum;
+}
+
+long bench_proc_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	}
+	fclose(f);
+	return kib;
+}
+
+uint64_t bench_parse_u64(const char *what, const char *s, uint64_t max)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > max) {
+		fprintf(stderr, "invalid %s '%s' (0..%" PRIu64 ")\n", what, s, max);
+		exit(2);
+	}
+	return v;
+}
+
+void bench_raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+void bench_report(uint64_t ops, uint64_t elapsed_ns, int64_t cpu0, int64_t cpu1,
+		  const char *extra)
+{
+	double secs = (double)elapsed_ns / 1e9;
+
+	printf("ok ops=%" PRIu64 " secs=%.6f rate=%.3f", ops, secs,
+	       secs > 0 ? (double)ops / secs : 0.0);
+	if (cpu0 >= 0 && cpu1 >= cpu0)
+		printf(" bus_cpu_ns=%" PRId64, cpu1 - cpu0);
+	if (extra && *extra)
+		printf(" %s", extra);
+	printf("\n");
+	fflush(stdout);
+}

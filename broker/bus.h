@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: The bus object
+ *
+ * struct bus owns everything of one running bus: the sd-event loop, the
+ * listeners, every connection, the name registry, the match rules, the user
+ * accounting and the configuration. There is exactly one per process; every
+ * object reaches it through a back pointer, never through a global.
+ *
+ * The loop: one epoll set (sd-event). Every connection has one io source.
+ * Input is read and dispatched at once (routing is synchronous); output is
+ * queued on the destination sockets and flushed by one low-priority defer
+ * source after all ready input has been handled, so that all messages a batch
+ * of input produces for one destination leave in one sendmsg().
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+#include "conf/config.h"
+#include "util/list.h"
+#include "util/macro.h"
+
+struct bus_config;
+struct bus_services;
+struct connection;
+struct message;
+
+/**
+ * struct bus_options - how to start the bus
+ * @config:		loaded configuration (borrowed; may be NULL with @address)
+ * @config_file:	its path, for ReloadConfig / SIGHUP (may be NULL)
+ * @address:		--address, replaces the config's <listen> elements
+ * @systemd_activation:	--systemd-activation
+ */
+struct bus_options {
+	const struct bus_config *config;
+	const char *config_file;
+	const char *address;
+	bool systemd_activation;
+};
+
+struct name_registry;
+struct match_registry;
+struct reply_registry;
+struct user_registry;
+
+struct bus {
+	sd_event *event;
+	sd_event_source *sig_term;
+	sd_event_source *sig_int;
+	sd_event_source *sig_hup;
+	sd_event_source *flush;		/* defer: write out dirty connections */
+
+	char guid[33];
+	char machine_id[33];
+	char *address;			/* printable: every listener's address, ';'-joined */
+	char *error;			/* start-up error message */
+	char *config_file;
+	char *bus_type;			/* "session", "system", ... or NULL */
+	bool systemd_activation;
+	bool allow_anonymous;
+	uid_t uid;			/* of the bus process */
+	pid_t pid;
+
+	struct bus_config_limits limits;
+	struct bus_services *services;	/* activatable names, may be NULL */
+	char **activation_env;		/* UpdateActivationEnvironment, "KEY=VALUE" */
+	size_t n_activation_env;
+
+	struct list_node listeners;
+	struct list_node connections;	/* every connection, in accept order */
+	struct list_node flush_list;	/* connections with output queued */
+	struct list_node monitors;	/* connections that called BecomeMonitor */
+	struct list_node dead_list;	/* closed connections, freed after dispatch */
+	struct list_node overflow_list;	/* connections to close for not reading */
+	uint64_t next_id;		/* unique names are :1.<id>, never reused */
+
+	struct name_registry *names;
+	struct match_registry *matches;	/* AddMatch rules of every connection */
+	struct match_registry *monitor_matches;	/* BecomeMonitor filters */
+	size_t n_eavesdrop_rules;	/* AddMatch rules with eavesdrop=true */
+	struct reply_registry *replies;
+	struct user_registry *users;
+
+	/* per-connection output queue bounds (see connection_queue()) */
+	size_t max_queued_bytes;
+	size_t max_queued_fds;
+
+	/* statistics for Debug.Stats */
+	uint64_t n_messages;
+	unsigned int n_incomplete;
+	unsigned int n_active;
+	unsigned int peak_names;
+	unsigned int peak_matches;
+};
+
+/**
+ * bus_new() - create the bus and its listening sockets
+ *
+ * The event loop is not created here (it must not cross --fork); see
+ * bus_run(). Return: 0, negative errno, or 1 on an invalid configuration or
+ * address (bus_get_error()); *busp is set in all cases where it could be
+ * allocated, so the error can be read.
+ */
+int bus_new(struct bus **busp, const struct bus_options *opts);
+struct bus *bus_free(struct bus *bus);
+DEFINE_CLEANUP_FUNC(struct bus *, bus_free);
+
+const char *bus_get_address(struct bus *bus);
+const char *bus_get_error(struct bus *bus);
+
+/* Create the event loop, attach the listeners and run until SIGTERM/SIGINT. */
+int bus_run(struct bus *bus);
+
+/* A listener accepted @fd (owned by the callee from now on). */
+int bus_accept(struct bus *bus, int fd);
+
+/* @conn has output queued: make sure it is flushed after this batch. */
+void bus_schedule_flush(struct bus *bus, struct connection *conn);
+
+/* The connection owning @name (unique or primary owner of a well-known name), or NULL. */
+struct connection *bus_resolve(struct bus *bus, const char *name);
+
+/* UpdateActivationEnvironment: set KEY=VALUE for activated services. 0 or -ENOMEM. */
+int bus_set_activation_env(struct bus *bus, const char *key, const char *value);
+
+/* Reload the configuration file (SIGHUP, ReloadConfig). Return 0, 1 (invalid) or -errno. */
+int bus_reload_config(struct bus *bus, char **errorp);

@@ -1,0 +1,1312 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The bus driver: org.freedesktop.DBus and friends, table-driven.
+ * See driver.h. Error names and texts follow dbus-daemon 1.14.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "broker/bus.h"
+#include "broker/connection.h"
+#include "broker/driver.h"
+#include "broker/log.h"
+#include "broker/match.h"
+#include "broker/monitor.h"
+#include "broker/name.h"
+#include "broker/reply.h"
+#include "broker/router.h"
+#include "conf/config.h"
+#include "dbus-compat/marshal.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/protocol.h"
+#include "dbus-compat/signature.h"
+#include "dbus-compat/socket.h"
+
+struct driver_call {
+	struct bus *bus;
+	struct connection *conn;
+	struct message *msg;
+	struct dc_reader reader;
+	const char *err_name;
+	char *err_text;
+};
+
+/* Record an error for the caller; returns 1 (the "error set" code). */
+static int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	c->err_name = name;
+	free(c->err_text);
+	c->err_text = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&c->err_text, fmt, ap) < 0)
+		c->err_text = NULL;
+	va_end(ap);
+	return 1;
+}
+
+static void reply_init(struct driver_call *c, struct message_builder *b, const char *sig)
+{
+	message_builder_init_method_return(b, c->msg, sig);
+	b->sender = DC_SERVICE_DBUS;
+}
+
+/* Seal and send a reply (unless the caller asked for none). Deinits @b. */
+static int reply_send(struct driver_call *c, struct message_builder *b)
+{
+	_cleanup_message_ struct message *m = NULL;
+	int r;
+
+	if (c->msg->flags & DC_FLAG_NO_REPLY_EXPECTED) {
+		message_builder_deinit(b);
+		return 0;
+	}
+	r = message_builder_seal(b, bus_next_serial(c->bus), &m);
+	message_builder_deinit(b);
+	if (r < 0)
+		return r;
+	router_send_from_driver(c->bus, c->conn, m);
+	return 0;
+}
+
+static int reply_empty(struct driver_call *c)
+{
+	struct message_builder b;
+
+	reply_init(c, &b, "");
+	return reply_send(c, &b);
+}
+
+static int reply_u(struct driver_call *c, uint32_t v)
+{
+	struct message_builder b;
+
+	reply_init(c, &b, "u");
+	dc_writer_write(&b.body, "u", v);
+	return reply_send(c, &b);
+}
+
+static int reply_s(struct driver_call *c, const char *s)
+{
+	struct message_builder b;
+
+	reply_init(c, &b, "s");
+	dc_writer_write(&b.body, "s", s);
+	return reply_send(c, &b);
+}
+
+static int reply_b(struct driver_call *c, bool v)
+{
+	struct message_builder b;
+
+	reply_init(c, &b, "b");
+	dc_writer_write(&b.body, "b", (int)v);
+	return reply_send(c, &b);
+}
+
+static bool caller_is_privileged(const struct driver_call *c)
+{
+	return c->conn->uid == c->bus->uid || c->conn->uid == 0;
+}
+
+/* Read the single string argument every "s" method has. */
+static int read_name(struct driver_call *c, const char **namep)
+{
+	int r = dc_reader_read(&c->reader, "s", namep);
+
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	return 0;
+}
+
+/*
+ * Which connection does the "s" argument denote (bus_driver_get_conn_helper)?
+ * Return: 0 with *selfp set for org.freedesktop.DBus or *connp for a peer,
+ * 1 (error set: NameHasNoOwner / InvalidArgs).
+ */
+static int lookup_conn(struct driver_call *c, const char *what, const char **namep,
+		       struct connection **connp, bool *selfp)
+{
+	const char *name;
+	int r;
+
+	r = read_name(c, &name);
+	if (r)
+		return r;
+	*namep = name;
+	*selfp = !strcmp(name, DC_SERVICE_DBUS);
+	if (*selfp)
+		return 0;
+	*connp = bus_resolve(c->bus, name);
+	if (!*connp)
+		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
+				   "Could not get %s of name '%s': no such name", what, name);
+	return 0;
+}
+
+/* ------------------------------------------------------- org.freedesktop.DBus */
+
+static int method_hello(struct driver_call *c)
+{
+	/* Registered connections only get here (driver_hello handles the first). */
+	return driver_fail(c, DC_ERROR_FAILED, "Already handled an Hello message");
+}
+
+static int method_request_name(struct driver_call *c)
+{
+	struct connection *conn = c->conn;
+	const char *name;
+	uint32_t flags, reply;
+	struct name *n;
+	bool queued = false;
+	int r;
+
+	r = dc_reader_read(&c->reader, "su", &name, &flags);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+
+	if (!name_is_valid_str(name))
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Requested bus name \"%s\" is not valid", name);
+	if (name[0] == ':')
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Cannot acquire a service starting with ':' such as \"%s\"",
+				   name);
+	if (!strcmp(name, DC_SERVICE_DBUS))
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Connection \"%s\" is not allowed to own the service \"%s\" "
+				   "because it is reserved for D-Bus' use only",
+				   connection_name(conn), name);
+
+	/* A new entry in some queue needs room under both limits. */
+	n = name_registry_find(c->bus->names, name);
+	if (n) {
+		struct name_ownership *o;
+
+		list_for_each_entry(o, &n->queue, name_link)
+			if (o->owner == &conn->owner)
+				queued = true;
+	}
+	if (!queued) {
+		if (conn->owner.n_ownerships >=
+		    (size_t)c->bus->limits.max_names_per_connection)
+			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+				"Connection \"%s\" is not allowed to own more services "
+				"(increase limits in configuration file if required; "
+				"max_names_per_connection=%lld)",
+				connection_name(conn),
+				(long long)c->bus->limits.max_names_per_connection);
+		if (connection_charge(conn, USER_SLOT_NAMES, 1))
+			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+					   "The user %u owns too many names", (unsigned)conn->uid);
+		connection_uncharge(conn, USER_SLOT_NAMES, 1);
+	}
+
+	r = name_registry_request(c->bus->names, &conn->owner, name, flags, &reply);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
+	router_sync_name_charge(conn);
+	/* The signals went out first (the registry emitted them), then the reply. */
+	return reply_u(c, reply);
+}
+
+static int method_release_name(struct driver_call *c)
+{
+	const char *name;
+	uint32_t reply;
+	int r;
+
+	r = read_name(c, &name);
+	if (r)
+		return r;
+	if (!name_is_valid_str(name))
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Given bus name \"%s\" is not valid",
+				   name);
+	if (name[0] == ':')
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Cannot release a service starting with ':' such as \"%s\"",
+				   name);
+	if (!strcmp(name, DC_SERVICE_DBUS))
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Cannot release the %s service because it is owned by the bus",
+				   name);
+	r = name_registry_release(c->bus->names, &c->conn->owner, name, &reply);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
+	router_sync_name_charge(c->conn);
+	return reply_u(c, reply);
+}
+
+static int method_start_service_by_name(struct driver_call *c)
+{
+	const char *name;
+	uint32_t flags;
+	int r;
+
+	r = dc_reader_read(&c->reader, "su", &name, &flags);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	/* As dbus-daemon: only names with a .service file can be started at all. */
+	if (!c->bus->services || !bus_services_lookup(c->bus->services, name))
+		return driver_fail(c, DC_ERROR_SERVICE_UNKNOWN,
+				   "The name %s was not provided by any .service files", name);
+	if (bus_resolve(c->bus, name))
+		return reply_u(c, DC_START_REPLY_ALREADY_RUNNING);
+	return driver_fail(c, DC_ERROR_SPAWN_FAILED,
+			   "Cannot activate %s: service activation is not supported by this "
+			   "bus yet", name);
+}
+
+static int method_update_activation_environment(struct driver_call *c)
+{
+	int r;
+
+	if (c->bus->bus_type && !strcmp(c->bus->bus_type, "system"))
+		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+				   "Cannot change activation environment on a system bus.");
+
+	/* Validate the whole dictionary; activation itself is not implemented yet. */
+	r = dc_reader_enter(&c->reader, 'a');
+	while (!r && dc_reader_peek(&c->reader) == '{') {
+		const char *key, *value;
+
+		r = dc_reader_enter(&c->reader, '{');
+		if (!r)
+			r = dc_reader_read(&c->reader, "ss", &key, &value);
+		if (!r)
+			r = dc_reader_exit(&c->reader);
+		if (!r)
+			r = bus_set_activation_env(c->bus, key, value);
+	}
+	if (!r)
+		r = dc_reader_exit(&c->reader);
+	if (r < 0)
+		return r;
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	return reply_empty(c);
+}
+
+static int method_name_has_owner(struct driver_call *c)
+{
+	const char *name;
+	int r;
+
+	r = read_name(c, &name);
+	if (r)
+		return r;
+	return reply_b(c, !strcmp(name, DC_SERVICE_DBUS) || bus_resolve(c->bus, name));
+}
+
+static int method_list_names(struct driver_call *c)
+{
+	struct message_builder b;
+	struct name_owner *o = NULL;
+	struct name *n;
+
+	reply_init(c, &b, "as");
+	dc_writer_open(&b.body, 'a', NULL);
+	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
+	while ((o = name_registry_next_unique(c->bus->names, o)))
+		dc_writer_write(&b.body, "s", o->unique_name);
+	list_for_each_entry(n, &c->bus->names->name_list, registry_link)
+		dc_writer_write(&b.body, "s", n->str);
+	dc_writer_close(&b.body);
+	return reply_send(c, &b);
+}
+
+static int method_list_activatable_names(struct driver_call *c)
+{
+	struct message_builder b;
+	size_t i;
+
+	reply_init(c, &b, "as");
+	dc_writer_open(&b.body, 'a', NULL);
+	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
+	if (c->bus->services)
+		for (i = 0; i < c->bus->services->n_services; i++)
+			dc_writer_write(&b.body, "s", bus_services_get(c->bus->services, i)->name);
+	dc_writer_close(&b.body);
+	return reply_send(c, &b);
+}
+
+static int method_add_match(struct driver_call *c)
+{
+	struct connection *conn = c->conn;
+	struct match_rule *rule = NULL;
+	const char *text, *reason = NULL;
+	int r;
+
+	if (conn->matches.n_rules >= (size_t)c->bus->limits.max_match_rules_per_connection)
+		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+			"Connection \"%s\" is not allowed to add more match rules "
+			"(increase limits in configuration file if required; "
+			"max_match_rules_per_connection=%lld)",
+			connection_name(conn),
+			(long long)c->bus->limits.max_match_rules_per_connection);
+	r = read_name(c, &text);
+	if (r)
+		return r;
+	r = match_rule_parse(&rule, text, &reason);
+	if (r < 0)
+		return r;
+	if (r == MATCH_E_TOO_LONG)
+		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "%s",
+				   reason ? reason : "Match rule is too long");
+	if (r)
+		return driver_fail(c, DC_ERROR_MATCH_RULE_INVALID, "%s",
+				   reason ? reason : "Invalid match rule");
+	if (rule->eavesdrop && !caller_is_privileged(c)) {
+		match_rule_free(rule);
+		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+				   "rejected attempt to call AddMatch with eavesdrop=true by "
+				   "connection %s with uid %u", connection_name(conn),
+				   (unsigned)conn->uid);
+	}
+	if (connection_charge(conn, USER_SLOT_MATCHES, 1)) {
+		match_rule_free(rule);
+		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+				   "The user %u has too many match rules", (unsigned)conn->uid);
+	}
+	r = match_registry_add(c->bus->matches, &conn->matches, rule);
+	if (r < 0) {
+		connection_uncharge(conn, USER_SLOT_MATCHES, 1);
+		match_rule_free(rule);
+		return r;
+	}
+	if (rule->eavesdrop)
+		c->bus->n_eavesdrop_rules++;
+	if (match_registry_count(c->bus->matches) > c->bus->peak_matches)
+		c->bus->peak_matches = match_registry_count(c->bus->matches);
+	return reply_empty(c);
+}
+
+static int method_remove_match(struct driver_call *c)
+{
+	struct connection *conn = c->conn;
+	struct match_rule *rule = NULL, *other;
+	const char *text, *reason = NULL;
+	int r;
+
+	r = read_name(c, &text);
+	if (r)
+		return r;
+	r = match_rule_parse(&rule, text, &reason);
+	if (r < 0)
+		return r;
+	if (r == MATCH_E_TOO_LONG)
+		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "%s",
+				   reason ? reason : "Match rule is too long");
+	if (r)
+		return driver_fail(c, DC_ERROR_MATCH_RULE_INVALID, "%s",
+				   reason ? reason : "Invalid match rule");
+
+	/* The newest equal rule goes, as dbus-daemon does. */
+	other = NULL;
+	for (struct list_node *p = conn->matches.rules.prev; p != &conn->matches.rules;
+	     p = p->prev) {
+		struct match_rule *x = list_entry(p, struct match_rule, owner_link);
+
+		if (match_rule_equal(x, rule)) {
+			other = x;
+			break;
+		}
+	}
+	match_rule_free(rule);
+	if (!other)
+		return driver_fail(c, DC_ERROR_MATCH_RULE_NOT_FOUND,
+				   "The given match rule wasn't found and can't be removed");
+	if (other->eavesdrop && c->bus->n_eavesdrop_rules)
+		c->bus->n_eavesdrop_rules--;
+	match_registry_remove(other);
+	connection_uncharge(conn, USER_SLOT_MATCHES, 1);
+	return reply_empty(c);
+}
+
+static int method_get_name_owner(struct driver_call *c)
+{
+	struct connection *owner;
+	const char *name;
+	int r;
+
+	r = read_name(c, &name);
+	if (r)
+		return r;
+	if (!strcmp(name, DC_SERVICE_DBUS))
+		return reply_s(c, DC_SERVICE_DBUS);
+	owner = bus_resolve(c->bus, name);
+	if (!owner)
+		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
+				   "Could not get owner of name '%s': no such name", name);
+	return reply_s(c, connection_name(owner));
+}
+
+static int method_list_queued_owners(struct driver_call *c)
+{
+	struct message_builder b;
+	struct connection *owner;
+	struct name *n;
+	const char *name;
+	int r;
+
+	r = read_name(c, &name);
+	if (r)
+		return r;
+	reply_init(c, &b, "as");
+	dc_writer_open(&b.body, 'a', NULL);
+	if (!strcmp(name, DC_SERVICE_DBUS)) {
+		dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
+	} else if (name[0] == ':' && (owner = bus_resolve(c->bus, name))) {
+		dc_writer_write(&b.body, "s", connection_name(owner));
+	} else if ((n = name_registry_find(c->bus->names, name))) {
+		struct name_ownership *o;
+
+		list_for_each_entry(o, &n->queue, name_link)
+			dc_writer_write(&b.body, "s", o->owner->unique_name);
+	} else {
+		message_builder_deinit(&b);
+		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
+				   "Could not get owners of name '%s': no such name", name);
+	}
+	dc_writer_close(&b.body);
+	return reply_send(c, &b);
+}
+
+static int method_get_connection_unix_user(struct driver_call *c)
+{
+	struct connection *peer = NULL;
+	bool self = false;
+	const char *name;
+	int r;
+
+	r = lookup_conn(c, "UID", &name, &peer, &self);
+	if (r)
+		return r;
+	return reply_u(c, self ? (uint32_t)c->bus->uid : (uint32_t)peer->uid);
+}
+
+static int method_get_connection_unix_process_id(struct driver_call *c)
+{
+	struct connection *peer = NULL;
+	bool self = false;
+	const char *name;
+	pid_t pid;
+	int r;
+
+	r = lookup_conn(c, "PID", &name, &peer, &self);
+	if (r)
+		return r;
+	pid = self ? c->bus->pid : peer->pid;
+	if (pid <= 0)
+		return driver_fail(c, DC_ERROR_UNIX_PROCESS_ID_UNKNOWN,
+				   "Could not determine PID for '%s'", name);
+	return reply_u(c, (uint32_t)pid);
+}
+
+static void asv_u(struct dc_writer *w, const char *key, uint32_t v)
+{
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", key);
+	dc_writer_open(w, 'v', "u");
+	dc_writer_write(w, "u", v);
+	dc_writer_close(w);
+	dc_writer_close(w);
+}
+
+static void asv_s(struct dc_writer *w, const char *key, const char *v)
+{
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", key);
+	dc_writer_open(w, 'v', "s");
+	dc_writer_write(w, "s", v);
+	dc_writer_close(w);
+	dc_writer_close(w);
+}
+
+static void asv_t(struct dc_writer *w, const char *key, uint64_t v)
+{
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", key);
+	dc_writer_open(w, 'v', "t");
+	dc_writer_write(w, "t", v);
+	dc_writer_close(w);
+	dc_writer_close(w);
+}
+
+static int method_get_connection_credentials(struct driver_call *c)
+{
+	struct connection *peer = NULL;
+	bool self = false;
+	struct message_builder b;
+	const char *name;
+	struct dc_writer *w;
+	int r;
+
+	r = lookup_conn(c, "credentials", &name, &peer, &self);
+	if (r)
+		return r;
+	reply_init(c, &b, "a{sv}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	if (self) {
+		asv_u(w, "UnixUserID", (uint32_t)c->bus->uid);
+		asv_u(w, "ProcessID", (uint32_t)c->bus->pid);
+	} else {
+		const struct socket_creds *cr = socket_get_creds(peer->socket);
+
+		asv_u(w, "UnixUserID", (uint32_t)peer->uid);
+		if (cr && cr->groups) {
+			_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
+
+			if (!gids) {
+				message_builder_deinit(&b);
+				return -ENOMEM;
+			}
+			for (size_t i = 0; i < cr->n_groups; i++)
+				gids[i] = (uint32_t)cr->groups[i];
+			dc_writer_open(w, '{', NULL);
+			dc_writer_write(w, "s", "UnixGroupIDs");
+			dc_writer_open(w, 'v', "au");
+			dc_writer_append_array(w, 'u', gids, cr->n_groups);
+			dc_writer_close(w);
+			dc_writer_close(w);
+		}
+		if (peer->pid > 0)
+			asv_u(w, "ProcessID", (uint32_t)peer->pid);
+		if (cr && cr->label) {
+			/* GVariant bytestring convention: the NUL is included. */
+			dc_writer_open(w, '{', NULL);
+			dc_writer_write(w, "s", "LinuxSecurityLabel");
+			dc_writer_open(w, 'v', "ay");
+			dc_writer_append_array(w, 'y', cr->label, strlen(cr->label) + 1);
+			dc_writer_close(w);
+			dc_writer_close(w);
+		}
+	}
+	dc_writer_close(w);
+	return reply_send(c, &b);
+}
+
+static int method_get_adt_audit_session_data(struct driver_call *c)
+{
+	struct connection *peer = NULL;
+	bool self = false;
+	const char *name;
+	int r;
+
+	r = lookup_conn(c, "audit session data", &name, &peer, &self);
+	if (r)
+		return r;
+	/* No ADT (Solaris audit) on Linux, as in dbus-daemon. */
+	return driver_fail(c, DC_ERROR_ADT_AUDIT_DATA_UNKNOWN,
+			   "Could not determine audit session data for '%s'", name);
+}
+
+static int method_get_connection_selinux_security_context(struct driver_call *c)
+{
+	struct connection *peer = NULL;
+	bool self = false;
+	struct message_builder b;
+	const struct socket_creds *cr;
+	const char *name;
+	int r;
+
+	r = lookup_conn(c, "security context", &name, &peer, &self);
+	if (r)
+		return r;
+	/* Only with SELinux active: any other LSM label is not an SELinux context. */
+	cr = !self ? socket_get_creds(peer->socket) : NULL;
+	if (!cr || !cr->label || access("/sys/fs/selinux/enforce", F_OK) < 0)
+		return driver_fail(c, DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN,
+				   "Could not determine security context for '%s'", name);
+	reply_init(c, &b, "ay");
+	dc_writer_append_array(&b.body, 'y', cr->label, strlen(cr->label));
+	return reply_send(c, &b);
+}
+
+static int method_reload_config(struct driver_call *c)
+{
+	_cleanup_free_ char *err = NULL;
+	int r;
+
+	r = bus_reload_config(c->bus, &err);
+	if (r < 0)
+		return driver_fail(c, DC_ERROR_FAILED, "Reloading the configuration failed: %s",
+				   strerror(-r));
+	if (r > 0)
+		return driver_fail(c, DC_ERROR_FAILED, "%s", err ? err : "invalid configuration");
+	return reply_empty(c);
+}
+
+static int method_get_id(struct driver_call *c)
+{
+	return reply_s(c, c->bus->guid);
+}
+
+static int method_become_monitor(struct driver_call *c)
+{
+	struct match_rule **rules = NULL;
+	size_t n = 0, i;
+	uint32_t flags;
+	int r;
+
+	r = dc_reader_enter(&c->reader, 'a');
+	while (!r && dc_reader_peek(&c->reader) == 's') {
+		const char *text, *reason = NULL;
+		struct match_rule **v;
+
+		r = dc_reader_read(&c->reader, "s", &text);
+		if (r)
+			break;
+		v = realloc(rules, (n + 1) * sizeof(*rules));
+		if (!v) {
+			r = -ENOMEM;
+			break;
+		}
+		rules = v;
+		r = match_rule_parse(&rules[n], text, &reason);
+		if (r < 0)
+			break;
+		if (r) {
+			r = driver_fail(c, r == MATCH_E_TOO_LONG ? DC_ERROR_LIMITS_EXCEEDED :
+					DC_ERROR_MATCH_RULE_INVALID, "%s",
+					reason ? reason : "Invalid match rule");
+			goto out;
+		}
+		n++;
+	}
+	if (!r)
+		r = dc_reader_exit(&c->reader);
+	if (!r)
+		r = dc_reader_read(&c->reader, "u", &flags);
+	if (r > 0) {
+		r = driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+		goto out;
+	}
+	if (r < 0)
+		goto out;
+	if (flags != 0) {
+		r = driver_fail(c, DC_ERROR_INVALID_ARGS,
+				"BecomeMonitor does not support any flags yet");
+		goto out;
+	}
+	/* An empty list means "everything", i.e. the rule "". */
+	if (n == 0) {
+		const char *reason;
+
+		rules = calloc(1, sizeof(*rules));
+		if (!rules) {
+			r = -ENOMEM;
+			goto out;
+		}
+		r = match_rule_parse(&rules[0], "", &reason);
+		if (r) {
+			r = r < 0 ? r : -EINVAL;
+			goto out;
+		}
+		n = 1;
+	}
+
+	/* The reply goes out while the connection is still a normal one. */
+	r = reply_empty(c);
+	if (r < 0)
+		goto out;
+	r = monitor_become(c->conn, rules, n);
+out:
+	for (i = 0; i < n; i++)
+		if (rules[i])
+			match_rule_free(rules[i]);
+	free(rules);
+	return r;
+}
+
+static int method_get_machine_id(struct driver_call *c)
+{
+	return reply_s(c, c->bus->machine_id);
+}
+
+static int method_ping(struct driver_call *c)
+{
+	return reply_empty(c);
+}
+
+/* ----------------------------------------------------------------- Stats */
+
+static int method_get_stats(struct driver_call *c)
+{
+	struct bus *bus = c->bus;
+	struct message_builder b;
+	struct dc_writer *w;
+
+	reply_init(c, &b, "a{sv}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	asv_u(w, "Serial", bus_next_serial(bus));
+	asv_u(w, "ActiveConnections", bus->n_active);
+	asv_u(w, "IncompleteConnections", bus->n_incomplete);
+	asv_u(w, "MatchRules", (uint32_t)match_registry_count(bus->matches));
+	asv_u(w, "PeakMatchRules", bus->peak_matches);
+	asv_u(w, "BusNames", (uint32_t)bus->names->n_names);
+	asv_u(w, "PeakBusNames", bus->peak_names);
+	asv_t(w, "MessagesRouted", bus->n_messages);
+	dc_writer_close(w);
+	return reply_send(c, &b);
+}
+
+static int method_get_connection_stats(struct driver_call *c)
+{
+	struct connection *peer = NULL;
+	bool self = false;
+	struct message_builder b;
+	struct dc_writer *w;
+	const char *name;
+	int r;
+
+	r = lookup_conn(c, "statistics", &name, &peer, &self);
+	if (r)
+		return r;
+	if (self)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "GetConnectionStats is not meaningful for the message bus "
+				   "\"%s\" itself", name);
+	reply_init(c, &b, "a{sv}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	asv_u(w, "Serial", bus_next_serial(c->bus));
+	asv_s(w, "UniqueName", connection_name(peer));
+	asv_u(w, "IncomingMessages", (uint32_t)peer->n_incoming);
+	asv_u(w, "OutgoingMessages", (uint32_t)peer->n_outgoing);
+	asv_u(w, "OutgoingBytes", (uint32_t)peer->n_queued_bytes);
+	asv_u(w, "OutgoingFDs", (uint32_t)peer->n_queued_fds);
+	asv_u(w, "PeakOutgoingBytes", (uint32_t)peer->peak_queued_bytes);
+	asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
+	asv_u(w, "BusNames", (uint32_t)peer->owner.n_ownerships);
+	asv_u(w, "PendingReplies", (uint32_t)peer->replies.n_pending);
+	dc_writer_close(w);
+	return reply_send(c, &b);
+}
+
+static int method_get_all_match_rules(struct driver_call *c)
+{
+	struct message_builder b;
+	struct dc_writer *w;
+	struct connection *conn;
+	char buf[MATCH_RULE_MAX_LENGTH * 4];
+
+	reply_init(c, &b, "a{sas}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	list_for_each_entry(conn, &c->bus->connections, bus_link) {
+		struct match_rule *rule;
+
+		if (!conn->registered || conn->closed)
+			continue;
+		dc_writer_open(w, '{', NULL);
+		dc_writer_write(w, "s", connection_name(conn));
+		dc_writer_open(w, 'a', NULL);
+		list_for_each_entry(rule, &conn->matches.rules, owner_link) {
+			if (match_rule_to_string(rule, buf, sizeof(buf)) >= 0)
+				dc_writer_write(w, "s", buf);
+		}
+		dc_writer_close(w);
+		dc_writer_close(w);
+	}
+	dc_writer_close(w);
+	return reply_send(c, &b);
+}
+
+/* ------------------------------------------------------------ Properties */
+
+static int prop_features(struct driver_call *c, struct dc_writer *w);
+static int prop_interfaces(struct driver_call *c, struct dc_writer *w);
+
+struct driver_property {
+	const char *name;
+	const char *type;
+	int (*get)(struct driver_call *c, struct dc_writer *w);
+};
+
+static const struct driver_property dbus_properties[] = {
+	{ "Features", "as", prop_features },
+	{ "Interfaces", "as", prop_interfaces },
+	{}
+};
+
+static int method_props_get(struct driver_call *c);
+static int method_props_get_all(struct driver_call *c);
+static int method_props_set(struct driver_call *c);
+static int method_introspect(struct driver_call *c);
+
+/* ------------------------------------------------------------------ tables */
+
+enum {
+	METHOD_ANY_PATH = 1 << 0,	/* available at every object path */
+	METHOD_PRIVILEGED = 1 << 1,	/* bus uid or root only */
+};
+
+enum {
+	IFACE_ANY_PATH = 1 << 0,	/* the interface exists at every path */
+	IFACE_UNINTERESTING = 1 << 1,	/* not listed in the Interfaces property */
+};
+
+struct driver_method {
+	const char *name;
+	const char *in;
+	const char *out;
+	int (*fn)(struct driver_call *c);
+	unsigned int flags;
+};
+
+struct driver_interface {
+	const char *name;
+	const struct driver_method *methods;
+	const char *extra_xml;
+	unsigned int flags;
+	const struct driver_property *properties;
+};
+
+static const struct driver_method dbus_methods[] = {
+	{ "Hello", "", "s", method_hello, METHOD_ANY_PATH },
+	{ "RequestName", "su", "u", method_request_name, METHOD_ANY_PATH },
+	{ "ReleaseName", "s", "u", method_release_name, METHOD_ANY_PATH },
+	{ "StartServiceByName", "su", "u", method_start_service_by_name, METHOD_ANY_PATH },
+	{ "UpdateActivationEnvironment", "a{ss}", "", method_update_activation_environment,
+	  METHOD_PRIVILEGED },
+	{ "NameHasOwner", "s", "b", method_name_has_owner, METHOD_ANY_PATH },
+	{ "ListNames", "", "as", method_list_names, METHOD_ANY_PATH },
+	{ "ListActivatableNames", "", "as", method_list_activatable_names, METHOD_ANY_PATH },
+	{ "AddMatch", "s", "", method_add_match, METHOD_ANY_PATH },
+	{ "RemoveMatch", "s", "", method_remove_match, METHOD_ANY_PATH },
+	{ "GetNameOwner", "s", "s", method_get_name_owner, METHOD_ANY_PATH },
+	{ "ListQueuedOwners", "s", "as", method_list_queued_owners, METHOD_ANY_PATH },
+	{ "GetConnectionUnixUser", "s", "u", method_get_connection_unix_user,
+	  METHOD_ANY_PATH },
+	{ "GetConnectionUnixProcessID", "s", "u", method_get_connection_unix_process_id,
+	  METHOD_ANY_PATH },
+	{ "GetAdtAuditSessionData", "s", "ay", method_get_adt_audit_session_data,
+	  METHOD_ANY_PATH },
+	{ "GetConnectionSELinuxSecurityContext", "s", "ay",
+	  method_get_connection_selinux_security_context, METHOD_ANY_PATH },
+	{ "ReloadConfig", "", "", method_reload_config, METHOD_ANY_PATH },
+	{ "GetId", "", "s", method_get_id, METHOD_ANY_PATH },
+	{ "GetConnectionCredentials", "s", "a{sv}", method_get_connection_credentials,
+	  METHOD_ANY_PATH },
+	{}
+};
+
+static const struct driver_method properties_methods[] = {
+	{ "Get", "ss", "v", method_props_get, 0 },
+	{ "GetAll", "s", "a{sv}", method_props_get_all, 0 },
+	{ "Set", "ssv", "", method_props_set, 0 },
+	{}
+};
+
+static const struct driver_method introspectable_methods[] = {
+	{ "Introspect", "", "s", method_introspect, METHOD_ANY_PATH },
+	{}
+};
+
+static const struct driver_method monitoring_methods[] = {
+	{ "BecomeMonitor", "asu", "", method_become_monitor, METHOD_PRIVILEGED },
+	{}
+};
+
+static const struct driver_method stats_methods[] = {
+	{ "GetStats", "", "a{sv}", method_get_stats, 0 },
+	{ "GetConnectionStats", "s", "a{sv}", method_get_connection_stats, 0 },
+	{ "GetAllMatchRules", "", "a{sas}", method_get_all_match_rules, 0 },
+	{}
+};
+
+static const struct driver_method peer_methods[] = {
+	{ "GetMachineId", "", "s", method_get_machine_id, METHOD_ANY_PATH },
+	{ "Ping", "", "", method_ping, METHOD_ANY_PATH },
+	{}
+};
+
+static const struct driver_interface interfaces[] = {
+	{ DC_INTERFACE_DBUS, dbus_methods,
+	  "    <signal name=\"NameOwnerChanged\">\n"
+	  "      <arg type=\"s\"/>\n"
+	  "      <arg type=\"s\"/>\n"
+	  "      <arg type=\"s\"/>\n"
+	  "    </signal>\n"
+	  "    <signal name=\"NameLost\">\n"
+	  "      <arg type=\"s\"/>\n"
+	  "    </signal>\n"
+	  "    <signal name=\"NameAcquired\">\n"
+	  "      <arg type=\"s\"/>\n"
+	  "    </signal>\n",
+	  IFACE_ANY_PATH | IFACE_UNINTERESTING, dbus_properties },
+	{ DC_INTERFACE_PROPERTIES, properties_methods,
+	  "    <signal name=\"PropertiesChanged\">\n"
+	  "      <arg type=\"s\" name=\"interface_name\"/>\n"
+	  "      <arg type=\"a{sv}\" name=\"changed_properties\"/>\n"
+	  "      <arg type=\"as\" name=\"invalidated_properties\"/>\n"
+	  "    </signal>\n",
+	  IFACE_UNINTERESTING, NULL },
+	{ DC_INTERFACE_INTROSPECTABLE, introspectable_methods, NULL,
+	  IFACE_ANY_PATH | IFACE_UNINTERESTING, NULL },
+	{ DC_INTERFACE_MONITORING, monitoring_methods, NULL, 0, NULL },
+	{ DC_INTERFACE_STATS, stats_methods, NULL, 0, NULL },
+	{ DC_INTERFACE_PEER, peer_methods, NULL, IFACE_ANY_PATH | IFACE_UNINTERESTING, NULL },
+	{}
+};
+
+static int prop_features(struct driver_call *c, struct dc_writer *w)
+{
+	dc_writer_open(w, 'a', NULL);
+	if (c->bus->systemd_activation)
+		dc_writer_write(w, "s", "SystemdActivation");
+	return dc_writer_close(w);
+}
+
+static int prop_interfaces(struct driver_call *c, struct dc_writer *w)
+{
+	const struct driver_interface *i;
+
+	dc_writer_open(w, 'a', NULL);
+	for (i = interfaces; i->name; i++)
+		if (!(i->flags & IFACE_UNINTERESTING))
+			dc_writer_write(w, "s", i->name);
+	return dc_writer_close(w);
+}
+
+/* Properties are implemented on the canonical path only (dbus-daemon too). */
+static const struct driver_interface *find_interface(struct driver_call *c, const char *name)
+{
+	const struct driver_interface *i;
+
+	for (i = interfaces; i->name; i++)
+		if (!strcmp(i->name, name))
+			return i;
+	driver_fail(c, DC_ERROR_UNKNOWN_INTERFACE, "Interface \"%s\" not found", name);
+	return NULL;
+}
+
+static const struct driver_property *find_property(struct driver_call *c,
+						   const struct driver_interface *i,
+						   const char *name)
+{
+	const struct driver_property *p;
+
+	for (p = i->properties; p && p->name; p++)
+		if (!strcmp(p->name, name))
+			return p;
+	driver_fail(c, DC_ERROR_UNKNOWN_PROPERTY, "Property \"%s.%s\" not found", i->name, name);
+	return NULL;
+}
+
+static int method_props_get(struct driver_call *c)
+{
+	const struct driver_interface *i;
+	const struct driver_property *p;
+	struct message_builder b;
+	const char *iface, *prop;
+	int r;
+
+	r = dc_reader_read(&c->reader, "ss", &iface, &prop);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	i = find_interface(c, iface);
+	if (!i)
+		return 1;
+	p = find_property(c, i, prop);
+	if (!p)
+		return 1;
+	reply_init(c, &b, "v");
+	dc_writer_open(&b.body, 'v', p->type);
+	p->get(c, &b.body);
+	dc_writer_close(&b.body);
+	return reply_send(c, &b);
+}
+
+static int method_props_get_all(struct driver_call *c)
+{
+	const struct driver_interface *i;
+	const struct driver_property *p;
+	struct message_builder b;
+	const char *iface;
+	int r;
+
+	r = read_name(c, &iface);
+	if (r)
+		return r;
+	i = find_interface(c, iface);
+	if (!i)
+		return 1;
+	reply_init(c, &b, "a{sv}");
+	dc_writer_open(&b.body, 'a', NULL);
+	for (p = i->properties; p && p->name; p++) {
+		dc_writer_open(&b.body, '{', NULL);
+		dc_writer_write(&b.body, "s", p->name);
+		dc_writer_open(&b.body, 'v', p->type);
+		p->get(c, &b.body);
+		dc_writer_close(&b.body);
+		dc_writer_close(&b.body);
+	}
+	dc_writer_close(&b.body);
+	return reply_send(c, &b);
+}
+
+static int method_props_set(struct driver_call *c)
+{
+	const struct driver_interface *i;
+	const char *iface, *prop;
+	int r;
+
+	r = dc_reader_read(&c->reader, "ss", &iface, &prop);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	i = find_interface(c, iface);
+	if (!i)
+		return 1;
+	if (!find_property(c, i, prop))
+		return 1;
+	return driver_fail(c, DC_ERROR_PROPERTY_READ_ONLY, "Property '%s.%s' cannot be set",
+			   iface, prop);
+}
+
+/* -------------------------------------------------------- introspection */
+
+struct strbuf {
+	char *s;
+	size_t n, cap;
+	bool oom;
+};
+
+static void sb_add(struct strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(struct strbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+	size_t cap;
+	char *p;
+	int l;
+
+	if (sb->oom)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		l = vsnprintf(sb->s ? sb->s + sb->n : NULL, sb->s ? sb->cap - sb->n : 0, fmt, ap);
+		va_end(ap);
+		if (l < 0) {
+			sb->oom = true;
+			return;
+		}
+		if (sb->s && sb->n + (size_t)l < sb->cap) {
+			sb->n += (size_t)l;
+			return;
+		}
+		cap = MAX(sb->cap * 2, sb->n + (size_t)l + 256);
+		p = realloc(sb->s, cap);
+
+		if (!p) {
+			sb->oom = true;
+			return;
+		}
+		sb->s = p;
+		sb->cap = cap;
+	}
+}
+
+static void sb_args(struct strbuf *sb, const char *sig, const char *direction)
+{
+	size_t len = strlen(sig), pos = 0, l;
+
+	while (pos < len && (l = signature_next(sig + pos, len - pos)) > 0) {
+		sb_add(sb, "      <arg direction=\"%s\" type=\"%.*s\"/>\n", direction, (int)l,
+		       sig + pos);
+		pos += l;
+	}
+}
+
+int driver_introspect_xml(char **xmlp, const char *path)
+{
+	const struct driver_interface *i;
+	const struct driver_method *m;
+	const struct driver_property *p;
+	struct strbuf sb = {};
+	bool canonical = path && !strcmp(path, DC_PATH_DBUS);
+
+	sb_add(&sb, "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection "
+		    "1.0//EN\"\n\"http://www.freedesktop.org/standards/dbus/1.0/"
+		    "introspect.dtd\">\n<node>\n");
+	for (i = interfaces; i->name; i++) {
+		if (!canonical && !(i->flags & IFACE_ANY_PATH))
+			continue;
+		sb_add(&sb, "  <interface name=\"%s\">\n", i->name);
+		for (m = i->methods; m->name; m++) {
+			sb_add(&sb, "    <method name=\"%s\">\n", m->name);
+			sb_args(&sb, m->in, "in");
+			sb_args(&sb, m->out, "out");
+			sb_add(&sb, "    </method>\n");
+		}
+		for (p = i->properties; p && p->name; p++)
+			sb_add(&sb, "    <property name=\"%s\" type=\"%s\" access=\"read\">\n"
+				    "      <annotation name=\"org.freedesktop.DBus.Property."
+				    "EmitsChangedSignal\" value=\"const\"/>\n"
+				    "    </property>\n", p->name, p->type);
+		if (i->extra_xml)
+			sb_add(&sb, "%s", i->extra_xml);
+		sb_add(&sb, "  </interface>\n");
+	}
+	/* Make the driver's object discoverable from its parents. */
+	if (path && !strcmp(path, "/"))
+		sb_add(&sb, "  <node name=\"org/freedesktop/DBus\"/>\n");
+	else if (path && !strcmp(path, "/org"))
+		sb_add(&sb, "  <node name=\"freedesktop/DBus\"/>\n");
+	else if (path && !strcmp(path, "/org/freedesktop"))
+		sb_add(&sb, "  <node name=\"DBus\"/>\n");
+	sb_add(&sb, "</node>\n");
+	if (sb.oom) {
+		free(sb.s);
+		return -ENOMEM;
+	}
+	*xmlp = sb.s;
+	return 0;
+}
+
+static int method_introspect(struct driver_call *c)
+{
+	_cleanup_free_ char *xml = NULL;
+	int r;
+
+	r = driver_introspect_xml(&xml, c->msg->path);
+	if (r < 0)
+		return r;
+	return reply_s(c, xml);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static int driver_finish(struct driver_call *c, int r)
+{
+	if (r > 0) {
+		r = router_send_error(c->conn, c->msg, c->err_name, "%s",
+				      c->err_text ? c->err_text : "");
+	}
+	free(c->err_text);
+	return r < 0 ? r : 0;
+}
+
+static int driver_call_init(struct driver_call *c, struct connection *conn, struct message *msg)
+{
+	*c = (struct driver_call){ .bus = conn->bus, .conn = conn, .msg = msg };
+	return message_get_body_reader(msg, &c->reader);
+}
+
+int driver_dispatch(struct connection *conn, struct message *msg)
+{
+	const struct driver_interface *i;
+	const struct driver_method *m;
+	struct driver_call c;
+	bool canonical, found_iface = false;
+	int r;
+
+	/* Signals and replies to the bus are ignored, as by dbus-daemon. */
+	if (msg->type != DC_MESSAGE_METHOD_CALL)
+		return 0;
+
+	r = driver_call_init(&c, conn, msg);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return driver_finish(&c, driver_fail(&c, DC_ERROR_INVALID_ARGS,
+						     "Invalid message body"));
+
+	canonical = msg->path && !strcmp(msg->path, DC_PATH_DBUS);
+	for (i = interfaces; i->name; i++) {
+		if (!canonical && !(i->flags & IFACE_ANY_PATH))
+			continue;
+		if (msg->interface && strcmp(msg->interface, i->name))
+			continue;
+		found_iface = true;
+		for (m = i->methods; m->name; m++) {
+			if (strcmp(m->name, msg->member))
+				continue;
+			if ((m->flags & METHOD_PRIVILEGED) && !caller_is_privileged(&c))
+				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
+					"rejected attempt to call %s by connection %s with uid %u",
+					m->name, connection_name(conn), (unsigned)conn->uid));
+			if (!canonical && !(m->flags & METHOD_ANY_PATH))
+				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
+					"Method '%s' is only available at the canonical object "
+					"path '%s'", m->name, DC_PATH_DBUS));
+			if (strcmp(msg->signature, m->in))
+				return driver_finish(&c, driver_fail(&c, DC_ERROR_INVALID_ARGS,
+					"Call to %s has wrong args (%s, expected %s)\n", m->name,
+					msg->signature, m->in));
+			return driver_finish(&c, m->fn(&c));
+		}
+	}
+	return driver_finish(&c, driver_fail(&c, found_iface ? DC_ERROR_UNKNOWN_METHOD :
+					     DC_ERROR_UNKNOWN_INTERFACE,
+					     "%s does not understand message %s",
+					     DC_SERVICE_DBUS, msg->member));
+}
+
+int driver_dispatch_peer(struct connection *conn, struct message *msg)
+{
+	struct driver_call c;
+	int r;
+
+	r = driver_call_init(&c, conn, msg);
+	if (r < 0)
+		return r;
+	if (msg->interface && !strcmp(msg->interface, DC_INTERFACE_PEER)) {
+		if (!strcmp(msg->member, "Ping") && !strcmp(msg->signature, ""))
+			return driver_finish(&c, method_ping(&c));
+		if (!strcmp(msg->member, "GetMachineId") && !strcmp(msg->signature, ""))
+			return driver_finish(&c, method_get_machine_id(&c));
+	}
+	return driver_finish(&c, driver_fail(&c, DC_ERROR_UNKNOWN_METHOD,
+		"Method \"%s\" with signature \"%s\" on interface \"%s\" doesn't exist\n",
+		msg->member, msg->signature, msg->interface ? msg->interface : "(null)"));
+}
+
+int driver_hello(struct connection *conn, struct message *msg)
+{
+	struct bus *bus = conn->bus;
+	_cleanup_message_ struct message *m = NULL;
+	struct driver_call c;
+	int r;
+
+	if (bus->n_active >= (unsigned int)bus->limits.max_completed_connections) {
+		r = driver_call_init(&c, conn, msg);
+		if (r < 0)
+			return r;
+		/* As dbus-daemon: refuse, but leave the connection (it may retry). */
+		return driver_finish(&c, driver_fail(&c, DC_ERROR_LIMITS_EXCEEDED,
+			"The maximum number of active connections has been reached"));
+	}
+
+	/* Unique names are allocated at Hello, in order, never reused. */
+	name_owner_init(&conn->owner, bus->next_id++);
+	conn->registered = true;
+	bus->n_active++;
+
+	r = message_stitch_sender(msg, connection_name(conn), &m);
+	if (r < 0)
+		return r;
+	monitor_capture(bus, m, conn, NULL);
+
+	r = driver_call_init(&c, conn, m);
+	if (r < 0)
+		return r;
+	/* The reply comes before NameOwnerChanged/NameAcquired, as with dbus-daemon. */
+	r = driver_finish(&c, reply_s(&c, connection_name(conn)));
+	if (r < 0)
+		return r;
+	return name_registry_add_unique(bus->names, &conn->owner);
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: The bus driver, org.freedesktop.DBus
+ *
+ * Messages addressed to org.freedesktop.DBus are handled here. The methods
+ * are a table (interface -> methods with name, input and output signature,
+ * handler and flags), exactly as dbus-daemon 1.14 exposes them, so that
+ * dispatch, signature checks, introspection and the error names come from
+ * one place:
+ *  - unknown interface: UnknownInterface; known interface, unknown member:
+ *    UnknownMethod ("org.freedesktop.DBus does not understand message X");
+ *  - wrong signature: InvalidArgs ("Call to X has wrong args (S, expected T)");
+ *  - interfaces other than org.freedesktop.DBus, Introspectable and Peer
+ *    (and the newer methods) exist only at /org/freedesktop/DBus: elsewhere
+ *    they are unknown, or AccessDenied for a method of an any-path interface;
+ *  - privileged methods (BecomeMonitor, UpdateActivationEnvironment, and
+ *    AddMatch with eavesdrop=true) need the bus' uid or root: AccessDenied.
+ * A call with NO_REPLY_EXPECTED gets neither reply nor error.
+ */
+
+struct connection;
+struct message;
+
+/* The first message of a connection: Hello (unstitched, from the socket). */
+int driver_hello(struct connection *conn, struct message *msg);
+
+/* A stitched message to org.freedesktop.DBus. Return 0 or negative errno. */
+int driver_dispatch(struct connection *conn, struct message *msg);
+
+/*
+ * A method call without destination: only org.freedesktop.DBus.Peer is
+ * answered (libdbus' behaviour towards dbus-daemon); anything else gets
+ * UnknownMethod.
+ */
+int driver_dispatch_peer(struct connection *conn, struct message *msg);
+
+/* The introspection XML of the driver object at @path (malloc()ed). */
+int driver_introspect_xml(char **xmlp, const char *path);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Listening sockets: accept() into new connections. See listener.h.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "broker/bus.h"
+#include "broker/connection.h"
+#include "broker/listener.h"
+#include "broker/log.h"
+#include "dbus-compat/address.h"
+
+int listener_new(struct listener **listenerp, struct bus *bus, const char *address,
+		 char **errorp)
+{
+	_cleanup_(listener_freep) struct listener *l = NULL;
+	struct address_list list = {};
+	_cleanup_free_ char *last_error = NULL;
+	size_t i;
+	int r;
+
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->bus = bus;
+	l->fd = -1;
+	list_init(&l->link);
+
+	r = address_list_parse(&list, address, &last_error);
+	if (r) {
+		address_list_deinit(&list);
+		if (r < 0)
+			return r;
+		if (asprintf(errorp, "invalid address '%s': %s", address,
+			     last_error ? last_error : "parse error") < 0)
+			return -ENOMEM;
+		return 1;
+	}
+
+	r = 1;
+	for (i = 0; i < list.n_entries; i++) {
+		char *err = NULL;
+
+		r = address_listen(&list.entries[i], bus->guid, &l->fd, &l->address,
+				   &l->unlink_path, &err);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			free(err);
+			address_list_deinit(&list);
+			return r;
+		}
+		free(last_error);
+		last_error = err;
+	}
+	address_list_deinit(&list);
+	if (r) {
+		if (asprintf(errorp, "cannot listen on '%s': %s", address,
+			     last_error ? last_error : "unusable address") < 0)
+			return -ENOMEM;
+		return 1;
+	}
+
+	*listenerp = steal_ptr(l);
+	return 0;
+}
+
+struct listener *listener_free(struct listener *l)
+{
+	if (!l)
+		return NULL;
+	list_unlink(&l->link);
+	sd_event_source_disable_unref(l->io);
+	if (l->fd >= 0)
+		close(l->fd);
+	if (l->unlink_path)
+		unlink(l->unlink_path);
+	free(l->unlink_path);
+	free(l->address);
+	free(l);
+	return NULL;
+}
+
+static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct listener *l = userdata;
+	int i, r;
+
+	/* Accept a bounded batch per wakeup so connecting clients cannot starve traffic. */
+	for (i = 0; i < 32; i++) {
+		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (cfd < 0) {
+			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+				return 0;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Out of resources: keep running, try again later. */
+				log_warn("accept failed: %s", strerror(errno));
+				return 0;
+			}
+			log_err("accept failed: %s", strerror(errno));
+			return 0;
+		}
+		r = bus_accept(l->bus, cfd);
+		if (r < 0)
+			log_warn("cannot set up new connection: %s", strerror(-r));
+	}
+	return 0;
+}
+
+int listener_attach(struct listener *l)
+{
+	return sd_event_add_io(l->bus->event, &l->io, l->fd, EPOLLIN, listener_io, l);
+}

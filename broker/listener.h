@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: Listening sockets
+ *
+ * A listener owns one listening unix socket (from one <listen> element or the
+ * --address option) and accepts connections into the bus. The socket is
+ * created by listener_new(), before the event loop exists (and before
+ * --fork), so that an unusable address fails the start-up; listener_attach()
+ * registers it with the event loop later.
+ */
+
+#include <systemd/sd-event.h>
+#include "util/list.h"
+
+struct bus;
+
+struct listener {
+	struct bus *bus;
+	struct list_node link;		/* in bus->listeners */
+	int fd;
+	sd_event_source *io;
+	char *address;			/* connectable address, with guid= */
+	char *unlink_path;		/* socket file to remove at exit, or NULL */
+};
+
+/**
+ * listener_new() - parse one address entry string and start listening
+ * @listenerp:	output
+ * @bus:	the bus (for its guid; the listener is linked by the caller)
+ * @address:	one or more address entries ("a;b"): the first one that can be
+ *		listened on is used, as dbus-daemon does
+ * @errorp:	output: malloc()ed message on a positive return
+ *
+ * Return: 0, 1 (unusable/invalid address, see *errorp) or negative errno.
+ */
+int listener_new(struct listener **listenerp, struct bus *bus, const char *address,
+		 char **errorp);
+struct listener *listener_free(struct listener *listener);
+DEFINE_CLEANUP_FUNC(struct listener *, listener_free);
+
+/* Register with the bus' event loop. Return: 0 or negative errno. */
+int listener_attach(struct listener *listener);

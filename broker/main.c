@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * bus1-broker: entry point. Parses the dbus-daemon compatible command line,
+ * loads the configuration, creates the bus (listening sockets first, so that
+ * an unusable address is reported by the exit status of the starting
+ * process), optionally forks, reports the address and pid, and runs the event
+ * loop until SIGTERM / SIGINT.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "config.h"
+#include "broker/bus.h"
+#include "broker/cli.h"
+#include "broker/driver.h"
+#include "broker/log.h"
+#include "conf/config.h"
+#include "dbus-compat/protocol.h"
+#include "util/macro.h"
+
+static int write_all(int fd, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t l = write(fd, s, n);
+
+		if (l < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		s += l;
+		n -= (size_t)l;
+	}
+	return 0;
+}
+
+/*
+ * Print the address and/or pid as dbus-daemon does: address first, then pid,
+ * each on its own line; a descriptor other than stdout is closed afterwards so
+ * that the reader (dbus-run-session, dbus-launch) sees EOF.
+ */
+static int print_startup_info(const struct cli *cli, const char *address)
+{
+	char buf[64];
+	int r;
+
+	if (cli->print_address) {
+		int fd = cli->print_address_fd < 0 ? STDOUT_FILENO : cli->print_address_fd;
+		_cleanup_free_ char *line = NULL;
+
+		if (cli->print_env) {
+			if (asprintf(&line, "DBUS_SESSION_BUS_ADDRESS=%s\n", address) < 0)
+				return -ENOMEM;
+		} else if (asprintf(&line, "%s\n", address) < 0) {
+			return -ENOMEM;
+		}
+		r = write_all(fd, line, strlen(line));
+		if (r < 0)
+			return r;
+		if (cli->print_pid && cli->print_pid_fd == cli->print_address_fd) {
+			snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+			r = write_all(fd, buf, strlen(buf));
+			if (r < 0)
+				return r;
+		}
+		if (fd != STDOUT_FILENO)
+			close(fd);
+	}
+	if (cli->print_pid && !(cli->print_address && cli->print_pid_fd == cli->print_address_fd)) {
+		int fd = cli->print_pid_fd < 0 ? STDOUT_FILENO : cli->print_pid_fd;
+
+		snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+		r = write_all(fd, buf, strlen(buf));
+		if (r < 0)
+			return r;
+		if (fd != STDOUT_FILENO)
+			close(fd);
+	}
+	if (cli->print_address_fd < 0 || cli->print_pid_fd < 0)
+		fflush(stdout);
+	return 0;
+}
+
+static int write_pidfile(const char *path)
+{
+	_cleanup_close_ int fd = -1;
+	char buf[32];
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	return write_all(fd, buf, strlen(buf));
+}
+
+/*
+ * --fork: the parent stays until the child has reported the address, so that
+ * "bus1-broker --fork --print-address" behaves like dbus-daemon for scripts.
+ * Returns in the child with *readyp set to the write end of the readiness
+ * pipe; the parent exits with the child's verdict.
+ */
+static int daemonize(int *readyp)
+{
+	int pipefd[2];
+	pid_t pid;
+	char c;
+	ssize_t l;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(pipefd[1]);
+		do {
+			l = read(pipefd[0], &c, 1);
+		} while (l < 0 && errno == EINTR);
+		_exit(l == 1 ? EXIT_SUCCESS : EXIT_FAILURE);
+	}
+	close(pipefd[0]);
+	if (setsid() < 0)
+		return -errno;
+	*readyp = pipefd[1];
+	return 0;
+}
+
+static void detach_stdio(const struct cli *cli)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	dup2(fd, STDIN_FILENO);
+	/* Keep stdout if the address or pid is still to be printed there. */
+	if (!((cli->print_address && cli->print_address_fd < 0) ||
+	      (cli->print_pid && cli->print_pid_fd < 0)))
+		dup2(fd, STDOUT_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+static void config_warn(void *userdata, const char *message)
+{
+	log_warn("%s", message);
+}
+
+int main(int argc, char **argv)
+{
+	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
+	_cleanup_(bus_freep) struct bus *bus = NULL;
+	struct bus_options opts = {};
+	struct cli cli;
+	const char *err = NULL, *word = NULL;
+	_cleanup_free_ char *cerr = NULL;
+	const char *pidfile = NULL;
+	int ready_fd = -1;
+	bool do_fork;
+	int r;
+
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cli_parse(&cli, argc, argv, &err, &word)) {
+		fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, word ? word : "",
+			err);
+		cli_print_help(program_invocation_short_name);
+		return EXIT_FAILURE;
+	}
+	if (cli.help) {
+		cli_print_help(program_invocation_short_name);
+		return EXIT_SUCCESS;
+	}
+	if (cli.version) {
+		printf("bus1-broker %s (compatible with D-Bus Message Bus Daemon 1.14)\n",
+		       PACKAGE_VERSION);
+		return EXIT_SUCCESS;
+	}
+	if (cli.introspect) {
+		_cleanup_free_ char *xml = NULL;
+
+		r = driver_introspect_xml(&xml, DC_PATH_DBUS);
+		if (r < 0) {
+			fprintf(stderr, "introspection failed: %s\n", strerror(-r));
+			return EXIT_FAILURE;
+		}
+		fputs(xml, stdout);
+		return EXIT_SUCCESS;
+	}
+
+	if (!cli.config_file && !cli.address) {
+		fprintf(stderr, "No configuration file specified.\n");
+		cli_print_help(program_invocation_short_name);
+		return EXIT_FAILURE;
+	}
+
+	log_setup(cli.syslog == CLI_SYSLOG_ONLY ? LOG_TARGET_SYSLOG :
+		  cli.syslog == CLI_SYSLOG_BOTH ? LOG_TARGET_BOTH : LOG_TARGET_STDERR);
+
+	if (cli.config_file) {
+		struct bus_config_options copts = {
+			.no_listen_ok = cli.address != NULL,
+			.warn = config_warn,
+		};
+
+		r = bus_config_load(&config, cli.config_file, &copts, &cerr);
+		if (r > 0) {
+			fprintf(stderr, "Failed to start message bus: %s\n", cerr);
+			return EXIT_FAILURE;
+		} else if (r < 0) {
+			fprintf(stderr, "Failed to start message bus: %s: %s\n", cli.config_file,
+				strerror(-r));
+			return EXIT_FAILURE;
+		}
+		if (config->syslog && cli.syslog == CLI_SYSLOG_DEFAULT)
+			log_setup(LOG_TARGET_BOTH);
+		if (!cli.nopidfile)
+			pidfile = config->pidfile;
+	}
+
+	opts.config = config;
+	opts.config_file = cli.config_file;
+	opts.address = cli.address;
+	opts.systemd_activation = cli.systemd_activation;
+	r = bus_new(&bus, &opts);
+	if (r) {
+		fprintf(stderr, "Failed to start message bus: %s\n",
+			r > 0 ? bus_get_error(bus) : strerror(-r));
+		return EXIT_FAILURE;
+	}
+
+	do_fork = cli.fork == CLI_FORK_YES || (cli.fork == CLI_FORK_DEFAULT && config && config->fork);
+	if (do_fork) {
+		r = daemonize(&ready_fd);
+		if (r < 0) {
+			fprintf(stderr, "Failed to fork: %s\n", strerror(-r));
+			return EXIT_FAILURE;
+		}
+		if (!(config && config->keep_umask))
+			umask(022);
+		detach_stdio(&cli);
+	}
+
+	if (pidfile) {
+		r = write_pidfile(pidfile);
+		if (r < 0) {
+			log_err("cannot write pid file %s: %s", pidfile, strerror(-r));
+			return EXIT_FAILURE;
+		}
+	}
+
+	/* The sockets listen already: clients may connect as soon as they know. */
+	r = print_startup_info(&cli, bus_get_address(bus));
+	if (r < 0) {
+		log_err("cannot print the bus address: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
+	if (ready_fd >= 0) {
+		(void)write_all(ready_fd, "1", 1);
+		ready_fd = safe_close(ready_fd);
+	}
+
+	r = bus_run(bus);
+	if (pidfile)
+		unlink(pidfile);
+	if (r < 0) {
+		log_err("event loop failed: %s", strerror(-r));
+		return EXIT_FAILURE;
+	}
+	return EXIT_SUCCESS;
+}

@@ -1,0 +1,1072 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Match rules: dbus-daemon-compatible parser, evaluation, and an index that
+ * makes matching independent of the number of unrelated rules (match.h).
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "broker/match.h"
+#include "broker/name.h"
+#include "util/macro.h"
+
+/* Index keys, in this order in bucket key arrays. */
+enum {
+	IDX_SENDER,
+	IDX_INTERFACE,
+	IDX_MEMBER,
+	IDX_PATH,
+	IDX_ARG0,
+	_IDX_N,
+};
+
+#define IDX_MASKS (1u << _IDX_N)
+
+struct match_bucket {
+	struct hmap_node node;
+	unsigned int mask;              /* which IDX_* keys the rules here set */
+	const char *keys[_IDX_N];       /* NULL where not in mask; own copies */
+	struct list_node rules;         /* struct match_rule.bucket_link */
+	size_t n_rules;
+	char buf[];
+};
+
+struct match_registry {
+	struct hmap buckets;
+	struct hmap uniq_senders;       /* rules with a unique-name sender= */
+	struct hmap uniq_dests;         /* rules with a unique-name destination= */
+	struct list_node rules;         /* all rules */
+	size_t n_rules;
+	size_t mask_rules[IDX_MASKS];   /* rules per mask, to skip empty masks */
+	uint64_t generation;
+};
+
+/* ---- validation (libdbus' definitions) ---------------------------------- */
+
+static bool name_char_initial(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+static bool name_char(char c)
+{
+	return name_char_initial(c) || (c >= '0' && c <= '9');
+}
+
+static bool bus_char_initial(char c)
+{
+	return name_char_initial(c) || c == '-';
+}
+
+static bool bus_char(char c)
+{
+	return name_char(c) || c == '-';
+}
+
+bool match_validate_interface(const char *s, size_t len)
+{
+	const char *end = s + len;
+	bool dot = false;
+
+	if (len == 0 || len > 255 || !name_char_initial(*s))
+		return false;
+	for (++s; s != end; ++s) {
+		if (*s == '.') {
+			if (s + 1 == end || !name_char_initial(s[1]))
+				return false;
+			dot = true;
+			++s;
+		} else if (!name_char(*s)) {
+			return false;
+		}
+	}
+	return dot;
+}
+
+bool match_validate_member(const char *s, size_t len)
+{
+	if (len == 0 || len > 255 || !name_char_initial(*s))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!name_char(s[i]))
+			return false;
+	return true;
+}
+
+bool match_validate_path(const char *s, size_t len)
+{
+	const char *end = s + len, *last_slash;
+
+	if (len == 0 || *s != '/')
+		return false;
+	last_slash = s;
+	for (++s; s != end; ++s) {
+		if (*s == '/') {
+			if (s - last_slash < 2)
+				return false;
+			last_slash = s;
+		} else if (!name_char(*s)) {
+			return false;
+		}
+	}
+	return !(end - last_slash < 2 && len > 1);
+}
+
+/* A bus name that may lack a dot (arg0namespace), as libdbus defines it. */
+bool match_validate_bus_namespace(const char *s, size_t len)
+{
+	const char *end = s + len;
+
+	if (len == 0 || len > 255)
+		return false;
+	if (*s == ':') {
+		for (++s; s != end; ++s) {
+			if (*s == '.') {
+				if (s + 1 == end || !bus_char(s[1]))
+					return false;
+				++s;
+			} else if (!bus_char(*s)) {
+				return false;
+			}
+		}
+		return true;
+	}
+	if (!bus_char_initial(*s))
+		return false;
+	for (++s; s != end; ++s) {
+		if (*s == '.') {
+			if (s + 1 == end || !bus_char_initial(s[1]))
+				return false;
+			++s;
+		} else if (!bus_char(*s)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- parser ------------------------------------------------------------- */
+
+#define MAX_TOKENS 16
+/* Unquoting never grows a value; plus one NUL per value. */
+#define PARSE_BUF (MATCH_RULE_MAX_LENGTH + MAX_TOKENS + 1)
+
+struct token {
+	const char *key;
+	size_t key_len;
+	char *value;
+	size_t value_len;
+};
+
+struct parse_state {
+	struct token tokens[MAX_TOKENS];
+	size_t n_tokens;
+	char values[PARSE_BUF];
+	size_t used;
+	struct match_arg args[MATCH_ARGS];
+	uint8_t n_args;
+};
+
+static bool is_white(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static void set_reason(const char **reasonp, const char *reason)
+{
+	if (reasonp)
+		*reasonp = reason;
+}
+
+/*
+ * Split @text into tokens exactly as dbus-daemon's tokenize_rule(): at most
+ * 16 tokens; an empty key ends the useful part of the rule.
+ */
+static int tokenize(struct parse_state *st, const char *text, size_t len,
+		    const char **reasonp)
+{
+	size_t pos = 0;
+	bool stopped = false;
+
+	for (size_t i = 0; i < MAX_TOKENS && pos < len; i++) {
+		const char *p = text + pos, *key, *key_end;
+		char quote = 0, *out;
+
+		while (*p && is_white(*p))
+			++p;
+		key = p;
+		while (*p && *p != '=' && !is_white(*p))
+			++p;
+		key_end = p;
+		while (*p && is_white(*p))
+			++p;
+		if (key == key_end) {
+			/* No key: dbus-daemon ignores this and all later tokens. */
+			pos = p - text;
+			stopped = true;
+			continue;
+		}
+		if (*p != '=') {
+			set_reason(reasonp, "Match rule has a key with no subsequent '=' character");
+			return MATCH_E_INVALID;
+		}
+		++p;
+
+		out = st->values + st->used;
+		for (; *p; ++p) {
+			if (quote == 0) {
+				if (*p == '\'') {
+					quote = '\'';
+				} else if (*p == ',') {
+					++p;
+					break;
+				} else if (*p == '\\') {
+					quote = '\\';
+				} else {
+					*out++ = *p;
+				}
+			} else if (quote == '\\') {
+				/* A backslash escapes only a quote; else it is literal. */
+				if (*p != '\'')
+					*out++ = '\\';
+				*out++ = *p;
+				quote = 0;
+			} else if (*p == '\'') {
+				quote = 0;
+			} else {
+				*out++ = *p;
+			}
+		}
+		if (quote == '\\') {
+			*out++ = '\\';
+		} else if (quote == '\'') {
+			set_reason(reasonp, "Unbalanced quotation marks in match rule");
+			return MATCH_E_INVALID;
+		}
+		*out++ = '\0';
+		pos = p - text;
+
+		if (!stopped) {
+			struct token *t = &st->tokens[st->n_tokens++];
+
+			t->key = key;
+			t->key_len = key_end - key;
+			t->value = st->values + st->used;
+			t->value_len = (size_t)(out - t->value) - 1;
+		}
+		st->used = out - st->values;
+	}
+	return 0;
+}
+
+static bool key_is(const struct token *t, const char *k)
+{
+	return t->key_len == strlen(k) && memcmp(t->key, k, t->key_len) == 0;
+}
+
+static int parse_arg_key(struct parse_state *st, const struct token *t, const char **reasonp)
+{
+	char key[MATCH_RULE_MAX_LENGTH + 1];
+	unsigned long arg;
+	bool is_path = false, is_namespace = false;
+	char *end;
+
+	memcpy(key, t->key, t->key_len);
+	key[t->key_len] = '\0';
+	if (t->key_len < 4) {
+		set_reason(reasonp, "Key in match rule starts with 'arg' but lacks an arg number");
+		return MATCH_E_INVALID;
+	}
+	/* libdbus parses the number with strtoul(base 0); so do we. */
+	errno = 0;
+	arg = strtoul(key + 3, &end, 0);
+	if (end == key + 3 || errno != 0) {
+		set_reason(reasonp, "Key in match rule starts with 'arg' but could not parse arg number");
+		return MATCH_E_INVALID;
+	}
+	if (*end != '\0') {
+		if (strcmp(end, "path") == 0) {
+			is_path = true;
+		} else if (strcmp(key, "arg0namespace") == 0) {
+			is_namespace = true;
+			if (!match_validate_bus_namespace(t->value, t->value_len)) {
+				set_reason(reasonp, "arg0namespace is not a valid prefix of a bus name");
+				return MATCH_E_INVALID;
+			}
+		} else {
+			set_reason(reasonp, "Key in match rule contains junk after argument number");
+			return MATCH_E_INVALID;
+		}
+	}
+	if (arg > MATCH_ARG_MAX) {
+		set_reason(reasonp, "Key in match rule has an arg number above the maximum of 63");
+		return MATCH_E_INVALID;
+	}
+	if (st->args[arg].value) {
+		set_reason(reasonp, "Argument matched more than once in match rule");
+		return MATCH_E_INVALID;
+	}
+	st->args[arg].value = t->value;
+	st->args[arg].len = t->value_len;
+	st->args[arg].kind = is_path ? MATCH_ARG_PATH :
+			     is_namespace ? MATCH_ARG_NAMESPACE : MATCH_ARG_STRING;
+	if (arg + 1 > st->n_args)
+		st->n_args = arg + 1;
+	return 0;
+}
+
+static int parse_type(const char *s)
+{
+	if (strcmp(s, "signal") == 0)
+		return MATCH_TYPE_SIGNAL;
+	if (strcmp(s, "method_call") == 0)
+		return MATCH_TYPE_METHOD_CALL;
+	if (strcmp(s, "method_return") == 0)
+		return MATCH_TYPE_METHOD_RETURN;
+	if (strcmp(s, "error") == 0)
+		return MATCH_TYPE_ERROR;
+	return MATCH_TYPE_INVALID;
+}
+
+static const char *copy_str(char **pos, const char *s)
+{
+	size_t n;
+	char *r;
+
+	if (!s)
+		return NULL;
+	n = strlen(s) + 1;
+	r = *pos;
+	memcpy(r, s, n);
+	*pos += n;
+	return r;
+}
+
+int match_rule_parse(struct match_rule **rulep, const char *text, const char **reasonp)
+{
+	struct parse_state *st;
+	struct match_rule tmp = {}, *rule;
+	size_t len, total;
+	char *pos;
+	int r;
+
+	len = strnlen(text, MATCH_RULE_MAX_LENGTH + 1);
+	if (len > MATCH_RULE_MAX_LENGTH) {
+		set_reason(reasonp, "Match rule text is too long (maximum is 1024 bytes)");
+		return MATCH_E_TOO_LONG;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+
+	r = tokenize(st, text, len, reasonp);
+	if (r)
+		goto out;
+
+	for (size_t i = 0; i < st->n_tokens; i++) {
+		const struct token *t = &st->tokens[i];
+		const char *v = t->value;
+		size_t vl = t->value_len;
+
+		r = MATCH_E_INVALID;
+		if (key_is(t, "type")) {
+			if (tmp.keys & MATCH_KEY_TYPE) {
+				set_reason(reasonp, "Key type specified twice in match rule");
+				goto out;
+			}
+			tmp.type = parse_type(v);
+			if (tmp.type == MATCH_TYPE_INVALID) {
+				set_reason(reasonp, "Invalid message type in match rule");
+				goto out;
+			}
+			tmp.keys |= MATCH_KEY_TYPE;
+		} else if (key_is(t, "sender")) {
+			if (tmp.keys & MATCH_KEY_SENDER) {
+				set_reason(reasonp, "Key sender specified twice in match rule");
+				goto out;
+			}
+			if (!name_is_valid(v, vl)) {
+				set_reason(reasonp, "Sender name in match rule is invalid");
+				goto out;
+			}
+			tmp.sender = v;
+			tmp.keys |= MATCH_KEY_SENDER;
+		} else if (key_is(t, "interface")) {
+			if (tmp.keys & MATCH_KEY_INTERFACE) {
+				set_reason(reasonp, "Key interface specified twice in match rule");
+				goto out;
+			}
+			if (!match_validate_interface(v, vl)) {
+				set_reason(reasonp, "Interface name in match rule is invalid");
+				goto out;
+			}
+			tmp.interface = v;
+			tmp.keys |= MATCH_KEY_INTERFACE;
+		} else if (key_is(t, "member")) {
+			if (tmp.keys & MATCH_KEY_MEMBER) {
+				set_reason(reasonp, "Key member specified twice in match rule");
+				goto out;
+			}
+			if (!match_validate_member(v, vl)) {
+				set_reason(reasonp, "Member name in match rule is invalid");
+				goto out;
+			}
+			tmp.member = v;
+			tmp.keys |= MATCH_KEY_MEMBER;
+		} else if (key_is(t, "path") || key_is(t, "path_namespace")) {
+			if (tmp.keys & (MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE)) {
+				set_reason(reasonp, "path or path_namespace specified twice in match rule");
+				goto out;
+			}
+			if (!match_validate_path(v, vl)) {
+				set_reason(reasonp, "Path in match rule is invalid");
+				goto out;
+			}
+			tmp.path = v;
+			tmp.keys |= key_is(t, "path") ? MATCH_KEY_PATH : MATCH_KEY_PATH_NAMESPACE;
+		} else if (key_is(t, "destination")) {
+			if (tmp.keys & MATCH_KEY_DESTINATION) {
+				set_reason(reasonp, "Key destination specified twice in match rule");
+				goto out;
+			}
+			if (!name_is_valid(v, vl)) {
+				set_reason(reasonp, "Destination name in match rule is invalid");
+				goto out;
+			}
+			tmp.destination = v;
+			tmp.keys |= MATCH_KEY_DESTINATION;
+		} else if (key_is(t, "eavesdrop")) {
+			/* May repeat (monitors append eavesdrop='true'): last wins. */
+			if (strcmp(v, "true") == 0) {
+				tmp.eavesdrop = true;
+			} else if (strcmp(v, "false") == 0) {
+				tmp.eavesdrop = false;
+			} else {
+				set_reason(reasonp, "eavesdrop in match rule must be 'true' or 'false'");
+				goto out;
+			}
+		} else if (t->key_len >= 3 && memcmp(t->key, "arg", 3) == 0) {
+			r = parse_arg_key(st, t, reasonp);
+			if (r)
+				goto out;
+			tmp.keys |= MATCH_KEY_ARGS;
+		} else {
+			set_reason(reasonp, "Unknown key in match rule");
+			goto out;
+		}
+	}
+
+	/* One allocation: rule, argument array, strings. */
+	total = sizeof(*rule) + st->n_args * sizeof(struct match_arg) + st->used + 1;
+	rule = calloc(1, total);
+	if (!rule) {
+		r = -ENOMEM;
+		goto out;
+	}
+	*rule = tmp;
+	rule->args = (struct match_arg *)(rule + 1);
+	pos = (char *)(rule->args + st->n_args);
+	rule->sender = copy_str(&pos, tmp.sender);
+	rule->interface = copy_str(&pos, tmp.interface);
+	rule->member = copy_str(&pos, tmp.member);
+	rule->path = copy_str(&pos, tmp.path);
+	rule->destination = copy_str(&pos, tmp.destination);
+	rule->n_args = st->n_args;
+	for (size_t i = 0; i < st->n_args; i++) {
+		rule->args[i] = st->args[i];
+		rule->args[i].value = copy_str(&pos, st->args[i].value);
+	}
+	list_init(&rule->owner_link);
+	list_init(&rule->bucket_link);
+	list_init(&rule->registry_link);
+	*rulep = rule;
+	r = 0;
+out:
+	free(st);
+	return r;
+}
+
+struct match_rule *match_rule_free(struct match_rule *rule)
+{
+	if (!rule)
+		return NULL;
+	if (rule->registry)
+		match_registry_remove(rule);
+	else
+		free(rule);
+	return NULL;
+}
+
+void match_rule_set_eavesdrop(struct match_rule *rule, bool eavesdrop)
+{
+	rule->eavesdrop = eavesdrop;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+bool match_rule_equal(const struct match_rule *a, const struct match_rule *b)
+{
+	if (a->keys != b->keys || a->eavesdrop != b->eavesdrop || a->n_args != b->n_args)
+		return false;
+	if ((a->keys & MATCH_KEY_TYPE) && a->type != b->type)
+		return false;
+	if (!str_eq(a->sender, b->sender) || !str_eq(a->interface, b->interface) ||
+	    !str_eq(a->member, b->member) || !str_eq(a->path, b->path) ||
+	    !str_eq(a->destination, b->destination))
+		return false;
+	for (size_t i = 0; i < a->n_args; i++) {
+		if (a->args[i].kind != b->args[i].kind || !str_eq(a->args[i].value, b->args[i].value))
+			return false;
+	}
+	return true;
+}
+
+/* Append @s, truncating at @size but counting the full length in *@pos. */
+static void append(char *buf, size_t size, size_t *pos, const char *s)
+{
+	for (; *s; s++, (*pos)++)
+		if (*pos + 1 < size) {
+			buf[*pos] = *s;
+			buf[*pos + 1] = '\0';
+		}
+}
+
+static void append_kv(char *buf, size_t size, size_t *pos, const char *key, const char *v)
+{
+	if (*pos)
+		append(buf, size, pos, ",");
+	append(buf, size, pos, key);
+	append(buf, size, pos, "='");
+	for (; *v; v++) {
+		char c[2] = { *v, 0 };
+
+		/* A quote cannot be escaped inside quotes: close, escape, reopen. */
+		append(buf, size, pos, *v == '\'' ? "'\\''" : c);
+	}
+	append(buf, size, pos, "'");
+}
+
+int match_rule_to_string(const struct match_rule *rule, char *buf, size_t size)
+{
+	static const char *const types[] = { "invalid", "method_call", "method_return",
+					     "error", "signal" };
+	size_t pos = 0;
+
+	if (size)
+		buf[0] = '\0';
+	if (rule->keys & MATCH_KEY_TYPE)
+		append_kv(buf, size, &pos, "type", types[rule->type < 5 ? rule->type : 0]);
+	if (rule->interface)
+		append_kv(buf, size, &pos, "interface", rule->interface);
+	if (rule->member)
+		append_kv(buf, size, &pos, "member", rule->member);
+	if (rule->path)
+		append_kv(buf, size, &pos, (rule->keys & MATCH_KEY_PATH) ? "path" :
+			  "path_namespace", rule->path);
+	if (rule->sender)
+		append_kv(buf, size, &pos, "sender", rule->sender);
+	if (rule->destination)
+		append_kv(buf, size, &pos, "destination", rule->destination);
+	if (rule->eavesdrop)
+		append_kv(buf, size, &pos, "eavesdrop", "true");
+	for (size_t i = 0; i < rule->n_args; i++) {
+		char key[24];
+
+		if (!rule->args[i].value)
+			continue;
+		snprintf(key, sizeof(key), "arg%zu%s", i,
+			 rule->args[i].kind == MATCH_ARG_PATH ? "path" :
+			 rule->args[i].kind == MATCH_ARG_NAMESPACE ? "namespace" : "");
+		append_kv(buf, size, &pos, key, rule->args[i].value);
+	}
+	return pos < size ? 0 : -ENOBUFS;
+}
+
+/* ---- evaluation --------------------------------------------------------- */
+
+/* dbus-daemon's connection_is_primary_owner(), unique names included. */
+static bool owner_has_name(const struct name_owner *o, const char *name)
+{
+	if (name[0] == ':')
+		return strcmp(o->unique_name, name) == 0;
+	return name_owner_is_primary(o, name);
+}
+
+static bool arg_matches(const struct match_arg *a, uint8_t type, const char *actual)
+{
+	size_t alen, elen = a->len;
+	const char *exp = a->value;
+
+	if (type != 's' && !(a->kind == MATCH_ARG_PATH && type == 'o'))
+		return false;
+	if (!actual)
+		return false;
+	alen = strlen(actual);
+
+	switch (a->kind) {
+	case MATCH_ARG_PATH:
+		/* Equal, or one is a prefix of the other that ends in '/'. */
+		if (alen < elen && (alen == 0 || actual[alen - 1] != '/'))
+			return false;
+		if (elen < alen && (elen == 0 || exp[elen - 1] != '/'))
+			return false;
+		return memcmp(actual, exp, MIN(alen, elen)) == 0;
+	case MATCH_ARG_NAMESPACE:
+		if (elen > alen || memcmp(exp, actual, elen) != 0)
+			return false;
+		return elen == alen || actual[elen] == '.';
+	default:
+		return elen == alen && memcmp(exp, actual, elen) == 0;
+	}
+}
+
+bool match_rule_matches(const struct match_rule *rule, const struct match_message *msg)
+{
+	if ((rule->keys & MATCH_KEY_TYPE) && rule->type != msg->type)
+		return false;
+	if (rule->interface && !str_eq(rule->interface, msg->interface))
+		return false;
+	if (rule->member && !str_eq(rule->member, msg->member))
+		return false;
+	if (rule->sender) {
+		if (!msg->sender) {
+			if (strcmp(rule->sender, NAME_DRIVER) != 0)
+				return false;
+		} else if (!owner_has_name(msg->sender, rule->sender)) {
+			return false;
+		}
+	}
+	if (rule->destination) {
+		/* Only eavesdroppers match on another connection's messages. */
+		if (!msg->destination || !rule->eavesdrop)
+			return false;
+		if (!msg->recipient_names) {
+			if (strcmp(rule->destination, msg->destination) != 0)
+				return false;
+		} else if (!owner_has_name(msg->recipient_names, rule->destination)) {
+			return false;
+		}
+	} else if (msg->destination && !rule->eavesdrop) {
+		return false;
+	}
+	if (rule->path) {
+		if (!msg->path)
+			return false;
+		if (rule->keys & MATCH_KEY_PATH) {
+			if (strcmp(rule->path, msg->path) != 0)
+				return false;
+		} else {
+			size_t len = strlen(rule->path);
+
+			if (strncmp(msg->path, rule->path, len) != 0)
+				return false;
+			if (len > 1 && msg->path[len] != '\0' && msg->path[len] != '/')
+				return false;
+		}
+	}
+	for (size_t i = 0; i < rule->n_args; i++) {
+		const struct match_arg *a = &rule->args[i];
+
+		if (!a->value)
+			continue;
+		if (i >= msg->n_args)
+			return false;
+		if (!arg_matches(a, msg->arg_types[i], msg->args[i]))
+			return false;
+	}
+	return true;
+}
+
+/* ---- registry and index ------------------------------------------------- */
+
+int match_registry_new(struct match_registry **regp)
+{
+	struct match_registry *reg;
+
+	reg = calloc(1, sizeof(*reg));
+	if (!reg)
+		return -ENOMEM;
+	hmap_init(&reg->buckets);
+	hmap_init(&reg->uniq_senders);
+	hmap_init(&reg->uniq_dests);
+	list_init(&reg->rules);
+	*regp = reg;
+	return 0;
+}
+
+struct match_registry *match_registry_free(struct match_registry *reg)
+{
+	if (!reg)
+		return NULL;
+	if (reg->n_rules)
+		abort(); /* rules would point at dead owners */
+	hmap_deinit(&reg->buckets);
+	hmap_deinit(&reg->uniq_senders);
+	hmap_deinit(&reg->uniq_dests);
+	free(reg);
+	return NULL;
+}
+
+size_t match_registry_count(const struct match_registry *reg)
+{
+	return reg->n_rules;
+}
+
+void match_owner_init(struct match_owner *owner, const struct name_owner *names)
+{
+	owner->names = names;
+	list_init(&owner->rules);
+	owner->n_rules = 0;
+	owner->generation = 0;
+	list_init(&owner->result_link);
+}
+
+void match_owner_deinit(struct match_owner *owner)
+{
+	while (!list_is_empty(&owner->rules))
+		match_registry_remove(list_entry(owner->rules.next, struct match_rule, owner_link));
+}
+
+static void rule_keys(const struct match_rule *rule, const char *keys[_IDX_N], unsigned int *maskp)
+{
+	unsigned int mask = 0;
+
+	keys[IDX_SENDER] = rule->sender;
+	keys[IDX_INTERFACE] = rule->interface;
+	keys[IDX_MEMBER] = rule->member;
+	keys[IDX_PATH] = (rule->keys & MATCH_KEY_PATH) ? rule->path : NULL;
+	keys[IDX_ARG0] = (rule->n_args > 0 && rule->args[0].kind == MATCH_ARG_STRING) ?
+			 rule->args[0].value : NULL;
+	for (unsigned int i = 0; i < _IDX_N; i++)
+		if (keys[i])
+			mask |= 1u << i;
+	*maskp = mask;
+}
+
+static uint64_t bucket_hash(unsigned int mask, const uint64_t h[_IDX_N])
+{
+	uint64_t r = mask;
+
+	for (unsigned int i = 0; i < _IDX_N; i++)
+		if (mask & (1u << i))
+			r = hash_combine(r, h[i]);
+	return r;
+}
+
+static struct match_bucket *bucket_find(struct match_registry *reg, unsigned int mask,
+					const char *const keys[_IDX_N], uint64_t hash)
+{
+	hmap_for_each_hash(n, &reg->buckets, hash) {
+		struct match_bucket *b = container_of(n, struct match_bucket, node);
+		unsigned int i;
+
+		if (b->mask != mask)
+			continue;
+		for (i = 0; i < _IDX_N; i++)
+			if ((mask & (1u << i)) && strcmp(b->keys[i], keys[i]) != 0)
+				break;
+		if (i == _IDX_N)
+			return b;
+	}
+	return NULL;
+}
+
+static uint64_t uniq_hash(const char *s)
+{
+	return hash_str(s);
+}
+
+int match_registry_add(struct match_registry *reg, struct match_owner *owner,
+		       struct match_rule *rule)
+{
+	const char *keys[_IDX_N];
+	uint64_t h[_IDX_N] = {}, hash;
+	struct match_bucket *b;
+	unsigned int mask;
+	bool new_bucket = false;
+	int r;
+
+	rule_keys(rule, keys, &mask);
+	for (unsigned int i = 0; i < _IDX_N; i++)
+		if (keys[i])
+			h[i] = hash_str(keys[i]);
+	hash = bucket_hash(mask, h);
+
+	b = bucket_find(reg, mask, keys, hash);
+	if (!b) {
+		size_t total = 0;
+		char *pos;
+
+		for (unsigned int i = 0; i < _IDX_N; i++)
+			if (keys[i])
+				total += strlen(keys[i]) + 1;
+		b = calloc(1, sizeof(*b) + total);
+		if (!b)
+			return -ENOMEM;
+		b->mask = mask;
+		pos = b->buf;
+		for (unsigned int i = 0; i < _IDX_N; i++)
+			b->keys[i] = copy_str(&pos, keys[i]);
+		list_init(&b->rules);
+		r = hmap_insert(&reg->buckets, &b->node, hash);
+		if (r < 0) {
+			free(b);
+			return r;
+		}
+		new_bucket = true;
+	}
+	if (rule->sender && rule->sender[0] == ':') {
+		r = hmap_insert(&reg->uniq_senders, &rule->uniq_sender_node, uniq_hash(rule->sender));
+		if (r < 0)
+			goto fail;
+	}
+	if (rule->destination && rule->destination[0] == ':') {
+		r = hmap_insert(&reg->uniq_dests, &rule->uniq_dest_node, uniq_hash(rule->destination));
+		if (r < 0) {
+			if (rule->sender && rule->sender[0] == ':')
+				hmap_remove(&reg->uniq_senders, &rule->uniq_sender_node);
+			goto fail;
+		}
+	}
+
+	rule->registry = reg;
+	rule->owner = owner;
+	rule->bucket = b;
+	list_append(&b->rules, &rule->bucket_link);
+	b->n_rules++;
+	list_append(&owner->rules, &rule->owner_link);
+	owner->n_rules++;
+	list_append(&reg->rules, &rule->registry_link);
+	reg->n_rules++;
+	reg->mask_rules[mask]++;
+	return 0;
+
+fail:
+	if (new_bucket) {
+		hmap_remove(&reg->buckets, &b->node);
+		free(b);
+	}
+	return r;
+}
+
+void match_registry_remove(struct match_rule *rule)
+{
+	struct match_registry *reg = rule->registry;
+	struct match_bucket *b = rule->bucket;
+
+	if (!reg) {
+		free(rule);
+		return;
+	}
+	reg->mask_rules[b->mask]--;
+	if (rule->sender && rule->sender[0] == ':')
+		hmap_remove(&reg->uniq_senders, &rule->uniq_sender_node);
+	if (rule->destination && rule->destination[0] == ':')
+		hmap_remove(&reg->uniq_dests, &rule->uniq_dest_node);
+	list_unlink(&rule->bucket_link);
+	if (--b->n_rules == 0) {
+		hmap_remove(&reg->buckets, &b->node);
+		free(b);
+	}
+	list_unlink(&rule->owner_link);
+	rule->owner->n_rules--;
+	list_unlink(&rule->registry_link);
+	reg->n_rules--;
+	free(rule);
+}
+
+int match_registry_add_text(struct match_registry *reg, struct match_owner *owner,
+			    const char *text, const char **reasonp)
+{
+	struct match_rule *rule;
+	int r;
+
+	r = match_rule_parse(&rule, text, reasonp);
+	if (r)
+		return r;
+	r = match_registry_add(reg, owner, rule);
+	if (r)
+		free(rule);
+	return r;
+}
+
+int match_registry_remove_text(struct match_registry *reg, struct match_owner *owner,
+			       const char *text, const char **reasonp)
+{
+	struct match_rule *rule;
+	struct list_node *n;
+	int r;
+
+	r = match_rule_parse(&rule, text, reasonp);
+	if (r)
+		return r;
+	/* Newest first, as dbus-daemon removes the most recently added. */
+	for (n = owner->rules.prev; n != &owner->rules; n = n->prev) {
+		struct match_rule *x = list_entry(n, struct match_rule, owner_link);
+
+		if (match_rule_equal(x, rule)) {
+			match_registry_remove(x);
+			free(rule);
+			return 0;
+		}
+	}
+	free(rule);
+	set_reason(reasonp, "The given match rule wasn't found and can't be removed");
+	return MATCH_E_NOT_FOUND;
+}
+
+static struct match_rule *uniq_find(struct match_registry *reg, const char *name)
+{
+	hmap_for_each_hash(n, &reg->uniq_senders, uniq_hash(name)) {
+		struct match_rule *rule = container_of(n, struct match_rule, uniq_sender_node);
+
+		if (strcmp(rule->sender, name) == 0)
+			return rule;
+	}
+	hmap_for_each_hash(n, &reg->uniq_dests, uniq_hash(name)) {
+		struct match_rule *rule = container_of(n, struct match_rule, uniq_dest_node);
+
+		if (strcmp(rule->destination, name) == 0)
+			return rule;
+	}
+	return NULL;
+}
+
+size_t match_registry_drop_unique(struct match_registry *reg, const char *unique_name,
+				  void (*fn)(void *userdata, struct match_rule *rule),
+				  void *userdata)
+{
+	struct match_rule *rule;
+	size_t n = 0;
+
+	if (unique_name[0] != ':')
+		return 0;
+	while ((rule = uniq_find(reg, unique_name))) {
+		if (fn)
+			fn(userdata, rule);
+		match_registry_remove(rule);
+		n++;
+	}
+	return n;
+}
+
+static void collect(struct match_registry *reg, struct match_owner *owner,
+		    struct list_node *result)
+{
+	if (owner->generation == reg->generation)
+		return;
+	owner->generation = reg->generation;
+	list_append(result, &owner->result_link);
+}
+
+static void begin_match(struct match_registry *reg, const struct match_message *msg,
+			struct list_node *result)
+{
+	list_init(result);
+	reg->generation++;
+	/* The addressed recipient gets the message by routing, never twice. */
+	if (msg->recipient)
+		((struct match_owner *)msg->recipient)->generation = reg->generation;
+}
+
+static void probe(struct match_registry *reg, const struct match_message *msg,
+		  unsigned int mask, const char *const keys[_IDX_N], const uint64_t h[_IDX_N],
+		  struct list_node *result)
+{
+	struct match_bucket *b = bucket_find(reg, mask, keys, bucket_hash(mask, h));
+	struct match_rule *rule;
+
+	if (!b)
+		return;
+	list_for_each_entry(rule, &b->rules, bucket_link) {
+		if (rule->owner->generation == reg->generation)
+			continue; /* already in, no need to evaluate */
+		if (match_rule_matches(rule, msg))
+			collect(reg, rule->owner, result);
+	}
+}
+
+void match_registry_match(struct match_registry *reg, const struct match_message *msg,
+			  struct list_node *result)
+{
+	const char *keys[_IDX_N];
+	uint64_t h[_IDX_N] = {};
+	unsigned int avail = 0;
+	bool sender_masks = false;
+
+	begin_match(reg, msg, result);
+	if (!reg->n_rules)
+		return;
+
+	keys[IDX_SENDER] = NULL;
+	keys[IDX_INTERFACE] = msg->interface;
+	keys[IDX_MEMBER] = msg->member;
+	keys[IDX_PATH] = msg->path;
+	keys[IDX_ARG0] = (msg->n_args > 0 && msg->arg_types[0] == 's') ? msg->args[0] : NULL;
+	for (unsigned int i = IDX_INTERFACE; i < _IDX_N; i++) {
+		if (keys[i]) {
+			avail |= 1u << i;
+			h[i] = hash_str(keys[i]);
+		}
+	}
+
+	/* Masks without the sender key: one probe each. */
+	for (unsigned int mask = 0; mask < IDX_MASKS; mask++) {
+		if (!reg->mask_rules[mask] || (mask & ~avail & ~(1u << IDX_SENDER)))
+			continue;
+		if (mask & (1u << IDX_SENDER)) {
+			sender_masks = true;
+			continue;
+		}
+		probe(reg, msg, mask, keys, h, result);
+	}
+	if (!sender_masks)
+		return;
+
+	/* Masks with the sender key: once per name the sender answers to. */
+	if (!msg->sender) {
+		keys[IDX_SENDER] = NAME_DRIVER;
+	} else {
+		keys[IDX_SENDER] = msg->sender->unique_name;
+	}
+	for (const struct list_node *n = msg->sender ? &msg->sender->ownerships : NULL;;) {
+		h[IDX_SENDER] = hash_str(keys[IDX_SENDER]);
+		for (unsigned int mask = 0; mask < IDX_MASKS; mask++) {
+			if (!reg->mask_rules[mask] || !(mask & (1u << IDX_SENDER)) ||
+			    (mask & ~avail & ~(1u << IDX_SENDER)))
+				continue;
+			probe(reg, msg, mask, keys, h, result);
+		}
+		/* Next well-known name of which the sender is the primary owner. */
+		if (!n)
+			break;
+		for (n = n->next; n != &msg->sender->ownerships; n = n->next) {
+			const struct name_ownership *o =
+				list_entry(n, struct name_ownership, owner_link);
+
+			if (name_primary(o->name) == o)
+				break;
+		}
+		if (n == &msg->sender->ownerships)
+			break;
+		keys[IDX_SENDER] = list_entry(n, struct name_ownership, owner_link)->name->str;
+	}
+}
+
+void match_registry_match_slow(struct match_registry *reg, const struct match_message *msg,
+			       struct list_node *result)
+{
+	struct match_rule *rule;
+
+	begin_match(reg, msg, result);
+	list_for_each_entry(rule, &reg->rules, registry_link)
+		if (rule->owner->generation != reg->generation && match_rule_matches(rule, msg))
+			collect(reg, rule->owner, result);
+}

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Name registry: unique names and queues of owners of well-known names, with
+ * dbus-daemon's RequestName/ReleaseName decisions and event order (name.h).
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "broker/name.h"
+#include "util/macro.h"
+
+static bool bus_char_initial(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == '-';
+}
+
+static bool bus_char(char c)
+{
+	return bus_char_initial(c) || (c >= '0' && c <= '9');
+}
+
+/*
+ * Same acceptance as libdbus' _dbus_validate_bus_name(), including its
+ * leniency for unique names (":" alone or ":1" pass).
+ */
+bool name_is_valid(const char *s, size_t len)
+{
+	const char *end = s + len;
+	bool dot = false;
+
+	if (len == 0 || len > 255)
+		return false;
+	if (*s == ':') {
+		for (++s; s != end; ++s) {
+			if (*s == '.') {
+				if (s + 1 == end || !bus_char(s[1]))
+					return false;
+				++s;
+			} else if (!bus_char(*s)) {
+				return false;
+			}
+		}
+		return true;
+	}
+	if (!bus_char_initial(*s))
+		return false;
+	for (++s; s != end; ++s) {
+		if (*s == '.') {
+			if (s + 1 == end || !bus_char_initial(s[1]))
+				return false;
+			dot = true;
+			++s;
+		} else if (!bus_char(*s)) {
+			return false;
+		}
+	}
+	return dot;
+}
+
+bool name_is_valid_str(const char *str)
+{
+	return name_is_valid(str, strnlen(str, 256));
+}
+
+const char *name_error_string(int code)
+{
+	switch (code) {
+	case NAME_E_INVALID:
+		return "Requested bus name is not valid";
+	case NAME_E_UNIQUE:
+		return "Cannot acquire or release a name starting with ':'";
+	case NAME_E_RESERVED:
+		return "The name org.freedesktop.DBus is reserved for the bus itself";
+	default:
+		return "Unknown error";
+	}
+}
+
+int name_registry_new(struct name_registry **regp, name_event_fn fn, void *userdata)
+{
+	struct name_registry *reg;
+
+	reg = calloc(1, sizeof(*reg));
+	if (!reg)
+		return -ENOMEM;
+	hmap_init(&reg->names);
+	hmap_init(&reg->uniques);
+	list_init(&reg->name_list);
+	reg->event_fn = fn;
+	reg->userdata = userdata;
+	*regp = reg;
+	return 0;
+}
+
+struct name_registry *name_registry_free(struct name_registry *reg)
+{
+	if (!reg)
+		return NULL;
+	/* Leaking owned names would leave dangling owner pointers: refuse loudly. */
+	if (reg->n_names || hmap_size(&reg->uniques))
+		abort();
+	hmap_deinit(&reg->names);
+	hmap_deinit(&reg->uniques);
+	free(reg);
+	return NULL;
+}
+
+void name_owner_init(struct name_owner *owner, uint64_t id)
+{
+	memset(owner, 0, sizeof(*owner));
+	owner->id = id;
+	snprintf(owner->unique_name, sizeof(owner->unique_name), ":1.%" PRIu64, id);
+	list_init(&owner->ownerships);
+}
+
+void name_owner_deinit(struct name_owner *owner)
+{
+	if (owner->registry || owner->n_ownerships)
+		abort();
+}
+
+static void emit(struct name_registry *reg, enum name_event_type type, const char *name,
+		 struct name_owner *old_owner, struct name_owner *new_owner)
+{
+	struct name_event ev = {
+		.type = type,
+		.name = name,
+		.old_owner = old_owner,
+		.new_owner = new_owner,
+	};
+
+	if (reg->event_fn)
+		reg->event_fn(reg->userdata, &ev);
+}
+
+int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner)
+{
+	uint64_t h = hash_str(owner->unique_name);
+	int r;
+
+	if (owner->registry)
+		return -EALREADY;
+	if (name_registry_find_unique(reg, owner->unique_name))
+		return -EEXIST;
+	r = hmap_insert(&reg->uniques, &owner->unique_node, h);
+	if (r < 0)
+		return r;
+	owner->registry = reg;
+	emit(reg, NAME_EVENT_OWNER_CHANGED, owner->unique_name, NULL, owner);
+	emit(reg, NAME_EVENT_ACQUIRED, owner->unique_name, NULL, owner);
+	return 0;
+}
+
+void name_registry_remove_unique(struct name_registry *reg, struct name_owner *owner)
+{
+	name_registry_release_all(reg, owner);
+	if (owner->registry != reg)
+		return;
+	hmap_remove(&reg->uniques, &owner->unique_node);
+	owner->registry = NULL;
+	emit(reg, NAME_EVENT_LOST, owner->unique_name, owner, NULL);
+	emit(reg, NAME_EVENT_OWNER_CHANGED, owner->unique_name, owner, NULL);
+}
+
+struct name_owner *name_registry_find_unique(struct name_registry *reg, const char *str)
+{
+	hmap_for_each_hash(n, &reg->uniques, hash_str(str)) {
+		struct name_owner *o = container_of(n, struct name_owner, unique_node);
+
+		if (strcmp(o->unique_name, str) == 0)
+			return o;
+	}
+	return NULL;
+}
+
+struct name_owner *name_registry_next_unique(struct name_registry *reg, struct name_owner *prev)
+{
+	struct hmap_node *n = hmap_next(&reg->uniques, prev ? &prev->unique_node : NULL);
+
+	return n ? container_of(n, struct name_owner, unique_node) : NULL;
+}
+
+static struct name *name_lookup_hashed(struct name_registry *reg, const char *str, uint64_t h)
+{
+	hmap_for_each_hash(n, &reg->names, h) {
+		struct name *name = container_of(n, struct name, node);
+
+		if (strcmp(name->str, str) == 0)
+			return name;
+	}
+	return NULL;
+}
+
+struct name *name_registry_find(struct name_registry *reg, const char *str)
+{
+	return name_lookup_hashed(reg, str, hash_str(str));
+}
+
+struct name_owner *name_registry_resolve(struct name_registry *reg, const char *str)
+{
+	struct name *name;
+
+	if (str[0] == ':')
+		return name_registry_find_unique(reg, str);
+	name = name_registry_find(reg, str);
+	return name ? name_primary(name)->owner : NULL;
+}
+
+bool name_owner_is_primary(const struct name_owner *owner, const char *str)
+{
+	const struct name_ownership *o;
+
+	if (owner->registry) {
+		struct name *name = name_registry_find(owner->registry, str);
+
+		return name && name_primary(name)->owner == owner;
+	}
+	list_for_each_entry(o, &owner->ownerships, owner_link)
+		if (strcmp(o->name->str, str) == 0)
+			return name_primary(o->name) == o;
+	return false;
+}
+
+static struct name_ownership *name_find_ownership(struct name *name,
+						  const struct name_owner *owner)
+{
+	struct name_ownership *o;
+
+	/*
+	 * Walk the shorter of the two lists: a name's queue is usually short,
+	 * but so is a connection's list of names; either bounds the cost.
+	 */
+	if (name->n_queued <= owner->n_ownerships) {
+		list_for_each_entry(o, &name->queue, name_link)
+			if (o->owner == owner)
+				return o;
+	} else {
+		list_for_each_entry(o, &owner->ownerships, owner_link)
+			if (o->name == name)
+				return o;
+	}
+	return NULL;
+}
+
+static struct name_ownership *ownership_new(struct name *name, struct name_owner *owner,
+					    uint32_t flags)
+{
+	struct name_ownership *o;
+
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->name = name;
+	o->owner = owner;
+	o->flags = flags;
+	list_init(&o->name_link);
+	list_append(&owner->ownerships, &o->owner_link);
+	owner->n_ownerships++;
+	return o;
+}
+
+/* Unlink from both lists and free; does not touch the name's lifetime. */
+static void ownership_free(struct name_ownership *o)
+{
+	list_unlink(&o->name_link);
+	o->name->n_queued--;
+	list_unlink(&o->owner_link);
+	o->owner->n_ownerships--;
+	free(o);
+}
+
+static void name_free(struct name *name)
+{
+	hmap_remove(&name->registry->names, &name->node);
+	list_unlink(&name->registry_link);
+	name->registry->n_names--;
+	free(name);
+}
+
+/* Insert @o at the second position of the queue (first waiter). */
+static void queue_insert_second(struct name *name, struct name_ownership *o)
+{
+	struct list_node *first = name->queue.next;
+
+	list_insert_between(&o->name_link, first, first->next);
+}
+
+/*
+ * The primary owner @p leaves @name (release, disconnect, or replaced while
+ * holding DO_NOT_QUEUE). Emits LOST, OWNER_CHANGED and ACQUIRED for the
+ * successor, and frees the name if it has no owner left.
+ */
+static void name_drop_primary(struct name_registry *reg, struct name *name,
+			      struct name_ownership *p)
+{
+	struct name_owner *old_owner = p->owner, *new_owner = NULL;
+	struct name_ownership *next;
+
+	ownership_free(p);
+	next = list_first_entry(&name->queue, struct name_ownership, name_link);
+	if (next)
+		new_owner = next->owner;
+	emit(reg, NAME_EVENT_LOST, name->str, old_owner, NULL);
+	emit(reg, NAME_EVENT_OWNER_CHANGED, name->str, old_owner, new_owner);
+	if (new_owner)
+		emit(reg, NAME_EVENT_ACQUIRED, name->str, old_owner, new_owner);
+	else
+		name_free(name);
+}
+
+static int check_name(const char *str)
+{
+	if (!name_is_valid_str(str))
+		return NAME_E_INVALID;
+	if (str[0] == ':')
+		return NAME_E_UNIQUE;
+	if (strcmp(str, NAME_DRIVER) == 0)
+		return NAME_E_RESERVED;
+	return 0;
+}
+
+static int name_create(struct name_registry *reg, struct name_owner *owner, const char *str,
+		       uint64_t h, uint32_t flags)
+{
+	size_t len = strlen(str);
+	struct name_ownership *o;
+	struct name *name;
+	int r;
+
+	name = calloc(1, sizeof(*name) + len + 1);
+	if (!name)
+		return -ENOMEM;
+	memcpy(name->str, str, len + 1);
+	name->registry = reg;
+	list_init(&name->queue);
+	r = hmap_insert(&reg->names, &name->node, h);
+	if (r < 0) {
+		free(name);
+		return r;
+	}
+	o = ownership_new(name, owner, flags);
+	if (!o) {
+		hmap_remove(&reg->names, &name->node);
+		free(name);
+		return -ENOMEM;
+	}
+	list_append(&name->queue, &o->name_link);
+	name->n_queued = 1;
+	list_append(&reg->name_list, &name->registry_link);
+	reg->n_names++;
+	emit(reg, NAME_EVENT_OWNER_CHANGED, name->str, NULL, owner);
+	emit(reg, NAME_EVENT_ACQUIRED, name->str, NULL, owner);
+	return 0;
+}
+
+int name_registry_request(struct name_registry *reg, struct name_owner *owner,
+			  const char *str, uint32_t flags, uint32_t *replyp)
+{
+	struct name_ownership *primary, *mine;
+	struct name *name;
+	uint64_t h;
+	int r;
+
+	r = check_name(str);
+	if (r)
+		return r;
+	flags &= NAME_FLAG_MASK;
+
+	h = hash_str(str);
+	name = name_lookup_hashed(reg, str, h);
+	if (!name) {
+		r = name_create(reg, owner, str, h, flags);
+		if (r < 0)
+			return r;
+		*replyp = NAME_REQUEST_PRIMARY_OWNER;
+		return 0;
+	}
+
+	primary = name_primary(name);
+	if (primary->owner == owner) {
+		primary->flags = flags;
+		*replyp = NAME_REQUEST_ALREADY_OWNER;
+		return 0;
+	}
+
+	mine = name_find_ownership(name, owner);
+	if (!(flags & NAME_FLAG_REPLACE_EXISTING) ||
+	    !(primary->flags & NAME_FLAG_ALLOW_REPLACEMENT)) {
+		if (flags & NAME_FLAG_DO_NOT_QUEUE) {
+			/* It cannot be queued, so it must not stay queued either. */
+			if (mine)
+				ownership_free(mine);
+			*replyp = NAME_REQUEST_EXISTS;
+			return 0;
+		}
+		if (mine) {
+			if (flags & NAME_FLAG_REPLACE_EXISTING) {
+				list_unlink(&mine->name_link);
+				queue_insert_second(name, mine);
+			}
+			mine->flags = flags;
+		} else {
+			mine = ownership_new(name, owner, flags);
+			if (!mine)
+				return -ENOMEM;
+			/* dbus-daemon puts a new REPLACE_EXISTING waiter first in line. */
+			if (flags & NAME_FLAG_REPLACE_EXISTING)
+				queue_insert_second(name, mine);
+			else
+				list_append(&name->queue, &mine->name_link);
+			name->n_queued++;
+		}
+		*replyp = NAME_REQUEST_IN_QUEUE;
+		return 0;
+	}
+
+	/* Replacement: the requester becomes primary. */
+	if (mine) {
+		list_unlink(&mine->name_link);
+		mine->flags = flags;
+	} else {
+		mine = ownership_new(name, owner, flags);
+		if (!mine)
+			return -ENOMEM;
+		name->n_queued++;
+	}
+	queue_insert_second(name, mine);
+
+	if (primary->flags & NAME_FLAG_DO_NOT_QUEUE) {
+		name_drop_primary(reg, name, primary);
+	} else {
+		struct name_owner *old_owner = primary->owner;
+
+		/* The old primary becomes the first waiter behind the new one. */
+		list_unlink(&primary->name_link);
+		queue_insert_second(name, primary);
+		emit(reg, NAME_EVENT_LOST, name->str, old_owner, NULL);
+		emit(reg, NAME_EVENT_OWNER_CHANGED, name->str, old_owner, owner);
+		emit(reg, NAME_EVENT_ACQUIRED, name->str, old_owner, owner);
+	}
+	*replyp = NAME_REQUEST_PRIMARY_OWNER;
+	return 0;
+}
+
+static void release_ownership(struct name_registry *reg, struct name_ownership *o)
+{
+	struct name *name = o->name;
+
+	if (name_primary(name) == o)
+		name_drop_primary(reg, name, o);
+	else
+		ownership_free(o); /* a waiter leaves silently */
+}
+
+int name_registry_release(struct name_registry *reg, struct name_owner *owner,
+			  const char *str, uint32_t *replyp)
+{
+	struct name_ownership *o;
+	struct name *name;
+	int r;
+
+	r = check_name(str);
+	if (r)
+		return r;
+	name = name_registry_find(reg, str);
+	if (!name) {
+		*replyp = NAME_RELEASE_NON_EXISTENT;
+		return 0;
+	}
+	o = name_find_ownership(name, owner);
+	if (!o) {
+		*replyp = NAME_RELEASE_NOT_OWNER;
+		return 0;
+	}
+	release_ownership(reg, o);
+	*replyp = NAME_RELEASE_RELEASED;
+	return 0;
+}
+
+void name_registry_release_all(struct name_registry *reg, struct name_owner *owner)
+{
+	while (!list_is_empty(&owner->ownerships)) {
+		struct name_ownership *o = list_entry(list_last(&owner->ownerships),
+						      struct name_ownership, owner_link);
+
+		release_ownership(reg, o);
+	}
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Expected-reply tracking (reply.h).
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include "broker/reply.h"
+#include "util/macro.h"
+
+static uint64_t slot_hash(const struct reply_owner *caller, const struct reply_owner *callee,
+			  uint32_t serial)
+{
+	struct {
+		const void *a;
+		const void *b;
+		uint32_t s;
+	} key;
+
+	/* Zeroed first so padding never feeds random bytes into the hash. */
+	__builtin_memset(&key, 0, sizeof(key));
+	key.a = caller;
+	key.b = callee;
+	key.s = serial;
+	return hash_bytes(&key, sizeof(key));
+}
+
+int reply_registry_new(struct reply_registry **regp, size_t max_per_caller,
+		       uint64_t timeout_usec)
+{
+	struct reply_registry *reg;
+
+	reg = calloc(1, sizeof(*reg));
+	if (!reg)
+		return -ENOMEM;
+	hmap_init(&reg->slots);
+	list_init(&reg->expire);
+	reg->max_per_caller = max_per_caller;
+	reg->timeout_usec = timeout_usec;
+	*regp = reg;
+	return 0;
+}
+
+struct reply_registry *reply_registry_free(struct reply_registry *reg)
+{
+	if (!reg)
+		return NULL;
+	if (reg->n_slots)
+		abort(); /* slots would point at dead owners */
+	hmap_deinit(&reg->slots);
+	free(reg);
+	return NULL;
+}
+
+void reply_owner_init(struct reply_owner *owner, struct reply_registry *reg)
+{
+	owner->registry = reg;
+	list_init(&owner->calls);
+	list_init(&owner->pending);
+	owner->n_calls = 0;
+	owner->n_pending = 0;
+}
+
+void reply_owner_deinit(struct reply_owner *owner)
+{
+	reply_owner_flush(owner, NULL, NULL);
+}
+
+struct reply_slot *reply_registry_find(struct reply_registry *reg, struct reply_owner *caller,
+				       struct reply_owner *callee, uint32_t serial)
+{
+	hmap_for_each_hash(n, &reg->slots, slot_hash(caller, callee, serial)) {
+		struct reply_slot *s = container_of(n, struct reply_slot, node);
+
+		if (s->caller == caller && s->callee == callee && s->serial == serial)
+			return s;
+	}
+	return NULL;
+}
+
+int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
+		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec)
+{
+	struct reply_slot *s;
+	int r;
+
+	/* dbus-daemon checks the duplicate before the limit. */
+	if (reply_registry_find(reg, caller, callee, serial))
+		return REPLY_E_EXISTS;
+	if (reg->max_per_caller && caller->n_calls >= reg->max_per_caller)
+		return REPLY_E_QUOTA;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	r = hmap_insert(&reg->slots, &s->node, slot_hash(caller, callee, serial));
+	if (r < 0) {
+		free(s);
+		return r;
+	}
+	s->caller = caller;
+	s->callee = callee;
+	s->serial = serial;
+	s->deadline_usec = reg->timeout_usec ? now_usec + reg->timeout_usec : 0;
+	list_append(&caller->calls, &s->caller_link);
+	caller->n_calls++;
+	list_append(&callee->pending, &s->callee_link);
+	callee->n_pending++;
+	if (s->deadline_usec)
+		list_append(&reg->expire, &s->expire_link);
+	else
+		list_init(&s->expire_link);
+	reg->n_slots++;
+	return 0;
+}
+
+void reply_slot_free(struct reply_slot *s)
+{
+	struct reply_registry *reg = s->caller->registry;
+
+	hmap_remove(&reg->slots, &s->node);
+	list_unlink(&s->caller_link);
+	s->caller->n_calls--;
+	list_unlink(&s->callee_link);
+	s->callee->n_pending--;
+	list_unlink(&s->expire_link);
+	reg->n_slots--;
+	free(s);
+}
+
+int reply_registry_consume(struct reply_registry *reg, struct reply_owner *receiver,
+			   struct reply_owner *sender, uint32_t serial)
+{
+	struct reply_slot *s = reply_registry_find(reg, receiver, sender, serial);
+
+	if (!s)
+		return REPLY_E_UNEXPECTED;
+	reply_slot_free(s);
+	return 0;
+}
+
+void reply_owner_flush(struct reply_owner *owner, reply_noreply_fn fn, void *userdata)
+{
+	while (!list_is_empty(&owner->pending)) {
+		struct reply_slot *s = list_entry(owner->pending.next, struct reply_slot,
+						  callee_link);
+		struct reply_owner *caller = s->caller;
+		uint32_t serial = s->serial;
+
+		/* Free first: the callback may add slots for the caller. */
+		reply_slot_free(s);
+		if (fn && caller != owner)
+			fn(userdata, caller, serial);
+	}
+	while (!list_is_empty(&owner->calls))
+		reply_slot_free(list_entry(owner->calls.next, struct reply_slot, caller_link));
+}
+
+size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
+			     reply_noreply_fn fn, void *userdata)
+{
+	size_t n = 0;
+
+	while (!list_is_empty(&reg->expire)) {
+		struct reply_slot *s = list_entry(reg->expire.next, struct reply_slot,
+						  expire_link);
+		struct reply_owner *caller = s->caller;
+		uint32_t serial = s->serial;
+
+		if (s->deadline_usec > now_usec)
+			break;
+		reply_slot_free(s);
+		if (fn)
+			fn(userdata, caller, serial);
+		n++;
+	}
+	return n;
+}
+
+uint64_t reply_registry_next_deadline(const struct reply_registry *reg)
+{
+	if (list_is_empty(&reg->expire))
+		return 0;
+	return list_entry(reg->expire.next, struct reply_slot, expire_link)->deadline_usec;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Helpers shared by the files of conf/; not part of the public API. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "util/list.h"
+#include "util/macro.h"
+
+_printf_(1, 2) char *conf_strdup_printf(const char *fmt, ...);
+/* @file if absolute, else @dir/@file. NULL on ENOMEM. */
+char *conf_path_join(const char *dir, const char *file);
+char *conf_dirname(const char *path);
+/* Read a whole file of at most @max bytes; -EFBIG if larger, -errno else. */
+int conf_read_file(const char *path, size_t max, char **datap, size_t *sizep, dev_t *devp,
+		   ino_t *inop);
+/* strerror() of a negative errno, knowing conf_read_file()'s -EFBIG. */
+const char *conf_strerror(int error);
+int conf_strings_append(struct list_node *list, const char *file, unsigned int line,
+			const char *s);
+/* 1 and the id if known (decimal numbers are taken as ids), 0 if unknown, -ENOMEM. */
+int conf_lookup_user(const char *name, uint32_t *uidp);
+int conf_lookup_group(const char *name, uint32_t *gidp);

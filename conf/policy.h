@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: compiled dbus-daemon policy
+ *
+ * bus_policy_new() compiles the rules of a struct bus_config once per
+ * (re)load. bus_client_policy_new() then builds, once per connection, the
+ * ordered rule lists that apply to that peer: <policy context="default">,
+ * then each of its groups (in the order given), then its user, then
+ * at_console="true" or "false", then context="mandatory", exactly like
+ * dbus-daemon. Within the result the last matching rule wins; the checks scan
+ * the per-type arrays backwards and stop at the first match, so a decision
+ * costs one pass over the rules of that type that could match at most.
+ *
+ * The checks are pure functions of a small struct describing the message;
+ * they return whether it is allowed and, through @rulep, the deciding rule
+ * (NULL when no rule matched and the default "deny" applied), so that the
+ * broker can say which rule denied ("FILE:LINE") in AccessDenied errors.
+ *
+ * Matching follows dbus-daemon 1.14 bus/policy.c, including its quirks:
+ *  - path, member and error name of a rule match a message lacking that
+ *    field; a rule's interface never matches a message without interface
+ *    for <allow>, always for <deny>;
+ *  - replies (messages with a reply serial): an <allow> whose
+ *    requested_reply is true (the default for <allow>) does not apply to an
+ *    unrequested reply unless eavesdrop="true"; a <deny> whose
+ *    requested_reply is false (the default for <deny>) does not apply to a
+ *    requested reply;
+ *  - receive rules and eavesdropping: an <allow> without eavesdrop="true"
+ *    does not apply when eavesdropping, a <deny eavesdrop="true"> applies
+ *    only when eavesdropping;
+ *  - send_destination / receive_sender match any name the other peer owns
+ *    (its unique name included); when the other side is the bus itself or a
+ *    not-yet-activated service (peer NULL), the message's destination /
+ *    sender field is compared instead; *_prefix and own_prefix match the
+ *    name itself or any name below it ("a.b" matches "a.b" and "a.b.c", not
+ *    "a.bc").
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "conf/config.h"
+#include "util/macro.h"
+
+struct bus_policy;
+struct bus_client_policy;
+
+/**
+ * bus_policy_new() - compile the policy of @config
+ * @policyp:	the result; owns copies of everything it needs, so @config may
+ *		be freed afterwards
+ * Return: 0 or -ENOMEM.
+ */
+int bus_policy_new(struct bus_policy **policyp, const struct bus_config *config);
+struct bus_policy *bus_policy_free(struct bus_policy *policy);
+DEFINE_CLEANUP_FUNC(struct bus_policy *, bus_policy_free);
+
+/**
+ * bus_policy_check_connect() - may a peer with these credentials connect?
+ * @uid, @gids, @n_gids: the peer's user and all its groups
+ * @bus_uid:	the user the bus runs as: the default, before any rule, is to
+ *		allow only that user (dbus-daemon's rule)
+ * @rulep:	if not NULL, the deciding <allow|deny user=|group=> or NULL
+ *
+ * Only <policy context="default"> and context="mandatory" take part, as in
+ * dbus-daemon.
+ */
+bool bus_policy_check_connect(const struct bus_policy *policy, uint32_t uid,
+			      const uint32_t *gids, size_t n_gids, uint32_t bus_uid,
+			      const struct bus_policy_rule **rulep);
+
+/**
+ * bus_client_policy_new() - the rules that apply to one connection
+ * @uid, @gids, @n_gids: the peer's credentials (gids in the order to apply)
+ * @at_console:	whether @uid is at the console (selects at_console rules)
+ * Return: 0 or -ENOMEM. The client policy refers to @policy, which must
+ * outlive it.
+ */
+int bus_client_policy_new(struct bus_client_policy **clientp, const struct bus_policy *policy,
+			  uint32_t uid, const uint32_t *gids, size_t n_gids, bool at_console);
+struct bus_client_policy *bus_client_policy_free(struct bus_client_policy *client);
+DEFINE_CLEANUP_FUNC(struct bus_client_policy *, bus_client_policy_free);
+
+/**
+ * struct bus_policy_message - what the checks look at
+ * @type:	BUS_MESSAGE_TYPE_METHOD_CALL etc.
+ * @path, @interface, @member, @error_name: header fields, NULL if absent
+ * @destination, @sender: header fields, NULL if absent (a signal without
+ *		destination is a broadcast)
+ * @is_reply:	the message has a reply serial (method return or error)
+ * @requested_reply: it is a reply that the recipient is waiting for
+ * @n_fds:	number of unix fds attached
+ */
+struct bus_policy_message {
+	int type;
+	const char *path;
+	const char *interface;
+	const char *member;
+	const char *error_name;
+	const char *destination;
+	const char *sender;
+	bool is_reply;
+	bool requested_reply;
+	uint32_t n_fds;
+};
+
+/**
+ * struct bus_policy_peer - the names a peer currently owns
+ * @names:	its unique name and well-known names (any order)
+ */
+struct bus_policy_peer {
+	const char *const *names;
+	size_t n_names;
+};
+
+/**
+ * bus_client_policy_check_send() - may this client send @m to @receiver?
+ * @receiver:	the destination connection, or NULL when the destination is the
+ *		bus driver or a service being activated: then send_destination
+ *		is compared with @m->destination
+ * @rulep:	the deciding rule, or NULL if none matched (denied)
+ */
+bool bus_client_policy_check_send(const struct bus_client_policy *client,
+				  const struct bus_policy_message *m,
+				  const struct bus_policy_peer *receiver,
+				  const struct bus_policy_rule **rulep);
+
+/**
+ * bus_client_policy_check_receive() - may this client receive @m from @sender?
+ * @sender:	the sending connection, or NULL for the bus driver (then
+ *		receive_sender is compared with @m->sender)
+ * @eavesdropping: the client gets @m only as an eavesdropper (the message is
+ *		addressed to someone else)
+ */
+bool bus_client_policy_check_receive(const struct bus_client_policy *client,
+				     const struct bus_policy_message *m,
+				     const struct bus_policy_peer *sender, bool eavesdropping,
+				     const struct bus_policy_rule **rulep);
+
+/* May this client own @name? */
+bool bus_client_policy_check_own(const struct bus_client_policy *client, const char *name,
+				 const struct bus_policy_rule **rulep);
+
+/**
+ * bus_policy_rule_describe() - "FILE:LINE: <deny send_destination=... >"
+ * for AccessDenied messages and logs; malloc'ed, NULL on ENOMEM.
+ */
+char *bus_policy_rule_describe(const struct bus_policy_rule *rule);

@@ -1,0 +1,622 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * D-Bus .service files and the scan of the service directories.
+ *
+ * The key-file syntax is the subset dbus-daemon's desktop-file reader
+ * accepts: "[Group]" lines, "Key=Value" lines, blank lines and '#'
+ * comments. Keys are [A-Za-z0-9-]+; "Key[locale]=..." lines are skipped;
+ * spaces around '=' are dropped; values know the escapes \s \t \n \r \\.
+ * The first occurrence of a key in the first [D-BUS Service] group wins,
+ * as in dbus-daemon.
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/config.h"
+#include "conf/internal.h"
+#include "util/macro.h"
+
+/* dbus-daemon refuses service files above 128 KiB. */
+#define SERVICE_FILE_MAX (128U * 1024)
+/* Bound on the files one scan reads, across all directories. */
+#define SERVICE_FILES_MAX 65536
+
+#define SERVICE_GROUP "D-BUS Service"
+
+struct bus_service *bus_service_free(struct bus_service *s)
+{
+	if (!s)
+		return NULL;
+	free(s->path);
+	free(s->name);
+	free(s->exec);
+	free(s->user);
+	free(s->systemd_service);
+	free(s->apparmor_label);
+	free(s);
+	return NULL;
+}
+
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t len;
+		uint32_t cp;
+
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if ((c & 0xe0) == 0xc0) {
+			len = 2;
+			cp = c & 0x1f;
+		} else if ((c & 0xf0) == 0xe0) {
+			len = 3;
+			cp = c & 0x0f;
+		} else if ((c & 0xf8) == 0xf0) {
+			len = 4;
+			cp = c & 0x07;
+		} else {
+			return false;
+		}
+		if (i + len > n)
+			return false;
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i + k] & 0x3f);
+		}
+		/* No overlong forms, no surrogates, nothing above U+10FFFF. */
+		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+		    (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* A well-known bus name as the D-Bus specification defines it. */
+static bool bus_name_valid(const char *s)
+{
+	size_t n = strlen(s), elements = 1;
+	bool element_start = true;
+
+	if (n == 0 || n > 255 || s[0] == ':')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '.') {
+			if (element_start)
+				return false;
+			element_start = true;
+			elements++;
+			continue;
+		}
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == '-' ||
+		      (c >= '0' && c <= '9')))
+			return false;
+		if (element_start && c >= '0' && c <= '9')
+			return false;
+		element_start = false;
+	}
+	return !element_start && elements >= 2;
+}
+
+static bool key_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '-';
+}
+
+enum {
+	K_NAME,
+	K_EXEC,
+	K_USER,
+	K_SYSTEMD_SERVICE,
+	K_APPARMOR_LABEL,
+	_K_N,
+};
+
+static const char *const service_keys[_K_N] = {
+	[K_NAME] = "Name",
+	[K_EXEC] = "Exec",
+	[K_USER] = "User",
+	[K_SYSTEMD_SERVICE] = "SystemdService",
+	[K_APPARMOR_LABEL] = "AssumedAppArmorLabel",
+};
+
+struct keyfile_parser {
+	const char *path;
+	unsigned int line;
+	char *error;
+};
+
+_printf_(2, 3) static int kf_fail(struct keyfile_parser *kp, const char *fmt, ...)
+{
+	_cleanup_free_ char *msg = NULL;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -ENOMEM;
+	kp->error = kp->line ? conf_strdup_printf("%s:%u: %s", kp->path, kp->line, msg)
+			     : conf_strdup_printf("%s: %s", kp->path, msg);
+	return kp->error ? BUS_CONFIG_E_INVALID : -ENOMEM;
+}
+
+/* Unescape [s, end) into a new string. */
+static int kf_unescape(struct keyfile_parser *kp, const char *s, const char *end, char **out)
+{
+	_cleanup_free_ char *v = malloc(end - s + 1);
+	char *q = v;
+
+	if (!v)
+		return -ENOMEM;
+	while (s < end) {
+		if (*s == '\0')
+			return kf_fail(kp, "Text to be unescaped contains embedded nul");
+		if (*s != '\\') {
+			*q++ = *s++;
+			continue;
+		}
+		if (++s >= end)
+			return kf_fail(kp, "Text to be unescaped ended in \\");
+		switch (*s++) {
+		case 's':
+			*q++ = ' ';
+			break;
+		case 't':
+			*q++ = '\t';
+			break;
+		case 'n':
+			*q++ = '\n';
+			break;
+		case 'r':
+			*q++ = '\r';
+			break;
+		case '\\':
+			*q++ = '\\';
+			break;
+		default:
+			return kf_fail(kp, "Text to be unescaped had invalid escape sequence");
+		}
+	}
+	*q = '\0';
+	*out = steal_ptr(v);
+	return 0;
+}
+
+int bus_service_parse_buffer(struct bus_service **servicep, const void *data, size_t size,
+			     const char *path, char **errorp)
+{
+	_cleanup_(bus_service_freep) struct bus_service *s = NULL;
+	struct keyfile_parser kp = { .path = path };
+	const char *p = data, *end = p + size;
+	/* 0: before any group, 1: in the first [D-BUS Service], 2: elsewhere */
+	int where = 0;
+	bool seen_service_group = false;
+	char *values[_K_N] = {};
+	int r = 0;
+
+	if (size > SERVICE_FILE_MAX) {
+		r = kf_fail(&kp, "Service file is too large (%zu bytes)", size);
+		goto out;
+	}
+	if (!utf8_valid(data, size)) {
+		r = kf_fail(&kp, "invalid UTF-8");
+		goto out;
+	}
+
+	while (p < end) {
+		const char *eol = memchr(p, '\n', end - p);
+		const char *next = eol ? eol + 1 : end;
+		const char *le = eol ? eol : end;
+		const char *q;
+
+		kp.line++;
+		if (le > p && le[-1] == '\r')
+			le--;
+
+		for (q = p; q < le && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\f'); q++)
+			;
+		if (q == le || *p == '#') {
+			p = next;
+			continue;
+		}
+
+		if (*p == '[') {
+			if (le - p <= 2 || le[-1] != ']') {
+				r = kf_fail(&kp, "Invalid syntax for section header");
+				goto out;
+			}
+			for (q = p + 1; q < le - 1; q++) {
+				unsigned char c = *q;
+
+				if (c <= 0x1f || c >= 0x7f || c == '[' || c == ']') {
+					r = kf_fail(&kp, "Invalid characters in section name");
+					goto out;
+				}
+			}
+			if (!seen_service_group && (size_t)(le - p - 2) == strlen(SERVICE_GROUP) &&
+			    memcmp(p + 1, SERVICE_GROUP, le - p - 2) == 0) {
+				seen_service_group = true;
+				where = 1;
+			} else {
+				where = 2;
+			}
+			p = next;
+			continue;
+		}
+
+		if (where == 0) {
+			r = kf_fail(&kp, "invalid service file: key=value before [Section]");
+			goto out;
+		}
+
+		for (q = p; q < le && key_char(*q); q++)
+			;
+		if (q == p) {
+			r = kf_fail(&kp, "Empty key name");
+			goto out;
+		}
+		if (q < le && *q == '[') {
+			/* Localized key: ignored, as dbus-daemon does. */
+			p = next;
+			continue;
+		}
+		{
+			const char *key = p, *key_end = q;
+			char *value = NULL;
+
+			while (q < le && *q == ' ')
+				q++;
+			if (q == le) {
+				r = kf_fail(&kp, "No '=' in key/value pair");
+				goto out;
+			}
+			if (*q != '=') {
+				r = kf_fail(&kp, "Invalid characters in key name");
+				goto out;
+			}
+			q++;
+			while (q < le && *q == ' ')
+				q++;
+			r = kf_unescape(&kp, q, le, &value);
+			if (r)
+				goto out;
+			if (where == 1) {
+				for (int k = 0; k < _K_N; k++) {
+					if (strlen(service_keys[k]) == (size_t)(key_end - key) &&
+					    memcmp(service_keys[k], key, key_end - key) == 0 &&
+					    !values[k]) {
+						values[k] = steal_ptr(value);
+						break;
+					}
+				}
+			}
+			free(value);
+		}
+		p = next;
+	}
+
+	kp.line = 0;
+	if (!seen_service_group) {
+		r = kf_fail(&kp, "No [" SERVICE_GROUP "] group in .service file");
+		goto out;
+	}
+	if (!values[K_NAME]) {
+		r = kf_fail(&kp, "No \"Name\" key in .service file");
+		goto out;
+	}
+	if (!bus_name_valid(values[K_NAME])) {
+		r = kf_fail(&kp, "Name=\"%s\" is not a valid well-known bus name", values[K_NAME]);
+		goto out;
+	}
+	if (!values[K_EXEC]) {
+		r = kf_fail(&kp, "No \"Exec\" key in .service file");
+		goto out;
+	}
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		r = -ENOMEM;
+		goto out;
+	}
+	s->path = strdup(path);
+	if (!s->path) {
+		r = -ENOMEM;
+		goto out;
+	}
+	s->name = steal_ptr(values[K_NAME]);
+	s->exec = steal_ptr(values[K_EXEC]);
+	s->user = steal_ptr(values[K_USER]);
+	s->systemd_service = steal_ptr(values[K_SYSTEMD_SERVICE]);
+	s->apparmor_label = steal_ptr(values[K_APPARMOR_LABEL]);
+	*servicep = steal_ptr(s);
+
+out:
+	for (int k = 0; k < _K_N; k++)
+		free(values[k]);
+	if (r > 0 && errorp)
+		*errorp = steal_ptr(kp.error);
+	free(kp.error);
+	return r;
+}
+
+int bus_service_parse_file(struct bus_service **servicep, const char *path, char **errorp)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t size;
+	int r;
+
+	r = conf_read_file(path, SERVICE_FILE_MAX, &data, &size, NULL, NULL);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		if (errorp) {
+			*errorp = conf_strdup_printf("%s: Failed to open \"%s\": %s", path, path,
+						     conf_strerror(r));
+			if (!*errorp)
+				return -ENOMEM;
+		}
+		return BUS_CONFIG_E_INVALID;
+	}
+	return bus_service_parse_buffer(servicep, data, size, path, errorp);
+}
+
+/* ------------------------------------------------------------------ */
+
+struct bus_services *bus_services_free(struct bus_services *services)
+{
+	if (!services)
+		return NULL;
+	for (size_t i = 0; i < services->n_services; i++)
+		bus_service_free(services->by_name[i]);
+	free(services->by_name);
+	bus_config_strings_clear(&services->warnings);
+	free(services);
+	return NULL;
+}
+
+struct scan_entry {
+	struct bus_service *service;
+	size_t seq;		/* discovery order: directory order, then file name */
+};
+
+struct scan {
+	struct bus_services *services;
+	struct scan_entry *entries;
+	size_t n_entries;
+	size_t sz;
+	size_t n_files;
+	void (*warn)(void *userdata, const char *message);
+	void *userdata;
+};
+
+_printf_(2, 3) static int scan_warn(struct scan *scan, const char *fmt, ...)
+{
+	_cleanup_free_ char *msg = NULL;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -ENOMEM;
+	if (scan->warn)
+		scan->warn(scan->userdata, msg);
+	return conf_strings_append(&scan->services->warnings, NULL, 0, msg);
+}
+
+static int cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct scan_entry *x = a, *y = b;
+	int c = strcmp(x->service->name, y->service->name);
+
+	if (c)
+		return c;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int scan_file(struct scan *scan, const struct bus_config_servicedir *dir,
+		     const char *filename)
+{
+	_cleanup_(bus_service_freep) struct bus_service *s = NULL;
+	_cleanup_free_ char *path = NULL, *error = NULL;
+	int r;
+
+	path = conf_path_join(dir->path, filename);
+	if (!path)
+		return -ENOMEM;
+	r = bus_service_parse_file(&s, path, &error);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return scan_warn(scan, "%s", error);
+
+	if (dir->flags & BUS_CONFIG_SERVICEDIR_STRICT_NAMING) {
+		size_t n = strlen(s->name);
+
+		if (strncmp(filename, s->name, n) != 0 || strcmp(filename + n, ".service") != 0)
+			return scan_warn(scan,
+					 "Service file \"%s\" should have been named \"%s.service\": not loading it",
+					 path, s->name);
+	}
+
+	if (scan->n_entries == scan->sz) {
+		size_t sz = scan->sz ? scan->sz * 2 : 32;
+		struct scan_entry *t = realloc(scan->entries, sz * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		scan->entries = t;
+		scan->sz = sz;
+	}
+	scan->entries[scan->n_entries].seq = scan->n_entries;
+	scan->entries[scan->n_entries++].service = steal_ptr(s);
+	return 0;
+}
+
+static int scan_dir(struct scan *scan, const struct bus_config_servicedir *dir)
+{
+	DIR *d;
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, sz = 0;
+	int r = 0;
+
+	d = opendir(dir->path);
+	if (!d) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 0;
+		return scan_warn(scan, "Failed to open service directory \"%s\": %s", dir->path,
+				 strerror(errno));
+	}
+	while ((errno = 0, de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+
+		if (l < 8 || strcmp(de->d_name + l - 8, ".service") != 0)
+			continue;
+		if (++scan->n_files > SERVICE_FILES_MAX) {
+			r = scan_warn(scan, "Too many service files, ignoring the rest of \"%s\"",
+				      dir->path);
+			errno = 0;
+			break;
+		}
+		if (n == sz) {
+			char **t;
+
+			sz = sz ? sz * 2 : 32;
+			t = realloc(names, sz * sizeof(*names));
+			if (!t) {
+				r = -ENOMEM;
+				goto out;
+			}
+			names = t;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n]) {
+			r = -ENOMEM;
+			goto out;
+		}
+		n++;
+	}
+	if (r == 0 && errno != 0)
+		r = scan_warn(scan, "Failed to read service directory \"%s\": %s", dir->path,
+			      strerror(errno));
+	if (r < 0)
+		goto out;
+
+	/* dbus-daemon takes readdir() order; sorted is reproducible. */
+	if (n)
+		qsort(names, n, sizeof(*names), cmp_strp);
+	for (size_t i = 0; i < n; i++) {
+		r = scan_file(scan, dir, names[i]);
+		if (r < 0)
+			break;
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(d);
+	return r;
+}
+
+/* Sort by name, keep the first definition of each name (dbus-daemon's rule). */
+static int scan_finish(struct scan *scan)
+{
+	struct bus_services *services = scan->services;
+	int r = 0;
+
+	if (scan->n_entries == 0)
+		return 0;
+	qsort(scan->entries, scan->n_entries, sizeof(*scan->entries), cmp_entry);
+	services->by_name = calloc(scan->n_entries, sizeof(*services->by_name));
+	if (!services->by_name)
+		return -ENOMEM;
+	for (size_t i = 0; i < scan->n_entries; i++) {
+		struct bus_service *s = steal_ptr(scan->entries[i].service);
+		struct bus_service *prev = services->n_services ?
+			services->by_name[services->n_services - 1] : NULL;
+
+		if (prev && strcmp(prev->name, s->name) == 0) {
+			if (r == 0)
+				r = scan_warn(scan,
+					      "%s: Service %s already exists in activation entry list (%s), ignoring",
+					      s->path, s->name, prev->path);
+			bus_service_free(s);
+			continue;
+		}
+		services->by_name[services->n_services++] = s;
+	}
+	return r;
+}
+
+int bus_services_load(struct bus_services **servicesp, const struct list_node *servicedirs,
+		      void (*warn)(void *userdata, const char *message), void *userdata)
+{
+	_cleanup_(bus_services_freep) struct bus_services *services = NULL;
+	struct bus_config_servicedir *dir;
+	struct scan scan = { .warn = warn, .userdata = userdata };
+	int r = 0;
+
+	services = calloc(1, sizeof(*services));
+	if (!services)
+		return -ENOMEM;
+	list_init(&services->warnings);
+	scan.services = services;
+
+	list_for_each_entry(dir, servicedirs, link) {
+		r = scan_dir(&scan, dir);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0)
+		r = scan_finish(&scan);
+	for (size_t i = 0; i < scan.n_entries; i++)
+		bus_service_free(scan.entries[i].service);
+	free(scan.entries);
+	if (r < 0)
+		return r;
+	*servicesp = steal_ptr(services);
+	return 0;
+}
+
+const struct bus_service *bus_services_lookup(const struct bus_services *services,
+					      const char *name)
+{
+	size_t lo = 0, hi = services->n_services;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, services->by_name[mid]->name);
+
+		if (c == 0)
+			return services->by_name[mid];
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}

@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * D-Bus address parsing, escaping, listening and connecting (unix transport
+ * only). See address.h.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "dbus-compat/address.h"
+#include "util/macro.h"
+
+static _printf_(2, 3) int address_error(char **errorp, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errorp) {
+		char *m = NULL;
+
+		va_start(ap, fmt);
+		if (vasprintf(&m, fmt, ap) < 0)
+			m = NULL;
+		va_end(ap);
+		free(*errorp);
+		*errorp = m; /* NULL on ENOMEM: the code still tells the story */
+	}
+	return ADDRESS_E_INVALID;
+}
+
+static bool is_optionally_escaped(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       c == '-' || c == '_' || c == '/' || c == '.' || c == '\\' || c == '*';
+}
+
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+char *address_escape(const char *value, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	char *out, *p;
+	size_t i;
+
+	out = malloc(n * 3 + 1);
+	if (!out)
+		return NULL;
+	p = out;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)value[i];
+
+		if (is_optionally_escaped(c)) {
+			*p++ = (char)c;
+		} else {
+			*p++ = '%';
+			*p++ = hex[c >> 4];
+			*p++ = hex[c & 15];
+		}
+	}
+	*p = '\0';
+	return out;
+}
+
+int address_unescape(const char *value, size_t n, char **outp, size_t *n_outp)
+{
+	_cleanup_free_ char *out = malloc(n + 1);
+	size_t i, k = 0;
+
+	if (!out)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)value[i];
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (n - i < 3)
+				return ADDRESS_E_INVALID;
+			hi = hex_digit(value[i + 1]);
+			lo = hex_digit(value[i + 2]);
+			if (hi < 0 || lo < 0)
+				return ADDRESS_E_INVALID;
+			out[k++] = (char)(hi << 4 | lo);
+			i += 2;
+		} else if (is_optionally_escaped(c)) {
+			out[k++] = (char)c;
+		} else {
+			return ADDRESS_E_INVALID;
+		}
+	}
+	out[k] = '\0';
+	*outp = steal_ptr(out);
+	if (n_outp)
+		*n_outp = k;
+	return 0;
+}
+
+static void address_deinit(struct address *a)
+{
+	free(a->value);
+	a->value = NULL;
+	free(a->guid);
+	a->guid = NULL;
+}
+
+void address_list_deinit(struct address_list *list)
+{
+	size_t i;
+
+	for (i = 0; i < list->n_entries; i++)
+		address_deinit(&list->entries[i]);
+	free(list->entries);
+	list->entries = NULL;
+	list->n_entries = 0;
+}
+
+static bool guid_is_valid(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n != ADDRESS_GUID_LEN)
+		return false;
+	for (i = 0; i < n; i++)
+		if (hex_digit(s[i]) < 0)
+			return false;
+	return true;
+}
+
+static const char *const unsupported_transports[] = {
+	"tcp", "nonce-tcp", "unixexec", "launchd", "systemd", "autolaunch", "kernel",
+};
+
+/* Parse the "key=value,..." part of a unix: entry of length @n. */
+static int parse_unix(struct address *a, const char *s, size_t n, char **errorp)
+{
+	const char *end = s + n;
+	bool have_location = false, seen[6] = {};
+	static const char *const keys[] = { "path", "abstract", "tmpdir", "dir", "runtime", "guid" };
+	int r;
+
+	if (n == 0)
+		return address_error(errorp, "unix: address needs one of path=, abstract=, "
+					     "tmpdir=, dir= or runtime=yes");
+
+	while (s <= end) {
+		const char *comma = memchr(s, ',', (size_t)(end - s));
+		const char *pair_end = comma ? comma : end;
+		const char *eq = memchr(s, '=', (size_t)(pair_end - s));
+		_cleanup_free_ char *value = NULL;
+		size_t n_key, n_value, k;
+
+		if (pair_end == s)
+			return address_error(errorp, "empty key=value pair in unix: address");
+		if (!eq)
+			return address_error(errorp, "'%.*s' in unix: address is not key=value",
+					     (int)(pair_end - s), s);
+		n_key = (size_t)(eq - s);
+		if (n_key == 0)
+			return address_error(errorp, "empty key in unix: address");
+
+		for (k = 0; k < ARRAY_SIZE(keys); k++)
+			if (strlen(keys[k]) == n_key && !memcmp(keys[k], s, n_key))
+				break;
+		if (k == ARRAY_SIZE(keys))
+			return address_error(errorp, "unknown key '%.*s' in unix: address",
+					     (int)n_key, s);
+		if (seen[k])
+			return address_error(errorp, "duplicate key '%s' in unix: address", keys[k]);
+		seen[k] = true;
+
+		r = address_unescape(eq + 1, (size_t)(pair_end - eq - 1), &value, &n_value);
+		if (r < 0)
+			return r;
+		if (r)
+			return address_error(errorp, "invalid escaping in value of '%s' in unix: "
+					     "address (bytes outside [-0-9A-Za-z_/.\\*] must be "
+					     "written as %%XX)", keys[k]);
+		if (n_value == 0)
+			return address_error(errorp, "empty value for '%s' in unix: address",
+					     keys[k]);
+		if (strlen(value) != n_value)
+			return address_error(errorp, "value of '%s' contains a NUL byte", keys[k]);
+
+		if (k == 5) {
+			if (!guid_is_valid(value, n_value))
+				return address_error(errorp, "guid= must be 32 hex characters");
+			a->guid = steal_ptr(value);
+		} else {
+			if (have_location)
+				return address_error(errorp, "conflicting keys in unix: address: "
+					"only one of path, abstract, tmpdir, dir and runtime may be given");
+			have_location = true;
+			a->kind = (enum address_kind[]){ ADDRESS_UNIX_PATH, ADDRESS_UNIX_ABSTRACT,
+							 ADDRESS_UNIX_TMPDIR, ADDRESS_UNIX_DIR,
+							 ADDRESS_UNIX_RUNTIME }[k];
+			if (k == 4) {
+				if (strcmp(value, "yes"))
+					return address_error(errorp, "runtime= must be 'yes'");
+			} else {
+				a->value = steal_ptr(value);
+			}
+		}
+
+		if (!comma)
+			break;
+		s = comma + 1;
+		if (s == end)
+			return address_error(errorp, "trailing ',' in unix: address");
+	}
+
+	if (!have_location)
+		return address_error(errorp, "unix: address needs one of path=, abstract=, "
+					     "tmpdir=, dir= or runtime=yes");
+	return 0;
+}
+
+static int parse_entry(struct address *a, const char *s, size_t n, char **errorp)
+{
+	const char *colon = memchr(s, ':', n);
+	size_t n_transport, i;
+
+	if (!colon)
+		return address_error(errorp, "address '%.*s' has no transport (missing ':')",
+				     (int)n, s);
+	n_transport = (size_t)(colon - s);
+	if (n_transport == 0)
+		return address_error(errorp, "address '%.*s' has an empty transport name",
+				     (int)n, s);
+
+	if (n_transport == 4 && !memcmp(s, "unix", 4))
+		return parse_unix(a, colon + 1, n - 5, errorp);
+
+	for (i = 0; i < ARRAY_SIZE(unsupported_transports); i++) {
+		const char *t = unsupported_transports[i];
+
+		if (strlen(t) == n_transport && !memcmp(t, s, n_transport))
+			return address_error(errorp, "transport '%s:' is not supported "
+					     "(only unix: is)", t);
+	}
+	return address_error(errorp, "unknown transport '%.*s:'", (int)n_transport, s);
+}
+
+int address_list_parse(struct address_list *list, const char *str, char **errorp)
+{
+	const char *s = str;
+
+	list->entries = NULL;
+	list->n_entries = 0;
+	if (errorp)
+		*errorp = NULL;
+
+	for (;;) {
+		const char *semi = strchr(s, ';');
+		size_t n = semi ? (size_t)(semi - s) : strlen(s);
+
+		if (n > 0) {
+			struct address *v;
+			int r;
+
+			v = realloc(list->entries, (list->n_entries + 1) * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			list->entries = v;
+			memset(&v[list->n_entries], 0, sizeof(*v));
+			/* Count it first so deinit frees partial results. */
+			list->n_entries++;
+			r = parse_entry(&v[list->n_entries - 1], s, n, errorp);
+			if (r)
+				return r;
+		}
+		if (!semi)
+			break;
+		s = semi + 1;
+	}
+
+	if (list->n_entries == 0)
+		return address_error(errorp, "empty address");
+	return 0;
+}
+
+int address_generate_guid(char guid[ADDRESS_GUID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t bytes[ADDRESS_GUID_LEN / 2];
+	size_t i, got = 0;
+
+	while (got < sizeof(bytes)) {
+		ssize_t k = getrandom(bytes + got, sizeof(bytes) - got, 0);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)k;
+	}
+	for (i = 0; i < sizeof(bytes); i++) {
+		guid[2 * i] = hex[bytes[i] >> 4];
+		guid[2 * i + 1] = hex[bytes[i] & 15];
+	}
+	guid[ADDRESS_GUID_LEN] = '\0';
+	return 0;
+}
+
+/* Fill a sockaddr_un; abstract names have no trailing NUL (spec). */
+static int make_sockaddr(struct sockaddr_un *sa, socklen_t *lenp, const char *name,
+			 bool abstract)
+{
+	size_t n = strlen(name);
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (abstract) {
+		if (n + 1 > sizeof(sa->sun_path))
+			return -ENAMETOOLONG;
+		memcpy(sa->sun_path + 1, name, n);
+		*lenp = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+	} else {
+		if (n + 1 > sizeof(sa->sun_path))
+			return -ENAMETOOLONG;
+		memcpy(sa->sun_path, name, n);
+		*lenp = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	}
+	return 0;
+}
+
+/* Is someone accepting connections on the socket file @path? */
+static bool path_is_live(const char *path)
+{
+	struct sockaddr_un sa;
+	socklen_t len;
+	_cleanup_close_ int fd = -1;
+
+	if (make_sockaddr(&sa, &len, path, false) < 0)
+		return true;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return true; /* cannot tell: do not delete anything */
+	if (connect(fd, (struct sockaddr *)&sa, len) >= 0)
+		return true;
+	return errno != ECONNREFUSED;
+}
+
+/*
+ * Bind @fd to @name. For paths, a stale socket file left behind by a dead
+ * server is replaced; a live one is not touched.
+ */
+static int bind_name(int fd, const char *name, bool abstract, bool replace_stale)
+{
+	struct sockaddr_un sa;
+	socklen_t len;
+	struct stat st;
+	int r;
+
+	r = make_sockaddr(&sa, &len, name, abstract);
+	if (r < 0)
+		return r;
+	if (bind(fd, (struct sockaddr *)&sa, len) >= 0)
+		return 0;
+	if (errno != EADDRINUSE || abstract || !replace_stale)
+		return -errno;
+	if (lstat(name, &st) < 0 || !S_ISSOCK(st.st_mode) || path_is_live(name))
+		return -EADDRINUSE;
+	if (unlink(name) < 0 && errno != ENOENT)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, len) < 0)
+		return -errno;
+	return 0;
+}
+
+static int random_name(char *buf, size_t n)
+{
+	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	uint8_t bytes[32];
+	size_t i;
+
+	if (n > sizeof(bytes))
+		return -EINVAL;
+	if (getrandom(bytes, n, 0) != (ssize_t)n)
+		return errno ? -errno : -EIO;
+	for (i = 0; i < n; i++)
+		buf[i] = chars[bytes[i] % (sizeof(chars) - 1)];
+	buf[n] = '\0';
+	return 0;
+}
+
+int address_listen(const struct address *a, const char *guid, int *fdp, char **connectablep,
+		   char **unlink_pathp, char **errorp)
+{
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *name = NULL, *escaped = NULL, *connectable = NULL;
+	bool abstract = false;
+	int r;
+
+	if (errorp)
+		*errorp = NULL;
+	if (unlink_pathp)
+		*unlink_pathp = NULL;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+
+	switch (a->kind) {
+	case ADDRESS_UNIX_PATH:
+		name = strdup(a->value);
+		if (!name)
+			return -ENOMEM;
+		r = bind_name(fd, name, false, true);
+		break;
+	case ADDRESS_UNIX_ABSTRACT:
+		name = strdup(a->value);
+		if (!name)
+			return -ENOMEM;
+		abstract = true;
+		r = bind_name(fd, name, true, false);
+		break;
+	case ADDRESS_UNIX_TMPDIR:
+	case ADDRESS_UNIX_DIR: {
+		unsigned int tries;
+
+		r = -EADDRINUSE;
+		/* A collision of 10 random characters is unlikely; retry a bit. */
+		for (tries = 0; tries < 16 && r == -EADDRINUSE; tries++) {
+			char rnd[11];
+
+			r = random_name(rnd, 10);
+			if (r < 0)
+				return r;
+			free(name);
+			if (asprintf(&name, "%s/dbus-%s", a->value, rnd) < 0) {
+				name = NULL;
+				return -ENOMEM;
+			}
+			r = bind_name(fd, name, false, false);
+		}
+		break;
+	}
+	case ADDRESS_UNIX_RUNTIME: {
+		const char *dir = getenv("XDG_RUNTIME_DIR");
+
+		if (!dir || dir[0] != '/') {
+			address_error(errorp, "unix:runtime=yes needs XDG_RUNTIME_DIR to be set "
+				      "to an absolute path");
+			return ADDRESS_E_UNUSABLE;
+		}
+		if (asprintf(&name, "%s/bus", dir) < 0) {
+			name = NULL;
+			return -ENOMEM;
+		}
+		r = bind_name(fd, name, false, true);
+		break;
+	}
+	default:
+		return -EINVAL;
+	}
+
+	if (r == -EADDRINUSE || r == -ENAMETOOLONG) {
+		address_error(errorp, "cannot listen on %s%s: %s", abstract ? "abstract " : "",
+			      name, r == -EADDRINUSE ? "address in use" : "name too long");
+		return ADDRESS_E_UNUSABLE;
+	}
+	if (r < 0)
+		return r;
+
+	if (listen(fd, SOMAXCONN) < 0) {
+		r = -errno;
+		if (!abstract)
+			unlink(name);
+		return r;
+	}
+
+	escaped = address_escape(name, strlen(name));
+	if (!escaped ||
+	    asprintf(&connectable, "unix:%s=%s%s%s", abstract ? "abstract" : "path", escaped,
+		     guid ? ",guid=" : "", guid ? guid : "") < 0) {
+		connectable = NULL;
+		if (!abstract)
+			unlink(name);
+		return -ENOMEM;
+	}
+
+	*fdp = steal_fd(&fd);
+	*connectablep = steal_ptr(connectable);
+	if (unlink_pathp && !abstract)
+		*unlink_pathp = steal_ptr(name);
+	return 0;
+}
+
+int address_connect(const struct address *a, int *fdp)
+{
+	_cleanup_close_ int fd = -1;
+	struct sockaddr_un sa;
+	socklen_t len;
+	int r;
+
+	if (a->kind != ADDRESS_UNIX_PATH && a->kind != ADDRESS_UNIX_ABSTRACT)
+		return ADDRESS_E_UNUSABLE;
+
+	r = make_sockaddr(&sa, &len, a->value, a->kind == ADDRESS_UNIX_ABSTRACT);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, len) < 0)
+		return -errno;
+	*fdp = steal_fd(&fd);
+	return 0;
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: D-Bus addresses
+ *
+ * Parsing of D-Bus server/client addresses (spec "Server Addresses" and
+ * "Unix Domain Sockets"): one or more entries separated by ';', each
+ * "transport:key=value,key=value" with %-escaped values. Only the unix
+ * transport is implemented; tcp:, nonce-tcp:, unixexec:, launchd:, systemd:
+ * and autolaunch: are recognised and rejected with a message naming them.
+ *
+ * Unix keys: exactly one of path=, abstract=, tmpdir=, dir=, runtime=yes, plus
+ * an optional guid= (32 hex characters). Duplicate keys, a second location
+ * key, unknown keys, bad escapes and unescaped bytes outside the
+ * optionally-escaped set [-0-9A-Za-z_/.\*] are errors.
+ *
+ * Listening (address_listen()) creates a SOCK_STREAM|SOCK_CLOEXEC|SOCK_NONBLOCK
+ * unix socket and produces the connectable address that a server prints,
+ * e.g. "unix:path=/tmp/dbus-AbCdEf0123,guid=<32 hex>".
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Positive error code of the parse and listen functions. */
+enum {
+	_ADDRESS_E_SUCCESS,
+	/* Syntax error or unsupported transport; see the error message. */
+	ADDRESS_E_INVALID,
+	/* The address cannot be used for this purpose (e.g. connecting to
+	 * tmpdir=, listening on a path that is in use). */
+	ADDRESS_E_UNUSABLE,
+};
+
+enum address_kind {
+	ADDRESS_UNIX_PATH,	/* unix:path=	listenable, connectable */
+	ADDRESS_UNIX_ABSTRACT,	/* unix:abstract= listenable, connectable */
+	ADDRESS_UNIX_TMPDIR,	/* unix:tmpdir=	listenable only */
+	ADDRESS_UNIX_DIR,	/* unix:dir=	listenable only */
+	ADDRESS_UNIX_RUNTIME,	/* unix:runtime=yes listenable only */
+};
+
+/**
+ * struct address - one parsed address entry
+ * @kind:	which location key was given
+ * @value:	unescaped value of that key (NUL-terminated; NULL for runtime)
+ * @guid:	value of guid= (32 lowercase-or-uppercase hex chars) or NULL
+ */
+struct address {
+	enum address_kind kind;
+	char *value;
+	char *guid;
+};
+
+/**
+ * struct address_list - all entries of an address string, in order
+ */
+struct address_list {
+	struct address *entries;
+	size_t n_entries;
+};
+
+/* Length of a GUID in hex, without NUL. */
+#define ADDRESS_GUID_LEN 32U
+
+/**
+ * address_list_parse() - parse an address string
+ * @list:	output; release with address_list_deinit() (also on failure)
+ * @str:	address string, e.g. "unix:path=/tmp/a;unix:abstract=b"
+ * @errorp:	output: on ADDRESS_E_INVALID a malloc()ed message; may be NULL
+ *
+ * Empty entries (";;" or a trailing ';') are skipped; a string without any
+ * entry is an error.
+ *
+ * Return: 0, ADDRESS_E_INVALID, or -ENOMEM.
+ */
+int address_list_parse(struct address_list *list, const char *str, char **errorp);
+void address_list_deinit(struct address_list *list);
+
+/**
+ * address_escape() - escape a value for use in an address
+ * @value:	bytes to escape
+ * @n:	number of bytes
+ *
+ * Bytes in [-0-9A-Za-z_/.\*] are kept, every other byte becomes %xx.
+ *
+ * Return: malloc()ed NUL-terminated string, or NULL on ENOMEM.
+ */
+char *address_escape(const char *value, size_t n);
+
+/**
+ * address_unescape() - unescape one address value
+ * @value:	escaped value (not containing ',', ';' or '=' unescaped)
+ * @n:	its length
+ * @outp:	output: malloc()ed NUL-terminated unescaped value
+ * @n_outp:	output: its length (it may contain NUL bytes); may be NULL
+ *
+ * Return: 0, ADDRESS_E_INVALID (bad %-escape or byte that must be escaped),
+ * or -ENOMEM.
+ */
+int address_unescape(const char *value, size_t n, char **outp, size_t *n_outp);
+
+/**
+ * address_generate_guid() - make a fresh random server GUID
+ * @guid:	output: ADDRESS_GUID_LEN lowercase hex chars plus NUL
+ *
+ * Return: 0 or negative errno (getrandom failure).
+ */
+int address_generate_guid(char guid[ADDRESS_GUID_LEN + 1]);
+
+/**
+ * address_listen() - create a listening socket for a server address
+ * @a:	parsed address (any kind)
+ * @guid:	GUID to put in the connectable address, or NULL for none
+ * @fdp:	output: bound, listening SOCK_STREAM|SOCK_CLOEXEC|SOCK_NONBLOCK fd
+ * @connectablep: output: malloc()ed connectable address, e.g.
+ *		"unix:path=/tmp/dbus-XXXXXXXXXX,guid=..." (escaped)
+ * @unlink_pathp: output: malloc()ed filesystem path the caller should
+ *		unlink() when it stops listening, or NULL (abstract); may be NULL
+ * @errorp:	output: malloc()ed message on positive errors; may be NULL
+ *
+ * tmpdir= and dir= bind a random "dbus-XXXXXXXXXX" name in the directory
+ * (always path-based, never abstract). runtime=yes binds
+ * $XDG_RUNTIME_DIR/bus (ADDRESS_E_UNUSABLE if the variable is unset). For
+ * path= (and runtime=), a stale socket file nobody listens on is replaced; a
+ * live one gives ADDRESS_E_UNUSABLE.
+ *
+ * Return: 0, ADDRESS_E_UNUSABLE (with message), or negative errno.
+ */
+int address_listen(const struct address *a, const char *guid, int *fdp,
+		   char **connectablep, char **unlink_pathp, char **errorp);
+
+/**
+ * address_connect() - connect to a connectable address entry
+ * @a:	parsed address of kind path or abstract
+ * @fdp:	output: connected SOCK_STREAM|SOCK_CLOEXEC socket (blocking)
+ *
+ * Return: 0, ADDRESS_E_UNUSABLE for listen-only kinds, or negative errno
+ * from socket()/connect().
+ */
+int address_connect(const struct address *a, int *fdp);

@@ -1,0 +1,712 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * D-Bus messages: framing, one-pass parsing and validation, sender stitching
+ * (a new header, the body shared) and building the bus' own messages.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dbus-compat/marshal.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/signature.h"
+#include "dbus-compat/validate.h"
+#include "util/macro.h"
+
+/* The variant type each known header field must carry. */
+static const char field_types[DC_FIELD_MAX + 1] = {
+	[DC_FIELD_PATH] = 'o',
+	[DC_FIELD_INTERFACE] = 's',
+	[DC_FIELD_MEMBER] = 's',
+	[DC_FIELD_ERROR_NAME] = 's',
+	[DC_FIELD_REPLY_SERIAL] = 'u',
+	[DC_FIELD_DESTINATION] = 's',
+	[DC_FIELD_SENDER] = 's',
+	[DC_FIELD_SIGNATURE] = 'g',
+	[DC_FIELD_UNIX_FDS] = 'u',
+};
+
+int message_frame_size(const void *buf, size_t n, size_t *total)
+{
+	const uint8_t *p = buf;
+	uint32_t body_len, fields_len;
+	uint64_t t;
+
+	if (n < DC_FIXED_HEADER_SIZE)
+		return DC_E_NEED_MORE;
+	if (p[0] != DC_LITTLE_ENDIAN && p[0] != DC_BIG_ENDIAN)
+		return DC_E_ENDIAN;
+	if (p[3] != DC_PROTOCOL_VERSION)
+		return DC_E_VERSION;
+
+	body_len = dc_load_u32(p + 4, (char)p[0]);
+	fields_len = dc_load_u32(p + 12, (char)p[0]);
+	if (fields_len > DC_MAX_ARRAY_SIZE)
+		return DC_E_ARRAY_TOO_BIG;
+
+	t = DC_FIXED_HEADER_SIZE + ALIGN_TO((uint64_t)fields_len, 8) + body_len;
+	if (t > DC_MAX_MESSAGE_SIZE)
+		return DC_E_MESSAGE_TOO_BIG;
+	*total = (size_t)t;
+	return 0;
+}
+
+static struct message *message_alloc(size_t storage)
+{
+	struct message *m;
+
+	m = malloc(sizeof(*m) + storage);
+	if (!m)
+		return NULL;
+	/* only the struct is zeroed: storage is overwritten by the caller */
+	memset(m, 0, sizeof(*m));
+	m->n_refs = 1;
+	m->signature = "";
+	m->storage_size = storage;
+	return m;
+}
+
+int message_new_incoming(struct message **ret, size_t size)
+{
+	struct message *m;
+
+	if (size < DC_FIXED_HEADER_SIZE || size > DC_MAX_MESSAGE_SIZE)
+		return -EINVAL;
+	m = message_alloc(size);
+	if (!m)
+		return -ENOMEM;
+	*ret = m;
+	return 0;
+}
+
+static void close_fds(const int *fds, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; ++i)
+		safe_close(fds[i]);
+}
+
+struct message *message_ref(struct message *m)
+{
+	if (m)
+		++m->n_refs;
+	return m;
+}
+
+struct message *message_unref(struct message *m)
+{
+	if (!m || --m->n_refs > 0)
+		return NULL;
+
+	if (m->parent) {
+		message_unref(m->parent);
+	} else {
+		close_fds(m->fds, m->n_fds);
+		free(m->fds);
+		free(m->body_owned);
+	}
+	free(m);
+	return NULL;
+}
+
+/* Store one known header field; the reader is inside the variant. */
+static int parse_field(struct message *m, struct dc_reader *r, uint8_t code)
+{
+	const char *s = NULL;
+	uint32_t u = 0;
+	int k;
+
+	k = dc_reader_read_basic(r, field_types[code], field_types[code] == 'u' ?
+				 (void *)&u : (void *)&s);
+	if (k)
+		return k;
+
+	switch (code) {
+	case DC_FIELD_PATH:
+		if (!strcmp(s, DC_PATH_LOCAL))
+			return DC_E_LOCAL_PATH;
+		m->path = s;
+		break;
+	case DC_FIELD_INTERFACE:
+		if (!validate_interface_name(s, strlen(s)))
+			return DC_E_FIELD_VALUE;
+		if (!strcmp(s, DC_INTERFACE_LOCAL))
+			return DC_E_LOCAL_INTERFACE;
+		m->interface = s;
+		break;
+	case DC_FIELD_MEMBER:
+		if (!validate_member_name(s, strlen(s)))
+			return DC_E_FIELD_VALUE;
+		m->member = s;
+		break;
+	case DC_FIELD_ERROR_NAME:
+		if (!validate_error_name(s, strlen(s)))
+			return DC_E_FIELD_VALUE;
+		m->error_name = s;
+		break;
+	case DC_FIELD_REPLY_SERIAL:
+		if (u == 0)
+			return DC_E_SERIAL;
+		m->reply_serial = u;
+		break;
+	case DC_FIELD_DESTINATION:
+		if (!validate_bus_name(s, strlen(s)))
+			return DC_E_FIELD_VALUE;
+		m->destination = s;
+		break;
+	case DC_FIELD_SENDER:
+		if (!validate_bus_name(s, strlen(s)))
+			return DC_E_FIELD_VALUE;
+		m->sender = s;
+		break;
+	case DC_FIELD_SIGNATURE:
+		m->signature = s;
+		break;
+	case DC_FIELD_UNIX_FDS:
+		m->unix_fds = u;
+		break;
+	}
+	return 0;
+}
+
+static int check_required(const struct message *m)
+{
+	switch (m->type) {
+	case DC_MESSAGE_METHOD_CALL:
+		if (!m->path)
+			return DC_E_MISSING_PATH;
+		if (!m->member)
+			return DC_E_MISSING_MEMBER;
+		break;
+	case DC_MESSAGE_METHOD_RETURN:
+		if (!m->reply_serial)
+			return DC_E_MISSING_REPLY_SERIAL;
+		break;
+	case DC_MESSAGE_ERROR:
+		if (!m->error_name)
+			return DC_E_MISSING_ERROR_NAME;
+		if (!m->reply_serial)
+			return DC_E_MISSING_REPLY_SERIAL;
+		break;
+	case DC_MESSAGE_SIGNAL:
+		if (!m->path)
+			return DC_E_MISSING_PATH;
+		if (!m->interface)
+			return DC_E_MISSING_INTERFACE;
+		if (!m->member)
+			return DC_E_MISSING_MEMBER;
+		break;
+	}
+	return 0;
+}
+
+/* Walk the header fields a(yv) of m->storage. */
+static int parse_header(struct message *m, size_t fields_end)
+{
+	struct dc_reader r;
+	uint32_t seen = 0;
+	size_t i;
+	int k;
+
+	k = dc_reader_init(&r, m->storage, fields_end, m->endian, "yyyyuua(yv)", 11, 0);
+	if (k)
+		return k;
+	/* the fixed part was checked by the caller; step over it */
+	k = dc_reader_read(&r, "yyyyuu", NULL, NULL, NULL, NULL, NULL, NULL);
+	if (k)
+		return k;
+	k = dc_reader_enter(&r, 'a');
+	if (k)
+		return k;
+
+	while (dc_reader_peek(&r)) {
+		const char *vsig;
+		uint8_t code;
+
+		k = dc_reader_enter(&r, '(');
+		if (k)
+			return k;
+		k = dc_reader_read_basic(&r, 'y', &code);
+		if (k)
+			return k;
+		k = dc_reader_enter(&r, 'v');
+		if (k)
+			return k;
+
+		if (code == DC_FIELD_INVALID)
+			return DC_E_FIELD_CODE;
+		if (code <= DC_FIELD_MAX) {
+			if (seen & (1u << code))
+				return DC_E_FIELD_DUPLICATE;
+			seen |= 1u << code;
+			if (dc_reader_peek_signature(&r, &vsig) != 1 || vsig[0] != field_types[code])
+				return DC_E_FIELD_TYPE;
+			k = parse_field(m, &r, code);
+			if (k)
+				return k;
+		}
+		/* unknown fields: validated (by exit skipping them), then ignored */
+		k = dc_reader_exit(&r);	/* variant */
+		if (k)
+			return k;
+		k = dc_reader_exit(&r);	/* struct */
+		if (k)
+			return k;
+	}
+
+	k = dc_reader_exit(&r);
+	if (k)
+		return k;
+	if (r.pos != fields_end)
+		return DC_E_TRAILING;
+
+	for (i = fields_end; i < m->header_size; ++i)
+		if (m->storage[i])
+			return DC_E_PADDING;
+	return 0;
+}
+
+int message_parse(struct message *m, const int *fds, size_t n_fds)
+{
+	size_t total, fields_end;
+	uint32_t fields_len;
+	int k;
+
+	if (m->parsed || m->parent || m->body_owned)
+		return -EINVAL;
+
+	if (n_fds > 0) {
+		m->fds = malloc(n_fds * sizeof(*fds));
+		if (!m->fds) {
+			close_fds(fds, n_fds);
+			return -ENOMEM;
+		}
+		memcpy(m->fds, fds, n_fds * sizeof(*fds));
+		m->n_fds = n_fds;
+	}
+
+	k = message_frame_size(m->storage, m->storage_size, &total);
+	if (k)
+		return k;
+	if (total != m->storage_size)
+		return DC_E_SIZE_MISMATCH;
+
+	m->endian = (char)m->storage[0];
+	m->type = m->storage[1];
+	m->flags = m->storage[2];
+	m->serial = dc_load_u32(m->storage + 8, m->endian);
+	fields_len = dc_load_u32(m->storage + 12, m->endian);
+	if (m->type == DC_MESSAGE_INVALID)
+		return DC_E_MESSAGE_TYPE;
+	if (m->serial == 0)
+		return DC_E_SERIAL;
+
+	fields_end = DC_FIXED_HEADER_SIZE + fields_len;
+	m->header = m->storage;
+	m->header_size = ALIGN_TO(fields_end, (size_t)8);
+	m->body = m->storage + m->header_size;
+	m->body_size = m->storage_size - m->header_size;
+
+	k = parse_header(m, fields_end);
+	if (k)
+		return k;
+	k = check_required(m);
+	if (k)
+		return k;
+	if (m->unix_fds != n_fds)
+		return DC_E_UNIX_FDS;
+	if (m->body_size > 0 && !*m->signature)
+		return DC_E_BODY;
+
+	k = dc_validate(m->body, m->body_size, m->endian, m->signature, strlen(m->signature),
+			(uint32_t)n_fds);
+	if (k)
+		return k;
+
+	m->parsed = true;
+	return 0;
+}
+
+int message_new_from_data(struct message **ret, const void *data, size_t size,
+			  const int *fds, size_t n_fds)
+{
+	_cleanup_message_ struct message *m = NULL;
+	size_t total;
+	int k;
+
+	/* check the frame before allocating anything */
+	k = message_frame_size(data, size, &total);
+	if (!k && total != size)
+		k = DC_E_SIZE_MISMATCH;
+	if (!k)
+		k = message_new_incoming(&m, size);
+	if (k) {
+		close_fds(fds, n_fds);
+		return k;
+	}
+	memcpy(message_incoming_data(m), data, size);
+	k = message_parse(m, fds, n_fds);
+	if (k)
+		return k;
+	*ret = steal_ptr(m);
+	return 0;
+}
+
+void message_get_iovec(const struct message *m, struct iovec iov[2])
+{
+	iov[0].iov_base = m->header;
+	iov[0].iov_len = m->header_size;
+	iov[1].iov_base = (void *)m->body;
+	iov[1].iov_len = m->body_size;
+}
+
+int message_get_body_reader(const struct message *m, struct dc_reader *r)
+{
+	return dc_reader_init(r, m->body, m->body_size, m->endian, m->signature,
+			      strlen(m->signature), (uint32_t)m->n_fds);
+}
+
+char message_get_arg(struct message *m, unsigned index, const char **value)
+{
+	if (!m->args_parsed) {
+		struct dc_reader r;
+		unsigned i;
+
+		m->args_parsed = true;
+		m->n_args = 0;
+		if (message_get_body_reader(m, &r) == 0) {
+			for (i = 0; i < DC_MAX_MATCH_ARGS; ++i) {
+				const char *s;
+				char c = dc_reader_peek(&r);
+
+				if (!c)
+					break;
+				m->arg_type[i] = 0;
+				if (c == 's' || c == 'o' || c == 'g') {
+					if (dc_reader_read_basic(&r, c, &s))
+						break;
+					m->arg_type[i] = c;
+					m->arg_offset[i] = (uint32_t)((const uint8_t *)s - m->body);
+				} else if (dc_reader_skip(&r)) {
+					break;
+				}
+				m->n_args = (uint8_t)(i + 1);
+			}
+		}
+	}
+
+	if (index >= m->n_args || !m->arg_type[index])
+		return 0;
+	if (value)
+		*value = (const char *)m->body + m->arg_offset[index];
+	return m->arg_type[index];
+}
+
+/* ---------------------------------------------------- header serialization */
+
+struct header_fields {
+	const char *str[DC_FIELD_MAX + 1];	/* s, o, g fields; NULL: absent */
+	uint32_t u32[DC_FIELD_MAX + 1];		/* u fields; 0: absent */
+};
+
+static size_t field_size(char type, const char *s)
+{
+	switch (type) {
+	case 'u':
+		return 4 + 4;
+	case 'g':
+		return 4 + 1 + strlen(s) + 1;
+	default:
+		return 4 + 4 + strlen(s) + 1;
+	}
+}
+
+/* Size of the a(yv) contents (without the array length). */
+static size_t fields_size(const struct header_fields *h)
+{
+	size_t n = 0;
+	unsigned code;
+
+	for (code = 1; code <= DC_FIELD_MAX; ++code) {
+		char type = field_types[code];
+
+		if (type == 'u' ? !h->u32[code] : !h->str[code])
+			continue;
+		n = ALIGN_TO(n, (size_t)8) + field_size(type, h->str[code]);
+	}
+	return n;
+}
+
+static void put_u32(uint8_t *p, uint32_t v, char endian)
+{
+	if (endian != DC_NATIVE_ENDIAN)
+		v = dc_bswap32(v);
+	memcpy(p, &v, 4);
+}
+
+/*
+ * Write the whole header into m->header (sized by the caller: 16 +
+ * ALIGN8(fields_size)) and point m's string fields into it. Each field starts
+ * 8-aligned: code, variant signature (3 bytes), then the value at offset 4.
+ */
+static void write_header(struct message *m, const struct header_fields *h, size_t flen)
+{
+	uint8_t *p = m->header;
+	size_t off = DC_FIXED_HEADER_SIZE;
+	unsigned code;
+
+	p[0] = (uint8_t)m->endian;
+	p[1] = m->type;
+	p[2] = m->flags;
+	p[3] = DC_PROTOCOL_VERSION;
+	put_u32(p + 4, (uint32_t)m->body_size, m->endian);
+	put_u32(p + 8, m->serial, m->endian);
+	put_u32(p + 12, (uint32_t)flen, m->endian);
+
+	for (code = 1; code <= DC_FIELD_MAX; ++code) {
+		char type = field_types[code];
+		const char *s = h->str[code];
+		size_t aligned = ALIGN_TO(off, (size_t)8), len;
+
+		if (type == 'u' ? !h->u32[code] : !s)
+			continue;
+		memset(p + off, 0, aligned - off);
+		off = aligned;
+		p[off] = (uint8_t)code;
+		p[off + 1] = 1;
+		p[off + 2] = (uint8_t)type;
+		p[off + 3] = 0;
+		off += 4;
+
+		if (type == 'u') {
+			put_u32(p + off, h->u32[code], m->endian);
+			off += 4;
+			if (code == DC_FIELD_REPLY_SERIAL)
+				m->reply_serial = h->u32[code];
+			else
+				m->unix_fds = h->u32[code];
+			continue;
+		}
+
+		len = strlen(s);
+		if (type == 'g') {
+			p[off++] = (uint8_t)len;
+		} else {
+			put_u32(p + off, (uint32_t)len, m->endian);
+			off += 4;
+		}
+		memcpy(p + off, s, len + 1);
+		s = (const char *)p + off;
+		off += len + 1;
+
+		switch (code) {
+		case DC_FIELD_PATH: m->path = s; break;
+		case DC_FIELD_INTERFACE: m->interface = s; break;
+		case DC_FIELD_MEMBER: m->member = s; break;
+		case DC_FIELD_ERROR_NAME: m->error_name = s; break;
+		case DC_FIELD_DESTINATION: m->destination = s; break;
+		case DC_FIELD_SENDER: m->sender = s; break;
+		case DC_FIELD_SIGNATURE: m->signature = s; break;
+		}
+	}
+
+	memset(p + off, 0, m->header_size - off);
+}
+
+int message_stitch_sender(struct message *m, const char *sender, struct message **ret)
+{
+	struct header_fields h = {};
+	struct message *n, *owner;
+	size_t flen, hsize;
+
+	if (sender && !validate_bus_name(sender, strlen(sender)))
+		return -EINVAL;
+	if (!m->header)
+		return -EINVAL;
+
+	h.str[DC_FIELD_PATH] = m->path;
+	h.str[DC_FIELD_INTERFACE] = m->interface;
+	h.str[DC_FIELD_MEMBER] = m->member;
+	h.str[DC_FIELD_ERROR_NAME] = m->error_name;
+	h.u32[DC_FIELD_REPLY_SERIAL] = m->reply_serial;
+	h.str[DC_FIELD_DESTINATION] = m->destination;
+	h.str[DC_FIELD_SENDER] = sender;
+	h.str[DC_FIELD_SIGNATURE] = *m->signature ? m->signature : NULL;
+	h.u32[DC_FIELD_UNIX_FDS] = m->unix_fds;
+
+	flen = fields_size(&h);
+	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
+	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
+		return -EMSGSIZE;
+
+	n = message_alloc(hsize);
+	if (!n)
+		return -ENOMEM;
+
+	owner = m->parent ? m->parent : m;
+	n->parent = message_ref(owner);
+	n->endian = m->endian;
+	n->type = m->type;
+	n->flags = m->flags;
+	n->serial = m->serial;
+	n->header = n->storage;
+	n->header_size = hsize;
+	n->body = m->body;
+	n->body_size = m->body_size;
+	n->fds = m->fds;
+	n->n_fds = m->n_fds;
+	write_header(n, &h, flen);
+
+	/* same body: the argument cache stays valid */
+	if (m->args_parsed) {
+		n->args_parsed = true;
+		n->n_args = m->n_args;
+		memcpy(n->arg_type, m->arg_type, sizeof(n->arg_type));
+		memcpy(n->arg_offset, m->arg_offset, sizeof(n->arg_offset));
+	}
+	n->parsed = true;
+	*ret = n;
+	return 0;
+}
+
+/* ------------------------------------------------------------- building */
+
+void message_builder_init(struct message_builder *b, uint8_t type, const char *signature)
+{
+	*b = (struct message_builder){
+		.type = type,
+		.signature = signature ? signature : "",
+	};
+	dc_writer_init(&b->body, DC_NATIVE_ENDIAN, b->signature);
+}
+
+void message_builder_init_method_return(struct message_builder *b, const struct message *call,
+					const char *signature)
+{
+	message_builder_init(b, DC_MESSAGE_METHOD_RETURN, signature);
+	b->flags = DC_FLAG_NO_REPLY_EXPECTED;
+	b->reply_serial = call->serial;
+	b->destination = call->sender;
+}
+
+void message_builder_init_error(struct message_builder *b, const struct message *call,
+				const char *error_name, const char *signature)
+{
+	message_builder_init(b, DC_MESSAGE_ERROR, signature);
+	b->flags = DC_FLAG_NO_REPLY_EXPECTED;
+	b->reply_serial = call->serial;
+	b->destination = call->sender;
+	b->error_name = error_name;
+}
+
+void message_builder_init_signal(struct message_builder *b, const char *path,
+				 const char *interface, const char *member,
+				 const char *signature)
+{
+	message_builder_init(b, DC_MESSAGE_SIGNAL, signature);
+	b->flags = DC_FLAG_NO_REPLY_EXPECTED;
+	b->path = path;
+	b->interface = interface;
+	b->member = member;
+}
+
+void message_builder_init_method_call(struct message_builder *b, const char *destination,
+				      const char *path, const char *interface,
+				      const char *member, const char *signature)
+{
+	message_builder_init(b, DC_MESSAGE_METHOD_CALL, signature);
+	b->destination = destination;
+	b->path = path;
+	b->interface = interface;
+	b->member = member;
+}
+
+void message_builder_deinit(struct message_builder *b)
+{
+	dc_writer_deinit(&b->body);
+}
+
+static bool opt_valid(const char *s, bool (*fn)(const char *, size_t))
+{
+	return !s || fn(s, strlen(s));
+}
+
+int message_builder_seal(struct message_builder *b, uint32_t serial, struct message **ret)
+{
+	struct header_fields h = {};
+	struct message *m;
+	void *body = NULL;
+	size_t body_size = 0, flen, hsize;
+	int k;
+
+	if (serial == 0 || b->type == DC_MESSAGE_INVALID)
+		return -EINVAL;
+	if (!opt_valid(b->path, validate_object_path) ||
+	    !opt_valid(b->interface, validate_interface_name) ||
+	    !opt_valid(b->member, validate_member_name) ||
+	    !opt_valid(b->error_name, validate_error_name) ||
+	    !opt_valid(b->destination, validate_bus_name) ||
+	    !opt_valid(b->sender, validate_bus_name))
+		return -EINVAL;
+
+	k = dc_writer_finish(&b->body, &body, &body_size);
+	if (k)
+		return k;
+
+	h.str[DC_FIELD_PATH] = b->path;
+	h.str[DC_FIELD_INTERFACE] = b->interface;
+	h.str[DC_FIELD_MEMBER] = b->member;
+	h.str[DC_FIELD_ERROR_NAME] = b->error_name;
+	h.u32[DC_FIELD_REPLY_SERIAL] = b->reply_serial;
+	h.str[DC_FIELD_DESTINATION] = b->destination;
+	h.str[DC_FIELD_SENDER] = b->sender;
+	h.str[DC_FIELD_SIGNATURE] = b->signature && *b->signature ? b->signature : NULL;
+
+	flen = fields_size(&h);
+	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
+	if (hsize + body_size > DC_MAX_MESSAGE_SIZE) {
+		free(body);
+		return -EMSGSIZE;
+	}
+
+	m = message_alloc(hsize);
+	if (!m) {
+		free(body);
+		return -ENOMEM;
+	}
+	m->body_owned = body;
+	m->endian = DC_NATIVE_ENDIAN;
+	m->type = b->type;
+	m->flags = b->flags;
+	m->serial = serial;
+	m->header = m->storage;
+	m->header_size = hsize;
+	m->body = body ? body : (const uint8_t *)"";
+	m->body_size = body_size;
+	write_header(m, &h, flen);
+
+	k = check_required(m);
+	if (k) {
+		message_unref(m);
+		return -EINVAL;
+	}
+	m->parsed = true;
+	*ret = m;
+	return 0;
+}
+
+int message_new_error(struct message **ret, const struct message *call, const char *sender,
+		      uint32_t serial, const char *error_name, const char *text)
+{
+	struct message_builder b;
+	int k;
+
+	message_builder_init_error(&b, call, error_name, text ? "s" : "");
+	b.sender = sender;
+	if (text)
+		dc_writer_write(&b.body, "s", text);
+	k = message_builder_seal(&b, serial, ret);
+	message_builder_deinit(&b);
+	return k;
+}

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: SASL server (D-Bus authentication)
+ *
+ * The server side of the D-Bus authentication protocol (spec section
+ * "Authentication Protocol"). A struct sasl_server is a pure state machine: it
+ * performs no I/O. The owner feeds it the raw bytes read from the socket with
+ * sasl_server_feed() and sends whatever sasl_server_peek_output() returns to
+ * the client.
+ *
+ * Clients pipeline: sd-bus sends "\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD
+ * \r\nBEGIN\r\n" followed by its first D-Bus message in one write. The server
+ * therefore stops right after the "\r\n" of BEGIN and tells the caller how many
+ * input bytes it consumed; everything after that is the D-Bus message stream
+ * and must be handed to the message framing unchanged.
+ *
+ * Supported mechanisms: EXTERNAL (the authorization identity, if given, must
+ * be the ASCII decimal of the peer uid taken from SO_PEERCRED, hex-encoded;
+ * an empty identity means "whatever the transport says") and, only when the
+ * caller enables it, ANONYMOUS. The state machine follows the spec's server
+ * state diagram (WaitingForAuth / WaitingForData / WaitingForBegin):
+ *
+ * - the first byte must be a NUL, otherwise the server fails at once;
+ * - "AUTH" alone and unknown mechanisms get "REJECTED EXTERNAL[ ANONYMOUS]";
+ * - "AUTH EXTERNAL" without initial response gets "DATA" and waits for the
+ *   client's "DATA" / "DATA <hex>" line;
+ * - CANCEL and ERROR get REJECTED while a mechanism is running or after OK;
+ *   in WaitingForAuth CANCEL is not meaningful and gets ERROR;
+ * - NEGOTIATE_UNIX_FD after OK gets AGREE_UNIX_FD if the caller allows fd
+ *   passing, ERROR otherwise; before OK it gets ERROR;
+ * - BEGIN after OK ends authentication (SASL_SERVER_DONE); BEGIN before OK is
+ *   fatal (the spec says disconnect);
+ * - unknown commands, malformed lines, non-ASCII bytes get "ERROR ...";
+ * - a line longer than SASL_LINE_MAX, more than SASL_FAILURES_MAX REJECTED /
+ *   ERROR replies or more than SASL_INPUT_MAX input bytes make the server fail
+ *   (SASL_SERVER_FAILED), so a hostile client cannot keep a connection in the
+ *   authentication phase forever or make the output grow without bound.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Longest accepted line, "\r\n" included (dbus-daemon uses the same limit). */
+#define SASL_LINE_MAX (16U * 1024U)
+/* Total number of input bytes accepted before BEGIN. */
+#define SASL_INPUT_MAX (64U * 1024U)
+/* Number of REJECTED + ERROR replies after which the client is dropped. */
+#define SASL_FAILURES_MAX 16U
+
+/* Length of a server GUID: 16 bytes in hex, without the terminating NUL. */
+#define SASL_GUID_LEN 32U
+
+/* Flags for sasl_server_init(). */
+enum {
+	/* Offer and accept the ANONYMOUS mechanism. */
+	SASL_SERVER_ALLOW_ANONYMOUS = 1U << 0,
+	/* The transport can pass fds: NEGOTIATE_UNIX_FD gets AGREE_UNIX_FD. */
+	SASL_SERVER_UNIX_FD = 1U << 1,
+};
+
+/* Positive results of sasl_server_feed(); 0 means "consumed all, need more". */
+enum {
+	_SASL_SERVER_E_SUCCESS,
+	/* BEGIN was received; the client is authenticated. */
+	SASL_SERVER_DONE,
+	/* The client broke the protocol or exceeded a bound: disconnect it. */
+	SASL_SERVER_FAILED,
+};
+
+enum sasl_server_state {
+	SASL_SERVER_STATE_WAIT_NUL,
+	SASL_SERVER_STATE_WAIT_AUTH,
+	SASL_SERVER_STATE_WAIT_DATA,
+	SASL_SERVER_STATE_WAIT_BEGIN,
+	SASL_SERVER_STATE_DONE,
+	SASL_SERVER_STATE_FAILED,
+};
+
+/*
+ * All fields are private; use the accessors below. The object is embedded by
+ * its owner (e.g. a broker connection) and needs sasl_server_deinit().
+ */
+struct sasl_server {
+	enum sasl_server_state state;
+	unsigned int flags;
+	uid_t peer_uid;
+	char guid[SASL_GUID_LEN + 1];
+
+	/* result */
+	uid_t uid;
+	bool anonymous;
+	bool unix_fd;
+
+	/* mechanism waiting for DATA */
+	unsigned int mech;
+
+	/* bounds */
+	unsigned int n_failures;
+	size_t n_input;
+	const char *failure;
+
+	/* partial line (without its terminator yet) */
+	char *line;
+	size_t n_line;
+
+	/* pending replies */
+	char *out;
+	size_t n_out;
+	size_t out_start;
+	size_t out_alloc;
+};
+
+/**
+ * sasl_server_init() - prepare a SASL server for one connection
+ * @sasl:	object to initialize (caller-owned memory)
+ * @peer_uid:	uid of the peer, from SO_PEERCRED
+ * @guid:	server GUID, exactly SASL_GUID_LEN hex characters, sent with OK
+ * @flags:	SASL_SERVER_ALLOW_ANONYMOUS, SASL_SERVER_UNIX_FD
+ *
+ * Return: 0, or -EINVAL if @guid is not 32 hex characters. sasl_server_deinit()
+ * is safe to call on an object whose init failed.
+ */
+int sasl_server_init(struct sasl_server *sasl, uid_t peer_uid, const char *guid,
+		     unsigned int flags);
+
+/**
+ * sasl_server_deinit() - release the buffers of a SASL server
+ * @sasl:	object to release
+ *
+ * Idempotent; the object may be re-initialized afterwards.
+ */
+void sasl_server_deinit(struct sasl_server *sasl);
+
+/**
+ * sasl_server_feed() - process input bytes from the client
+ * @sasl:	SASL server
+ * @data:	bytes read from the socket
+ * @n_data:	number of bytes at @data
+ * @n_consumedp: output: how many bytes of @data were consumed
+ *
+ * Parses as many complete lines as possible and appends the replies to the
+ * output buffer (see sasl_server_peek_output()). Incomplete trailing lines are
+ * buffered internally (and count as consumed), so the input may be split at
+ * any byte. Processing stops right after the "\r\n" of BEGIN: the bytes of
+ * @data behind *@n_consumedp then belong to the D-Bus message stream.
+ *
+ * Return: 0 if all of @data was consumed and more input is needed;
+ *         SASL_SERVER_DONE when BEGIN completed authentication (also on every
+ *         later call, consuming nothing);
+ *         SASL_SERVER_FAILED if the client must be disconnected (also on every
+ *         later call); sasl_server_get_failure() says why;
+ *         -ENOMEM.
+ */
+int sasl_server_feed(struct sasl_server *sasl, const void *data, size_t n_data,
+		     size_t *n_consumedp);
+
+/**
+ * sasl_server_peek_output() - replies waiting to be sent to the client
+ * @sasl:	SASL server
+ * @np:	output: number of bytes
+ *
+ * Return: pointer to the pending reply bytes (complete "\r\n"-terminated lines),
+ * valid until the next call on @sasl; NULL with *@np == 0 when nothing is
+ * pending. Call sasl_server_consume_output() after queueing them.
+ */
+const char *sasl_server_peek_output(const struct sasl_server *sasl, size_t *np);
+
+/**
+ * sasl_server_consume_output() - drop sent reply bytes
+ * @sasl:	SASL server
+ * @n:	number of bytes from the front of the output that were taken
+ */
+void sasl_server_consume_output(struct sasl_server *sasl, size_t n);
+
+/* Authentication completed (BEGIN received). */
+bool sasl_server_is_done(const struct sasl_server *sasl);
+/* The client must be disconnected. */
+bool sasl_server_is_failed(const struct sasl_server *sasl);
+/* Human-readable reason for the failure (static string), or NULL. */
+const char *sasl_server_get_failure(const struct sasl_server *sasl);
+/* OK was sent (authenticated, BEGIN possibly still pending). */
+bool sasl_server_is_authenticated(const struct sasl_server *sasl);
+/*
+ * The authenticated uid (the peer uid for EXTERNAL), or (uid_t)-1 if not
+ * authenticated or authenticated with ANONYMOUS.
+ */
+uid_t sasl_server_get_uid(const struct sasl_server *sasl);
+/* Authenticated with ANONYMOUS (no identity). */
+bool sasl_server_is_anonymous(const struct sasl_server *sasl);
+/* NEGOTIATE_UNIX_FD was answered with AGREE_UNIX_FD. */
+bool sasl_server_unix_fd_agreed(const struct sasl_server *sasl);
+enum sasl_server_state sasl_server_get_state(const struct sasl_server *sasl);

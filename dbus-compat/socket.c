@@ -1,0 +1,885 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Nonblocking unix stream connection with D-Bus message framing, fd passing
+ * and a zero-copy write queue. See socket.h for the contract.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "dbus-compat/socket.h"
+#include "util/list.h"
+#include "util/macro.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/* First read size of a connection; grows while reads fill the buffer. */
+#define SOCKET_READ_MIN (16U * 1024U)
+/* Largest read size used for small messages. */
+#define SOCKET_READ_MAX (128U * 1024U)
+/*
+ * Legitimate peers never have more than a couple of fd batches pending (see
+ * socket_dispatch_read()); more means someone is hoarding fds in our process.
+ */
+#define SOCKET_BATCHES_MAX 8U
+
+/* fds that arrived with the stream bytes [start, end). */
+struct fd_batch {
+	uint64_t start;
+	uint64_t end;
+	size_t n_fds;
+	int fds[];
+};
+
+struct socket {
+	int fd;
+	struct socket_creds creds;
+	bool framing;
+	bool eof;
+	bool violation;
+
+	/* Input: buffered bytes are in[in_start..in_end). */
+	uint8_t *in;
+	size_t in_alloc;
+	size_t in_start;
+	size_t in_end;
+	size_t read_size;
+	/* Stream offset of in[in_start]. */
+	uint64_t in_offset;
+
+	struct fd_batch **batches;
+	size_t n_batches;
+
+	/* Output. */
+	struct list_node out_queue;
+	size_t out_bytes;
+	size_t out_fds;
+};
+
+/* ---- credentials ------------------------------------------------------ */
+
+void socket_creds_deinit(struct socket_creds *creds)
+{
+	free(creds->groups);
+	creds->groups = NULL;
+	creds->n_groups = 0;
+	free(creds->label);
+	creds->label = NULL;
+	creds->pidfd = safe_close(creds->pidfd);
+}
+
+static int query_peersec(struct socket_creds *creds, int fd)
+{
+	socklen_t len = 64;
+
+	for (;;) {
+		_cleanup_free_ char *buf = malloc(len + 1);
+		socklen_t l = len;
+
+		if (!buf)
+			return -ENOMEM;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERSEC, buf, &l) >= 0) {
+			/* The kernel may or may not count a trailing NUL. */
+			buf[MIN(l, len)] = '\0';
+			if (buf[0] != '\0')
+				creds->label = steal_ptr(buf);
+			return 0;
+		}
+		if (errno == ENOPROTOOPT || errno == EOPNOTSUPP)
+			return 0; /* no LSM label on this socket */
+		if (errno != ERANGE)
+			return -errno;
+		/* l tells the size the kernel wants; guard against no progress */
+		len = l > len ? l : len * 2;
+		if (len > 64 * 1024)
+			return -E2BIG;
+	}
+}
+
+static int query_peergroups(struct socket_creds *creds, int fd)
+{
+	socklen_t len = 32 * sizeof(gid_t);
+
+	for (;;) {
+		_cleanup_free_ gid_t *buf = malloc(len);
+		socklen_t l = len;
+
+		if (!buf)
+			return -ENOMEM;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, buf, &l) >= 0) {
+			creds->n_groups = l / sizeof(gid_t);
+			creds->groups = steal_ptr(buf);
+			return 0;
+		}
+		if (errno == ENOPROTOOPT || errno == EOPNOTSUPP || errno == ENODATA)
+			return 0;
+		if (errno != ERANGE)
+			return -errno;
+		len = l > len ? l : len * 2;
+		/* NGROUPS_MAX is 65536 */
+		if (len > 65536 * sizeof(gid_t))
+			return -E2BIG;
+	}
+}
+
+int socket_creds_query(struct socket_creds *creds, int fd)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+	int pidfd = -1, r;
+
+	memset(creds, 0, sizeof(*creds));
+	creds->pidfd = -1;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
+		return -errno;
+	if (l != sizeof(uc))
+		return -EIO;
+	creds->pid = uc.pid;
+	creds->uid = uc.uid;
+	creds->gid = uc.gid;
+
+	r = query_peersec(creds, fd);
+	if (r >= 0)
+		r = query_peergroups(creds, fd);
+	if (r < 0) {
+		socket_creds_deinit(creds);
+		return r;
+	}
+
+	l = sizeof(pidfd);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) >= 0) {
+		creds->pidfd = pidfd;
+	} else if (errno != ENOPROTOOPT && errno != EOPNOTSUPP && errno != EINVAL &&
+		   errno != ESRCH && errno != ENODATA) {
+		/* ESRCH: the peer already exited; that is "absent" too. */
+		r = -errno;
+		socket_creds_deinit(creds);
+		return r;
+	}
+	return 0;
+}
+
+/* ---- frames ------------------------------------------------------------ */
+
+static uint32_t read_u32(const uint8_t *p, bool big_endian)
+{
+	if (big_endian)
+		return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+int socket_frame_size(const uint8_t header[SOCKET_FRAME_HEADER], size_t *sizep)
+{
+	uint64_t body, fields, size;
+	bool big;
+
+	if (header[0] == 'l')
+		big = false;
+	else if (header[0] == 'B')
+		big = true;
+	else
+		return SOCKET_E_PROTOCOL;
+
+	/* Another major protocol version cannot be talked to (spec). */
+	if (header[3] != 1)
+		return SOCKET_E_PROTOCOL;
+
+	body = read_u32(header + 4, big);
+	fields = read_u32(header + 12, big);
+	/* The header fields are an array, and arrays are at most 64 MiB. */
+	if (fields > SOCKET_FRAME_MAX / 2)
+		return SOCKET_E_PROTOCOL;
+	/* 64-bit arithmetic: two 32-bit lengths cannot overflow it. */
+	size = SOCKET_FRAME_HEADER + ALIGN_TO(fields, (uint64_t)8) + body;
+	if (size > SOCKET_FRAME_MAX)
+		return SOCKET_E_PROTOCOL;
+
+	*sizep = (size_t)size;
+	return 0;
+}
+
+void socket_frame_deinit(struct socket_frame *frame)
+{
+	size_t i;
+
+	free(frame->data);
+	frame->data = NULL;
+	frame->n_data = 0;
+	for (i = 0; i < frame->n_fds; i++)
+		safe_close(frame->fds[i]);
+	free(frame->fds);
+	frame->fds = NULL;
+	frame->n_fds = 0;
+}
+
+/* ---- object ------------------------------------------------------------ */
+
+int socket_new(struct socket **socketp, int fd)
+{
+	_cleanup_close_ int fd_owned = fd;
+	struct socket *s;
+	int flags, r;
+
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0)
+		return -errno;
+	if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+
+	r = socket_creds_query(&s->creds, fd);
+	if (r < 0) {
+		free(s);
+		return r;
+	}
+
+	s->fd = steal_fd(&fd_owned);
+	s->read_size = SOCKET_READ_MIN;
+	list_init(&s->out_queue);
+	*socketp = s;
+	return 0;
+}
+
+static void batch_free(struct fd_batch *b)
+{
+	size_t i;
+
+	for (i = 0; i < b->n_fds; i++)
+		safe_close(b->fds[i]);
+	free(b);
+}
+
+/* Remove the first fd batch from the queue, without closing its fds. */
+static struct fd_batch *socket_pop_batch(struct socket *s)
+{
+	struct fd_batch *b = s->batches[0];
+
+	memmove(s->batches, s->batches + 1, (s->n_batches - 1) * sizeof(*s->batches));
+	s->n_batches--;
+	return b;
+}
+
+static void socket_drop_batches(struct socket *s)
+{
+	while (s->n_batches > 0)
+		batch_free(socket_pop_batch(s));
+}
+
+/* Mark the stream as broken; received fds cannot be handed out any more. */
+static int socket_violation(struct socket *s)
+{
+	s->violation = true;
+	socket_drop_batches(s);
+	return SOCKET_E_PROTOCOL;
+}
+
+static void socket_release_entry(struct socket *s, struct socket_entry *e)
+{
+	list_unlink(&e->link);
+	s->out_bytes -= e->n_total - e->n_written;
+	if (e->n_written == 0)
+		s->out_fds -= e->n_fds;
+	if (e->release)
+		e->release(e);
+}
+
+struct socket *socket_free(struct socket *s)
+{
+	struct socket_entry *e;
+
+	if (!s)
+		return NULL;
+
+	while ((e = list_first_entry(&s->out_queue, struct socket_entry, link)))
+		socket_release_entry(s, e);
+
+	socket_drop_batches(s);
+	free(s->batches);
+	free(s->in);
+	socket_creds_deinit(&s->creds);
+	safe_close(s->fd);
+	free(s);
+	return NULL;
+}
+
+int socket_get_fd(const struct socket *s)
+{
+	return s->fd;
+}
+
+const struct socket_creds *socket_get_creds(const struct socket *s)
+{
+	return &s->creds;
+}
+
+size_t socket_get_buffered_bytes(const struct socket *s)
+{
+	return s->in_end - s->in_start;
+}
+
+/* ---- reading ----------------------------------------------------------- */
+
+/* Move the buffered bytes to the front of the buffer. */
+static void socket_compact(struct socket *s)
+{
+	if (s->in_start == 0)
+		return;
+	memmove(s->in, s->in + s->in_start, s->in_end - s->in_start);
+	s->in_end -= s->in_start;
+	s->in_start = 0;
+}
+
+/*
+ * Make at least @min_free bytes free behind the buffered input; if the buffer
+ * has to grow, grow it to @alloc_free (>= @min_free) free bytes, so small
+ * shortfalls do not cause a realloc() per read.
+ */
+static int socket_reserve(struct socket *s, size_t min_free, size_t alloc_free)
+{
+	uint8_t *p;
+
+	if (s->in_alloc - s->in_end >= min_free)
+		return 0;
+	socket_compact(s);
+	if (s->in_alloc - s->in_end >= min_free)
+		return 0;
+	p = realloc(s->in, s->in_end + alloc_free);
+	if (!p)
+		return -ENOMEM;
+	s->in = p;
+	s->in_alloc = s->in_end + alloc_free;
+	return 0;
+}
+
+/*
+ * Size of the frame at the front of the input, if its header is complete.
+ * Returns 0 and *sizep (0 when the header is incomplete), or SOCKET_E_PROTOCOL.
+ */
+static int socket_front_frame_size(struct socket *s, size_t *sizep)
+{
+	*sizep = 0;
+	if (s->in_end - s->in_start < SOCKET_FRAME_HEADER)
+		return 0;
+	return socket_frame_size(s->in + s->in_start, sizep);
+}
+
+static int socket_add_batch(struct socket *s, uint64_t start, uint64_t end, const int *fds,
+			    size_t n_fds)
+{
+	struct fd_batch *b, **v;
+
+	b = malloc(sizeof(*b) + n_fds * sizeof(int));
+	if (!b)
+		return -ENOMEM;
+	b->start = start;
+	b->end = end;
+	b->n_fds = n_fds;
+	memcpy(b->fds, fds, n_fds * sizeof(int));
+
+	v = realloc(s->batches, (s->n_batches + 1) * sizeof(*v));
+	if (!v) {
+		free(b); /* the caller closes the fds */
+		return -ENOMEM;
+	}
+	s->batches = v;
+	s->batches[s->n_batches++] = b;
+	return 0;
+}
+
+static void close_fds(const int *fds, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		safe_close(fds[i]);
+}
+
+int socket_dispatch_read(struct socket *s)
+{
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(sizeof(int) * SOCKET_FDS_MAX)];
+	} control;
+	int fds[SOCKET_FDS_MAX];
+	size_t n_fds = 0, buffered = s->in_end - s->in_start, space;
+	struct cmsghdr *cmsg;
+	struct msghdr msg;
+	struct iovec iov;
+	uint64_t start;
+	ssize_t n;
+	int r;
+
+	if (s->violation)
+		return SOCKET_E_PROTOCOL;
+	if (s->eof)
+		return SOCKET_E_EOF;
+
+	if (s->framing) {
+		size_t size;
+
+		r = socket_front_frame_size(s, &size);
+		if (r)
+			return socket_violation(s);
+		if (size && buffered >= size)
+			return 0; /* a complete frame waits; let the owner take it */
+
+		if (size > SOCKET_READ_MAX) {
+			size_t remaining = size - buffered;
+
+			/*
+			 * A large message: grow the buffer geometrically with
+			 * the data that actually arrives (a bare header must
+			 * not make us allocate 128 MiB), ending exactly with
+			 * the frame so it can be handed out without a copy.
+			 */
+			socket_compact(s);
+			r = socket_reserve(s, MIN(remaining, (size_t)SOCKET_READ_MAX),
+					   MIN(remaining, MAX(buffered, (size_t)SOCKET_READ_MAX)));
+		} else {
+			/* size is 0 while the header is incomplete */
+			size_t need = size > buffered ? size - buffered : 0;
+
+			r = socket_reserve(s, MAX(need, s->read_size / 2), MAX(need, s->read_size));
+		}
+	} else {
+		if (buffered >= SOCKET_RAW_MAX)
+			return 0;
+		r = socket_reserve(s, s->read_size / 2, s->read_size);
+	}
+	if (r < 0)
+		return r;
+
+	space = s->in_alloc - s->in_end;
+	iov.iov_base = s->in + s->in_end;
+	iov.iov_len = space;
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = &control;
+	msg.msg_controllen = sizeof(control);
+
+	n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0) {
+		if (errno == EAGAIN || errno == EINTR)
+			return 0;
+		if (errno == ECONNRESET) {
+			s->eof = true;
+			return SOCKET_E_EOF;
+		}
+		return -errno;
+	}
+
+	/* Collect fds first so no exit path below leaks them. */
+	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+		size_t k;
+
+		if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		if (k > SOCKET_FDS_MAX - n_fds)
+			k = SOCKET_FDS_MAX - n_fds; /* cannot happen: buffer sized for max */
+		memcpy(fds + n_fds, CMSG_DATA(cmsg), k * sizeof(int));
+		n_fds += k;
+	}
+
+	if (msg.msg_flags & MSG_CTRUNC) {
+		close_fds(fds, n_fds);
+		return socket_violation(s);
+	}
+
+	if (n == 0) {
+		close_fds(fds, n_fds);
+		s->eof = true;
+		return SOCKET_E_EOF;
+	}
+
+	start = s->in_offset + buffered;
+	s->in_end += (size_t)n;
+
+	/* Reads that fill the buffer suggest a busy peer: read more next time. */
+	if ((size_t)n == space && s->read_size < SOCKET_READ_MAX)
+		s->read_size *= 2;
+
+	if (n_fds > 0) {
+		if (s->n_batches >= SOCKET_BATCHES_MAX) {
+			close_fds(fds, n_fds);
+			return socket_violation(s);
+		}
+		r = socket_add_batch(s, start, start + (uint64_t)n, fds, n_fds);
+		if (r < 0) {
+			close_fds(fds, n_fds);
+			return r;
+		}
+	}
+	return 0;
+}
+
+const void *socket_peek_raw(const struct socket *s, size_t *np)
+{
+	*np = s->in_end - s->in_start;
+	return s->in ? s->in + s->in_start : (const void *)"";
+}
+
+void socket_consume_raw(struct socket *s, size_t n)
+{
+	n = MIN(n, s->in_end - s->in_start);
+	s->in_start += n;
+	s->in_offset += n;
+	if (s->in_start == s->in_end)
+		s->in_start = s->in_end = 0;
+
+	/*
+	 * fds that came with bytes the authentication layer consumed can never
+	 * belong to a message.
+	 */
+	if (s->n_batches > 0 && s->batches[0]->end <= s->in_offset)
+		socket_violation(s);
+}
+
+void socket_start_framing(struct socket *s)
+{
+	s->framing = true;
+}
+
+int socket_peek_frame(struct socket *s, size_t *sizep)
+{
+	size_t size;
+	int r;
+
+	if (s->violation)
+		return SOCKET_E_PROTOCOL;
+	if (!s->framing)
+		return SOCKET_E_AGAIN;
+
+	r = socket_front_frame_size(s, &size);
+	if (r)
+		return socket_violation(s);
+	if (size == 0 || s->in_end - s->in_start < size) {
+		/* Leftover fds that no complete frame can claim. */
+		if (s->eof && s->n_batches > 0)
+			socket_drop_batches(s);
+		return SOCKET_E_AGAIN;
+	}
+
+	*sizep = size;
+	return 0;
+}
+
+/*
+ * Collect the fds of the frame [start, end): the batches whose bytes contain
+ * the frame's first byte and no later frame start (see socket.h). Batches
+ * that no frame can claim any more are protocol violations.
+ */
+static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int **fdsp,
+			    size_t *n_fdsp)
+{
+	_cleanup_free_ int *fds = NULL;
+	size_t n_fds = 0;
+
+	while (s->n_batches > 0) {
+		struct fd_batch *b = s->batches[0];
+		int *v;
+
+		if (b->end <= start)
+			return socket_violation(s); /* no frame started in it */
+		if (end < b->end)
+			break; /* a later frame starts inside that read */
+		if (b->start > start)
+			return socket_violation(s); /* fds in the middle of a message */
+
+		v = realloc(fds, (n_fds + b->n_fds) * sizeof(int));
+		if (!v)
+			return -ENOMEM;
+		fds = v;
+		memcpy(fds + n_fds, b->fds, b->n_fds * sizeof(int));
+		n_fds += b->n_fds;
+		free(socket_pop_batch(s));
+	}
+
+	*fdsp = steal_ptr(fds);
+	*n_fdsp = n_fds;
+	return 0;
+}
+
+int socket_take_frame(struct socket *s, void *dst, int **fdsp, size_t *n_fdsp)
+{
+	size_t size;
+	int r;
+
+	r = socket_peek_frame(s, &size);
+	if (r)
+		return r;
+
+	r = socket_claim_fds(s, s->in_offset, s->in_offset + size, fdsp, n_fdsp);
+	if (r)
+		return r;
+
+	memcpy(dst, s->in + s->in_start, size);
+	s->in_start += size;
+	s->in_offset += size;
+	if (s->in_start == s->in_end) {
+		s->in_start = s->in_end = 0;
+		/* Do not keep a huge buffer around after a huge message. */
+		if (s->in_alloc > 2 * SOCKET_READ_MAX) {
+			free(s->in);
+			s->in = NULL;
+			s->in_alloc = 0;
+		}
+	}
+	return 0;
+}
+
+int socket_read_frame(struct socket *s, struct socket_frame *frame)
+{
+	int *fds = NULL;
+	size_t size, n_fds = 0;
+	void *data;
+	int r;
+
+	r = socket_peek_frame(s, &size);
+	if (r)
+		return r;
+
+	if (s->in_start == 0 && s->in_end == size && size > SOCKET_READ_MAX) {
+		/* The buffer holds exactly this message: hand it over. */
+		r = socket_claim_fds(s, s->in_offset, s->in_offset + size, &fds, &n_fds);
+		if (r)
+			return r;
+		data = steal_ptr(s->in);
+		s->in_alloc = 0;
+		s->in_start = s->in_end = 0;
+		s->in_offset += size;
+	} else {
+		data = malloc(size);
+		if (!data)
+			return -ENOMEM;
+		r = socket_take_frame(s, data, &fds, &n_fds);
+		if (r) {
+			free(data);
+			return r;
+		}
+	}
+
+	frame->data = data;
+	frame->n_data = size;
+	frame->fds = fds;
+	frame->n_fds = n_fds;
+	return 0;
+}
+
+/* ---- writing ----------------------------------------------------------- */
+
+int socket_queue(struct socket *s, struct socket_entry *e)
+{
+	size_t i, total = 0;
+
+	if (e->n_fds > SOCKET_FDS_MAX)
+		return SOCKET_E_TOO_MANY_FDS;
+	for (i = 0; i < e->n_iov; i++)
+		total += e->iov[i].iov_len;
+	/* fds need at least one byte to travel with. */
+	if (total == 0 && e->n_fds > 0)
+		return -EINVAL;
+
+	e->n_total = total;
+	e->n_written = 0;
+	list_init(&e->link);
+	if (total == 0) {
+		if (e->release)
+			e->release(e);
+		return 0;
+	}
+
+	list_append(&s->out_queue, &e->link);
+	s->out_bytes += total;
+	s->out_fds += e->n_fds;
+	return 0;
+}
+
+struct copy_entry {
+	struct socket_entry entry;
+	struct iovec iov;
+	uint8_t data[];
+};
+
+static void copy_entry_release(struct socket_entry *e)
+{
+	free(container_of(e, struct copy_entry, entry));
+}
+
+int socket_queue_copy(struct socket *s, const void *data, size_t n)
+{
+	struct copy_entry *c;
+
+	if (n == 0)
+		return 0;
+	c = calloc(1, sizeof(*c) + n);
+	if (!c)
+		return -ENOMEM;
+	memcpy(c->data, data, n);
+	c->iov.iov_base = c->data;
+	c->iov.iov_len = n;
+	c->entry.iov = &c->iov;
+	c->entry.n_iov = 1;
+	c->entry.release = copy_entry_release;
+	return socket_queue(s, &c->entry);
+}
+
+/*
+ * Gather the front of the queue into @iov: the first entry from where it
+ * stopped, then whole entries, up to IOV_MAX vectors. An entry whose fds are
+ * still to be sent goes out in a sendmsg() of its own: the fds then travel
+ * with its first byte, and the receiver (the kernel ends a read after the
+ * segment with fds) sees no other message start in that segment, which is
+ * what socket_dispatch_read() relies on to attach fds.
+ */
+static size_t socket_gather(struct socket *s, struct iovec *iov, size_t max, const int **fdsp,
+			    size_t *n_fdsp)
+{
+	struct socket_entry *e;
+	size_t n = 0;
+	bool first = true;
+
+	*fdsp = NULL;
+	*n_fdsp = 0;
+
+	list_for_each_entry(e, &s->out_queue, link) {
+		size_t skip = e->n_written, i;
+
+		bool alone = false;
+
+		if (!first && e->n_fds > 0)
+			break;
+		if (first && e->n_written == 0 && e->n_fds > 0) {
+			*fdsp = e->fds;
+			*n_fdsp = e->n_fds;
+			alone = true;
+		}
+		first = false;
+
+		for (i = 0; i < e->n_iov && n < max; i++) {
+			const struct iovec *v = &e->iov[i];
+
+			if (skip >= v->iov_len) {
+				skip -= v->iov_len;
+				continue;
+			}
+			if (v->iov_len - skip == 0)
+				continue;
+			iov[n].iov_base = (uint8_t *)v->iov_base + skip;
+			iov[n].iov_len = v->iov_len - skip;
+			skip = 0;
+			n++;
+		}
+		if (n >= max || alone)
+			break;
+	}
+	return n;
+}
+
+/* Account @n written bytes to the front entries, releasing finished ones. */
+static void socket_advance(struct socket *s, size_t n)
+{
+	struct socket_entry *e;
+
+	while (n > 0 && (e = list_first_entry(&s->out_queue, struct socket_entry, link))) {
+		size_t left = e->n_total - e->n_written;
+
+		if (e->n_written == 0)
+			s->out_fds -= e->n_fds;
+		if (n < left) {
+			e->n_written += n;
+			s->out_bytes -= n;
+			return;
+		}
+		n -= left;
+		s->out_bytes -= left;
+		e->n_written = e->n_total;
+		list_unlink(&e->link);
+		if (e->release)
+			e->release(e);
+	}
+}
+
+int socket_dispatch_write(struct socket *s)
+{
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(sizeof(int) * SOCKET_FDS_MAX)];
+	} control;
+	struct iovec iov[IOV_MAX];
+	unsigned int rounds;
+
+	/* Bounded, so one connection with a deep queue cannot starve others. */
+	for (rounds = 0; rounds < 16 && !list_is_empty(&s->out_queue); rounds++) {
+		const int *fds;
+		size_t n_iov, n_fds, want = 0, i;
+		struct msghdr msg;
+		ssize_t n;
+
+		n_iov = socket_gather(s, iov, IOV_MAX, &fds, &n_fds);
+		for (i = 0; i < n_iov; i++)
+			want += iov[i].iov_len;
+
+		memset(&msg, 0, sizeof(msg));
+		msg.msg_iov = iov;
+		msg.msg_iovlen = n_iov;
+		if (n_fds > 0) {
+			struct cmsghdr *cmsg;
+
+			memset(&control, 0, sizeof(control));
+			msg.msg_control = &control;
+			msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+			cmsg = CMSG_FIRSTHDR(&msg);
+			cmsg->cmsg_level = SOL_SOCKET;
+			cmsg->cmsg_type = SCM_RIGHTS;
+			cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+			memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n_fds);
+		}
+
+		n = sendmsg(s->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			if (errno == EPIPE || errno == ECONNRESET)
+				return SOCKET_E_EOF;
+			return -errno;
+		}
+
+		socket_advance(s, (size_t)n);
+		if ((size_t)n < want)
+			return 0; /* the kernel buffer is full */
+	}
+	return 0;
+}
+
+bool socket_wants_write(const struct socket *s)
+{
+	return !list_is_empty(&s->out_queue);
+}
+
+size_t socket_get_queued_bytes(const struct socket *s)
+{
+	return s->out_bytes;
+}
+
+size_t socket_get_queued_fds(const struct socket *s)
+{
+	return s->out_fds;
+}

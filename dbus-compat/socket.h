@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: D-Bus socket connection
+ *
+ * A struct socket owns one connected, nonblocking unix stream socket and does
+ * the byte-level work of a D-Bus connection: buffered reading with fd passing,
+ * splitting the stream into D-Bus messages ("frames"), and a zero-copy write
+ * queue. It has no event loop and never blocks. The contract with its owner:
+ *
+ * - Register socket_get_fd() with epoll. Always watch EPOLLIN (while the owner
+ *   wants input); watch EPOLLOUT only while socket_wants_write() is true.
+ * - On EPOLLIN call socket_dispatch_read() (one recvmsg per call, so one busy
+ *   peer cannot starve the others), then take input out: during
+ *   authentication with socket_peek_raw()/socket_consume_raw() (raw bytes for
+ *   the SASL server), afterwards with socket_read_frame() until it returns
+ *   SOCKET_E_AGAIN. socket_dispatch_read() reads nothing while a complete frame
+ *   is still buffered, so input that the owner does not take is bounded.
+ * - To send, fill a struct socket_entry and socket_queue() it; then either
+ *   call socket_dispatch_write() right away (optimistic write) or wait for
+ *   EPOLLOUT. After each call re-check socket_wants_write().
+ * - socket_get_queued_bytes() is the owner's back-pressure signal (quota).
+ * - Positive return codes (SOCKET_E_*) are conditions of the peer the owner
+ *   handles (usually by disconnecting); negative errno values are local
+ *   failures (ENOMEM, ...).
+ *
+ * Authentication phase, as test/unit/dbus-compat/test-sasl.c drives it:
+ *
+ *	r = socket_dispatch_read(sock);			// on EPOLLIN
+ *	p = socket_peek_raw(sock, &n);
+ *	r = sasl_server_feed(&sasl, p, n, &consumed);
+ *	socket_consume_raw(sock, consumed);
+ *	out = sasl_server_peek_output(&sasl, &n_out);
+ *	socket_queue_copy(sock, out, n_out);
+ *	sasl_server_consume_output(&sasl, n_out);
+ *	socket_dispatch_write(sock);
+ *	if (r == SASL_SERVER_DONE) {
+ *		socket_start_framing(sock);
+ *		while (!(r = socket_read_frame(sock, &frame)))	// bytes pipelined
+ *			...;					// after BEGIN
+ *	}
+ *
+ * Frames: a frame is one complete D-Bus message as raw bytes. Its size comes
+ * from the 16-byte fixed header: 16 + fields length (offset 12) rounded up to
+ * 8 + body length (offset 4), in the byte order named by byte 0 ('l' or 'B').
+ * Frames larger than SOCKET_FRAME_MAX (the spec's 128 MiB), a protocol version
+ * other than 1 and field arrays above 64 MiB are rejected before anything is
+ * allocated for them; the input buffer of a large message grows with the data
+ * that actually arrives. Other header contents are not validated here.
+ *
+ * File descriptors: every recvmsg() uses MSG_CMSG_CLOEXEC; received fds are
+ * owned by the socket until handed out with a frame, and closed on every other
+ * path (socket_free(), protocol errors). The kernel ends a read right after the
+ * segment that carried fds, and clients send fds with the first byte of their
+ * message, so fds received by one recvmsg() are attached to the last frame
+ * that starts within the bytes of that recvmsg(). fds that arrive with bytes in
+ * which no frame starts (e.g. in the middle of a message, or during the
+ * authentication phase) are a protocol violation (SOCKET_E_PROTOCOL).
+ * MSG_CTRUNC is a protocol violation too.
+ *
+ * Writing: queued entries reference the caller's memory (iovecs) and fds; the
+ * socket never copies them and calls entry->release exactly once, when the
+ * entry has been written completely or when it is dropped (socket_free()).
+ * Several entries are written with one sendmsg() (up to IOV_MAX iovecs); an
+ * entry with fds is written by a sendmsg() of its own, so its fds travel with
+ * its first byte and no other message shares that segment (libdbus, GDBus and
+ * sd-bus do the same: one sendmsg() per message); partial writes are resumed.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include "util/list.h"
+
+/* Largest D-Bus message (spec: 128 MiB). */
+#define SOCKET_FRAME_MAX (128U * 1024U * 1024U)
+/* Size of the fixed part of a D-Bus message header. */
+#define SOCKET_FRAME_HEADER 16U
+/* Most fds one sendmsg()/recvmsg() can carry (kernel SCM_MAX_FD). */
+#define SOCKET_FDS_MAX 253U
+/* Largest amount of raw (pre-BEGIN) input buffered before reading stops. */
+#define SOCKET_RAW_MAX (64U * 1024U)
+
+enum {
+	_SOCKET_E_SUCCESS,
+	/* Nothing to do right now (no complete frame / would block). */
+	SOCKET_E_AGAIN,
+	/* The peer closed or reset the connection. */
+	SOCKET_E_EOF,
+	/* The byte stream cannot be D-Bus: bad byte order mark, frame too
+	 * large, misplaced or truncated fds. Disconnect. */
+	SOCKET_E_PROTOCOL,
+	/* socket_queue(): the entry carries more than SOCKET_FDS_MAX fds. */
+	SOCKET_E_TOO_MANY_FDS,
+};
+
+/**
+ * struct socket_creds - peer credentials, read once at accept time
+ * @pid, @uid, @gid:	SO_PEERCRED
+ * @groups:	supplementary groups (SO_PEERGROUPS), NULL if unavailable
+ * @n_groups:	number of entries in @groups
+ * @label:	security label (SO_PEERSEC), NUL-terminated, NULL if absent
+ * @pidfd:	SO_PEERPIDFD, or -1 if the kernel does not support it
+ */
+struct socket_creds {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups;
+	size_t n_groups;
+	char *label;
+	int pidfd;
+};
+
+/**
+ * socket_creds_query() - read the peer credentials of a connected socket
+ * @creds:	output; release with socket_creds_deinit()
+ * @fd:	a connected unix socket
+ *
+ * SO_PEERSEC, SO_PEERGROUPS and SO_PEERPIDFD are optional (absent on the
+ * kernel or without an LSM); SO_PEERCRED is required.
+ *
+ * Return: 0, or negative errno (SO_PEERCRED failed, -ENOMEM).
+ */
+int socket_creds_query(struct socket_creds *creds, int fd);
+void socket_creds_deinit(struct socket_creds *creds);
+
+/**
+ * struct socket_frame - one complete D-Bus message read from the socket
+ * @data:	the raw message bytes (malloc()ed, owned by the holder)
+ * @n_data:	its size, == the frame size from the header
+ * @fds:	fds that arrived with the message (malloc()ed), or NULL
+ * @n_fds:	number of fds
+ *
+ * The holder owns @data and the fds; socket_frame_deinit() frees and closes
+ * whatever is still set. Take ownership by stealing the pointers and setting
+ * @n_fds to 0.
+ */
+struct socket_frame {
+	void *data;
+	size_t n_data;
+	int *fds;
+	size_t n_fds;
+};
+
+void socket_frame_deinit(struct socket_frame *frame);
+
+/**
+ * struct socket_entry - one item of the write queue
+ * @link:	queue linkage (private to the socket while queued)
+ * @iov:	data to send, in order (the array and the memory stay valid
+ *		until @release is called)
+ * @n_iov:	number of iovecs
+ * @fds:	fds to send with the first byte (the socket duplicates nothing
+ *		and closes nothing: the caller keeps ownership)
+ * @n_fds:	number of fds, at most SOCKET_FDS_MAX
+ * @release:	called once when the entry was fully written or dropped; may
+ *		free the entry (and whatever it references), must not call into
+ *		the socket
+ * @userdata:	free for the caller
+ * @n_written:	private: bytes of this entry already written
+ * @n_total:	private: sum of the iovec lengths
+ *
+ * Embed it in the caller's per-destination object; a broadcast message is
+ * then shared by many entries without copying.
+ */
+struct socket_entry {
+	struct list_node link;
+	const struct iovec *iov;
+	size_t n_iov;
+	const int *fds;
+	size_t n_fds;
+	void (*release)(struct socket_entry *entry);
+	void *userdata;
+	size_t n_written;
+	size_t n_total;
+};
+
+struct socket;
+
+/**
+ * socket_frame_size() - size of a D-Bus message from its fixed header
+ * @header:	the first SOCKET_FRAME_HEADER bytes of the message
+ * @sizep:	output: total message size
+ *
+ * Return: 0, or SOCKET_E_PROTOCOL for an unknown byte order mark, a major
+ * protocol version other than 1, a header field array above 64 MiB or a
+ * total size above SOCKET_FRAME_MAX.
+ */
+int socket_frame_size(const uint8_t header[SOCKET_FRAME_HEADER], size_t *sizep);
+
+/**
+ * socket_new() - take over a connected unix stream socket
+ * @socketp:	output
+ * @fd:	the connection; owned by the socket from now on, even on failure
+ *
+ * Sets O_NONBLOCK and reads the peer credentials. The socket starts in raw
+ * mode (authentication); see socket_start_framing().
+ *
+ * Return: 0, or negative errno.
+ */
+int socket_new(struct socket **socketp, int fd);
+
+/**
+ * socket_free() - close the socket
+ * @socket:	socket or NULL
+ *
+ * Releases every queued write entry (calling ->release), closes all received
+ * fds not yet handed out, and closes the connection.
+ *
+ * Return: NULL.
+ */
+struct socket *socket_free(struct socket *socket);
+
+int socket_get_fd(const struct socket *socket);
+const struct socket_creds *socket_get_creds(const struct socket *socket);
+
+/**
+ * socket_dispatch_read() - read once from the socket
+ * @socket:	socket
+ *
+ * Performs at most one recvmsg() into the input buffer, unless the buffered
+ * input is already enough (a complete frame in framing mode, SOCKET_RAW_MAX
+ * bytes in raw mode), in which case it reads nothing.
+ *
+ * Return: 0 when bytes were read or there is nothing to read now;
+ *         SOCKET_E_EOF when the peer closed (data read before remains
+ *         available); SOCKET_E_PROTOCOL on truncated control data; negative
+ *         errno on local failure.
+ */
+int socket_dispatch_read(struct socket *socket);
+
+/**
+ * socket_peek_raw() - buffered raw input (authentication phase)
+ * @socket:	socket
+ * @np:	output: number of bytes
+ *
+ * Return: the buffered, not yet consumed bytes, valid until the next call
+ * that modifies the socket.
+ */
+const void *socket_peek_raw(const struct socket *socket, size_t *np);
+
+/* Drop @n bytes (n <= peeked size) from the front of the raw input. */
+void socket_consume_raw(struct socket *socket, size_t n);
+
+/**
+ * socket_start_framing() - switch from raw mode to message framing
+ * @socket:	socket
+ *
+ * Bytes already buffered behind the consumed raw input are the first bytes of
+ * the message stream and stay buffered.
+ */
+void socket_start_framing(struct socket *socket);
+
+/**
+ * socket_read_frame() - take the next complete message
+ * @socket:	socket in framing mode
+ * @frame:	output; owned by the caller on success
+ *
+ * Return: 0 with @frame filled; SOCKET_E_AGAIN if no complete frame is
+ *         buffered (call socket_dispatch_read() when EPOLLIN fires);
+ *         SOCKET_E_PROTOCOL if the stream is invalid (disconnect);
+ *         -ENOMEM.
+ */
+int socket_read_frame(struct socket *socket, struct socket_frame *frame);
+
+/**
+ * socket_peek_frame() - size of the next complete message, without taking it
+ * @socket:	socket in framing mode
+ * @sizep:	output: frame size
+ *
+ * For callers that want the bytes in their own allocation (e.g. a struct
+ * message from message_new_incoming()): peek, allocate, socket_take_frame().
+ *
+ * Return: 0, SOCKET_E_AGAIN, SOCKET_E_PROTOCOL (as socket_read_frame()).
+ */
+int socket_peek_frame(struct socket *socket, size_t *sizep);
+
+/**
+ * socket_take_frame() - copy out the frame reported by socket_peek_frame()
+ * @socket:	socket
+ * @dst:	room for the peeked size
+ * @fdsp:	output: malloc()ed array of the frame's fds (caller owns them), or
+ *		NULL when none
+ * @n_fdsp:	output: number of fds
+ *
+ * Return: 0, SOCKET_E_AGAIN / SOCKET_E_PROTOCOL (as socket_peek_frame()), or
+ * -ENOMEM (nothing taken).
+ */
+int socket_take_frame(struct socket *socket, void *dst, int **fdsp, size_t *n_fdsp);
+
+/* Bytes buffered (raw or framing mode) and not yet handed out. */
+size_t socket_get_buffered_bytes(const struct socket *socket);
+
+/**
+ * socket_queue() - append an entry to the write queue
+ * @socket:	socket
+ * @entry:	filled-in entry; must not be queued elsewhere
+ *
+ * Never writes and never blocks. On success the socket calls
+ * @entry->release exactly once later; on failure it is not called.
+ *
+ * Return: 0, or SOCKET_E_TOO_MANY_FDS.
+ */
+int socket_queue(struct socket *socket, struct socket_entry *entry);
+
+/**
+ * socket_queue_copy() - queue a copy of a small buffer (e.g. SASL replies)
+ * @socket:	socket
+ * @data:	bytes
+ * @n:	number of bytes
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int socket_queue_copy(struct socket *socket, const void *data, size_t n);
+
+/**
+ * socket_dispatch_write() - write as much of the queue as the kernel takes
+ * @socket:	socket
+ *
+ * Return: 0 (queue empty, or the kernel buffer is full: wait for EPOLLOUT as
+ *         socket_wants_write() says); SOCKET_E_EOF if the peer is gone
+ *         (EPIPE/ECONNRESET); negative errno otherwise.
+ */
+int socket_dispatch_write(struct socket *socket);
+
+/* The write queue is not empty: the owner should watch EPOLLOUT. */
+bool socket_wants_write(const struct socket *socket);
+/* Bytes queued and not yet written. */
+size_t socket_get_queued_bytes(const struct socket *socket);
+/* Number of fds queued and not yet written (their entries not yet started). */
+size_t socket_get_queued_fds(const struct socket *socket);

@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libbus1: thin wrappers of the bus1 ioctls plus the pool mapping.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "libbus1.h"
+
+struct bus1_peer {
+	int fd;
+	const void *pool;
+	size_t pool_size;
+};
+
+static int bus1_ioctl(int fd, unsigned long cmd, void *arg)
+{
+	int r;
+
+	do {
+		r = ioctl(fd, cmd, arg);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+int bus1_peer_new_from_fd(int fd, struct bus1_peer **peerp)
+{
+	struct bus1_cmd_peer_query query = { 0 };
+	struct bus1_peer *peer;
+	void *p;
+	int r;
+
+	r = bus1_ioctl(fd, BUS1_CMD_PEER_QUERY, &query);
+	if (r < 0)
+		return r;
+
+	peer = calloc(1, sizeof(*peer));
+	if (!peer)
+		return -ENOMEM;
+
+	p = mmap(NULL, query.pool_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		r = -errno;
+		free(peer);
+		return r;
+	}
+
+	peer->fd = fd;
+	peer->pool = p;
+	peer->pool_size = query.pool_size;
+	*peerp = peer;
+	return 0;
+}
+
+int bus1_peer_new_from_path(const char *path, struct bus1_peer **peerp)
+{
+	int fd, r;
+
+	fd = open(path ? path : "/dev/bus1", O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+
+	r = bus1_peer_new_from_fd(fd, peerp);
+	if (r < 0)
+		close(fd);
+	return r;
+}
+
+int bus1_peer_new(struct bus1_peer **peerp)
+{
+	return bus1_peer_new_from_path(NULL, peerp);
+}
+
+struct bus1_peer *bus1_peer_free(struct bus1_peer *peer)
+{
+	if (!peer)
+		return NULL;
+	if (peer->pool)
+		munmap((void *)peer->pool, peer->pool_size);
+	if (peer->fd >= 0)
+		close(peer->fd);
+	free(peer);
+	return NULL;
+}
+
+int bus1_peer_get_fd(struct bus1_peer *peer)
+{
+	return peer->fd;
+}
+
+const void *bus1_peer_get_pool(struct bus1_peer *peer, size_t *sizep)
+{
+	if (sizep)
+		*sizep = peer->pool_size;
+	return peer->pool;
+}
+
+int bus1_peer_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *query)
+{
+	memset(query, 0, sizeof(*query));
+	return bus1_ioctl(peer->fd, BUS1_CMD_PEER_QUERY, query);
+}
+
+int bus1_peer_reset(struct bus1_peer *peer)
+{
+	struct bus1_cmd_peer_reset cmd = { 0 };
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_PEER_RESET, &cmd);
+}
+
+int bus1_peer_disconnect(struct bus1_peer *peer)
+{
+	__u64 flags = 0;
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_PEER_DISCONNECT, &flags);
+}
+
+int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
+				 uint64_t *src_handlep, uint64_t *dst_handlep)
+{
+	struct bus1_cmd_handle_transfer cmd = {
+		.src_handle = *src_handlep,
+		.dst_fd = (__u32)dst_fd,
+		.dst_handle = BUS1_HANDLE_INVALID,
+	};
+	int r;
+
+	r = bus1_ioctl(src->fd, BUS1_CMD_HANDLE_TRANSFER, &cmd);
+	if (r < 0)
+		return r;
+
+	*src_handlep = cmd.src_handle;
+	if (dst_handlep)
+		*dst_handlep = cmd.dst_handle;
+	return 0;
+}
+
+int bus1_peer_handle_transfer(struct bus1_peer *src, struct bus1_peer *dst,
+			      uint64_t *src_handlep, uint64_t *dst_handlep)
+{
+	return bus1_peer_handle_transfer_fd(src, dst->fd, src_handlep, dst_handlep);
+}
+
+int bus1_peer_handle_release(struct bus1_peer *peer, uint64_t handle)
+{
+	struct bus1_cmd_handle_release cmd = { .handle = handle };
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_RELEASE, &cmd);
+}
+
+int bus1_peer_nodes_destroy(struct bus1_peer *peer, const uint64_t *nodes, size_t n_nodes)
+{
+	struct bus1_cmd_nodes_destroy cmd = {
+		.ptr_nodes = (__u64)(uintptr_t)nodes,
+		.n_nodes = n_nodes,
+	};
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_NODES_DESTROY, &cmd);
+}
+
+int bus1_peer_slice_release(struct bus1_peer *peer, uint64_t offset)
+{
+	struct bus1_cmd_slice_release cmd = { .offset = offset };
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_SLICE_RELEASE, &cmd);
+}
+
+int bus1_peer_send(struct bus1_peer *peer, uint64_t flags,
+		   const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		   const struct iovec *vecs, size_t n_vecs,
+		   uint64_t *handles, size_t n_handles,
+		   const int *fds, size_t n_fds)
+{
+	struct bus1_cmd_send cmd = {
+		.flags = flags,
+		.ptr_destinations = (__u64)(uintptr_t)destinations,
+		.n_destinations = n_destinations,
+		.ptr_errors = (__u64)(uintptr_t)errors,
+		.ptr_vecs = (__u64)(uintptr_t)vecs,
+		.n_vecs = n_vecs,
+		.ptr_handles = (__u64)(uintptr_t)handles,
+		.n_handles = n_handles,
+		.ptr_fds = (__u64)(uintptr_t)fds,
+		.n_fds = n_fds,
+	};
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_SEND, &cmd);
+}
+
+int bus1_peer_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg)
+{
+	struct bus1_cmd_recv cmd = { .flags = flags };
+	const uint8_t *base;
+	int r;
+
+	r = bus1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
+	if (r < 0)
+		return r;
+
+	memset(msg, 0, sizeof(*msg));
+	msg->type = cmd.type;
+	msg->destination = cmd.destination;
+	msg->offset = cmd.offset;
+	msg->n_bytes = cmd.n_bytes;
+	msg->n_handles = cmd.n_handles;
+	msg->n_fds = cmd.n_fds;
+	msg->uid = cmd.uid;
+	msg->gid = cmd.gid;
+	msg->pid = cmd.pid;
+	msg->tid = cmd.tid;
+
+	if (cmd.offset != BUS1_OFFSET_INVALID && cmd.offset < peer->pool_size) {
+		base = (const uint8_t *)peer->pool + cmd.offset;
+		msg->data = base;
+		msg->handles = (const uint64_t *)(base + ((cmd.n_bytes + 7) & ~(uint64_t)7));
+		msg->fds = (const int *)(msg->handles + cmd.n_handles);
+	}
+	return 0;
+}
+
+int bus1_peer_msg_release(struct bus1_peer *peer, struct bus1_msg *msg)
+{
+	int r;
+
+	if (msg->offset == BUS1_OFFSET_INVALID)
+		return 0;
+	r = bus1_peer_slice_release(peer, msg->offset);
+	msg->offset = BUS1_OFFSET_INVALID;
+	return r;
+}
+
+void bus1_msg_close_fds(const struct bus1_msg *msg)
+{
+	size_t i;
+
+	for (i = 0; msg->fds && i < msg->n_fds; i++)
+		if (msg->fds[i] >= 0)
+			close(msg->fds[i]);
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * libbus1 - a small userspace wrapper of the bus1 uAPI (<linux/bus1.h>,
+ * docs/bus1.7).
+ *
+ * A struct bus1_peer owns one /dev/bus1 file descriptor and the read-only
+ * mapping of its pool. Every function returns 0 on success or a negative
+ * errno; none of them prints anything. The raw fd is available for poll(2)
+ * and for calling ioctl(2) directly.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <linux/bus1.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct bus1_peer;
+
+/**
+ * struct bus1_msg - a received message, as RECV reported it
+ * @type:		BUS1_MSG_DATA or BUS1_MSG_NODE_DESTROY
+ * @destination:	the receiver's handle the message was sent to
+ * @offset:		pool offset of the slice (BUS1_OFFSET_INVALID if none)
+ * @data:		the data, inside the read-only pool mapping (or NULL)
+ * @n_bytes:		size of @data
+ * @handles:		the carried handles, translated (inside the pool)
+ * @n_handles:		number of @handles
+ * @fds:		the carried fds (inside the pool; -1 if not installed)
+ * @n_fds:		number of @fds
+ * @uid, @gid, @pid, @tid: the sender, as stamped by the kernel
+ */
+struct bus1_msg {
+	uint64_t type;
+	uint64_t destination;
+	uint64_t offset;
+	const void *data;
+	size_t n_bytes;
+	const uint64_t *handles;
+	size_t n_handles;
+	const int *fds;
+	size_t n_fds;
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t pid;
+	uint32_t tid;
+};
+
+/* Open /dev/bus1 (or @path if not NULL) and map its pool. */
+int bus1_peer_new(struct bus1_peer **peerp);
+int bus1_peer_new_from_path(const char *path, struct bus1_peer **peerp);
+/* Take over an already open /dev/bus1 fd (closed by bus1_peer_free()). */
+int bus1_peer_new_from_fd(int fd, struct bus1_peer **peerp);
+/* Unmap the pool, close the fd (which disconnects the peer); returns NULL. */
+struct bus1_peer *bus1_peer_free(struct bus1_peer *peer);
+
+int bus1_peer_get_fd(struct bus1_peer *peer);
+const void *bus1_peer_get_pool(struct bus1_peer *peer, size_t *sizep);
+
+int bus1_peer_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *query);
+int bus1_peer_reset(struct bus1_peer *peer);
+int bus1_peer_disconnect(struct bus1_peer *peer);
+
+/*
+ * Give @dst a handle to the node of @src's handle *@src_handlep (pass
+ * BUS1_HANDLE_CREATE to create a node; its handle is written back). The
+ * destination's handle id is stored in *@dst_handlep if not NULL.
+ */
+int bus1_peer_handle_transfer(struct bus1_peer *src, struct bus1_peer *dst,
+			      uint64_t *src_handlep, uint64_t *dst_handlep);
+/* As above, with the destination given as a raw /dev/bus1 fd. */
+int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
+				 uint64_t *src_handlep, uint64_t *dst_handlep);
+int bus1_peer_handle_release(struct bus1_peer *peer, uint64_t handle);
+int bus1_peer_nodes_destroy(struct bus1_peer *peer, const uint64_t *nodes, size_t n_nodes);
+int bus1_peer_slice_release(struct bus1_peer *peer, uint64_t offset);
+
+/*
+ * Send a message. @errors may be NULL, otherwise it has @n_destinations
+ * entries (0 or a positive errno each, see BUS1_CMD_SEND). @handles is
+ * written to (BUS1_HANDLE_CREATE entries are replaced). Returns 0 or the
+ * negative errno of the ioctl.
+ */
+int bus1_peer_send(struct bus1_peer *peer, uint64_t flags,
+		   const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		   const struct iovec *vecs, size_t n_vecs,
+		   uint64_t *handles, size_t n_handles,
+		   const int *fds, size_t n_fds);
+
+/*
+ * Receive the next message (flags: BUS1_RECV_FLAG_*). Returns -EAGAIN if
+ * none is ready. Without PEEK the caller owns the slice: release it with
+ * bus1_peer_msg_release() (or bus1_peer_slice_release(msg->offset)), and the
+ * installed fds, which bus1_peer_msg_release() does not close.
+ */
+int bus1_peer_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg);
+/* Release the slice of a dequeued message (no-op if it has none). */
+int bus1_peer_msg_release(struct bus1_peer *peer, struct bus1_msg *msg);
+/* Close the fds of @msg that were installed (not -1). */
+void bus1_msg_close_fds(const struct bus1_msg *msg);
+
+#ifdef __cplusplus
+}
+#endif

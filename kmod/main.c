@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bus1 - capability-based IPC: the /dev/bus1 misc device and the module.
+ *
+ * Module parameters (all also readable/writable in
+ * /sys/module/bus1/parameters/; changes apply to new peers and new charges):
+ *   pool_size		per-peer pool size in bytes (at most 256 MiB)
+ *   quota_bytes	pool bytes a user may have in flight
+ *   quota_messages	messages a user may have in flight
+ *   quota_handles	handles a user may have in flight
+ *   quota_fds		fds a user may have in flight
+ *   max_destinations	destinations of one SEND
+ *   max_handles	handles carried by one message (and nodes per destroy)
+ *   max_fds		fds carried by one message
+ */
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/poll.h>
+#include <linux/sizes.h>
+#include "peer.h"
+#include "stats.h"
+#include "pool.h"
+#include "user.h"
+
+struct percpu_counter bus1_stats[BUS1_STAT_N];
+
+unsigned long bus1_pool_size = SZ_256M;
+unsigned long bus1_quota_bytes = SZ_256M;
+unsigned int bus1_quota_messages = 16383;
+unsigned int bus1_quota_handles = 65536;
+unsigned int bus1_quota_fds = 4096;
+unsigned int bus1_max_destinations = 4096;
+unsigned int bus1_max_handles = 4096;
+unsigned int bus1_max_fds = 253;
+
+module_param_named(pool_size, bus1_pool_size, ulong, 0644);
+MODULE_PARM_DESC(pool_size, "Per-peer pool size in bytes (at most 256 MiB)");
+module_param_named(quota_bytes, bus1_quota_bytes, ulong, 0644);
+MODULE_PARM_DESC(quota_bytes, "Pool bytes one user may have in flight");
+module_param_named(quota_messages, bus1_quota_messages, uint, 0644);
+MODULE_PARM_DESC(quota_messages, "Messages one user may have in flight");
+module_param_named(quota_handles, bus1_quota_handles, uint, 0644);
+MODULE_PARM_DESC(quota_handles, "Handles one user may have in flight");
+module_param_named(quota_fds, bus1_quota_fds, uint, 0644);
+MODULE_PARM_DESC(quota_fds, "File descriptors one user may have in flight");
+module_param_named(max_destinations, bus1_max_destinations, uint, 0644);
+MODULE_PARM_DESC(max_destinations, "Destinations of one message");
+module_param_named(max_handles, bus1_max_handles, uint, 0644);
+MODULE_PARM_DESC(max_handles, "Handles carried by one message");
+module_param_named(max_fds, bus1_max_fds, uint, 0644);
+MODULE_PARM_DESC(max_fds, "File descriptors carried by one message");
+
+static int bus1_fop_open(struct inode *inode, struct file *file)
+{
+	struct bus1_peer *peer;
+
+	peer = bus1_peer_new();
+	if (IS_ERR(peer))
+		return PTR_ERR(peer);
+	file->private_data = peer;
+	return stream_open(inode, file);
+}
+
+static int bus1_fop_release(struct inode *inode, struct file *file)
+{
+	struct bus1_peer *peer = file->private_data;
+
+	/* ESHUTDOWN if PEER_DISCONNECT already did it */
+	bus1_peer_disconnect(peer);
+	bus1_peer_unref(peer);
+	return 0;
+}
+
+static __poll_t bus1_fop_poll(struct file *file, poll_table *wait)
+{
+	struct bus1_peer *peer = file->private_data;
+	__poll_t mask;
+
+	poll_wait(file, &peer->waitq, wait);
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		mask = EPOLLHUP;
+	} else {
+		mask = EPOLLOUT | EPOLLWRNORM;
+		if (bus1_queue_peek(&peer->queue))
+			mask |= EPOLLIN | EPOLLRDNORM;
+	}
+	mutex_unlock(&peer->lock);
+	return mask;
+}
+
+static int bus1_fop_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct bus1_peer *peer = file->private_data;
+
+	/*
+	 * No peer lock here: mmap_lock is held, and the peer lock is held
+	 * around user copies elsewhere. The pool's file and size are constant.
+	 */
+	if (READ_ONCE(peer->disconnected))
+		return -ESHUTDOWN;
+	return bus1_pool_mmap(&peer->pool, vma);
+}
+
+static long bus1_fop_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	return bus1_peer_ioctl(file->private_data, cmd, arg);
+}
+
+const struct file_operations bus1_fops = {
+	.owner		= THIS_MODULE,
+	.open		= bus1_fop_open,
+	.release	= bus1_fop_release,
+	.poll		= bus1_fop_poll,
+	.mmap		= bus1_fop_mmap,
+	.unlocked_ioctl	= bus1_fop_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.llseek		= noop_llseek,
+};
+
+static struct miscdevice bus1_misc = {
+	.fops		= &bus1_fops,
+	.minor		= MISC_DYNAMIC_MINOR,
+	.name		= "bus1",
+	.mode		= 0666,
+};
+
+static const char * const bus1_stat_names[BUS1_STAT_N] = {
+	[BUS1_STAT_PEERS]	= "peers",
+	[BUS1_STAT_NODES]	= "nodes",
+	[BUS1_STAT_HANDLES]	= "handles",
+	[BUS1_STAT_MESSAGES]	= "messages",
+	[BUS1_STAT_ENTRIES]	= "entries",
+};
+
+static void bus1_stats_destroy(void)
+{
+	s64 n;
+	int i;
+
+	for (i = 0; i < BUS1_STAT_N; i++) {
+		n = percpu_counter_sum(&bus1_stats[i]);
+		/* every file is closed: every object must be gone */
+		WARN(n, "bus1: %lld %s leaked\n", n, bus1_stat_names[i]);
+	}
+	for (i = 0; i < BUS1_STAT_N; i++)
+		percpu_counter_destroy(&bus1_stats[i]);
+}
+
+static int __init bus1_modinit(void)
+{
+	int i, r;
+
+	if (bus1_pool_size < PAGE_SIZE || bus1_pool_size > SZ_256M) {
+		pr_err("bus1: pool_size must be between %lu and %u\n", PAGE_SIZE, SZ_256M);
+		return -EINVAL;
+	}
+	for (i = 0; i < BUS1_STAT_N; i++) {
+		r = percpu_counter_init(&bus1_stats[i], 0, GFP_KERNEL);
+		if (r < 0) {
+			while (i--)
+				percpu_counter_destroy(&bus1_stats[i]);
+			return r;
+		}
+	}
+	r = misc_register(&bus1_misc);
+	if (r < 0)
+		bus1_stats_destroy();
+	return r;
+}
+
+static void __exit bus1_modexit(void)
+{
+	misc_deregister(&bus1_misc);
+	bus1_stats_destroy();
+}
+
+module_init(bus1_modinit);
+module_exit(bus1_modexit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("bus1: capability-based IPC");
+MODULE_ALIAS("devname:bus1");

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Nodes and handles: see node.h.
+ */
+
+#include <linux/err.h>
+#include <linux/lockdep.h>
+#include <linux/slab.h>
+#include "uapi/linux/bus1.h"
+#include "node.h"
+#include "peer.h"
+#include "stats.h"
+
+static void bus1_node_free(struct kref *ref)
+{
+	struct bus1_node *node = container_of(ref, struct bus1_node, ref);
+
+	WARN_ON(!list_empty(&node->holders));
+	WARN_ON(!node->destroying);
+	bus1_peer_unref(node->owner);
+	mutex_destroy(&node->lock);
+	kfree(node);
+	bus1_stat_dec(BUS1_STAT_NODES);
+}
+
+/**
+ * bus1_node_ref() - take a node reference
+ * @node:	node or NULL
+ *
+ * Return: @node
+ */
+struct bus1_node *bus1_node_ref(struct bus1_node *node)
+{
+	if (node)
+		kref_get(&node->ref);
+	return node;
+}
+
+/**
+ * bus1_node_unref() - drop a node reference
+ * @node:	node or NULL
+ *
+ * Return: NULL
+ */
+struct bus1_node *bus1_node_unref(struct bus1_node *node)
+{
+	if (node)
+		kref_put(&node->ref, bus1_node_free);
+	return NULL;
+}
+
+static void bus1_handle_link(struct bus1_peer *peer, struct bus1_handle *handle)
+{
+	struct rb_node **slot, *parent;
+	struct bus1_handle *h;
+
+	/* ids only grow: the new one is always the rightmost */
+	slot = &peer->handles_by_id.rb_node;
+	parent = NULL;
+	while (*slot) {
+		parent = *slot;
+		h = rb_entry(parent, struct bus1_handle, rb_id);
+		WARN_ON(h->id >= handle->id);
+		slot = &parent->rb_right;
+	}
+	rb_link_node(&handle->rb_id, parent, slot);
+	rb_insert_color(&handle->rb_id, &peer->handles_by_id);
+
+	slot = &peer->handles_by_node.rb_node;
+	parent = NULL;
+	while (*slot) {
+		parent = *slot;
+		h = rb_entry(parent, struct bus1_handle, rb_node);
+		WARN_ON(h->node == handle->node);
+		if ((unsigned long)handle->node < (unsigned long)h->node)
+			slot = &parent->rb_left;
+		else
+			slot = &parent->rb_right;
+	}
+	rb_link_node(&handle->rb_node, parent, slot);
+	rb_insert_color(&handle->rb_node, &peer->handles_by_node);
+}
+
+static u64 bus1_handle_next_id(struct bus1_peer *peer, bool remote)
+{
+	return (++peer->handle_counter << 2) | (remote ? BUS1_HANDLE_FLAG_REMOTE : 0);
+}
+
+/**
+ * bus1_handle_create_node() - create a node and its owner's handle
+ * @peer:	the new node's owner (locked)
+ *
+ * Return: the owner's new handle, or ERR_PTR(-ENOMEM).
+ */
+struct bus1_handle *bus1_handle_create_node(struct bus1_peer *peer)
+{
+	struct bus1_handle *handle;
+	struct bus1_node *node;
+
+	lockdep_assert_held(&peer->lock);
+
+	node = kzalloc(sizeof(*node), GFP_KERNEL);
+	if (!node)
+		return ERR_PTR(-ENOMEM);
+	handle = kzalloc(sizeof(*handle), GFP_KERNEL);
+	if (!handle) {
+		kfree(node);
+		return ERR_PTR(-ENOMEM);
+	}
+
+	bus1_stat_inc(BUS1_STAT_NODES);
+	bus1_stat_inc(BUS1_STAT_HANDLES);
+	kref_init(&node->ref);		/* owned by the handle */
+	node->owner = bus1_peer_ref(peer);
+	node->destroyed_ts = U64_MAX;
+	INIT_LIST_HEAD(&node->destroy_link);
+	mutex_init(&node->lock);
+	INIT_LIST_HEAD(&node->holders);
+
+	handle->node = node;
+	handle->holder = peer;
+	handle->id = bus1_handle_next_id(peer, false);
+	node->owner_id = handle->id;
+	list_add(&handle->link, &node->holders);	/* nobody else sees it yet */
+	bus1_handle_link(peer, handle);
+	return handle;
+}
+
+/**
+ * bus1_handle_lookup() - find a handle by id
+ * @peer:	holder (locked)
+ * @id:		handle id
+ *
+ * Return: the handle or NULL.
+ */
+struct bus1_handle *bus1_handle_lookup(struct bus1_peer *peer, u64 id)
+{
+	struct rb_node *n = peer->handles_by_id.rb_node;
+	struct bus1_handle *h;
+
+	lockdep_assert_held(&peer->lock);
+
+	while (n) {
+		h = rb_entry(n, struct bus1_handle, rb_id);
+		if (id < h->id)
+			n = n->rb_left;
+		else if (id > h->id)
+			n = n->rb_right;
+		else
+			return h;
+	}
+	return NULL;
+}
+
+static struct bus1_handle *bus1_handle_find_node(struct bus1_peer *peer,
+						 struct bus1_node *node)
+{
+	struct rb_node *n = peer->handles_by_node.rb_node;
+	struct bus1_handle *h;
+
+	while (n) {
+		h = rb_entry(n, struct bus1_handle, rb_node);
+		if ((unsigned long)node < (unsigned long)h->node)
+			n = n->rb_left;
+		else if ((unsigned long)node > (unsigned long)h->node)
+			n = n->rb_right;
+		else
+			return h;
+	}
+	return NULL;
+}
+
+/**
+ * bus1_handle_acquire() - get a peer's handle to a node, creating it
+ * @peer:	the future holder (locked)
+ * @node:	the node
+ *
+ * Return: the existing or new handle, ERR_PTR(-EHOSTUNREACH) if the peer has
+ * none and the node is destroyed, or ERR_PTR(-ENOMEM).
+ */
+struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node *node)
+{
+	struct bus1_handle *handle;
+
+	lockdep_assert_held(&peer->lock);
+
+	handle = bus1_handle_find_node(peer, node);
+	if (handle)
+		return handle;
+
+	handle = kzalloc(sizeof(*handle), GFP_KERNEL);
+	if (!handle)
+		return ERR_PTR(-ENOMEM);
+
+	mutex_lock(&node->lock);
+	if (node->dead) {
+		mutex_unlock(&node->lock);
+		kfree(handle);
+		return ERR_PTR(-EHOSTUNREACH);
+	}
+	list_add_tail(&handle->link, &node->holders);
+	mutex_unlock(&node->lock);
+
+	bus1_stat_inc(BUS1_STAT_HANDLES);
+	handle->node = bus1_node_ref(node);
+	handle->holder = peer;
+	handle->id = bus1_handle_next_id(peer, node->owner != peer);
+	bus1_handle_link(peer, handle);
+	return handle;
+}
+
+/**
+ * bus1_handle_release() - drop a handle
+ * @handle:	handle; its holder must be locked
+ *
+ * Does not destroy the node, even if @handle is the owner's: callers decide.
+ */
+void bus1_handle_release(struct bus1_handle *handle)
+{
+	struct bus1_peer *peer = handle->holder;
+	struct bus1_node *node = handle->node;
+
+	lockdep_assert_held(&peer->lock);
+
+	rb_erase(&handle->rb_id, &peer->handles_by_id);
+	rb_erase(&handle->rb_node, &peer->handles_by_node);
+	mutex_lock(&node->lock);
+	list_del(&handle->link);
+	mutex_unlock(&node->lock);
+	kfree(handle);
+	bus1_stat_dec(BUS1_STAT_HANDLES);
+	bus1_node_unref(node);
+}
+
+/**
+ * bus1_handle_discard_node() - undo bus1_handle_create_node()
+ * @handle:	the owner's handle of a node nobody else has seen (locked)
+ *
+ * Used on error paths after a BUS1_HANDLE_CREATE was resolved: the node was
+ * never visible outside the failing call, so it goes away without
+ * notifications.
+ */
+void bus1_handle_discard_node(struct bus1_handle *handle)
+{
+	struct bus1_node *node = handle->node;
+
+	lockdep_assert_held(&handle->holder->lock);
+	WARN_ON(node->owner != handle->holder);
+
+	node->destroying = true;
+	node->destroyed_ts = 0;
+	mutex_lock(&node->lock);
+	node->dead = true;
+	WARN_ON(!list_is_singular(&node->holders));
+	mutex_unlock(&node->lock);
+	bus1_handle_release(handle);
+}
+
+/**
+ * bus1_handle_first() - any handle of a peer
+ * @peer:	holder (locked)
+ *
+ * Return: the handle with the smallest id, or NULL.
+ */
+struct bus1_handle *bus1_handle_first(struct bus1_peer *peer)
+{
+	struct rb_node *n;
+
+	lockdep_assert_held(&peer->lock);
+	n = rb_first(&peer->handles_by_id);
+	return n ? rb_entry(n, struct bus1_handle, rb_id) : NULL;
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef __BUS1_NODE_H
+#define __BUS1_NODE_H
+
+/**
+ * DOC: Nodes and handles
+ *
+ * A node is the addressable object messages are sent to. It belongs to one
+ * peer, its owner, and is known to peers only through handles. A handle is
+ * one peer's reference to one node; a peer has at most one handle per node,
+ * found through the peer's tree keyed by node, so a peer that receives a
+ * handle to a node it already knows gets back the id it already has. Ids are
+ * (counter << 2) | flags from a per-peer counter that never goes back, so an
+ * id is never reused; ids are looked up through a second per-peer tree.
+ *
+ * Lifetimes: a handle holds a reference on its node; a node holds a
+ * reference on its owner peer (the peer object, not its file: the file may
+ * be closed while remote handles still point at the node). A node is
+ * *destroyed* by its owner (NODES_DESTROY, the release of the owner's own
+ * handle, reset or disconnect): after that no new handle to it is created,
+ * nothing new is queued for it, and every peer that held a handle at that
+ * moment was sent a NODE_DESTROY notification. Destroyed nodes stay in
+ * memory while handles still name them, so ids stay stable until released.
+ *
+ * Locking:
+ * - A peer's handle trees and handle counter: the holding peer's lock.
+ * - @destroying and @destroyed_ts: the owner peer's lock.
+ * - @holders and @dead: the node's own mutex, taken inside a peer lock
+ *   (peer lock -> node lock), never the other way round.
+ */
+
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/rbtree.h>
+#include <linux/types.h>
+
+struct bus1_peer;
+
+/**
+ * struct bus1_node - a node
+ * @ref:		reference count (handles, queued messages, transactions)
+ * @owner:		owning peer (a reference)
+ * @owner_id:		the owner's handle id for this node
+ * @destroying:		destruction started; nothing new may be staged for it
+ * @destroyed_ts:	commit timestamp of the destruction, U64_MAX before;
+ *			the owner drops entries to this node ordered after it
+ * @destroy_link:	link into the destroyer's list (owner's lock; empty
+ *			when not being destroyed)
+ * @lock:		protects @holders and @dead
+ * @holders:		handles pointing at this node
+ * @dead:		no new handles may be created
+ */
+struct bus1_node {
+	struct kref ref;
+	struct bus1_peer *owner;
+	u64 owner_id;
+	bool destroying;
+	u64 destroyed_ts;
+	struct list_head destroy_link;
+	struct mutex lock;
+	struct list_head holders;
+	bool dead;
+};
+
+/**
+ * struct bus1_handle - a peer's handle to a node
+ * @rb_id:	link into the holder's tree by id
+ * @rb_node:	link into the holder's tree by node
+ * @link:	link into the node's list of holders
+ * @node:	the node (a reference)
+ * @holder:	the peer holding this handle (no reference: the handle is
+ *		released before its holder goes away)
+ * @id:		the handle id
+ */
+struct bus1_handle {
+	struct rb_node rb_id;
+	struct rb_node rb_node;
+	struct list_head link;
+	struct bus1_node *node;
+	struct bus1_peer *holder;
+	u64 id;
+};
+
+struct bus1_node *bus1_node_ref(struct bus1_node *node);
+struct bus1_node *bus1_node_unref(struct bus1_node *node);
+struct bus1_handle *bus1_handle_create_node(struct bus1_peer *peer);
+struct bus1_handle *bus1_handle_lookup(struct bus1_peer *peer, u64 id);
+struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node *node);
+void bus1_handle_release(struct bus1_handle *handle);
+void bus1_handle_discard_node(struct bus1_handle *handle);
+struct bus1_handle *bus1_handle_first(struct bus1_peer *peer);
+
+#endif /* __BUS1_NODE_H */

@@ -1,0 +1,1026 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Peers and their ioctls: see peer.h and docs/bus1.7.
+ */
+
+#include <linux/atomic.h>
+#include <linux/bitmap.h>
+#include <linux/cred.h>
+#include <linux/err.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/lockdep.h>
+#include <linux/mm.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
+#include <linux/poll.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <linux/uaccess.h>
+#include <linux/uio.h>
+#include "message.h"
+#include "node.h"
+#include "peer.h"
+#include "pool.h"
+#include "stats.h"
+#include "tx.h"
+#include "uapi/linux/bus1.h"
+#include "user.h"
+
+static atomic64_t bus1_peer_ids = ATOMIC64_INIT(0);
+
+/**
+ * bus1_peer_new() - create a peer for the current task
+ *
+ * Return: the peer or an ERR_PTR().
+ */
+struct bus1_peer *bus1_peer_new(void)
+{
+	struct bus1_peer *peer;
+	int r;
+
+	peer = kzalloc(sizeof(*peer), GFP_KERNEL);
+	if (!peer)
+		return ERR_PTR(-ENOMEM);
+
+	bus1_stat_inc(BUS1_STAT_PEERS);
+	kref_init(&peer->ref);
+	peer->id = atomic64_inc_return(&bus1_peer_ids);
+	mutex_init(&peer->lock);
+	init_waitqueue_head(&peer->waitq);
+	bus1_queue_init(&peer->queue);
+	peer->handles_by_id = RB_ROOT;
+	peer->handles_by_node = RB_ROOT;
+
+	peer->user = bus1_user_ref_by_uid(current_uid());
+	if (IS_ERR(peer->user)) {
+		r = PTR_ERR(peer->user);
+		peer->user = NULL;
+		goto err;
+	}
+	r = bus1_pool_init(&peer->pool);
+	if (r < 0)
+		goto err;
+	return peer;
+
+err:
+	peer->disconnected = true;
+	bus1_peer_unref(peer);
+	return ERR_PTR(r);
+}
+
+static void bus1_peer_free(struct kref *ref)
+{
+	struct bus1_peer *peer = container_of(ref, struct bus1_peer, ref);
+
+	WARN_ON(!peer->disconnected);
+	WARN_ON(!RB_EMPTY_ROOT(&peer->handles_by_id));
+	WARN_ON(!RB_EMPTY_ROOT(&peer->handles_by_node));
+	bus1_queue_deinit(&peer->queue);
+	bus1_pool_deinit(&peer->pool);
+	bus1_user_unref(peer->user);
+	mutex_destroy(&peer->lock);
+	kfree(peer);
+	bus1_stat_dec(BUS1_STAT_PEERS);
+}
+
+/**
+ * bus1_peer_ref() - take a reference
+ * @peer:	peer or NULL
+ *
+ * Return: @peer
+ */
+struct bus1_peer *bus1_peer_ref(struct bus1_peer *peer)
+{
+	if (peer)
+		kref_get(&peer->ref);
+	return peer;
+}
+
+/**
+ * bus1_peer_unref() - drop a reference
+ * @peer:	peer or NULL (its lock must not be held by the caller)
+ *
+ * Return: NULL
+ */
+struct bus1_peer *bus1_peer_unref(struct bus1_peer *peer)
+{
+	if (peer)
+		kref_put(&peer->ref, bus1_peer_free);
+	return NULL;
+}
+
+/*
+ * Destroy the nodes on @list (linked by destroy_link, each referenced by the
+ * list, each marked destroying under @owner's lock), then unlink them and
+ * drop the list's references. One transaction carries a NODE_DESTROY
+ * notification to every holder of every node, so all of them share one
+ * timestamp, which also becomes the nodes' destroyed_ts: the owner drops
+ * data entries to these nodes that are ordered after it.
+ *
+ * The caller holds a reference on @owner and no lock; the last node
+ * reference can therefore be dropped under @owner's lock (freeing a node
+ * only drops a reference on its owner).
+ */
+static void bus1_peer_destroy_nodes(struct bus1_peer *owner, struct list_head *list)
+{
+	struct bus1_entry *entry, *t;
+	struct bus1_node *node, *tn;
+	struct bus1_handle *handle;
+	struct bus1_tx tx;
+	LIST_HEAD(pending);
+	LIST_HEAD(drop);
+
+	if (list_empty(list))
+		return;
+
+	list_for_each_entry(node, list, destroy_link) {
+		mutex_lock(&node->lock);
+		WARN_ON(node->dead);
+		node->dead = true;
+		list_for_each_entry(handle, &node->holders, link) {
+			entry = bus1_entry_new_notify(handle->holder, handle->id);
+			list_add_tail(&entry->tx_link, &pending);
+		}
+		mutex_unlock(&node->lock);
+	}
+
+	bus1_tx_init(&tx, owner);
+	list_for_each_entry_safe(entry, t, &pending, tx_link) {
+		list_del_init(&entry->tx_link);
+		/* a disconnected holder needs no notification */
+		if (bus1_tx_stage(&tx, entry) < 0)
+			list_add_tail(&entry->tx_link, &drop);
+	}
+
+	bus1_tx_timestamp(&tx);
+	mutex_lock(&owner->lock);
+	list_for_each_entry(node, list, destroy_link)
+		node->destroyed_ts = tx.timestamp;
+	mutex_unlock(&owner->lock);
+	bus1_tx_commit(&tx);
+
+	bus1_entry_free_list(&drop);
+
+	mutex_lock(&owner->lock);
+	list_for_each_entry_safe(node, tn, list, destroy_link) {
+		list_del_init(&node->destroy_link);
+		bus1_node_unref(node);
+	}
+	mutex_unlock(&owner->lock);
+}
+
+/* Mark @node (owned by @peer, locked) for destruction and queue it on @list. */
+static void bus1_peer_mark_destroy(struct bus1_peer *peer, struct bus1_node *node,
+				   struct list_head *list)
+{
+	lockdep_assert_held(&peer->lock);
+	WARN_ON(node->owner != peer || node->destroying);
+	node->destroying = true;
+	bus1_node_ref(node);
+	list_add_tail(&node->destroy_link, list);
+}
+
+/*
+ * Reset or disconnect: destroy owned nodes, release held handles, drop the
+ * queue and free published slices.
+ */
+static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
+{
+	struct bus1_queue_node *qn;
+	struct bus1_handle *handle;
+	struct bus1_entry *entry;
+	struct rb_node *n, *next;
+	LIST_HEAD(destroy);
+	LIST_HEAD(drop);
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		mutex_unlock(&peer->lock);
+		return -ESHUTDOWN;
+	}
+	if (disconnect)
+		WRITE_ONCE(peer->disconnected, true);
+	for (n = rb_first(&peer->handles_by_id); n; n = rb_next(n)) {
+		handle = rb_entry(n, struct bus1_handle, rb_id);
+		if (handle->node->owner == peer && !handle->node->destroying)
+			bus1_peer_mark_destroy(peer, handle->node, &destroy);
+	}
+	mutex_unlock(&peer->lock);
+
+	bus1_peer_destroy_nodes(peer, &destroy);
+
+	mutex_lock(&peer->lock);
+	while ((handle = bus1_handle_first(peer)))
+		bus1_handle_release(handle);
+
+	/* staged entries belong to their transactions, which drop them */
+	for (n = rb_first_cached(&peer->queue.tree); n; n = next) {
+		next = rb_next(n);
+		qn = rb_entry(n, struct bus1_queue_node, rb);
+		if (!bus1_queue_node_is_committed(qn))
+			continue;
+		entry = container_of(qn, struct bus1_entry, qnode);
+		bus1_entry_unlink(entry, false);
+		list_add_tail(&entry->tx_link, &drop);
+	}
+
+	bus1_pool_flush(&peer->pool);
+	mutex_unlock(&peer->lock);
+
+	bus1_entry_free_list(&drop);
+	if (disconnect)
+		wake_up_interruptible_all(&peer->waitq);
+	return 0;
+}
+
+/**
+ * bus1_peer_disconnect() - disconnect a peer
+ * @peer:	peer (no lock held)
+ *
+ * Return: 0, or -ESHUTDOWN if it already was disconnected.
+ */
+int bus1_peer_disconnect(struct bus1_peer *peer)
+{
+	return bus1_peer_flush(peer, true);
+}
+
+static int bus1_peer_ioctl_disconnect(struct bus1_peer *peer, void __user *uarg)
+{
+	u64 flags;
+
+	if (get_user(flags, (u64 __user *)uarg))
+		return -EFAULT;
+	if (flags)
+		return -EINVAL;
+	return bus1_peer_disconnect(peer);
+}
+
+static int bus1_peer_ioctl_query(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_peer_query cmd;
+	struct bus1_user *user;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+	if (READ_ONCE(peer->disconnected))
+		return -ESHUTDOWN;
+
+	user = bus1_user_ref_by_uid(current_uid());
+	if (IS_ERR(user))
+		return PTR_ERR(user);
+
+	cmd.pool_size = peer->pool.size;
+	cmd.max_destinations = bus1_max_destinations;
+	cmd.max_vecs = UIO_MAXIOV;
+	cmd.max_handles = bus1_max_handles;
+	cmd.max_fds = bus1_max_fds;
+	cmd.quota_bytes = bus1_quota_bytes;
+	cmd.quota_messages = bus1_quota_messages;
+	cmd.quota_handles = bus1_quota_handles;
+	cmd.quota_fds = bus1_quota_fds;
+	cmd.used_bytes = atomic64_read(&user->bytes);
+	cmd.used_messages = atomic64_read(&user->messages);
+	cmd.used_handles = atomic64_read(&user->handles);
+	cmd.used_fds = atomic64_read(&user->fds);
+	bus1_user_unref(user);
+
+	return copy_to_user(uarg, &cmd, sizeof(cmd)) ? -EFAULT : 0;
+}
+
+static int bus1_peer_ioctl_reset(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_peer_reset cmd;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+	return bus1_peer_flush(peer, false);
+}
+
+/* Resolve one of @peer's handle ids (or CREATE) to a node reference. */
+static struct bus1_node *bus1_peer_resolve(struct bus1_peer *peer, u64 id, u64 *idp,
+					   bool *createdp)
+{
+	struct bus1_handle *handle;
+
+	lockdep_assert_held(&peer->lock);
+
+	*createdp = false;
+	if (id == BUS1_HANDLE_CREATE) {
+		handle = bus1_handle_create_node(peer);
+		if (IS_ERR(handle))
+			return ERR_CAST(handle);
+		*createdp = true;
+	} else {
+		handle = bus1_handle_lookup(peer, id);
+		if (!handle)
+			return ERR_PTR(-ENXIO);
+	}
+	*idp = handle->id;
+	return bus1_node_ref(handle->node);
+}
+
+/* Undo a CREATE that was resolved but never became visible. */
+static void bus1_peer_discard_created(struct bus1_peer *peer, u64 id)
+{
+	struct bus1_handle *handle;
+
+	lockdep_assert_held(&peer->lock);
+	handle = bus1_handle_lookup(peer, id);
+	if (!WARN_ON(!handle))
+		bus1_handle_discard_node(handle);
+}
+
+static struct bus1_peer *bus1_peer_from_fd(u32 fd)
+{
+	struct bus1_peer *peer;
+	struct file *f;
+
+	if (fd > INT_MAX)
+		return ERR_PTR(-EBADF);
+	f = fget(fd);
+	if (!f)
+		return ERR_PTR(-EBADF);
+	if (f->f_op != &bus1_fops) {
+		fput(f);
+		return ERR_PTR(-EBADF);
+	}
+	peer = bus1_peer_ref(f->private_data);
+	fput(f);
+	return peer;
+}
+
+static int bus1_peer_ioctl_transfer(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_handle_transfer cmd;
+	struct bus1_handle *handle;
+	struct bus1_node *node;
+	struct bus1_peer *dst;
+	bool created;
+	u64 src_id, dst_id = 0;
+	int r = 0;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags || cmd.dst_pad)
+		return -EINVAL;
+
+	dst = bus1_peer_from_fd(cmd.dst_fd);
+	if (IS_ERR(dst))
+		return PTR_ERR(dst);
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected)
+		node = ERR_PTR(-ESHUTDOWN);
+	else
+		node = bus1_peer_resolve(peer, cmd.src_handle, &src_id, &created);
+	mutex_unlock(&peer->lock);
+	if (IS_ERR(node)) {
+		bus1_peer_unref(dst);
+		return PTR_ERR(node);
+	}
+
+	mutex_lock(&dst->lock);
+	if (dst->disconnected) {
+		r = -EHOSTUNREACH;
+	} else {
+		handle = bus1_handle_acquire(dst, node);
+		if (IS_ERR(handle))
+			r = PTR_ERR(handle);
+		else
+			dst_id = handle->id;
+	}
+	mutex_unlock(&dst->lock);
+
+	if (r < 0 && created) {
+		mutex_lock(&peer->lock);
+		bus1_peer_discard_created(peer, src_id);
+		mutex_unlock(&peer->lock);
+	}
+	bus1_node_unref(node);
+	bus1_peer_unref(dst);
+	if (r < 0)
+		return r;
+
+	cmd.src_handle = src_id;
+	cmd.dst_handle = dst_id;
+	return copy_to_user(uarg, &cmd, sizeof(cmd)) ? -EFAULT : 0;
+}
+
+static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_handle_release cmd;
+	struct bus1_handle *handle;
+	struct bus1_node *node;
+	LIST_HEAD(destroy);
+	int r = 0;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		r = -ESHUTDOWN;
+		goto out;
+	}
+	handle = bus1_handle_lookup(peer, cmd.handle);
+	if (!handle) {
+		r = -ENXIO;
+		goto out;
+	}
+	node = handle->node;
+	if (node->owner == peer && !node->destroying) {
+		/* the owner lets go of a live node: destroy it first */
+		bus1_peer_mark_destroy(peer, node, &destroy);
+		mutex_unlock(&peer->lock);
+		bus1_peer_destroy_nodes(peer, &destroy);
+		mutex_lock(&peer->lock);
+		/* a concurrent release may have won the race */
+		handle = bus1_handle_lookup(peer, cmd.handle);
+		if (!handle) {
+			r = -ENXIO;
+			goto out;
+		}
+	}
+	bus1_handle_release(handle);
+out:
+	mutex_unlock(&peer->lock);
+	return r;
+}
+
+static bool bus1_peer_list_contains(struct list_head *list, struct bus1_node *node)
+{
+	struct bus1_node *n;
+
+	list_for_each_entry(n, list, destroy_link)
+		if (n == node)
+			return true;
+	return false;
+}
+
+static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_nodes_destroy cmd;
+	struct bus1_handle *handle;
+	struct bus1_node *node, *t;
+	LIST_HEAD(destroy);
+	u64 *ids;
+	size_t i;
+	int r = 0;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags || cmd.n_nodes > bus1_max_handles)
+		return -EINVAL;
+	if (!cmd.n_nodes)
+		return 0;
+
+	ids = vmemdup_user(u64_to_user_ptr(cmd.ptr_nodes), cmd.n_nodes * sizeof(*ids));
+	if (IS_ERR(ids))
+		return PTR_ERR(ids);
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		r = -ESHUTDOWN;
+		goto out;
+	}
+	for (i = 0; i < cmd.n_nodes; i++) {
+		handle = bus1_handle_lookup(peer, ids[i]);
+		if (!handle) {
+			r = -ENXIO;
+			break;
+		}
+		node = handle->node;
+		if (node->owner != peer) {
+			r = -EPERM;
+			break;
+		}
+		if (!list_empty(&node->destroy_link)) {
+			/* listed twice, or another call is destroying it now */
+			r = bus1_peer_list_contains(&destroy, node) ? -EINVAL : -EHOSTUNREACH;
+			break;
+		}
+		if (node->destroying) {
+			r = -EHOSTUNREACH;
+			break;
+		}
+		bus1_peer_mark_destroy(peer, node, &destroy);
+	}
+	if (r < 0) {
+		/* atomic: nothing is destroyed, take the marks back */
+		list_for_each_entry_safe(node, t, &destroy, destroy_link) {
+			node->destroying = false;
+			list_del_init(&node->destroy_link);
+			bus1_node_unref(node);
+		}
+	}
+out:
+	mutex_unlock(&peer->lock);
+
+	if (r >= 0)
+		bus1_peer_destroy_nodes(peer, &destroy);
+	kvfree(ids);
+	return r;
+}
+
+static int bus1_peer_ioctl_slice_release(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_slice_release cmd;
+	int r;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+	if (cmd.offset >= peer->pool.size)
+		return -ENXIO;
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected)
+		r = -ESHUTDOWN;
+	else
+		r = bus1_pool_release_published(&peer->pool, cmd.offset);
+	mutex_unlock(&peer->lock);
+	return r;
+}
+
+/* Import the fds of a SEND into @message. */
+static int bus1_peer_send_fds(struct bus1_message *message, const struct bus1_cmd_send *cmd)
+{
+	struct file *f;
+	u32 *fds;
+	size_t i;
+	int r = 0;
+
+	if (!cmd->n_fds)
+		return 0;
+
+	fds = vmemdup_user(u64_to_user_ptr(cmd->ptr_fds), cmd->n_fds * sizeof(*fds));
+	if (IS_ERR(fds))
+		return PTR_ERR(fds);
+
+	for (i = 0; i < cmd->n_fds; i++) {
+		f = fds[i] > INT_MAX ? NULL : fget(fds[i]);
+		if (!f) {
+			r = -EBADF;
+			break;
+		}
+		/* a peer in its own queue would never be freed */
+		if (f->f_op == &bus1_fops) {
+			fput(f);
+			r = -EOPNOTSUPP;
+			break;
+		}
+		message->files[i] = f;
+	}
+	kvfree(fds);
+	return r;
+}
+
+/*
+ * Resolve the carried handles of a SEND into @message. CREATE entries make
+ * new nodes; their ids are written back to user space and marked in
+ * @created so a failing SEND can discard them.
+ */
+static int bus1_peer_send_handles(struct bus1_peer *peer, struct bus1_message *message,
+				  const struct bus1_cmd_send *cmd, u64 *ids,
+				  unsigned long *created)
+{
+	struct bus1_node *node;
+	bool c, any = false;
+	size_t i;
+	int r = 0;
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		mutex_unlock(&peer->lock);
+		return -ESHUTDOWN;
+	}
+	/* check before creating anything */
+	for (i = 0; i < cmd->n_handles; i++) {
+		if (ids[i] != BUS1_HANDLE_CREATE && !bus1_handle_lookup(peer, ids[i])) {
+			mutex_unlock(&peer->lock);
+			return -ENXIO;
+		}
+	}
+	for (i = 0; i < cmd->n_handles; i++) {
+		node = bus1_peer_resolve(peer, ids[i], &ids[i], &c);
+		if (IS_ERR(node)) {
+			r = PTR_ERR(node);
+			break;
+		}
+		message->nodes[i] = node;
+		if (c) {
+			__set_bit(i, created);
+			any = true;
+		}
+	}
+	mutex_unlock(&peer->lock);
+
+	if (!r && any && copy_to_user(u64_to_user_ptr(cmd->ptr_handles), ids,
+				      cmd->n_handles * sizeof(*ids)))
+		r = -EFAULT;
+	return r;
+}
+
+static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
+{
+	struct iovec iov_stack[UIO_FASTIOV], *iov = iov_stack;
+	struct bus1_message *message = NULL;
+	unsigned long *created = NULL;
+	u64 *dests = NULL, *ids = NULL;
+	struct bus1_cmd_send cmd;
+	struct bus1_handle *handle;
+	struct bus1_entry *entry;
+	struct bus1_user *user;
+	struct bus1_node *node;
+	struct iov_iter iter;
+	struct bus1_tx tx;
+	u32 *errors = NULL;
+	size_t i, n_failed = 0;
+	int r, first_error = 0;
+	ssize_t len;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags & ~BUS1_SEND_FLAG_CONTINUE)
+		return -EINVAL;
+	if (!cmd.n_destinations || cmd.n_destinations > bus1_max_destinations ||
+	    cmd.n_vecs > UIO_MAXIOV || cmd.n_handles > bus1_max_handles ||
+	    cmd.n_fds > bus1_max_fds)
+		return -EINVAL;
+
+	if (READ_ONCE(peer->disconnected))
+		return -ESHUTDOWN;
+
+	bus1_tx_init(&tx, peer);
+
+	if (cmd.n_vecs) {
+		len = import_iovec(ITER_SOURCE, u64_to_user_ptr(cmd.ptr_vecs), cmd.n_vecs,
+				   ARRAY_SIZE(iov_stack), &iov, &iter);
+		if (len < 0)
+			return len;
+	} else {
+		iov = NULL;
+		iov_iter_kvec(&iter, ITER_SOURCE, NULL, 0, 0);
+		len = 0;
+	}
+	if (len > peer->pool.size) {
+		r = -EMSGSIZE;
+		goto out;
+	}
+
+	dests = vmemdup_user(u64_to_user_ptr(cmd.ptr_destinations),
+			     cmd.n_destinations * sizeof(*dests));
+	if (IS_ERR(dests)) {
+		r = PTR_ERR(dests);
+		dests = NULL;
+		goto out;
+	}
+	errors = kvcalloc(cmd.n_destinations, sizeof(*errors), GFP_KERNEL);
+	if (!errors) {
+		r = -ENOMEM;
+		goto out;
+	}
+
+	/*
+	 * Charge the sending task's real uid. Usually that is the opener's,
+	 * whose user object the peer keeps: no lookup on the common path.
+	 */
+	if (uid_eq(current_uid(), peer->user->uid))
+		user = bus1_user_ref(peer->user);
+	else
+		user = bus1_user_ref_by_uid(current_uid());
+	if (IS_ERR(user)) {
+		r = PTR_ERR(user);
+		goto out;
+	}
+	message = bus1_message_new(user, len, cmd.n_handles, cmd.n_fds);
+	bus1_user_unref(user);
+	if (IS_ERR(message)) {
+		r = PTR_ERR(message);
+		message = NULL;
+		goto out;
+	}
+	r = bus1_peer_send_fds(message, &cmd);
+	if (r < 0)
+		goto out;
+
+	if (cmd.n_handles) {
+		ids = vmemdup_user(u64_to_user_ptr(cmd.ptr_handles),
+				   cmd.n_handles * sizeof(*ids));
+		if (IS_ERR(ids)) {
+			r = PTR_ERR(ids);
+			ids = NULL;
+			goto out;
+		}
+		created = bitmap_zalloc(cmd.n_handles, GFP_KERNEL);
+		if (!created) {
+			r = -ENOMEM;
+			goto out;
+		}
+		r = bus1_peer_send_handles(peer, message, &cmd, ids, created);
+		if (r < 0)
+			goto out;
+	}
+
+	for (i = 0; i < cmd.n_destinations; i++) {
+		mutex_lock(&peer->lock);
+		handle = peer->disconnected ? NULL : bus1_handle_lookup(peer, dests[i]);
+		node = handle ? bus1_node_ref(handle->node) : NULL;
+		mutex_unlock(&peer->lock);
+		if (!node) {
+			r = -ENXIO;
+			goto failed;
+		}
+
+		entry = bus1_entry_new_data(node->owner, message, node);
+		bus1_node_unref(node);
+		if (!entry) {
+			r = -ENOMEM;
+			goto abort;
+		}
+
+		r = bus1_entry_reserve(entry);
+		if (r == -ENOMEM) {
+			bus1_entry_free(entry);
+			goto abort;
+		} else if (r < 0) {
+			bus1_entry_free(entry);
+			goto failed;
+		}
+
+		r = bus1_entry_copy_data(entry, &iter);
+		if (r >= 0)
+			r = bus1_tx_stage(&tx, entry);
+		if (r < 0) {
+			mutex_lock(&entry->peer->lock);
+			bus1_entry_unlink(entry, false);
+			mutex_unlock(&entry->peer->lock);
+			bus1_entry_free(entry);
+			if (r != -EHOSTUNREACH)
+				goto abort;
+			goto failed;
+		}
+		continue;
+
+failed:
+		errors[i] = -r;
+		if (!n_failed++)
+			first_error = r;
+	}
+
+	if (n_failed && !(cmd.flags & BUS1_SEND_FLAG_CONTINUE)) {
+		bus1_tx_abort(&tx);
+		for (i = 0; i < cmd.n_destinations; i++)
+			if (!errors[i])
+				errors[i] = ECANCELED;
+		if (cmd.ptr_errors)
+			(void)!copy_to_user(u64_to_user_ptr(cmd.ptr_errors), errors,
+					    cmd.n_destinations * sizeof(*errors));
+		r = first_error;
+		goto out;
+	}
+
+	if (cmd.ptr_errors && copy_to_user(u64_to_user_ptr(cmd.ptr_errors), errors,
+					   cmd.n_destinations * sizeof(*errors))) {
+		r = -EFAULT;
+		goto abort;
+	}
+
+	bus1_tx_timestamp(&tx);
+	bus1_tx_commit(&tx);
+	r = 0;
+	goto out;
+
+abort:
+	bus1_tx_abort(&tx);
+out:
+	if (r < 0 && created) {
+		mutex_lock(&peer->lock);
+		for_each_set_bit(i, created, cmd.n_handles)
+			bus1_peer_discard_created(peer, ids[i]);
+		mutex_unlock(&peer->lock);
+	}
+	bitmap_free(created);
+	kvfree(ids);
+	bus1_message_unref(message);
+	kvfree(errors);
+	kvfree(dests);
+	kfree(iov);
+	return r;
+}
+
+/* Fill the sender fields of a RECV, mapped into the receiver's namespaces. */
+static void bus1_peer_recv_creds(struct bus1_cmd_recv *cmd, const struct bus1_message *message)
+{
+	struct user_namespace *user_ns = current_user_ns();
+	struct pid_namespace *pid_ns = task_active_pid_ns(current);
+
+	cmd->uid = from_kuid_munged(user_ns, message->cred->uid);
+	cmd->gid = from_kgid_munged(user_ns, message->cred->gid);
+	cmd->pid = pid_nr_ns(message->pid, pid_ns);
+	cmd->tid = pid_nr_ns(message->tid, pid_ns);
+}
+
+/*
+ * Translate the handles and reserve the fds of the front data message and
+ * write them into its slice. On success the fds in @fds are reserved (not
+ * installed) and must be installed or put back by the caller.
+ */
+static int bus1_peer_recv_translate(struct bus1_peer *peer, struct bus1_entry *entry,
+				    bool install, int *fds)
+{
+	struct bus1_message *message = entry->message;
+	struct bus1_handle *handle;
+	size_t i, n_fds = 0, len;
+	void *buf;
+	u64 *ids;
+	u32 *slots;
+	int r;
+
+	lockdep_assert_held(&peer->lock);
+
+	len = message->n_handles * sizeof(u64) + message->n_fds * sizeof(u32);
+	if (!len)
+		return 0;
+	buf = kvmalloc(len, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	ids = buf;
+	slots = (u32 *)(ids + message->n_handles);
+
+	for (i = 0; i < message->n_handles; i++) {
+		handle = bus1_handle_acquire(peer, message->nodes[i]);
+		if (IS_ERR(handle)) {
+			r = PTR_ERR(handle);
+			if (r != -EHOSTUNREACH)
+				goto err;
+			ids[i] = BUS1_HANDLE_INVALID;
+		} else {
+			ids[i] = handle->id;
+		}
+	}
+
+	for (i = 0; i < message->n_fds; i++) {
+		if (install) {
+			r = get_unused_fd_flags(O_CLOEXEC);
+			if (r < 0)
+				goto err;
+			fds[n_fds++] = r;
+			slots[i] = r;
+		} else {
+			slots[i] = (u32)-1;
+		}
+	}
+
+	r = bus1_pool_write_kvec(&peer->pool, entry->slice, ALIGN(message->n_bytes, 8), buf, len);
+	if (r < 0)
+		goto err;
+	kvfree(buf);
+	return 0;
+
+err:
+	while (n_fds)
+		put_unused_fd(fds[--n_fds]);
+	kvfree(buf);
+	return r;
+}
+
+static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_queue_node *qn;
+	struct bus1_entry *entry;
+	struct bus1_cmd_recv cmd;
+	bool install = false;
+	int *fds = NULL;
+	LIST_HEAD(drop);
+	u64 flags;
+	size_t i;
+	int r;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
+		return -EINVAL;
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		r = -ESHUTDOWN;
+		goto out;
+	}
+
+	for (;;) {
+		qn = bus1_queue_peek(&peer->queue);
+		if (!qn) {
+			r = -EAGAIN;
+			goto out;
+		}
+		entry = container_of(qn, struct bus1_entry, qnode);
+		/* sent to a node whose destruction is ordered before it: drop */
+		if (entry->type == BUS1_ENTRY_DATA && entry->node->destroying &&
+		    qn->timestamp > entry->node->destroyed_ts) {
+			bus1_entry_unlink(entry, false);
+			list_add_tail(&entry->tx_link, &drop);
+			continue;
+		}
+		break;
+	}
+
+	flags = cmd.flags;
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.flags = flags;
+	if (entry->type == BUS1_ENTRY_NODE_DESTROY) {
+		cmd.type = BUS1_MSG_NODE_DESTROY;
+		cmd.destination = entry->handle_id;
+		cmd.offset = BUS1_OFFSET_INVALID;
+		cmd.uid = (u32)-1;
+		cmd.gid = (u32)-1;
+		if (copy_to_user(uarg, &cmd, sizeof(cmd))) {
+			r = -EFAULT;
+			goto out;
+		}
+	} else {
+		install = entry->message->n_fds && !(cmd.flags & BUS1_RECV_FLAG_NO_FDS);
+		if (install) {
+			fds = kvmalloc_array(entry->message->n_fds, sizeof(*fds), GFP_KERNEL);
+			if (!fds) {
+				r = -ENOMEM;
+				goto out;
+			}
+		}
+		r = bus1_peer_recv_translate(peer, entry, install, fds);
+		if (r < 0)
+			goto out;
+
+		cmd.type = BUS1_MSG_DATA;
+		cmd.destination = entry->node->owner_id;
+		cmd.offset = entry->slice->offset;
+		cmd.n_bytes = entry->message->n_bytes;
+		cmd.n_handles = entry->message->n_handles;
+		cmd.n_fds = entry->message->n_fds;
+		bus1_peer_recv_creds(&cmd, entry->message);
+
+		if (copy_to_user(uarg, &cmd, sizeof(cmd))) {
+			for (i = 0; install && i < entry->message->n_fds; i++)
+				put_unused_fd(fds[i]);
+			r = -EFAULT;
+			goto out;
+		}
+		for (i = 0; install && i < entry->message->n_fds; i++)
+			fd_install(fds[i], get_file(entry->message->files[i]));
+	}
+
+	if (!(cmd.flags & BUS1_RECV_FLAG_PEEK)) {
+		bus1_entry_unlink(entry, true);
+		list_add_tail(&entry->tx_link, &drop);
+	}
+	r = 0;
+out:
+	mutex_unlock(&peer->lock);
+	kvfree(fds);
+	bus1_entry_free_list(&drop);
+	return r;
+}
+
+/**
+ * bus1_peer_ioctl() - dispatch an ioctl
+ * @peer:	peer of the file
+ * @cmd:	ioctl number
+ * @arg:	its argument
+ *
+ * Return: 0 or a negative errno.
+ */
+long bus1_peer_ioctl(struct bus1_peer *peer, unsigned int cmd, unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+
+	switch (cmd) {
+	case BUS1_CMD_PEER_DISCONNECT:
+		return bus1_peer_ioctl_disconnect(peer, uarg);
+	case BUS1_CMD_PEER_QUERY:
+		return bus1_peer_ioctl_query(peer, uarg);
+	case BUS1_CMD_PEER_RESET:
+		return bus1_peer_ioctl_reset(peer, uarg);
+	case BUS1_CMD_HANDLE_TRANSFER:
+		return bus1_peer_ioctl_transfer(peer, uarg);
+	case BUS1_CMD_HANDLE_RELEASE:
+		return bus1_peer_ioctl_release(peer, uarg);
+	case BUS1_CMD_NODES_DESTROY:
+		return bus1_peer_ioctl_destroy(peer, uarg);
+	case BUS1_CMD_SLICE_RELEASE:
+		return bus1_peer_ioctl_slice_release(peer, uarg);
+	case BUS1_CMD_SEND:
+		return bus1_peer_ioctl_send(peer, uarg);
+	case BUS1_CMD_RECV:
+		return bus1_peer_ioctl_recv(peer, uarg);
+	}
+	return -ENOTTY;
+}

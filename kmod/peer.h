@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef __BUS1_PEER_H
+#define __BUS1_PEER_H
+
+/**
+ * DOC: Peers
+ *
+ * Every open file description of /dev/bus1 is a peer. A peer has a queue
+ * (queue.h), a pool (pool.h), the handles it holds (node.h) and a clock (the
+ * queue's). The file holds one reference on the peer; nodes hold references
+ * on their owner and transactions on their destinations, so the peer object
+ * can outlive its file. Closing the file (or PEER_DISCONNECT) *disconnects*
+ * the peer: its nodes are destroyed (holders are notified), its handles
+ * released, its queue flushed (charges returned) and its pool emptied;
+ * nothing is queued for it any more, and every ioctl fails with ESHUTDOWN.
+ *
+ * Locking: @lock protects everything in the peer except @ref, @id, @user
+ * and @pool's file and size, which are constant, and @waitq and @tx_seq. No code holds two peer locks at
+ * once; the lock order is peer lock -> node lock.
+ */
+
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/rbtree.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include "pool.h"
+#include "queue.h"
+
+struct bus1_user;
+struct file;
+
+/**
+ * struct bus1_peer - a peer
+ * @ref:		reference count
+ * @id:			globally unique id (tie-breaker of queue ordering)
+ * @tx_seq:		number of the last transaction started by this peer
+ * @lock:		the peer lock
+ * @waitq:		poll wait queue
+ * @disconnected:	set once by disconnect
+ * @user:		accounting object of the opener's real uid
+ * @pool:		the pool
+ * @queue:		the queue (and the peer's clock)
+ * @handles_by_id:	held handles, by id
+ * @handles_by_node:	held handles, by node
+ * @handle_counter:	last handle counter value used
+ */
+struct bus1_peer {
+	struct kref ref;
+	u64 id;
+	atomic64_t tx_seq;
+	struct mutex lock;
+	wait_queue_head_t waitq;
+	bool disconnected;
+	struct bus1_user *user;
+	struct bus1_pool pool;
+	struct bus1_queue queue;
+	struct rb_root handles_by_id;
+	struct rb_root handles_by_node;
+	u64 handle_counter;
+};
+
+/* Per-message limits, module parameters (main.c). */
+extern unsigned int bus1_max_destinations;
+extern unsigned int bus1_max_handles;
+extern unsigned int bus1_max_fds;
+
+extern const struct file_operations bus1_fops;
+
+struct bus1_peer *bus1_peer_new(void);
+struct bus1_peer *bus1_peer_ref(struct bus1_peer *peer);
+struct bus1_peer *bus1_peer_unref(struct bus1_peer *peer);
+int bus1_peer_disconnect(struct bus1_peer *peer);
+long bus1_peer_ioctl(struct bus1_peer *peer, unsigned int cmd, unsigned long arg);
+
+#endif /* __BUS1_PEER_H */

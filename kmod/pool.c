@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-peer pools: see pool.h.
+ */
+
+#include <linux/err.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/shmem_fs.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+#include "pool.h"
+
+static struct bus1_slice *bus1_slice_new(size_t offset, size_t size)
+{
+	struct bus1_slice *slice;
+
+	slice = kmalloc(sizeof(*slice), GFP_KERNEL);
+	if (!slice)
+		return NULL;
+	INIT_LIST_HEAD(&slice->entry);
+	RB_CLEAR_NODE(&slice->rb);
+	slice->offset = offset;
+	slice->size = size;
+	slice->free = true;
+	slice->published = false;
+	return slice;
+}
+
+static void bus1_pool_link_free(struct bus1_pool *pool, struct bus1_slice *slice)
+{
+	struct rb_node **slot = &pool->free_tree.rb_node, *parent = NULL;
+	struct bus1_slice *s;
+
+	while (*slot) {
+		parent = *slot;
+		s = rb_entry(parent, struct bus1_slice, rb);
+		if (slice->size < s->size)
+			slot = &parent->rb_left;
+		else
+			slot = &parent->rb_right;
+	}
+	rb_link_node(&slice->rb, parent, slot);
+	rb_insert_color(&slice->rb, &pool->free_tree);
+	slice->free = true;
+}
+
+static void bus1_pool_link_busy(struct bus1_pool *pool, struct bus1_slice *slice)
+{
+	struct rb_node **slot = &pool->busy_tree.rb_node, *parent = NULL;
+	struct bus1_slice *s;
+
+	while (*slot) {
+		parent = *slot;
+		s = rb_entry(parent, struct bus1_slice, rb);
+		/* busy slices never overlap, offsets are unique */
+		if (WARN_ON(slice->offset == s->offset))
+			return;
+		if (slice->offset < s->offset)
+			slot = &parent->rb_left;
+		else
+			slot = &parent->rb_right;
+	}
+	rb_link_node(&slice->rb, parent, slot);
+	rb_insert_color(&slice->rb, &pool->busy_tree);
+	slice->free = false;
+}
+
+/**
+ * bus1_pool_init() - create the shmem file of a pool
+ * @pool:	pool to initialize
+ *
+ * Return: 0 or a negative errno.
+ */
+int bus1_pool_init(struct bus1_pool *pool)
+{
+	struct bus1_slice *slice;
+	struct file *f;
+	size_t size = PAGE_ALIGN(bus1_pool_size);
+
+	INIT_LIST_HEAD(&pool->slices);
+	pool->free_tree = RB_ROOT;
+	pool->busy_tree = RB_ROOT;
+	pool->allocated = 0;
+	pool->size = size;
+	pool->f = NULL;
+
+	slice = bus1_slice_new(0, size);
+	if (!slice)
+		return -ENOMEM;
+
+	f = shmem_file_setup("bus1-pool", size, VM_NORESERVE);
+	if (IS_ERR(f)) {
+		kfree(slice);
+		return PTR_ERR(f);
+	}
+
+	pool->f = f;
+	list_add(&slice->entry, &pool->slices);
+	bus1_pool_link_free(pool, slice);
+	return 0;
+}
+
+/**
+ * bus1_pool_deinit() - free a pool
+ * @pool:	pool to free (initialized, or zeroed)
+ *
+ * Every busy slice must have been freed (bus1_pool_flush() frees published
+ * ones; in-flight slices are freed by their transactions).
+ */
+void bus1_pool_deinit(struct bus1_pool *pool)
+{
+	struct bus1_slice *slice, *t;
+
+	if (!pool->f)
+		return;
+
+	WARN_ON(!RB_EMPTY_ROOT(&pool->busy_tree));
+	WARN_ON(pool->allocated);
+	list_for_each_entry_safe(slice, t, &pool->slices, entry) {
+		list_del(&slice->entry);
+		kfree(slice);
+	}
+	fput(pool->f);
+	pool->f = NULL;
+}
+
+/**
+ * bus1_pool_alloc() - allocate a slice
+ * @pool:	pool to allocate from
+ * @size:	bytes needed (0 is allowed; every slice has at least 8 bytes)
+ *
+ * Return: the new busy, in-flight slice, ERR_PTR(-ENOSPC) if no free range
+ * is large enough, or ERR_PTR(-ENOMEM).
+ */
+struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size)
+{
+	struct bus1_slice *slice = NULL, *s, *rest;
+	struct rb_node *n;
+
+	if (size > pool->size)
+		return ERR_PTR(-ENOSPC);
+	size = ALIGN(max_t(size_t, size, 8), 8);
+
+	/* best fit: the smallest free slice that is large enough */
+	n = pool->free_tree.rb_node;
+	while (n) {
+		s = rb_entry(n, struct bus1_slice, rb);
+		if (s->size >= size) {
+			slice = s;
+			n = n->rb_left;
+		} else {
+			n = n->rb_right;
+		}
+	}
+	if (!slice)
+		return ERR_PTR(-ENOSPC);
+
+	if (slice->size > size) {
+		rest = bus1_slice_new(slice->offset + size, slice->size - size);
+		if (!rest)
+			return ERR_PTR(-ENOMEM);
+		list_add(&rest->entry, &slice->entry);
+		rb_erase(&slice->rb, &pool->free_tree);
+		slice->size = size;
+		bus1_pool_link_free(pool, rest);
+	} else {
+		rb_erase(&slice->rb, &pool->free_tree);
+	}
+
+	slice->published = false;
+	bus1_pool_link_busy(pool, slice);
+	pool->allocated += slice->size;
+	return slice;
+}
+
+static void bus1_pool_punch(struct bus1_pool *pool, size_t start, size_t end)
+{
+	if (end > start)
+		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      start, end - start);
+}
+
+/**
+ * bus1_pool_free() - free a busy slice
+ * @pool:	pool the slice belongs to
+ * @slice:	busy slice; it may be merged away and must not be used again
+ */
+void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
+{
+	struct bus1_slice *prev, *next;
+	size_t dirty_start, dirty_end;
+
+	if (WARN_ON(slice->free))
+		return;
+
+	rb_erase(&slice->rb, &pool->busy_tree);
+	pool->allocated -= slice->size;
+	slice->published = false;
+	dirty_start = ALIGN_DOWN(slice->offset, PAGE_SIZE);
+	dirty_end = ALIGN(slice->offset + slice->size, PAGE_SIZE);
+
+	if (!list_is_first(&slice->entry, &pool->slices)) {
+		prev = list_prev_entry(slice, entry);
+		if (prev->free) {
+			rb_erase(&prev->rb, &pool->free_tree);
+			list_del(&slice->entry);
+			prev->size += slice->size;
+			kfree(slice);
+			slice = prev;
+		}
+	}
+	if (!list_is_last(&slice->entry, &pool->slices)) {
+		next = list_next_entry(slice, entry);
+		if (next->free) {
+			rb_erase(&next->rb, &pool->free_tree);
+			list_del(&next->entry);
+			slice->size += next->size;
+			kfree(next);
+		}
+	}
+	bus1_pool_link_free(pool, slice);
+
+	/* release the whole pages this slice touched that are now all free */
+	bus1_pool_punch(pool,
+			max(dirty_start, ALIGN(slice->offset, PAGE_SIZE)),
+			min(dirty_end, ALIGN_DOWN(slice->offset + slice->size, PAGE_SIZE)));
+}
+
+/**
+ * bus1_pool_publish() - hand an in-flight slice over to the receiver
+ * @pool:	pool of the slice
+ * @slice:	busy slice whose message was just dequeued
+ */
+void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice)
+{
+	WARN_ON(slice->free || slice->published);
+	slice->published = true;
+}
+
+/**
+ * bus1_pool_release_published() - SLICE_RELEASE
+ * @pool:	pool
+ * @offset:	offset of a published slice
+ *
+ * Return: 0, or -ENXIO if no published slice starts at @offset.
+ */
+int bus1_pool_release_published(struct bus1_pool *pool, size_t offset)
+{
+	struct rb_node *n = pool->busy_tree.rb_node;
+	struct bus1_slice *s;
+
+	while (n) {
+		s = rb_entry(n, struct bus1_slice, rb);
+		if (offset < s->offset) {
+			n = n->rb_left;
+		} else if (offset > s->offset) {
+			n = n->rb_right;
+		} else {
+			if (!s->published)
+				return -ENXIO;
+			bus1_pool_free(pool, s);
+			return 0;
+		}
+	}
+	return -ENXIO;
+}
+
+/**
+ * bus1_pool_flush() - free every published slice
+ * @pool:	pool
+ *
+ * In-flight slices stay: their messages still own them.
+ */
+void bus1_pool_flush(struct bus1_pool *pool)
+{
+	struct bus1_slice *s;
+	struct rb_node *n;
+
+	n = rb_first(&pool->busy_tree);
+	while (n) {
+		s = rb_entry(n, struct bus1_slice, rb);
+		n = rb_next(n);
+		if (s->published)
+			bus1_pool_free(pool, s);
+	}
+}
+
+/**
+ * bus1_pool_write_iter() - copy data into a slice
+ * @pool:	pool
+ * @slice:	busy slice owned by the caller
+ * @offset:	offset inside the slice
+ * @iter:	source (usually the sender's iovecs); advanced
+ *
+ * May run without the peer lock (see DOC).
+ *
+ * Return: 0, -EFAULT if the source could not be read completely, or another
+ * negative errno.
+ */
+ssize_t bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
+			     size_t offset, struct iov_iter *iter)
+{
+	size_t len = iov_iter_count(iter);
+	loff_t pos = slice->offset + offset;
+	ssize_t n;
+
+	if (WARN_ON(offset > slice->size || len > slice->size - offset))
+		return -EINVAL;
+	if (!len)
+		return 0;
+
+	file_start_write(pool->f);
+	n = vfs_iter_write(pool->f, iter, &pos, 0);
+	file_end_write(pool->f);
+	if (n < 0)
+		return n;
+	return n == len ? 0 : -EFAULT;
+}
+
+/**
+ * bus1_pool_write_kvec() - copy kernel data into a slice
+ * @pool:	pool
+ * @slice:	busy slice owned by the caller
+ * @offset:	offset inside the slice
+ * @data:	source
+ * @len:	bytes to copy
+ *
+ * Return: 0 or a negative errno.
+ */
+int bus1_pool_write_kvec(struct bus1_pool *pool, struct bus1_slice *slice,
+			 size_t offset, const void *data, size_t len)
+{
+	loff_t pos = slice->offset + offset;
+	ssize_t n;
+
+	if (WARN_ON(offset > slice->size || len > slice->size - offset))
+		return -EINVAL;
+	if (!len)
+		return 0;
+
+	n = kernel_write(pool->f, data, len, &pos);
+	if (n < 0)
+		return n;
+	return n == len ? 0 : -EIO;
+}
+
+/**
+ * bus1_pool_mmap() - map a pool read-only
+ * @pool:	pool
+ * @vma:	the new mapping
+ *
+ * Return: 0, -EPERM for a writable mapping, -EINVAL beyond the pool size.
+ */
+int bus1_pool_mmap(struct bus1_pool *pool, struct vm_area_struct *vma)
+{
+	unsigned long len = vma->vm_end - vma->vm_start;
+
+	if (vma->vm_flags & VM_WRITE)
+		return -EPERM;
+	if (vma->vm_pgoff > (pool->size >> PAGE_SHIFT) ||
+	    len > pool->size - (vma->vm_pgoff << PAGE_SHIFT))
+		return -EINVAL;
+
+	/* never let mprotect() make it writable (nor a private COW copy) */
+	vma->vm_flags &= ~VM_MAYWRITE;
+	vma_set_file(vma, pool->f);
+	return call_mmap(pool->f, vma);
+}

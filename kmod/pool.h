@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef __BUS1_POOL_H
+#define __BUS1_POOL_H
+
+/**
+ * DOC: Pools
+ *
+ * Every peer has a pool: a shmem file of fixed size (module parameter
+ * pool_size, 256 MiB by default, allocated lazily page by page) that the
+ * peer maps read-only with mmap(2) on its bus1 fd. Writable mappings are
+ * refused and VM_MAYWRITE is cleared, so mprotect() cannot add write access
+ * later. Only the kernel writes into a pool, through the shmem file.
+ *
+ * The pool is cut into slices. A slice is allocated when a message is staged
+ * for the peer; the sender then copies the data straight from its own memory
+ * into the slice (one copy per receiver, no bounce buffer), and the receiver
+ * writes the translated handles and fds behind the data at RECV. A slice is
+ * "in flight" until the receiver dequeues its message; from then on it is
+ * "published" and belongs to the receiver until SLICE_RELEASE (or a reset).
+ *
+ * Allocation is best fit over a tree of free slices ordered by size; all
+ * slices are also on a list ordered by offset, so a freed slice merges with
+ * free neighbours in O(1). Busy slices are in a tree ordered by offset, for
+ * SLICE_RELEASE. Whole pages that become free are punched out of the shmem
+ * file, so a pool only holds memory for what is in use.
+ *
+ * Locking: the pool has no lock of its own. Every function except
+ * bus1_pool_write_iter() and bus1_pool_write_kvec() requires the owning
+ * peer's lock. The write functions only use the file and an offset inside a
+ * slice the caller has allocated and not yet freed, and may run unlocked:
+ * no other user touches that range while the slice is busy. The file itself
+ * lives as long as the peer object (not just until disconnect).
+ */
+
+#include <linux/list.h>
+#include <linux/rbtree.h>
+#include <linux/types.h>
+
+struct file;
+struct iov_iter;
+struct vm_area_struct;
+
+/**
+ * struct bus1_slice - a range of a pool
+ * @entry:	link into the pool's list of all slices, by offset
+ * @rb:	link into the free tree (by size) or the busy tree (by offset)
+ * @offset:	offset in the pool
+ * @size:	size in bytes (a multiple of 8, never 0)
+ * @free:	whether the slice is free
+ * @published:	busy and owned by the receiver (its message was dequeued)
+ */
+struct bus1_slice {
+	struct list_head entry;
+	struct rb_node rb;
+	size_t offset;
+	size_t size;
+	bool free : 1;
+	bool published : 1;
+};
+
+/**
+ * struct bus1_pool - a peer's pool
+ * @f:		the shmem file backing the pool
+ * @size:	its size
+ * @allocated:	bytes in busy slices
+ * @slices:	all slices, ordered by offset
+ * @free_tree:	free slices, ordered by size
+ * @busy_tree:	busy slices, ordered by offset
+ */
+struct bus1_pool {
+	struct file *f;
+	size_t size;
+	size_t allocated;
+	struct list_head slices;
+	struct rb_root free_tree;
+	struct rb_root busy_tree;
+};
+
+extern unsigned long bus1_pool_size;
+
+int bus1_pool_init(struct bus1_pool *pool);
+void bus1_pool_deinit(struct bus1_pool *pool);
+struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size);
+void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice);
+void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice);
+int bus1_pool_release_published(struct bus1_pool *pool, size_t offset);
+void bus1_pool_flush(struct bus1_pool *pool);
+ssize_t bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
+			     size_t offset, struct iov_iter *iter);
+int bus1_pool_write_kvec(struct bus1_pool *pool, struct bus1_slice *slice,
+			 size_t offset, const void *data, size_t len);
+int bus1_pool_mmap(struct bus1_pool *pool, struct vm_area_struct *vma);
+
+#endif /* __BUS1_POOL_H */

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-user accounting: see user.h.
+ */
+
+#include <linux/err.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include "user.h"
+
+static DEFINE_MUTEX(bus1_user_lock);
+static struct rb_root bus1_user_tree = RB_ROOT;
+
+/**
+ * bus1_user_ref_by_uid() - find or create the user object of a uid
+ * @uid:	the uid
+ *
+ * Return: a new reference to the user object, or ERR_PTR(-ENOMEM).
+ */
+struct bus1_user *bus1_user_ref_by_uid(kuid_t uid)
+{
+	struct rb_node **slot, *parent = NULL;
+	struct bus1_user *user;
+
+	mutex_lock(&bus1_user_lock);
+	slot = &bus1_user_tree.rb_node;
+	while (*slot) {
+		parent = *slot;
+		user = rb_entry(parent, struct bus1_user, rb);
+		if (uid_lt(uid, user->uid)) {
+			slot = &parent->rb_left;
+		} else if (uid_gt(uid, user->uid)) {
+			slot = &parent->rb_right;
+		} else {
+			/* drops to zero only under the lock, so this is safe */
+			kref_get(&user->ref);
+			mutex_unlock(&bus1_user_lock);
+			return user;
+		}
+	}
+
+	user = kzalloc(sizeof(*user), GFP_KERNEL);
+	if (!user) {
+		mutex_unlock(&bus1_user_lock);
+		return ERR_PTR(-ENOMEM);
+	}
+	kref_init(&user->ref);
+	user->uid = uid;
+	rb_link_node(&user->rb, parent, slot);
+	rb_insert_color(&user->rb, &bus1_user_tree);
+	mutex_unlock(&bus1_user_lock);
+	return user;
+}
+
+/**
+ * bus1_user_ref() - take a reference
+ * @user:	user object, or NULL
+ *
+ * Return: @user
+ */
+struct bus1_user *bus1_user_ref(struct bus1_user *user)
+{
+	if (user)
+		kref_get(&user->ref);
+	return user;
+}
+
+static void bus1_user_release(struct kref *ref)
+	__releases(&bus1_user_lock)
+{
+	struct bus1_user *user = container_of(ref, struct bus1_user, ref);
+
+	rb_erase(&user->rb, &bus1_user_tree);
+	mutex_unlock(&bus1_user_lock);
+
+	/* every charge must have been returned before the last reference */
+	WARN_ON(atomic64_read(&user->bytes));
+	WARN_ON(atomic64_read(&user->messages));
+	WARN_ON(atomic64_read(&user->handles));
+	WARN_ON(atomic64_read(&user->fds));
+	kfree(user);
+}
+
+/**
+ * bus1_user_unref() - drop a reference
+ * @user:	user object, or NULL
+ *
+ * Return: NULL
+ */
+struct bus1_user *bus1_user_unref(struct bus1_user *user)
+{
+	if (user)
+		kref_put_mutex(&user->ref, bus1_user_release, &bus1_user_lock);
+	return NULL;
+}
+
+static bool bus1_user_add(atomic64_t *counter, u64 n, u64 limit)
+{
+	if (!n)
+		return true;
+	if ((u64)atomic64_add_return(n, counter) <= limit)
+		return true;
+	atomic64_sub(n, counter);
+	return false;
+}
+
+/**
+ * bus1_user_charge() - charge a message to a user
+ * @user:	the sender's user
+ * @charge:	what to charge
+ *
+ * All four counters are charged or none is.
+ *
+ * Return: 0, or -EDQUOT if any counter would exceed its quota.
+ */
+int bus1_user_charge(struct bus1_user *user, const struct bus1_charge *charge)
+{
+	if (!bus1_user_add(&user->bytes, charge->bytes, bus1_quota_bytes))
+		return -EDQUOT;
+	if (!bus1_user_add(&user->messages, charge->messages, bus1_quota_messages))
+		goto err_bytes;
+	if (!bus1_user_add(&user->handles, charge->handles, bus1_quota_handles))
+		goto err_messages;
+	if (!bus1_user_add(&user->fds, charge->fds, bus1_quota_fds))
+		goto err_handles;
+	return 0;
+
+err_handles:
+	atomic64_sub(charge->handles, &user->handles);
+err_messages:
+	atomic64_sub(charge->messages, &user->messages);
+err_bytes:
+	atomic64_sub(charge->bytes, &user->bytes);
+	return -EDQUOT;
+}
+
+/**
+ * bus1_user_uncharge() - return a charge taken with bus1_user_charge()
+ * @user:	the user charged
+ * @charge:	the same charge
+ */
+void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge)
+{
+	WARN_ON(atomic64_sub_return(charge->bytes, &user->bytes) < 0);
+	WARN_ON(atomic64_sub_return(charge->messages, &user->messages) < 0);
+	WARN_ON(atomic64_sub_return(charge->handles, &user->handles) < 0);
+	WARN_ON(atomic64_sub_return(charge->fds, &user->fds) < 0);
+}

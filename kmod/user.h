@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef __BUS1_USER_H
+#define __BUS1_USER_H
+
+/**
+ * DOC: Users and quotas
+ *
+ * A bus1_user is the accounting object of one real uid. Every message in
+ * flight is charged to the real uid of the task that sent it: the bytes of the slice it occupies in the receiver's pool, one
+ * message, and the handles and fds it carries. The charge is taken per
+ * destination when the message is staged and lifted when the receiver takes
+ * the message off its queue (RECV without PEEK, reset, disconnect) - not when
+ * the receiver frees the slice, so a receiver cannot make a sender's quota
+ * depend on its own diligence beyond the queue.
+ *
+ * Users live in a global rb-tree keyed by kuid, protected by a mutex that is
+ * only taken to look up, insert and remove users. A peer keeps the user of
+ * its opener, so the send path only looks a user up when the sending task's
+ * uid differs from the opener's. The counters are atomics: charging is lock-free.
+ */
+
+#include <linux/atomic.h>
+#include <linux/kref.h>
+#include <linux/rbtree.h>
+#include <linux/types.h>
+#include <linux/uidgid.h>
+
+/**
+ * struct bus1_charge - what one queued message costs its sender's user
+ * @bytes:	pool bytes (the size of the slice)
+ * @messages:	number of messages (0 or 1)
+ * @handles:	number of handles carried
+ * @fds:	number of fds carried
+ */
+struct bus1_charge {
+	u64 bytes;
+	u64 messages;
+	u64 handles;
+	u64 fds;
+};
+
+/**
+ * struct bus1_user - accounting object of one uid
+ * @ref:	reference count
+ * @uid:	the uid
+ * @rb:	link into the global user tree
+ * @bytes:	pool bytes in flight
+ * @messages:	messages in flight
+ * @handles:	handles in flight
+ * @fds:	fds in flight
+ */
+struct bus1_user {
+	struct kref ref;
+	kuid_t uid;
+	struct rb_node rb;
+	atomic64_t bytes;
+	atomic64_t messages;
+	atomic64_t handles;
+	atomic64_t fds;
+};
+
+/* Quota defaults, module parameters (main.c). */
+extern unsigned long bus1_quota_bytes;
+extern unsigned int bus1_quota_messages;
+extern unsigned int bus1_quota_handles;
+extern unsigned int bus1_quota_fds;
+
+struct bus1_user *bus1_user_ref_by_uid(kuid_t uid);
+struct bus1_user *bus1_user_ref(struct bus1_user *user);
+struct bus1_user *bus1_user_unref(struct bus1_user *user);
+int bus1_user_charge(struct bus1_user *user, const struct bus1_charge *charge);
+void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge);
+
+#endif /* __BUS1_USER_H */

@@ -1,0 +1,240 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""A raw D-Bus client over a unix socket, for tests that need to misbehave
+(garbage, oversized messages, fd floods, never reading) or to control the
+SASL negotiation. Little-endian only; bodies of 's', 'u' and 'h' values."""
+
+import array
+import os
+import socket
+import struct
+
+FIELD_PATH, FIELD_INTERFACE, FIELD_MEMBER, FIELD_ERROR_NAME = 1, 2, 3, 4
+FIELD_REPLY_SERIAL, FIELD_DESTINATION, FIELD_SENDER, FIELD_SIGNATURE = 5, 6, 7, 8
+FIELD_UNIX_FDS = 9
+FIELD_TYPES = {1: "o", 2: "s", 3: "s", 4: "s", 5: "u", 6: "s", 7: "s", 8: "g", 9: "u"}
+METHOD_CALL, METHOD_RETURN, ERROR, SIGNAL = 1, 2, 3, 4
+
+
+def socket_path(address):
+    for entry in address.split(";"):
+        if not entry.startswith("unix:"):
+            continue
+        kv = dict(p.split("=", 1) for p in entry[5:].split(","))
+        if "path" in kv:
+            return kv["path"]
+        if "abstract" in kv:
+            return "\0" + kv["abstract"]
+    raise ValueError("no unix path in " + address)
+
+
+def _pad(buf, align):
+    while len(buf) % align:
+        buf.append(0)
+
+
+def _put(buf, t, v):
+    if t in "s o":
+        _pad(buf, 4)
+        b = v.encode()
+        buf += struct.pack("<I", len(b)) + b + b"\0"
+    elif t == "g":
+        b = v.encode()
+        buf += struct.pack("<B", len(b)) + b + b"\0"
+    elif t in "uh":
+        _pad(buf, 4)
+        buf += struct.pack("<I", v)
+    elif t == "i":
+        _pad(buf, 4)
+        buf += struct.pack("<i", v)
+    else:
+        raise ValueError(t)
+
+
+def marshal(mtype, serial, fields, sig="", args=(), flags=0, body=None):
+    """Build a message. @fields maps FIELD_* to values; SIGNATURE is added."""
+    if body is None:
+        b = bytearray()
+        for t, v in zip(sig, args):
+            _put(b, t, v)
+        body = bytes(b)
+    fields = dict(fields)
+    if sig:
+        fields[FIELD_SIGNATURE] = sig
+    h = bytearray(b"l" + bytes([mtype, flags, 1]) + struct.pack("<II", len(body), serial))
+    fa = bytearray()
+    for code in sorted(fields):
+        _pad(fa, 8)
+        t = FIELD_TYPES[code]
+        fa.append(code)
+        fa += bytes([1]) + t.encode() + b"\0"
+        # value alignment is relative to the message start (offset 16 + len(fa))
+        tmp = bytearray(16 + len(fa))
+        _put(tmp, t, fields[code])
+        fa += tmp[16 + len(fa):]
+    h += struct.pack("<I", len(fa)) + fa
+    _pad(h, 8)
+    return bytes(h) + body
+
+
+def _get_str(data, pos):
+    pos = (pos + 3) & ~3
+    n = struct.unpack_from("<I", data, pos)[0]
+    return data[pos + 4:pos + 4 + n].decode(), pos + 4 + n + 1
+
+
+def parse(data):
+    """Parse a little- or big-endian message: (type, flags, serial, fields, body)."""
+    e = "<" if data[0:1] == b"l" else ">"
+    mtype, flags = data[1], data[2]
+    blen, serial, flen = struct.unpack_from(e + "III", data, 4)
+    fields = {}
+    pos = 16
+    end = 16 + flen
+    while pos < end:
+        pos = (pos + 7) & ~7
+        code = data[pos]
+        slen = data[pos + 1]
+        t = data[pos + 2:pos + 2 + slen].decode()
+        pos += 3 + slen
+        if t in "so":
+            pos = (pos + 3) & ~3
+            n = struct.unpack_from(e + "I", data, pos)[0]
+            fields[code] = data[pos + 4:pos + 4 + n].decode()
+            pos += 4 + n + 1
+        elif t == "g":
+            n = data[pos]
+            fields[code] = data[pos + 1:pos + 1 + n].decode()
+            pos += 2 + n
+        elif t == "u":
+            pos = (pos + 3) & ~3
+            fields[code] = struct.unpack_from(e + "I", data, pos)[0]
+            pos += 4
+        else:
+            raise ValueError("field type " + t)
+    bstart = (end + 7) & ~7
+    return mtype, flags, serial, fields, data[bstart:bstart + blen]
+
+
+def body_strings(body):
+    """All top-level strings of a body made only of strings."""
+    out, pos = [], 0
+    while pos < len(body):
+        s, pos = _get_str(body, pos)
+        out.append(s)
+    return out
+
+
+class Raw:
+    def __init__(self, address=None, negotiate_fds=True, hello=True, auth=True):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(5)
+        self.sock.connect(socket_path(address or os.environ["DBUS_SESSION_BUS_ADDRESS"]))
+        self.serial = 0
+        self.buf = b""
+        self.fds = []
+        self.name = None
+        if not auth:
+            return
+        uid = str(os.getuid()).encode().hex().encode()
+        self.sock.sendall(b"\0AUTH EXTERNAL " + uid + b"\r\n")
+        line = self._line()
+        assert line.startswith(b"OK "), line
+        self.guid = line[3:].decode()
+        if negotiate_fds:
+            self.sock.sendall(b"NEGOTIATE_UNIX_FD\r\n")
+            assert self._line() == b"AGREE_UNIX_FD", "no fd passing"
+        self.sock.sendall(b"BEGIN\r\n")
+        if hello:
+            self.call("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                      "org.freedesktop.DBus", "Hello")
+            reply = self.wait_reply(self.serial)
+            self.name = body_strings(reply[4])[0]
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            d = self.sock.recv(4096)
+            if not d:
+                raise EOFError
+            self.buf += d
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def send_raw(self, data, fds=()):
+        if fds:
+            self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                        array.array("i", fds))])
+        else:
+            self.sock.sendall(data)
+
+    def next_serial(self):
+        self.serial += 1
+        return self.serial
+
+    def call(self, dest, path, iface, member, sig="", args=(), flags=0, fds=()):
+        fields = {FIELD_PATH: path, FIELD_MEMBER: member}
+        if dest:
+            fields[FIELD_DESTINATION] = dest
+        if iface:
+            fields[FIELD_INTERFACE] = iface
+        if fds:
+            fields[FIELD_UNIX_FDS] = len(fds)
+        m = marshal(METHOD_CALL, self.next_serial(), fields, sig, args, flags)
+        self.send_raw(m, fds)
+        return self.serial
+
+    def signal(self, path, iface, member, sig="", args=(), dest=None, fds=()):
+        fields = {FIELD_PATH: path, FIELD_INTERFACE: iface, FIELD_MEMBER: member}
+        if dest:
+            fields[FIELD_DESTINATION] = dest
+        if fds:
+            fields[FIELD_UNIX_FDS] = len(fds)
+        self.send_raw(marshal(SIGNAL, self.next_serial(), fields, sig, args), fds)
+        return self.serial
+
+    def recv(self, timeout=5):
+        """Next message as parse() tuple; raises EOFError if the bus closed."""
+        self.sock.settimeout(timeout)
+        while True:
+            if len(self.buf) >= 16:
+                e = "<" if self.buf[0:1] == b"l" else ">"
+                blen, _, flen = struct.unpack_from(e + "III", self.buf, 4)
+                total = ((16 + flen + 7) & ~7) + blen
+                if len(self.buf) >= total:
+                    data, self.buf = self.buf[:total], self.buf[total:]
+                    return parse(data)
+            msg, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(253 * 4))
+            for level, typ, cdata in anc:
+                if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                    a = array.array("i")
+                    a.frombytes(cdata[:len(cdata) - len(cdata) % 4])
+                    self.fds.extend(a)
+            if not msg:
+                raise EOFError("bus closed the connection")
+            self.buf += msg
+
+    def wait_reply(self, serial, timeout=5):
+        while True:
+            m = self.recv(timeout)
+            if m[0] in (METHOD_RETURN, ERROR) and m[3].get(FIELD_REPLY_SERIAL) == serial:
+                return m
+
+    def is_closed(self, timeout=5):
+        """True once the bus closed the connection (drains pending input)."""
+        try:
+            while True:
+                self.recv(timeout)
+        except EOFError:
+            return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.sock.close()
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds = []

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * conf/service.c: .service key files and the service-directory scan.
+ */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf/config.h"
+#include "test.h"
+
+static struct bus_service *parse_ok(const char *text)
+{
+	struct bus_service *s = NULL;
+	char *err = NULL;
+	int r;
+
+	r = bus_service_parse_buffer(&s, text, strlen(text), "x.service", &err);
+	if (r)
+		fprintf(stderr, "unexpected failure %d: %s\n--- input:\n%s\n", r, err ? err : "",
+			text);
+	ASSERT(r == 0 && s);
+	free(err);
+	return s;
+}
+
+static void parse_err(const char *text, size_t len, const char *want)
+{
+	struct bus_service *s = NULL;
+	char *err = NULL;
+	int r;
+
+	r = bus_service_parse_buffer(&s, text, len, "x.service", &err);
+	CHECK_INT(r, BUS_CONFIG_E_INVALID);
+	CHECK(s == NULL);
+	CHECK_STR(err, want);
+	free(err);
+	bus_service_free(s);
+}
+
+static void test_parse(void)
+{
+	struct bus_service *s;
+	char *big;
+
+	s = parse_ok("# comment\n"
+		     "\n"
+		     "[D-BUS Service]\n"
+		     "Name=org.example.Foo\n"
+		     "Exec=/usr/bin/foo --arg=1\\s2 \\\\x\n"
+		     "User = nobody\n"
+		     "SystemdService=foo.service\n"
+		     "AssumedAppArmorLabel=foo_t\n"
+		     "Name=org.example.Ignored\n"	/* first occurrence wins */
+		     "Name[de]=Localized\n"		/* locale keys are skipped */
+		     "X-Unknown=whatever\n"
+		     "\t  \n"
+		     "[Other Group]\n"
+		     "Exec=/not/this\n"
+		     "[D-BUS Service]\n"			/* a second group of the same name is ignored */
+		     "User=not-this\n");
+	CHECK_STR(s->path, "x.service");
+	CHECK_STR(s->name, "org.example.Foo");
+	CHECK_STR(s->exec, "/usr/bin/foo --arg=1 2 \\x");
+	CHECK_STR(s->user, "nobody");
+	CHECK_STR(s->systemd_service, "foo.service");
+	CHECK_STR(s->apparmor_label, "foo_t");
+	bus_service_free(s);
+
+	/* minimal, CRLF line ends, no final newline */
+	s = parse_ok("[D-BUS Service]\r\nName=a.b\r\nExec=/bin/true");
+	CHECK_STR(s->name, "a.b");
+	CHECK_STR(s->exec, "/bin/true");
+	CHECK(s->user == NULL && s->systemd_service == NULL && s->apparmor_label == NULL);
+	bus_service_free(s);
+
+	s = parse_ok("[D-BUS Service]\nName=org._x-y.Z9\nExec=\\t\\n\\r\n");
+	CHECK_STR(s->exec, "\t\n\r");
+	bus_service_free(s);
+
+#define E(text, msg) parse_err(text, strlen(text), msg)
+	E("", "x.service: No [D-BUS Service] group in .service file");
+	E("[Other]\nName=a.b\nExec=/x\n", "x.service: No [D-BUS Service] group in .service file");
+	E("Name=a.b\n", "x.service:1: invalid service file: key=value before [Section]");
+	E("[D-BUS Service]\nExec=/x\n", "x.service: No \"Name\" key in .service file");
+	E("[D-BUS Service]\nName=a.b\n", "x.service: No \"Exec\" key in .service file");
+	E("[D-BUS Service]\nName=ab\nExec=/x\n",
+	  "x.service: Name=\"ab\" is not a valid well-known bus name");
+	E("[D-BUS Service]\nName=:1.2\nExec=/x\n",
+	  "x.service: Name=\":1.2\" is not a valid well-known bus name");
+	E("[D-BUS Service]\nName=a.2b\nExec=/x\n",
+	  "x.service: Name=\"a.2b\" is not a valid well-known bus name");
+	E("[D-BUS Service]\nName=a..b\nExec=/x\n",
+	  "x.service: Name=\"a..b\" is not a valid well-known bus name");
+	E("[D-BUS Service\nName=a.b\n", "x.service:1: Invalid syntax for section header");
+	E("[]\n", "x.service:1: Invalid syntax for section header");
+	E("[D-BUS\tService]\n", "x.service:1: Invalid characters in section name");
+	E("[D-BUS Service]\n=value\n", "x.service:2: Empty key name");
+	E("[D-BUS Service]\nName\n", "x.service:2: No '=' in key/value pair");
+	E("[D-BUS Service]\nNa me=a.b\n", "x.service:2: Invalid characters in key name");
+	E("[D-BUS Service]\nName=a.b\nExec=/x\\q\n",
+	  "x.service:3: Text to be unescaped had invalid escape sequence");
+	E("[D-BUS Service]\n\nName=a.b\\\n", "x.service:3: Text to be unescaped ended in \\");
+	E("[D-BUS Service]\nName=\xff\n", "x.service: invalid UTF-8");
+	E("[D-BUS Service]\nName=\xc0\xaf\n", "x.service: invalid UTF-8");
+	parse_err("[D-BUS Service]\nName=a\0.b\nExec=/x\n", 28,
+		  "x.service:2: Text to be unescaped contains embedded nul");
+#undef E
+
+	big = malloc(200 * 1024);
+	ASSERT(big);
+	memset(big, '#', 200 * 1024);
+	parse_err(big, 200 * 1024, "x.service: Service file is too large (204800 bytes)");
+	free(big);
+
+	{
+		struct bus_service *t = NULL;
+		char *err = NULL;
+
+		CHECK_INT(bus_service_parse_file(&t, "/nonexistent/a.service", &err),
+			  BUS_CONFIG_E_INVALID);
+		CHECK_STR(err, "/nonexistent/a.service: Failed to open \"/nonexistent/a.service\": No such file or directory");
+		free(err);
+	}
+}
+
+static void add_dir(struct list_node *dirs, const char *path, unsigned int flags)
+{
+	size_t n = strlen(path);
+	struct bus_config_servicedir *d = malloc(sizeof(*d) + n + 1);
+
+	ASSERT(d);
+	d->flags = flags;
+	memcpy(d->path, path, n + 1);
+	list_append(dirs, &d->link);
+}
+
+static unsigned int n_warn;
+static void on_warn(void *userdata, const char *msg)
+{
+	(void)userdata;
+	(void)msg;
+	n_warn++;
+}
+
+static void test_scan(const char *data)
+{
+	struct list_node dirs = LIST_INIT(dirs);
+	struct bus_services *services = NULL;
+	const struct bus_service *s;
+	struct bus_config_string *w;
+	char *p;
+	int r, n;
+
+	ASSERT(asprintf(&p, "%s/svc1", data) > 0);
+	add_dir(&dirs, p, 0);
+	free(p);
+	add_dir(&dirs, "/nonexistent/services", 0);
+	ASSERT(asprintf(&p, "%s/svc2", data) > 0);
+	add_dir(&dirs, p, 0);
+	free(p);
+	ASSERT(asprintf(&p, "%s/svc-strict", data) > 0);
+	add_dir(&dirs, p, BUS_CONFIG_SERVICEDIR_STRICT_NAMING | BUS_CONFIG_SERVICEDIR_NO_WATCH);
+	free(p);
+
+	r = bus_services_load(&services, &dirs, on_warn, NULL);
+	ASSERT(r == 0);
+	/* One, Two (svc1 wins over svc2), Three (misnamed but not strict), Strict */
+	CHECK_INT(services->n_services, 4);
+	CHECK_STR(bus_services_get(services, 0)->name, "org.example.One");
+	CHECK_STR(bus_services_get(services, 1)->name, "org.example.Strict");
+	CHECK_STR(bus_services_get(services, 2)->name, "org.example.Three");
+	CHECK_STR(bus_services_get(services, 3)->name, "org.example.Two");
+	CHECK(bus_services_get(services, 4) == NULL);
+
+	s = bus_services_lookup(services, "org.example.Two");
+	ASSERT(s);
+	CHECK_STR(s->exec, "/usr/bin/two-from-svc1");
+	CHECK(strstr(s->path, "/svc1/org.example.Two.service") != NULL);
+	s = bus_services_lookup(services, "org.example.One");
+	ASSERT(s);
+	CHECK_STR(s->user, "nobody");
+	CHECK_STR(s->exec, "/usr/bin/one --flag");
+	s = bus_services_lookup(services, "org.example.Three");
+	ASSERT(s);
+	CHECK_STR(s->systemd_service, "three.service");
+	CHECK_STR(s->apparmor_label, "unconfined");
+	CHECK(bus_services_lookup(services, "org.example.Wrong") == NULL);
+	CHECK(bus_services_lookup(services, "org.example.Ignored") == NULL);
+	CHECK(bus_services_lookup(services, "org.example.Zzz") == NULL);
+	CHECK(bus_services_lookup(services, "a.a") == NULL);
+
+	/* broken.service, the duplicate Two, the misnamed file in the strict dir */
+	n = 0;
+	list_for_each_entry(w, &services->warnings, link) {
+		if (strstr(w->str, "/svc1/broken.service: No \"Name\" key in .service file"))
+			n |= 1;
+		else if (strstr(w->str, "/svc2/org.example.Two.service: Service org.example.Two already exists"))
+			n |= 2;
+		else if (strstr(w->str, "/svc-strict/wrong-name.service\" should have been named \"org.example.Wrong.service\": not loading it"))
+			n |= 4;
+		else
+			fprintf(stderr, "unexpected warning: %s\n", w->str);
+	}
+	CHECK_INT(n, 7);
+	CHECK_INT(n_warn, 3);
+	bus_services_free(services);
+
+	/* nothing to scan */
+	bus_config_servicedirs_clear(&dirs);
+	r = bus_services_load(&services, &dirs, NULL, NULL);
+	ASSERT(r == 0);
+	CHECK_INT(services->n_services, 0);
+	CHECK(bus_services_lookup(services, "a.b") == NULL);
+	bus_services_free(services);
+}
+
+/* The service files installed on this machine all parse, for either bus. */
+static void test_installed(bool system)
+{
+	struct list_node dirs = LIST_INIT(dirs);
+	struct bus_services *services = NULL;
+	struct bus_config_string *w;
+
+	if (system)
+		ASSERT(bus_config_standard_system_servicedirs(&dirs) == 0);
+	else
+		ASSERT(bus_config_standard_session_servicedirs(&dirs) == 0);
+	ASSERT(bus_services_load(&services, &dirs, NULL, NULL) == 0);
+	list_for_each_entry(w, &services->warnings, link)
+		fprintf(stderr, "warning on installed files: %s\n", w->str);
+	CHECK(list_is_empty(&services->warnings));
+	printf("installed activatable names (%s bus): %zu\n", system ? "system" : "session",
+	       services->n_services);
+	if (system &&
+	    access("/usr/share/dbus-1/system-services/org.freedesktop.login1.service", F_OK) == 0) {
+		const struct bus_service *s = bus_services_lookup(services,
+								  "org.freedesktop.login1");
+
+		CHECK(s != NULL);
+		if (s) {
+			CHECK_STR(s->systemd_service, "dbus-org.freedesktop.login1.service");
+			CHECK_STR(s->user, "root");
+			CHECK_STR(s->exec, "/bin/false");
+		}
+	}
+	bus_services_free(services);
+	bus_config_servicedirs_clear(&dirs);
+}
+
+int main(int argc, char **argv)
+{
+	const char *data = argc > 1 ? argv[1] : TEST_DATA_DIR;
+
+	test_parse();
+	test_scan(data);
+	test_installed(true);
+	test_installed(false);
+	return test_result("test-service");
+}

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Tests of D-Bus address parsing, escaping, listening and connecting.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "dbus-compat/address.h"
+
+#define ASSERT(x)                                                                  \
+	do {                                                                       \
+		if (!(x)) {                                                        \
+			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
+				__FILE__, __LINE__, __func__, #x);                 \
+			abort();                                                   \
+		}                                                                  \
+	} while (0)
+
+static const char guid[] = "0123456789abcdef0123456789ABCDEF";
+
+static void expect_one(const char *str, enum address_kind kind, const char *value,
+		       const char *g)
+{
+	struct address_list l;
+	char *err = NULL;
+	int r;
+
+	r = address_list_parse(&l, str, &err);
+	if (r)
+		fprintf(stderr, "parse '%s': %d %s\n", str, r, err ? err : "");
+	ASSERT(r == 0);
+	ASSERT(!err);
+	ASSERT(l.n_entries == 1);
+	ASSERT(l.entries[0].kind == kind);
+	if (value)
+		ASSERT(l.entries[0].value && !strcmp(l.entries[0].value, value));
+	else
+		ASSERT(!l.entries[0].value);
+	if (g)
+		ASSERT(l.entries[0].guid && !strcmp(l.entries[0].guid, g));
+	else
+		ASSERT(!l.entries[0].guid);
+	address_list_deinit(&l);
+}
+
+/* Parse must fail with ADDRESS_E_INVALID and a message containing @needle. */
+static void expect_error(const char *str, const char *needle)
+{
+	struct address_list l;
+	char *err = NULL;
+	int r;
+
+	r = address_list_parse(&l, str, &err);
+	if (r != ADDRESS_E_INVALID || !err || (needle && !strstr(err, needle)))
+		fprintf(stderr, "parse '%s': r=%d err='%s' (wanted '%s')\n", str, r,
+			err ? err : "(null)", needle ? needle : "");
+	ASSERT(r == ADDRESS_E_INVALID);
+	ASSERT(err);
+	if (needle)
+		ASSERT(strstr(err, needle));
+	free(err);
+	address_list_deinit(&l);
+}
+
+static void test_parse(void)
+{
+	struct address_list l;
+	char buf[256];
+
+	expect_one("unix:path=/tmp/dbus-test", ADDRESS_UNIX_PATH, "/tmp/dbus-test", NULL);
+	expect_one("unix:abstract=/tmp/dbus-abc", ADDRESS_UNIX_ABSTRACT, "/tmp/dbus-abc", NULL);
+	expect_one("unix:tmpdir=/tmp", ADDRESS_UNIX_TMPDIR, "/tmp", NULL);
+	expect_one("unix:dir=/run/x", ADDRESS_UNIX_DIR, "/run/x", NULL);
+	expect_one("unix:runtime=yes", ADDRESS_UNIX_RUNTIME, NULL, NULL);
+	snprintf(buf, sizeof(buf), "unix:path=/a,guid=%s", guid);
+	expect_one(buf, ADDRESS_UNIX_PATH, "/a", guid);
+	snprintf(buf, sizeof(buf), "unix:guid=%s,abstract=x", guid);
+	expect_one(buf, ADDRESS_UNIX_ABSTRACT, "x", guid);
+	/* Escapes, optionally-escaped bytes escaped anyway, upper/lower hex. */
+	expect_one("unix:path=/tmp/a%20b%2cc%3Bd%3de", ADDRESS_UNIX_PATH, "/tmp/a b,c;d=e", NULL);
+	expect_one("unix:path=%2F%74mp", ADDRESS_UNIX_PATH, "/tmp", NULL);
+	expect_one("unix:path=/a-b_c.d\\e*f", ADDRESS_UNIX_PATH, "/a-b_c.d\\e*f", NULL);
+	expect_one("unix:path=%c3%a4", ADDRESS_UNIX_PATH, "\xc3\xa4", NULL);
+	/* Empty entries are skipped. */
+	expect_one(";unix:path=/a;;", ADDRESS_UNIX_PATH, "/a", NULL);
+
+	/* Several addresses in order. */
+	ASSERT(address_list_parse(&l, "unix:path=/a;unix:abstract=b;unix:tmpdir=/tmp", NULL) == 0);
+	ASSERT(l.n_entries == 3);
+	ASSERT(l.entries[0].kind == ADDRESS_UNIX_PATH && !strcmp(l.entries[0].value, "/a"));
+	ASSERT(l.entries[1].kind == ADDRESS_UNIX_ABSTRACT && !strcmp(l.entries[1].value, "b"));
+	ASSERT(l.entries[2].kind == ADDRESS_UNIX_TMPDIR && !strcmp(l.entries[2].value, "/tmp"));
+	address_list_deinit(&l);
+	address_list_deinit(&l);
+}
+
+static void test_parse_errors(void)
+{
+	/* Unsupported transports are named. */
+	expect_error("tcp:host=localhost,port=1234", "'tcp:'");
+	expect_error("nonce-tcp:host=localhost,port=1,noncefile=/x", "'nonce-tcp:'");
+	expect_error("launchd:env=DBUS_LAUNCHD_SESSION_BUS_SOCKET", "'launchd:'");
+	expect_error("systemd:", "'systemd:'");
+	expect_error("autolaunch:", "'autolaunch:'");
+	expect_error("unixexec:path=/bin/true", "'unixexec:'");
+	expect_error("frobnicate:x=y", "unknown transport 'frobnicate:'");
+	/* An error in any entry fails the list. */
+	expect_error("unix:path=/a;tcp:host=x", "'tcp:'");
+
+	expect_error("", "empty address");
+	expect_error(";;", "empty address");
+	expect_error("unix", "missing ':'");
+	expect_error(":path=/a", "empty transport");
+	expect_error("unix:", "needs one of");
+	expect_error("unix:guid=0123456789abcdef0123456789abcdef", "needs one of");
+	expect_error("unix:path", "not key=value");
+	expect_error("unix:=x", "empty key");
+	expect_error("unix:path=", "empty value");
+	expect_error("unix:path=/a,", "trailing ','");
+	expect_error("unix:path=/a,,abstract=b", "empty key=value");
+	expect_error("unix:path=/a,path=/b", "duplicate key 'path'");
+	expect_error("unix:path=/a,abstract=b", "conflicting keys");
+	expect_error("unix:tmpdir=/tmp,dir=/tmp", "conflicting keys");
+	expect_error("unix:runtime=yes,path=/a", "conflicting keys");
+	expect_error("unix:foo=bar", "unknown key 'foo'");
+	expect_error("unix:path=/a b", "invalid escaping");
+	expect_error("unix:path=/a,b", "not key=value");
+	expect_error("unix:path=/a=b", "invalid escaping");
+	expect_error("unix:path=%zz", "invalid escaping");
+	expect_error("unix:path=%4", "invalid escaping");
+	expect_error("unix:path=abc%", "invalid escaping");
+	expect_error("unix:path=/a%00b", "NUL");
+	expect_error("unix:runtime=no", "'yes'");
+	expect_error("unix:path=/a,guid=abc", "guid=");
+	expect_error("unix:path=/a,guid=0123456789abcdef0123456789abcdeg", "guid=");
+	expect_error("unix:path=/a,guid=0123456789abcdef0123456789abcdef,guid="
+		     "0123456789abcdef0123456789abcdef", "duplicate key 'guid'");
+
+	/* errorp may be NULL. */
+	{
+		struct address_list l;
+
+		ASSERT(address_list_parse(&l, "tcp:", NULL) == ADDRESS_E_INVALID);
+		address_list_deinit(&l);
+	}
+}
+
+static void test_escape(void)
+{
+	char all[256], *esc, *back;
+	size_t n, i;
+
+	for (i = 0; i < 256; i++)
+		all[i] = (char)i;
+	esc = address_escape(all, 256);
+	ASSERT(esc);
+	/* Only optionally-escaped bytes and escapes remain. */
+	for (i = 0; esc[i]; i++)
+		ASSERT(strchr("-_/.\\*%", esc[i]) || (esc[i] >= '0' && esc[i] <= '9') ||
+		       (esc[i] >= 'a' && esc[i] <= 'z') || (esc[i] >= 'A' && esc[i] <= 'Z'));
+	ASSERT(address_unescape(esc, strlen(esc), &back, &n) == 0);
+	ASSERT(n == 256 && !memcmp(back, all, 256));
+	free(back);
+	free(esc);
+
+	esc = address_escape("/tmp/dbus-AZaz09_-.\\*", 21);
+	ASSERT(!strcmp(esc, "/tmp/dbus-AZaz09_-.\\*"));
+	free(esc);
+	esc = address_escape("a b,c;d=e%", 10);
+	ASSERT(!strcmp(esc, "a%20b%2cc%3bd%3de%25"));
+	free(esc);
+	esc = address_escape("", 0);
+	ASSERT(esc && !strcmp(esc, ""));
+	free(esc);
+
+	ASSERT(address_unescape("a%2", 3, &back, NULL) == ADDRESS_E_INVALID);
+	ASSERT(address_unescape("a,b", 3, &back, NULL) == ADDRESS_E_INVALID);
+	ASSERT(address_unescape("%41%42", 6, &back, &n) == 0);
+	ASSERT(n == 2 && !strcmp(back, "AB"));
+	free(back);
+
+	/* Escaped arbitrary path parses back to the same path. */
+	{
+		const char *path = "/tmp/odd name,with;chars=and%percent";
+		char buf[256];
+		struct address_list l;
+
+		esc = address_escape(path, strlen(path));
+		snprintf(buf, sizeof(buf), "unix:path=%s", esc);
+		ASSERT(address_list_parse(&l, buf, NULL) == 0);
+		ASSERT(!strcmp(l.entries[0].value, path));
+		address_list_deinit(&l);
+		free(esc);
+	}
+}
+
+static void test_guid(void)
+{
+	char a[ADDRESS_GUID_LEN + 1], b[ADDRESS_GUID_LEN + 1];
+	size_t i;
+
+	ASSERT(address_generate_guid(a) == 0);
+	ASSERT(address_generate_guid(b) == 0);
+	ASSERT(strlen(a) == ADDRESS_GUID_LEN);
+	for (i = 0; i < ADDRESS_GUID_LEN; i++)
+		ASSERT((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f'));
+	ASSERT(strcmp(a, b));
+}
+
+/* Listen on @str, check the printed address, connect to it, accept. */
+static void listen_connect(const char *str, const char *expect_prefix, bool expect_unlink)
+{
+	struct address_list l, c;
+	char *connectable = NULL, *unlink_path = NULL, *err = NULL, g[ADDRESS_GUID_LEN + 1];
+	int lfd, cfd, afd, r;
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	ASSERT(address_generate_guid(g) == 0);
+	ASSERT(address_list_parse(&l, str, NULL) == 0);
+	r = address_listen(&l.entries[0], g, &lfd, &connectable, &unlink_path, &err);
+	if (r)
+		fprintf(stderr, "listen %s: %d %s\n", str, r, err ? err : "");
+	ASSERT(r == 0);
+	printf("# listen %s -> %s\n", str, connectable);
+	ASSERT(!strncmp(connectable, expect_prefix, strlen(expect_prefix)));
+	ASSERT(strstr(connectable, ",guid=") && !strcmp(strstr(connectable, ",guid=") + 6, g));
+	ASSERT((unlink_path != NULL) == expect_unlink);
+	ASSERT(fcntl(lfd, F_GETFD) & FD_CLOEXEC);
+	ASSERT(fcntl(lfd, F_GETFL) & O_NONBLOCK);
+
+	/* The printed address is parseable and connectable. */
+	ASSERT(address_list_parse(&c, connectable, NULL) == 0);
+	ASSERT(c.n_entries == 1);
+	ASSERT(c.entries[0].guid && !strcmp(c.entries[0].guid, g));
+	ASSERT(address_connect(&c.entries[0], &cfd) == 0);
+	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ASSERT(afd >= 0);
+	ASSERT(getsockopt(afd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0);
+	ASSERT(uc.pid == getpid());
+	ASSERT(write(cfd, "x", 1) == 1);
+	{
+		char ch = 0;
+
+		ASSERT(read(afd, &ch, 1) == 1 && ch == 'x');
+	}
+	if (unlink_path) {
+		struct stat st;
+
+		ASSERT(stat(unlink_path, &st) == 0 && S_ISSOCK(st.st_mode));
+		ASSERT(unlink(unlink_path) == 0);
+	}
+	close(afd);
+	close(cfd);
+	close(lfd);
+	free(connectable);
+	free(unlink_path);
+	address_list_deinit(&c);
+	address_list_deinit(&l);
+}
+
+static void test_listen(void)
+{
+	char dir[] = "/tmp/test-address-XXXXXX", buf[256], abs_name[64];
+	struct address_list l;
+	char *connectable = NULL, *unlink_path = NULL, *err = NULL;
+	int lfd, lfd2, fd;
+
+	ASSERT(mkdtemp(dir));
+
+	snprintf(buf, sizeof(buf), "unix:path=%s/sock", dir);
+	snprintf(abs_name, sizeof(abs_name), "unix:path=%s/sock,guid=", dir);
+	listen_connect(buf, abs_name, true);
+
+	/* A directory name that needs escaping. */
+	{
+		char sub[200], esc_prefix[256];
+
+		snprintf(sub, sizeof(sub), "%s/a b,c", dir);
+		ASSERT(mkdir(sub, 0700) == 0);
+		snprintf(buf, sizeof(buf), "unix:dir=%s/a%%20b%%2cc", dir);
+		snprintf(esc_prefix, sizeof(esc_prefix), "unix:path=%s/a%%20b%%2cc/dbus-", dir);
+		listen_connect(buf, esc_prefix, true);
+		ASSERT(rmdir(sub) == 0);
+	}
+
+	snprintf(buf, sizeof(buf), "unix:tmpdir=%s", dir);
+	snprintf(abs_name, sizeof(abs_name), "unix:path=%s/dbus-", dir);
+	listen_connect(buf, abs_name, true);
+
+	snprintf(abs_name, sizeof(abs_name), "unix:abstract=/test-address/%d", (int)getpid());
+	listen_connect(abs_name, abs_name, false);
+
+	setenv("XDG_RUNTIME_DIR", dir, 1);
+	snprintf(abs_name, sizeof(abs_name), "unix:path=%s/bus,guid=", dir);
+	listen_connect("unix:runtime=yes", abs_name, true);
+	unsetenv("XDG_RUNTIME_DIR");
+	ASSERT(address_list_parse(&l, "unix:runtime=yes", NULL) == 0);
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, &err) ==
+	       ADDRESS_E_UNUSABLE);
+	ASSERT(err && strstr(err, "XDG_RUNTIME_DIR"));
+	free(err);
+	err = NULL;
+	/* Listen-only kinds cannot be connected to. */
+	ASSERT(address_connect(&l.entries[0], &fd) == ADDRESS_E_UNUSABLE);
+	address_list_deinit(&l);
+
+	/* A path somebody listens on is refused; a stale one is replaced. */
+	snprintf(buf, sizeof(buf), "unix:path=%s/live", dir);
+	ASSERT(address_list_parse(&l, buf, NULL) == 0);
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, &unlink_path, NULL) == 0);
+	ASSERT(!strstr(connectable, "guid="));
+	free(connectable);
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd2, &connectable, NULL, &err) ==
+	       ADDRESS_E_UNUSABLE);
+	ASSERT(err && strstr(err, "in use"));
+	free(err);
+	err = NULL;
+	close(lfd); /* now the file is stale */
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd2, &connectable, NULL, NULL) == 0);
+	ASSERT(address_connect(&l.entries[0], &fd) == 0);
+	close(fd);
+	close(lfd2);
+	free(connectable);
+	ASSERT(unlink(unlink_path) == 0);
+	free(unlink_path);
+	address_list_deinit(&l);
+
+	/* A regular file in the way is not deleted. */
+	snprintf(buf, sizeof(buf), "%s/file", dir);
+	fd = open(buf, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	ASSERT(fd >= 0);
+	close(fd);
+	snprintf(buf, sizeof(buf), "unix:path=%s/file", dir);
+	ASSERT(address_list_parse(&l, buf, NULL) == 0);
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, NULL) ==
+	       ADDRESS_E_UNUSABLE);
+	snprintf(buf, sizeof(buf), "%s/file", dir);
+	ASSERT(access(buf, F_OK) == 0);
+	ASSERT(unlink(buf) == 0);
+	address_list_deinit(&l);
+
+	/* Too long a path. */
+	memset(buf, 'a', sizeof(buf));
+	memcpy(buf, "unix:path=/", 11);
+	buf[200] = '\0';
+	ASSERT(address_list_parse(&l, buf, NULL) == 0);
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, &err) ==
+	       ADDRESS_E_UNUSABLE);
+	ASSERT(err && strstr(err, "too long"));
+	free(err);
+	address_list_deinit(&l);
+
+	/* A directory that does not exist. */
+	ASSERT(address_list_parse(&l, "unix:dir=/nonexistent/dir", NULL) == 0);
+	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, NULL) == -ENOENT);
+	address_list_deinit(&l);
+
+	ASSERT(rmdir(dir) == 0);
+}
+
+int main(void)
+{
+	test_parse();
+	test_parse_errors();
+	test_escape();
+	test_guid();
+	test_listen();
+	printf("ok\n");
+	return 0;
+}

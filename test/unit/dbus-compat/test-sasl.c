@@ -1,0 +1,955 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Tests of the SASL server: every state-machine path with hand-written input,
+ * the known transcripts of libdbus, GDBus and sd-bus, and live
+ * authentication of the real dbus-send, gdbus and busctl programs over a
+ * unix socket (driven through struct socket, so the raw-to-framing handover
+ * is exercised with real pipelining clients).
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "dbus-compat/address.h"
+#include "dbus-compat/sasl.h"
+#include "dbus-compat/socket.h"
+
+#define ASSERT(x)                                                                  \
+	do {                                                                       \
+		if (!(x)) {                                                        \
+			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
+				__FILE__, __LINE__, __func__, #x);                 \
+			abort();                                                   \
+		}                                                                  \
+	} while (0)
+
+static const char guid[] = "0123456789abcdef0123456789abcdef";
+static uid_t peer_uid = 1000;
+
+static void init(struct sasl_server *s, unsigned int flags)
+{
+	ASSERT(sasl_server_init(s, peer_uid, guid, flags) == 0);
+}
+
+/* Feed a string (with explicit length for embedded NULs). */
+static int feed_n(struct sasl_server *s, const char *data, size_t n, size_t *consumed)
+{
+	size_t c = 0;
+	int r = sasl_server_feed(s, data, n, &c);
+
+	if (consumed)
+		*consumed = c;
+	else if (r == 0)
+		ASSERT(c == n);
+	return r;
+}
+
+static int feed(struct sasl_server *s, const char *str)
+{
+	return feed_n(s, str, strlen(str), NULL);
+}
+
+/* Take the output and compare it with @expect. */
+static void expect_out(struct sasl_server *s, const char *expect)
+{
+	size_t n;
+	const char *out = sasl_server_peek_output(s, &n);
+
+	if (n != strlen(expect) || (n && memcmp(out, expect, n))) {
+		fprintf(stderr, "expected output '%s', got '%.*s'\n", expect, (int)n,
+			out ? out : "");
+		ASSERT(0);
+	}
+	sasl_server_consume_output(s, n);
+}
+
+static void hex_of(char *buf, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (; *s; s++) {
+		*buf++ = hex[(unsigned char)*s >> 4];
+		*buf++ = hex[*s & 15];
+	}
+	*buf = '\0';
+}
+
+static void uid_hex(char *buf, uid_t uid)
+{
+	char dec[32];
+
+	snprintf(dec, sizeof(dec), "%u", (unsigned int)uid);
+	hex_of(buf, dec);
+}
+
+static const char *ok_line(void)
+{
+	static char buf[64];
+
+	snprintf(buf, sizeof(buf), "OK %s\r\n", guid);
+	return buf;
+}
+
+static void test_init(void)
+{
+	struct sasl_server s;
+
+	ASSERT(sasl_server_init(&s, 0, "short", 0) == -EINVAL);
+	sasl_server_deinit(&s);
+	ASSERT(sasl_server_init(&s, 0, "0123456789abcdef0123456789abcdeX", 0) == -EINVAL);
+	sasl_server_deinit(&s);
+	ASSERT(sasl_server_init(&s, 0, guid, 0) == 0);
+	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_NUL);
+	ASSERT(!sasl_server_is_authenticated(&s));
+	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	sasl_server_deinit(&s);
+	sasl_server_deinit(&s); /* idempotent */
+}
+
+static void test_missing_nul(void)
+{
+	struct sasl_server s;
+	size_t c;
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "AUTH EXTERNAL 31303030\r\n", 24, &c) == SASL_SERVER_FAILED);
+	ASSERT(sasl_server_is_failed(&s));
+	ASSERT(sasl_server_get_failure(&s));
+	expect_out(&s, "");
+	/* Sticky. */
+	ASSERT(feed_n(&s, "\0", 1, &c) == SASL_SERVER_FAILED);
+	ASSERT(c == 0);
+	sasl_server_deinit(&s);
+}
+
+static void test_external_initial_response(void)
+{
+	struct sasl_server s;
+	char line[128], hex[64];
+
+	/* Matching uid. */
+	init(&s, 0);
+	uid_hex(hex, peer_uid);
+	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, ok_line());
+	ASSERT(sasl_server_is_authenticated(&s));
+	ASSERT(!sasl_server_is_done(&s));
+	ASSERT(sasl_server_get_uid(&s) == peer_uid);
+	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	ASSERT(sasl_server_is_done(&s));
+	ASSERT(!sasl_server_is_anonymous(&s));
+	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	expect_out(&s, "");
+	sasl_server_deinit(&s);
+
+	/* Upper-case hex is hex too. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* Wrong uid, then retry with the right one. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 30\r\n", 19, NULL) == 0); /* "0" */
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(!sasl_server_is_authenticated(&s));
+	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* Non-hex, odd length, non-numeric identity, uid overflow. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed(&s, "AUTH EXTERNAL zz\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL 313\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL 726f6f74\r\n") == 0); /* "root" */
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	/* 4294968296 == 2^32 + 1000 must not wrap to 1000 */
+	hex_of(hex, "4294968296");
+	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	hex_of(hex, "99999999999999999999999");
+	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	/* Leading zeros still name the uid. */
+	hex_of(hex, "0001000");
+	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+}
+
+static void test_external_data_exchange(void)
+{
+	struct sasl_server s;
+	char line[128], hex[64];
+
+	/* Empty DATA: use the transport's identity. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
+	ASSERT(feed(&s, "DATA\r\n") == 0);
+	expect_out(&s, ok_line());
+	ASSERT(sasl_server_get_uid(&s) == peer_uid);
+	sasl_server_deinit(&s);
+
+	/* "DATA " with an empty argument is the same. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL \r\n", 17, NULL) == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "DATA \r\n") == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* DATA with the matching uid. */
+	init(&s, 0);
+	uid_hex(hex, peer_uid);
+	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* DATA with a wrong uid or bad hex: REJECTED, back to WaitingForAuth. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "DATA 30\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "DATA xy\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	/* Something other than DATA while waiting for it. */
+	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
+	expect_out(&s, "ERROR \"Expected DATA\"\r\n");
+	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
+	ASSERT(feed(&s, "DATA\r\n") == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+}
+
+static void test_anonymous(void)
+{
+	struct sasl_server s;
+
+	/* Disabled: rejected, and not advertised. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH ANONYMOUS 7472616365\r\n", 28, NULL) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(!sasl_server_is_authenticated(&s));
+	sasl_server_deinit(&s);
+
+	/* Enabled, with trace. */
+	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
+	ASSERT(feed_n(&s, "\0AUTH ANONYMOUS 7472616365\r\n", 28, NULL) == 0);
+	expect_out(&s, ok_line());
+	ASSERT(sasl_server_is_authenticated(&s));
+	ASSERT(sasl_server_is_anonymous(&s));
+	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	ASSERT(sasl_server_is_anonymous(&s));
+	sasl_server_deinit(&s);
+
+	/* Enabled, empty challenge first; advertised in REJECTED. */
+	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
+	ASSERT(feed_n(&s, "\0AUTH FOO\r\n", 11, NULL) == 0);
+	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
+	ASSERT(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "DATA\r\n") == 0);
+	expect_out(&s, ok_line());
+	ASSERT(sasl_server_is_anonymous(&s));
+	sasl_server_deinit(&s);
+
+	/* Bad hex trace is rejected. */
+	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
+	ASSERT(feed_n(&s, "\0AUTH ANONYMOUS q\r\n", 19, NULL) == 0);
+	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
+	sasl_server_deinit(&s);
+}
+
+static void test_rejected_list_and_unknown(void)
+{
+	struct sasl_server s;
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1 31303030\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "AUTH KERBEROS_V4\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	/* Unknown commands get ERROR and the exchange goes on (spec Figure 3). */
+	ASSERT(feed(&s, "FOOBAR\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	ASSERT(feed(&s, "EXTENSION_COM_EXAMPLE_X 1 2\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	/* Commands are case-sensitive. */
+	ASSERT(feed(&s, "auth EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+}
+
+static void test_cancel_error(void)
+{
+	struct sasl_server s;
+
+	/* WaitingForAuth: CANCEL is "anything else" -> ERROR; ERROR -> REJECTED. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0CANCEL\r\n", 9, NULL) == 0);
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	ASSERT(feed(&s, "ERROR\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "ERROR \"client did not like it\"\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+
+	/* WaitingForData: CANCEL and ERROR -> REJECTED. */
+	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "CANCEL\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "ERROR\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+
+	/* WaitingForBegin: CANCEL undoes the authentication. */
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	ASSERT(sasl_server_is_authenticated(&s));
+	ASSERT(feed(&s, "CANCEL\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(!sasl_server_is_authenticated(&s));
+	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	ASSERT(feed(&s, "ERROR\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(!sasl_server_is_authenticated(&s));
+	/* Unknown command after OK: ERROR, still authenticated. */
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command or not valid after OK\"\r\n");
+	ASSERT(sasl_server_is_authenticated(&s));
+	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	sasl_server_deinit(&s);
+}
+
+static void test_unix_fd(void)
+{
+	struct sasl_server s;
+
+	/* Supported. */
+	init(&s, SASL_SERVER_UNIX_FD);
+	ASSERT(feed_n(&s, "\0NEGOTIATE_UNIX_FD\r\n", 20, NULL) == 0); /* before auth */
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	ASSERT(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
+	expect_out(&s, "AGREE_UNIX_FD\r\n");
+	ASSERT(sasl_server_unix_fd_agreed(&s));
+	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	ASSERT(sasl_server_unix_fd_agreed(&s));
+	sasl_server_deinit(&s);
+
+	/* Not supported. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	expect_out(&s, ok_line());
+	ASSERT(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
+	expect_out(&s, "ERROR \"fd passing is not supported on this connection\"\r\n");
+	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	sasl_server_deinit(&s);
+
+	/* Agreement is forgotten when the authentication is cancelled. */
+	init(&s, SASL_SERVER_UNIX_FD);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nCANCEL\r\n",
+		      52, NULL) == 0);
+	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n"
+		       "REJECTED EXTERNAL\r\n");
+	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\nBEGIN\r\n") == SASL_SERVER_DONE);
+	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	sasl_server_deinit(&s);
+}
+
+static void test_begin_early(void)
+{
+	struct sasl_server s;
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0BEGIN\r\n", 8, NULL) == SASL_SERVER_FAILED);
+	ASSERT(!sasl_server_is_done(&s));
+	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	sasl_server_deinit(&s);
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\nBEGIN\r\n", 23, NULL) == SASL_SERVER_FAILED);
+	expect_out(&s, "DATA\r\n");
+	sasl_server_deinit(&s);
+
+	/* "BEGIN x" after OK is not BEGIN. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nBEGIN x\r\n", 34, NULL) == 0);
+	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\n"
+		       "ERROR \"Unknown command or not valid after OK\"\r\n");
+	sasl_server_deinit(&s);
+}
+
+/* sd-bus style: everything in one write, followed by the first message. */
+static const char pipelined[] = "\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n"
+				"l\1\0\1\0\0\0\0\1\0\0\0m\0\0\0";
+
+static void test_pipelined(void)
+{
+	struct sasl_server s;
+	size_t c, prefix = 1 + 24 + 19 + 7, i;
+	int r = 0;
+
+	ASSERT(sizeof(pipelined) - 1 == prefix + 16);
+	init(&s, SASL_SERVER_UNIX_FD);
+	ASSERT(feed_n(&s, pipelined, sizeof(pipelined) - 1, &c) == SASL_SERVER_DONE);
+	ASSERT(c == prefix);
+	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
+	ASSERT(sasl_server_get_uid(&s) == peer_uid);
+	ASSERT(sasl_server_unix_fd_agreed(&s));
+	/* Later calls consume nothing. */
+	ASSERT(feed_n(&s, pipelined + c, sizeof(pipelined) - 1 - c, &c) == SASL_SERVER_DONE);
+	ASSERT(c == 0);
+	sasl_server_deinit(&s);
+
+	/* One byte at a time. */
+	init(&s, SASL_SERVER_UNIX_FD);
+	for (i = 0; i < sizeof(pipelined) - 1; i++) {
+		r = feed_n(&s, pipelined + i, 1, &c);
+		ASSERT(c == 1);
+		if (r)
+			break;
+	}
+	ASSERT(r == SASL_SERVER_DONE);
+	ASSERT(i + 1 == prefix);
+	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
+	sasl_server_deinit(&s);
+
+	/* Every split point into two chunks. */
+	for (i = 0; i <= sizeof(pipelined) - 1; i++) {
+		size_t c1, c2 = 0;
+
+		init(&s, SASL_SERVER_UNIX_FD);
+		r = feed_n(&s, pipelined, i, &c1);
+		if (r == 0) {
+			ASSERT(c1 == i);
+			r = feed_n(&s, pipelined + i, sizeof(pipelined) - 1 - i, &c2);
+		}
+		ASSERT(r == SASL_SERVER_DONE);
+		ASSERT(c1 + c2 == prefix);
+		expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
+		sasl_server_deinit(&s);
+	}
+}
+
+static void test_malformed(void)
+{
+	struct sasl_server s;
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\n", 24, NULL) == 0); /* no \r */
+	expect_out(&s, "ERROR \"Lines must end with \\r\\n\"\r\n");
+	ASSERT(feed_n(&s, "AUTH \0EXTERNAL\r\n", 16, NULL) == 0); /* NUL */
+	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL \xc3\xa4\r\n") == 0); /* non-ASCII */
+	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
+	ASSERT(feed(&s, "AUTH\tEXTERNAL\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
+	ASSERT(feed(&s, "\r\n") == 0); /* empty line */
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030 extra\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+}
+
+static void test_overlong(void)
+{
+	struct sasl_server s;
+	char *buf = malloc(SASL_LINE_MAX + 16);
+	size_t c;
+
+	ASSERT(buf);
+
+	/* A line of exactly SASL_LINE_MAX bytes (terminator included) is fine. */
+	init(&s, 0);
+	memset(buf, 'A', SASL_LINE_MAX);
+	buf[SASL_LINE_MAX - 2] = '\r';
+	buf[SASL_LINE_MAX - 1] = '\n';
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
+	ASSERT(c == SASL_LINE_MAX);
+	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	sasl_server_deinit(&s);
+
+	/* One byte more fails, whether in one piece or split. */
+	init(&s, 0);
+	memset(buf, 'A', SASL_LINE_MAX + 1);
+	buf[SASL_LINE_MAX - 1] = '\r';
+	buf[SASL_LINE_MAX] = '\n';
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed_n(&s, buf, SASL_LINE_MAX + 1, &c) == SASL_SERVER_FAILED);
+	sasl_server_deinit(&s);
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed_n(&s, buf, 1000, &c) == 0);
+	ASSERT(feed_n(&s, buf + 1000, SASL_LINE_MAX + 1 - 1000, &c) == SASL_SERVER_FAILED);
+	ASSERT(sasl_server_is_failed(&s));
+	sasl_server_deinit(&s);
+
+	/* Long hex argument within the line limit: still just rejected. */
+	init(&s, 0);
+	memcpy(buf, "AUTH EXTERNAL ", 14);
+	memset(buf + 14, '3', SASL_LINE_MAX - 16);
+	buf[SASL_LINE_MAX - 2] = '\r';
+	buf[SASL_LINE_MAX - 1] = '\n';
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	sasl_server_deinit(&s);
+	free(buf);
+}
+
+static void test_bounds(void)
+{
+	struct sasl_server s;
+	unsigned int i;
+	size_t total = 1;
+	int r = 0;
+
+	/* Too many rejections. */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	for (i = 0; i < SASL_FAILURES_MAX; i++) {
+		ASSERT(feed(&s, "AUTH FOO\r\n") == 0);
+		expect_out(&s, "REJECTED EXTERNAL\r\n");
+	}
+	ASSERT(feed(&s, "AUTH FOO\r\n") == SASL_SERVER_FAILED);
+	ASSERT(sasl_server_is_failed(&s));
+	sasl_server_deinit(&s);
+
+	/* Errors count too (a client spamming unknown commands). */
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	for (i = 0; i <= SASL_FAILURES_MAX && r == 0; i++)
+		r = feed(&s, "X\r\n");
+	ASSERT(r == SASL_SERVER_FAILED);
+	ASSERT(i == SASL_FAILURES_MAX + 1);
+	sasl_server_deinit(&s);
+
+	/* Total input bound: NEGOTIATE_UNIX_FD is not a failure but costs bytes. */
+	init(&s, SASL_SERVER_UNIX_FD);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	total = 25;
+	r = 0;
+	while (r == 0) {
+		size_t n;
+
+		r = feed(&s, "NEGOTIATE_UNIX_FD\r\n");
+		total += 19;
+		sasl_server_peek_output(&s, &n);
+		sasl_server_consume_output(&s, n);
+		ASSERT(total < SASL_INPUT_MAX + 100);
+	}
+	ASSERT(r == SASL_SERVER_FAILED);
+	ASSERT(total > SASL_INPUT_MAX);
+	sasl_server_deinit(&s);
+}
+
+static void test_output_partial_consume(void)
+{
+	struct sasl_server s;
+	size_t n;
+	const char *out;
+
+	init(&s, 0);
+	ASSERT(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
+	out = sasl_server_peek_output(&s, &n);
+	ASSERT(n == 19 && !memcmp(out, "REJECTED EXTERNAL\r\n", 19));
+	sasl_server_consume_output(&s, 5);
+	ASSERT(feed(&s, "AUTH\r\n") == 0);
+	expect_out(&s, "TED EXTERNAL\r\nREJECTED EXTERNAL\r\n");
+	sasl_server_deinit(&s);
+}
+
+/*
+ * Client transcripts as the Debian 12 libraries write them (captured by
+ * test_real_clients() below from dbus-send 1.14, gdbus 2.74 and busctl 252),
+ * each chunk being one write of the client.
+ */
+static void run_transcript(const char *name, const char *const *chunks, const size_t *lens,
+			   const char *const *replies, unsigned int flags, bool expect_fd)
+{
+	struct sasl_server s;
+	size_t i, c;
+	int r = 0;
+
+	init(&s, flags);
+	for (i = 0; chunks[i]; i++) {
+		r = feed_n(&s, chunks[i], lens[i], &c);
+		ASSERT(r >= 0);
+		expect_out(&s, replies[i]);
+		if (r == SASL_SERVER_DONE)
+			break;
+		ASSERT(r == 0);
+	}
+	if (r != SASL_SERVER_DONE)
+		fprintf(stderr, "transcript %s did not complete\n", name);
+	ASSERT(r == SASL_SERVER_DONE);
+	ASSERT(sasl_server_get_uid(&s) == peer_uid);
+	ASSERT(sasl_server_unix_fd_agreed(&s) == expect_fd);
+	sasl_server_deinit(&s);
+}
+
+static void test_transcripts(void)
+{
+	static char ok[64], ok_agree[96];
+	char hex[32];
+	static char ext[64];
+
+	snprintf(ok, sizeof(ok), "OK %s\r\n", guid);
+	snprintf(ok_agree, sizeof(ok_agree), "OK %s\r\nAGREE_UNIX_FD\r\n", guid);
+	uid_hex(hex, peer_uid);
+	snprintf(ext, sizeof(ext), "AUTH EXTERNAL %s\r\n", hex);
+
+	{
+		/* libdbus: NUL sent separately, EXTERNAL with uid, then fd
+		 * negotiation and BEGIN after each reply. */
+		const char *chunks[] = { "\0", ext, "NEGOTIATE_UNIX_FD\r\n", "BEGIN\r\n", NULL };
+		size_t lens[] = { 1, strlen(ext), 19, 7 };
+		const char *replies[] = { "", ok, "AGREE_UNIX_FD\r\n", "" };
+
+		run_transcript("libdbus", chunks, lens, replies, SASL_SERVER_UNIX_FD, true);
+	}
+	{
+		/* libdbus against a server without fd passing. */
+		const char *chunks[] = { "\0", ext, "NEGOTIATE_UNIX_FD\r\n", "BEGIN\r\n", NULL };
+		size_t lens[] = { 1, strlen(ext), 19, 7 };
+		const char *replies[] = {
+			"", ok, "ERROR \"fd passing is not supported on this connection\"\r\n", ""
+		};
+
+		run_transcript("libdbus-nofd", chunks, lens, replies, 0, false);
+	}
+	{
+		/* GDBus 2.74: NUL with a bare AUTH to learn the mechanisms, then
+		 * EXTERNAL with the uid, fd negotiation, BEGIN. */
+		const char *chunks[] = { "\0AUTH\r\n", ext, "NEGOTIATE_UNIX_FD\r\n",
+					 "BEGIN\r\n", NULL };
+		size_t lens[] = { 7, strlen(ext), 19, 7 };
+		const char *replies[] = { "REJECTED EXTERNAL\r\n", ok, "AGREE_UNIX_FD\r\n", "" };
+
+		run_transcript("gdbus", chunks, lens, replies, SASL_SERVER_UNIX_FD, true);
+	}
+	{
+		/* sd-bus 252: everything pipelined in one write, EXTERNAL without
+		 * initial response and the empty DATA answer sent before the
+		 * server's challenge arrived. */
+		static const char all[] = "\0AUTH EXTERNAL\r\nDATA\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n";
+		static char replies0[128];
+		const char *chunks[] = { all, NULL };
+		size_t lens[] = { sizeof(all) - 1 };
+		const char *replies[] = { replies0 };
+
+		snprintf(replies0, sizeof(replies0), "DATA\r\n%s", ok_agree);
+		run_transcript("sd-bus", chunks, lens, replies, SASL_SERVER_UNIX_FD, true);
+	}
+	{
+		/* sd-bus as documented elsewhere: uid as initial response. */
+		static char all[160];
+		const char *chunks[] = { all, NULL };
+		size_t lens[1];
+		const char *replies[] = { ok_agree };
+
+		all[0] = '\0';
+		snprintf(all + 1, sizeof(all) - 1, "%sNEGOTIATE_UNIX_FD\r\nBEGIN\r\n", ext);
+		lens[0] = 1 + strlen(all + 1);
+		run_transcript("sd-bus-uid", chunks, lens, replies, SASL_SERVER_UNIX_FD, true);
+	}
+	{
+		/* sd-bus with anonymous fallback disabled, libdbus probing with
+		 * a bare AUTH first. */
+		const char *chunks[] = { "\0AUTH\r\n", ext, "BEGIN\r\n", NULL };
+		size_t lens[] = { 7, strlen(ext), 7 };
+		const char *replies[] = { "REJECTED EXTERNAL\r\n", ok, "" };
+
+		run_transcript("probe", chunks, lens, replies, 0, false);
+	}
+}
+
+/* ---- real clients ------------------------------------------------------ */
+
+static int count_fds(void)
+{
+	char path[64];
+	int n = 0, fd;
+
+	for (fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (access(path, F_OK) == 0)
+			n++;
+	}
+	return n;
+}
+
+/*
+ * Serve one connection on @lfd: authenticate it through struct socket + the
+ * SASL server, then read the first message frame. Returns true on success.
+ */
+static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags)
+{
+	struct socket *sock = NULL;
+	struct sasl_server sasl;
+	struct socket_frame frame = {};
+	struct pollfd pfd;
+	bool authed = false, ok = false;
+	char guid_buf[ADDRESS_GUID_LEN + 1];
+	time_t deadline = time(NULL) + 20;
+	int fd, r;
+
+	pfd.fd = lfd;
+	pfd.events = POLLIN;
+	while (poll(&pfd, 1, 1000) == 0) {
+		int st;
+
+		if (waitpid(child, &st, WNOHANG) == child) {
+			fprintf(stderr, "%s exited before connecting\n", name);
+			return false;
+		}
+		if (time(NULL) > deadline)
+			return false;
+	}
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(socket_new(&sock, fd) == 0);
+	ASSERT(socket_get_creds(sock)->uid == getuid());
+	ASSERT(socket_get_creds(sock)->pid == child);
+	ASSERT(address_generate_guid(guid_buf) == 0);
+	ASSERT(sasl_server_init(&sasl, socket_get_creds(sock)->uid, guid_buf, flags) == 0);
+
+	while (time(NULL) <= deadline) {
+		pfd.fd = socket_get_fd(sock);
+		pfd.events = POLLIN | (socket_wants_write(sock) ? POLLOUT : 0);
+		if (poll(&pfd, 1, 1000) <= 0)
+			continue;
+		if (pfd.revents & POLLOUT)
+			ASSERT(socket_dispatch_write(sock) == 0);
+		if (!(pfd.revents & (POLLIN | POLLHUP)))
+			continue;
+		r = socket_dispatch_read(sock);
+		if (r == SOCKET_E_EOF) {
+			fprintf(stderr, "%s hung up\n", name);
+			break;
+		}
+		ASSERT(r == 0);
+
+		if (!authed) {
+			size_t n, c;
+			const void *p = socket_peek_raw(sock, &n);
+			const char *out;
+
+			printf("# %s sent: '", name);
+			for (size_t i = 0; i < n; i++) {
+				unsigned char ch = ((const unsigned char *)p)[i];
+
+				if (ch >= 0x20 && ch < 0x7f)
+					putchar(ch);
+				else
+					printf("\\x%02x", ch);
+			}
+			printf("'\n");
+
+			r = sasl_server_feed(&sasl, p, n, &c);
+			socket_consume_raw(sock, c);
+			ASSERT(r >= 0);
+			out = sasl_server_peek_output(&sasl, &n);
+			if (n) {
+				ASSERT(socket_queue_copy(sock, out, n) == 0);
+				sasl_server_consume_output(&sasl, n);
+				ASSERT(socket_dispatch_write(sock) == 0);
+			}
+			if (r == SASL_SERVER_FAILED) {
+				fprintf(stderr, "%s: sasl failed: %s\n", name,
+					sasl_server_get_failure(&sasl));
+				break;
+			}
+			if (r != SASL_SERVER_DONE)
+				continue;
+			authed = true;
+			ASSERT(sasl_server_get_uid(&sasl) == getuid());
+			/* All three clients ask for fd passing. */
+			ASSERT(sasl_server_unix_fd_agreed(&sasl) == !!(flags & SASL_SERVER_UNIX_FD));
+			printf("# %s authenticated, unix fds %s\n", name,
+			       sasl_server_unix_fd_agreed(&sasl) ? "agreed" : "not agreed");
+			socket_start_framing(sock);
+		}
+
+		r = socket_read_frame(sock, &frame);
+		if (r == SOCKET_E_AGAIN)
+			continue;
+		ASSERT(r == 0);
+		/* A method call of protocol version 1 (Hello or the call itself). */
+		ASSERT(frame.n_data >= 16);
+		ASSERT(((uint8_t *)frame.data)[0] == 'l' || ((uint8_t *)frame.data)[0] == 'B');
+		ASSERT(((uint8_t *)frame.data)[1] == 1);
+		ASSERT(((uint8_t *)frame.data)[3] == 1);
+		ASSERT(frame.n_fds == 0);
+		printf("# %s sent its first message: %zu bytes\n", name, frame.n_data);
+		socket_frame_deinit(&frame);
+		ok = true;
+		break;
+	}
+
+	sasl_server_deinit(&sasl);
+	socket_free(sock);
+	return ok;
+}
+
+static void run_client(const char *name, char *const argv[], const char *sock_path, int lfd,
+		       unsigned int flags)
+{
+	pid_t pid;
+	int st;
+	bool ok;
+
+	if (access(argv[0], X_OK) != 0) {
+		printf("# skip %s: %s not installed\n", name, argv[0]);
+		return;
+	}
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_RDWR);
+
+		dup2(devnull, STDOUT_FILENO);
+		dup2(devnull, STDERR_FILENO);
+		/* No session bus lookups, no autolaunch. */
+		unsetenv("DBUS_SESSION_BUS_ADDRESS");
+		setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent", 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	ok = serve_one(lfd, name, pid, flags);
+	kill(pid, SIGTERM);
+	ASSERT(waitpid(pid, &st, 0) == pid);
+	if (!ok)
+		fprintf(stderr, "real client %s failed (socket %s)\n", name, sock_path);
+	ASSERT(ok);
+}
+
+static void test_real_clients(void)
+{
+	char dir[] = "/tmp/test-sasl-XXXXXX", path[64], addr[128];
+	struct address_list list;
+	char *connectable = NULL, *unlink_path = NULL;
+	int lfd, before;
+
+	before = count_fds();
+	ASSERT(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/bus", dir);
+	snprintf(addr, sizeof(addr), "unix:path=%s", path);
+	ASSERT(address_list_parse(&list, addr, NULL) == 0);
+	ASSERT(address_listen(&list.entries[0], NULL, &lfd, &connectable, &unlink_path,
+			      NULL) == 0);
+	address_list_deinit(&list);
+
+	{
+		char a2[160];
+		char *argv[] = { "/usr/bin/dbus-send", a2, "--print-reply",
+				 "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+				 "org.freedesktop.DBus.Peer.Ping", NULL };
+
+		snprintf(a2, sizeof(a2), "--address=%s", addr);
+		run_client("dbus-send (libdbus)", argv, path, lfd, SASL_SERVER_UNIX_FD);
+		run_client("dbus-send (libdbus)", argv, path, lfd, 0);
+	}
+	{
+		char *argv[] = { "/usr/bin/gdbus", "call", "--address", addr, "--dest",
+				 "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+				 "--method", "org.freedesktop.DBus.Peer.Ping", NULL };
+
+		run_client("gdbus (GDBus)", argv, path, lfd, SASL_SERVER_UNIX_FD);
+		run_client("gdbus (GDBus)", argv, path, lfd, 0);
+	}
+	{
+		char a2[160];
+		char *argv[] = { "/usr/bin/busctl", a2, "call", "org.freedesktop.DBus",
+				 "/org/freedesktop/DBus", "org.freedesktop.DBus.Peer", "Ping",
+				 NULL };
+
+		snprintf(a2, sizeof(a2), "--address=%s", addr);
+		run_client("busctl (sd-bus)", argv, path, lfd, SASL_SERVER_UNIX_FD);
+		run_client("busctl (sd-bus)", argv, path, lfd, 0);
+	}
+
+	close(lfd);
+	unlink(unlink_path);
+	rmdir(dir);
+	free(unlink_path);
+	free(connectable);
+	ASSERT(count_fds() == before);
+}
+
+int main(void)
+{
+	peer_uid = 1000;
+	test_init();
+	test_missing_nul();
+	test_external_initial_response();
+	test_external_data_exchange();
+	test_anonymous();
+	test_rejected_list_and_unknown();
+	test_cancel_error();
+	test_unix_fd();
+	test_begin_early();
+	test_pipelined();
+	test_malformed();
+	test_overlong();
+	test_bounds();
+	test_output_partial_consume();
+	test_transcripts();
+	/* Also with root's uid: "0" is a valid identity. */
+	peer_uid = 0;
+	test_transcripts();
+	test_real_clients();
+	printf("ok\n");
+	return 0;
+}

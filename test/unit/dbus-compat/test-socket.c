@@ -1,0 +1,1013 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Tests of struct socket over real socketpairs: framing across and within
+ * reads, fd attachment, fd leak checks, back-pressure, size limits,
+ * credentials and the raw (SASL) to framing handover.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "dbus-compat/sasl.h"
+#include "dbus-compat/socket.h"
+
+#define ASSERT(x)                                                                  \
+	do {                                                                       \
+		if (!(x)) {                                                        \
+			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
+				__FILE__, __LINE__, __func__, #x);                 \
+			abort();                                                   \
+		}                                                                  \
+	} while (0)
+
+static int count_fds(void)
+{
+	char path[64];
+	int n = 0, fd;
+
+	for (fd = 0; fd < 4096; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		if (access(path, F_OK) == 0)
+			n++;
+	}
+	return n;
+}
+
+static void put_u32(uint8_t *p, uint32_t v, bool big)
+{
+	if (big) {
+		p[0] = v >> 24;
+		p[1] = v >> 16;
+		p[2] = v >> 8;
+		p[3] = v;
+	} else {
+		p[0] = v;
+		p[1] = v >> 8;
+		p[2] = v >> 16;
+		p[3] = v >> 24;
+	}
+}
+
+/*
+ * Build a frame: fixed header, @fields bytes of "fields" (filled with 'f'),
+ * padding to 8, @body bytes of body, every byte after the header derived
+ * from @serial so frames can be told apart. Returns malloc()ed bytes.
+ */
+static uint8_t *make_frame(uint32_t fields, uint32_t body, uint32_t serial, bool big,
+			   size_t *sizep)
+{
+	size_t size = 16 + ((fields + 7) & ~7U) + body, i;
+	uint8_t *f = malloc(size);
+
+	ASSERT(f);
+	f[0] = big ? 'B' : 'l';
+	f[1] = 1;
+	f[2] = 0;
+	f[3] = 1;
+	put_u32(f + 4, body, big);
+	put_u32(f + 8, serial, big);
+	put_u32(f + 12, fields, big);
+	for (i = 16; i < size; i++)
+		f[i] = (uint8_t)(serial * 31 + i);
+	*sizep = size;
+	return f;
+}
+
+static void pair(int sv[2])
+{
+	ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+}
+
+static struct socket *new_socket(int fd, bool framing)
+{
+	struct socket *s;
+
+	ASSERT(socket_new(&s, fd) == 0);
+	if (framing)
+		socket_start_framing(s);
+	return s;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+
+		ASSERT(k > 0);
+		p = (const uint8_t *)p + k;
+		n -= (size_t)k;
+	}
+}
+
+static void send_with_fds(int fd, const void *p, size_t n, const int *fds, size_t n_fds)
+{
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(sizeof(int) * 16)];
+	} control;
+	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+
+	ASSERT(n_fds <= 16);
+	memset(&control, 0, sizeof(control));
+	msg.msg_control = &control;
+	msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	ASSERT(sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)n);
+}
+
+/* Same open file? */
+static bool same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	ASSERT(fstat(a, &sa) == 0);
+	ASSERT(fstat(b, &sb) == 0);
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static void expect_frame(struct socket *s, const uint8_t *data, size_t size, size_t n_fds,
+			 struct socket_frame *out)
+{
+	struct socket_frame f = {};
+	int r;
+
+	r = socket_read_frame(s, &f);
+	if (r != 0)
+		fprintf(stderr, "socket_read_frame: %d\n", r);
+	ASSERT(r == 0);
+	ASSERT(f.n_data == size);
+	ASSERT(!memcmp(f.data, data, size));
+	ASSERT(f.n_fds == n_fds);
+	ASSERT((f.fds == NULL) == (n_fds == 0));
+	if (out)
+		*out = f;
+	else
+		socket_frame_deinit(&f);
+}
+
+static void test_frame_size(void)
+{
+	uint8_t h[16] = { 0, 1, 0, 1 };
+	size_t size;
+
+	put_u32(h + 4, 10, false);
+	put_u32(h + 12, 5, false);
+	h[0] = 'l';
+	ASSERT(socket_frame_size(h, &size) == 0);
+	ASSERT(size == 16 + 8 + 10);
+	h[0] = 'B';
+	put_u32(h + 4, 10, true);
+	put_u32(h + 12, 16, true);
+	ASSERT(socket_frame_size(h, &size) == 0);
+	ASSERT(size == 16 + 16 + 10);
+	h[0] = 'x';
+	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	h[0] = 'B';
+	h[3] = 2; /* protocol version */
+	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	h[3] = 1;
+	ASSERT(socket_frame_size(h, &size) == 0);
+	put_u32(h + 12, 64 * 1024 * 1024 + 8, true); /* fields array > 64 MiB */
+	put_u32(h + 4, 0, true);
+	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	put_u32(h + 12, 64 * 1024 * 1024, true);
+	ASSERT(socket_frame_size(h, &size) == 0);
+	ASSERT(size == 16 + 64 * 1024 * 1024);
+
+	/* Exactly the limit is fine, one byte more is not. */
+	h[0] = 'l';
+	put_u32(h + 12, 8, false);
+	put_u32(h + 4, SOCKET_FRAME_MAX - 24, false);
+	ASSERT(socket_frame_size(h, &size) == 0);
+	ASSERT(size == SOCKET_FRAME_MAX);
+	put_u32(h + 4, SOCKET_FRAME_MAX - 23, false);
+	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	/* 32-bit lengths at their maximum do not wrap. */
+	put_u32(h + 4, 0xffffffff, false);
+	put_u32(h + 12, 0xffffffff, false);
+	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+}
+
+static void test_split_frames(void)
+{
+	int sv[2];
+	struct socket *s;
+	uint8_t *f;
+	size_t size, i;
+	struct socket_frame fr;
+
+	pair(sv);
+	s = new_socket(sv[0], true);
+	f = make_frame(5, 100, 7, false, &size);
+
+	/* One byte at a time: nothing until the last byte. */
+	for (i = 0; i < size; i++) {
+		send_all(sv[1], f + i, 1);
+		ASSERT(socket_dispatch_read(s) == 0);
+		if (i + 1 < size)
+			ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	}
+	expect_frame(s, f, size, 0, NULL);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	ASSERT(socket_get_buffered_bytes(s) == 0);
+	free(f);
+
+	/* Big-endian, split in the middle of the header. */
+	f = make_frame(9, 3, 8, true, &size);
+	send_all(sv[1], f, 10);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	send_all(sv[1], f + 10, size - 10);
+	ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, f, size, 0, NULL);
+	free(f);
+
+	socket_free(s);
+	close(sv[1]);
+}
+
+static void test_many_frames_one_read(void)
+{
+	int sv[2];
+	struct socket *s;
+	uint8_t *f[5], buf[4096];
+	size_t size[5], off = 0, i;
+	struct socket_frame fr;
+
+	pair(sv);
+	s = new_socket(sv[0], true);
+	for (i = 0; i < 5; i++) {
+		f[i] = make_frame((uint32_t)i * 3, (uint32_t)i * 50, (uint32_t)i + 1, i & 1,
+				  &size[i]);
+		memcpy(buf + off, f[i], size[i]);
+		off += size[i];
+	}
+	/* Plus the first half of a sixth frame. */
+	memcpy(buf + off, f[4], 10);
+	send_all(sv[1], buf, off + 10);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_get_buffered_bytes(s) == off + 10);
+	/* Complete frames are buffered: no further read happens. */
+	send_all(sv[1], f[4] + 10, size[4] - 10);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_get_buffered_bytes(s) == off + 10);
+
+	for (i = 0; i < 5; i++)
+		expect_frame(s, f[i], size[i], 0, NULL);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, f[4], size[4], 0, NULL);
+
+	/* socket_peek_frame() + socket_take_frame() into caller memory. */
+	send_all(sv[1], f[2], size[2]);
+	ASSERT(socket_dispatch_read(s) == 0);
+	{
+		size_t n, n_fds = 99;
+		int *fds = (int *)1;
+		uint8_t *dst;
+
+		ASSERT(socket_peek_frame(s, &n) == 0);
+		ASSERT(n == size[2]);
+		dst = malloc(n);
+		ASSERT(socket_take_frame(s, dst, &fds, &n_fds) == 0);
+		ASSERT(!memcmp(dst, f[2], n));
+		ASSERT(fds == NULL && n_fds == 0);
+		free(dst);
+		ASSERT(socket_peek_frame(s, &n) == SOCKET_E_AGAIN);
+	}
+
+	for (i = 0; i < 5; i++)
+		free(f[i]);
+	socket_free(s);
+	close(sv[1]);
+}
+
+static void test_fds_attach(void)
+{
+	int sv[2], p[2], before = count_fds();
+	struct socket *s;
+	uint8_t *a, *b, *c, buf[1024];
+	size_t na, nb, nc;
+	struct socket_frame fr;
+
+	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], true);
+	a = make_frame(0, 40, 1, false, &na);
+	b = make_frame(8, 24, 2, false, &nb);
+	c = make_frame(0, 8, 3, false, &nc);
+
+	/* A without fds, B with two fds, C without: separate sendmsg calls
+	 * read by one recvmsg (the kernel glues A to B's segment). */
+	send_all(sv[1], a, na);
+	send_with_fds(sv[1], b, nb, p, 2);
+	send_all(sv[1], c, nc);
+	ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, a, na, 0, NULL);
+	expect_frame(s, b, nb, 2, &fr);
+	ASSERT(same_file(fr.fds[0], p[0]));
+	ASSERT(same_file(fr.fds[1], p[1]));
+	ASSERT(fcntl(fr.fds[0], F_GETFD) & FD_CLOEXEC);
+	socket_frame_deinit(&fr);
+	/* C may need another read (the kernel stops after the fd segment). */
+	if (socket_read_frame(s, &fr) == SOCKET_E_AGAIN)
+		ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, c, nc, 0, NULL);
+
+	/* A message split across reads with fds on its first part only. */
+	send_with_fds(sv[1], b, 5, p, 1);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	send_all(sv[1], b + 5, nb - 5);
+	ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, b, nb, 1, &fr);
+	ASSERT(same_file(fr.fds[0], p[0]));
+	socket_frame_deinit(&fr);
+
+	/* Two fd-carrying messages back to back. */
+	memcpy(buf, b, nb);
+	send_with_fds(sv[1], b, nb, p, 1);
+	send_with_fds(sv[1], a, na, p + 1, 1);
+	ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, b, nb, 1, &fr);
+	ASSERT(same_file(fr.fds[0], p[0]));
+	socket_frame_deinit(&fr);
+	if (socket_read_frame(s, &fr) == SOCKET_E_AGAIN)
+		ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, a, na, 1, &fr);
+	ASSERT(same_file(fr.fds[0], p[1]));
+	socket_frame_deinit(&fr);
+
+	socket_free(s);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+	free(a);
+	free(b);
+	free(c);
+	ASSERT(count_fds() == before);
+}
+
+static void test_fds_misplaced(void)
+{
+	int sv[2], p[2], before = count_fds();
+	struct socket *s;
+	uint8_t *b;
+	size_t nb;
+	struct socket_frame fr;
+
+	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], true);
+	b = make_frame(8, 64, 2, false, &nb);
+
+	/* fds sent with bytes in the middle of a message. */
+	send_all(sv[1], b, 20);
+	ASSERT(socket_dispatch_read(s) == 0);
+	send_with_fds(sv[1], b + 20, nb - 20, p, 2);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	/* Sticky. */
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	socket_free(s);
+	close(sv[1]);
+
+	/* fds that arrive during authentication and get consumed by SASL. */
+	pair(sv);
+	s = new_socket(sv[0], false);
+	send_with_fds(sv[1], "\0AUTH\r\n", 7, p, 2);
+	ASSERT(socket_dispatch_read(s) == 0);
+	{
+		size_t n;
+
+		socket_peek_raw(s, &n);
+		ASSERT(n == 7);
+		socket_consume_raw(s, n);
+	}
+	socket_start_framing(s);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	socket_free(s);
+	close(sv[1]);
+
+	close(p[0]);
+	close(p[1]);
+	free(b);
+	ASSERT(count_fds() == before);
+}
+
+/* ---- write side --------------------------------------------------------- */
+
+struct test_entry {
+	struct socket_entry entry;
+	struct iovec iov[3];
+	int fds[4];
+	size_t n_fds;
+	unsigned int *released;
+};
+
+static void test_entry_release(struct socket_entry *e)
+{
+	struct test_entry *t = (struct test_entry *)e;
+	size_t i;
+
+	(*t->released)++;
+	for (i = 0; i < t->n_fds; i++)
+		close(t->fds[i]);
+	free(t);
+}
+
+/* Queue @data split over up to three iovecs, with dup()s of @fds. */
+static struct test_entry *queue_entry(struct socket *s, const uint8_t *data, size_t n,
+				      const int *fds, size_t n_fds, unsigned int *released)
+{
+	struct test_entry *t = calloc(1, sizeof(*t));
+	size_t i, third = n / 3;
+
+	ASSERT(t);
+	t->iov[0] = (struct iovec){ (void *)data, third };
+	t->iov[1] = (struct iovec){ (void *)(data + third), 0 };
+	t->iov[2] = (struct iovec){ (void *)(data + third), n - third };
+	for (i = 0; i < n_fds; i++) {
+		t->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+		ASSERT(t->fds[i] >= 0);
+	}
+	t->n_fds = n_fds;
+	t->released = released;
+	t->entry.iov = t->iov;
+	t->entry.n_iov = 3;
+	t->entry.fds = t->fds;
+	t->entry.n_fds = n_fds;
+	t->entry.release = test_entry_release;
+	ASSERT(socket_queue(s, &t->entry) == 0);
+	return t;
+}
+
+static void test_write_fds(void)
+{
+	int sv[2], p[2], before = count_fds();
+	struct socket *w, *r;
+	uint8_t *f[4];
+	size_t n[4], i, total = 0;
+	unsigned int released = 0;
+	struct socket_frame fr;
+	const size_t nfds[4] = { 1, 0, 2, 0 };
+
+	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	w = new_socket(sv[0], true);
+	r = new_socket(sv[1], true);
+
+	for (i = 0; i < 4; i++) {
+		f[i] = make_frame(3, 20 + (uint32_t)i, (uint32_t)i, false, &n[i]);
+		queue_entry(w, f[i], n[i], p, nfds[i], &released);
+		total += n[i];
+	}
+	ASSERT(socket_wants_write(w));
+	ASSERT(socket_get_queued_bytes(w) == total);
+	ASSERT(socket_get_queued_fds(w) == 3);
+	ASSERT(socket_dispatch_write(w) == 0);
+	ASSERT(!socket_wants_write(w));
+	ASSERT(socket_get_queued_bytes(w) == 0);
+	ASSERT(socket_get_queued_fds(w) == 0);
+	ASSERT(released == 4);
+
+	for (i = 0; i < 4; i++) {
+		while (socket_read_frame(r, &fr) == SOCKET_E_AGAIN)
+			ASSERT(socket_dispatch_read(r) == 0);
+		ASSERT(fr.n_data == n[i] && !memcmp(fr.data, f[i], n[i]));
+		ASSERT(fr.n_fds == nfds[i]);
+		if (nfds[i] >= 1)
+			ASSERT(same_file(fr.fds[0], p[0]));
+		if (nfds[i] >= 2)
+			ASSERT(same_file(fr.fds[1], p[1]));
+		socket_frame_deinit(&fr);
+		free(f[i]);
+	}
+
+	/* Too many fds: refused, release not called. */
+	{
+		struct socket_entry e = {};
+		struct iovec v = { "x", 1 };
+		int many[SOCKET_FDS_MAX + 1];
+
+		memset(many, 0, sizeof(many));
+		e.iov = &v;
+		e.n_iov = 1;
+		e.fds = many;
+		e.n_fds = SOCKET_FDS_MAX + 1;
+		e.release = test_entry_release;
+		ASSERT(socket_queue(w, &e) == SOCKET_E_TOO_MANY_FDS);
+		ASSERT(!socket_wants_write(w));
+	}
+	/* Empty entry: released at once. */
+	{
+		struct test_entry *t = calloc(1, sizeof(*t));
+
+		t->released = &released;
+		t->entry.release = test_entry_release;
+		ASSERT(socket_queue(w, &t->entry) == 0);
+		ASSERT(released == 5);
+		ASSERT(!socket_wants_write(w));
+	}
+
+	socket_free(w);
+	socket_free(r);
+	close(p[0]);
+	close(p[1]);
+	ASSERT(count_fds() == before);
+}
+
+/* Disconnect with fds queued in both directions: nothing leaks. */
+static void test_disconnect_leaks(void)
+{
+	int sv[2], p[2], before = count_fds(), i;
+	struct socket *w, *r;
+	uint8_t *f;
+	size_t n;
+	unsigned int released = 0;
+
+	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	w = new_socket(sv[0], true);
+	r = new_socket(sv[1], true);
+	f = make_frame(0, 64 * 1024, 1, false, &n);
+
+	/* Queue more than the socket buffer takes, every entry with fds. */
+	for (i = 0; i < 64; i++)
+		queue_entry(w, f, n, p, 2, &released);
+	ASSERT(socket_dispatch_write(w) == 0);
+	ASSERT(socket_wants_write(w));
+	ASSERT(released < 64);
+
+	/* The reader picked up fds but no complete frame yet... */
+	ASSERT(socket_dispatch_read(r) == 0);
+	/* ...and queued some of its own. */
+	for (i = 0; i < 3; i++)
+		queue_entry(r, f, n, p, 1, &released);
+
+	socket_free(r);
+	socket_free(w);
+	ASSERT(released == 67);
+	close(p[0]);
+	close(p[1]);
+	free(f);
+	/* In-flight fds in the kernel died with the sockets. */
+	ASSERT(count_fds() == before);
+}
+
+static void test_backpressure(void)
+{
+	int sv[2], sndbuf = 4096;
+	struct socket *w;
+	uint8_t *f, *got;
+	size_t n, total = 0, recvd = 0, expect_q, k;
+	unsigned int released = 0, rounds = 0;
+	const unsigned int count = 3000; /* more than IOV_MAX entries */
+
+	pair(sv);
+	ASSERT(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) == 0);
+	w = new_socket(sv[0], true);
+	f = make_frame(0, 1000, 5, false, &n);
+	for (k = 0; k < count; k++) {
+		queue_entry(w, f, n, NULL, 0, &released);
+		total += n;
+	}
+	ASSERT(socket_get_queued_bytes(w) == total);
+
+	/* The peer does not read: writing stops, nothing blocks. */
+	ASSERT(socket_dispatch_write(w) == 0);
+	ASSERT(socket_dispatch_write(w) == 0);
+	ASSERT(socket_wants_write(w));
+	expect_q = socket_get_queued_bytes(w);
+	ASSERT(expect_q > 0 && expect_q < total);
+	ASSERT(released == (total - expect_q) / n);
+
+	/* Drain the peer, resume, until everything went through in order. */
+	got = malloc(total);
+	ASSERT(got);
+	while (recvd < total) {
+		ssize_t m = recv(sv[1], got + recvd, total - recvd, MSG_DONTWAIT);
+
+		if (m > 0)
+			recvd += (size_t)m;
+		else
+			ASSERT(m < 0 && errno == EAGAIN);
+		ASSERT(socket_dispatch_write(w) == 0);
+		/* What is neither received nor queued is in the kernel. */
+		ASSERT(socket_get_queued_bytes(w) <= total - recvd);
+		ASSERT(++rounds < 1000000);
+	}
+	ASSERT(!socket_wants_write(w));
+	ASSERT(socket_get_queued_bytes(w) == 0);
+	ASSERT(released == count);
+	for (k = 0; k < count; k++)
+		ASSERT(!memcmp(got + k * n, f, n));
+	printf("# back-pressure: %zu bytes in %u drain rounds\n", total, rounds);
+
+	free(got);
+	free(f);
+	socket_free(w);
+	close(sv[1]);
+}
+
+static void test_peer_gone(void)
+{
+	int sv[2];
+	struct socket *s;
+	uint8_t *f;
+	size_t n;
+	unsigned int released = 0;
+	struct socket_frame fr;
+
+	/* EOF on read; frames before it are still handed out. */
+	pair(sv);
+	s = new_socket(sv[0], true);
+	f = make_frame(0, 10, 1, false, &n);
+	send_all(sv[1], f, n);
+	send_all(sv[1], f, 5);
+	close(sv[1]);
+	ASSERT(socket_dispatch_read(s) == 0);
+	/* A complete frame is buffered: no read, so no EOF yet. */
+	ASSERT(socket_dispatch_read(s) == 0);
+	expect_frame(s, f, n, 0, NULL);
+	ASSERT(socket_dispatch_read(s) == SOCKET_E_EOF);
+	ASSERT(socket_dispatch_read(s) == SOCKET_E_EOF);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	ASSERT(socket_get_buffered_bytes(s) == 5);
+
+	/* EPIPE on write. */
+	queue_entry(s, f, n, NULL, 0, &released);
+	ASSERT(socket_dispatch_write(s) == SOCKET_E_EOF);
+	socket_free(s);
+	ASSERT(released == 1);
+	free(f);
+}
+
+static void test_too_large(void)
+{
+	int sv[2];
+	struct socket *s;
+	uint8_t h[16] = { 'l', 1, 0, 1 };
+	struct socket_frame fr;
+	struct mallinfo2 before, after;
+
+	pair(sv);
+	s = new_socket(sv[0], true);
+	put_u32(h + 4, SOCKET_FRAME_MAX, false);
+	put_u32(h + 12, 8, false);
+	before = mallinfo2();
+	send_all(sv[1], h, 16);
+	send_all(sv[1], "0123456789", 10);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	after = mallinfo2();
+	/* Nothing near the claimed size was allocated. */
+	ASSERT(after.hblkhd + after.uordblks < before.hblkhd + before.uordblks + 1024 * 1024);
+	ASSERT(socket_get_buffered_bytes(s) == 26);
+	socket_free(s);
+	close(sv[1]);
+
+	/* Bad byte order mark. */
+	pair(sv);
+	s = new_socket(sv[0], true);
+	h[0] = 'X';
+	send_all(sv[1], h, 16);
+	ASSERT(socket_dispatch_read(s) == 0);
+	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	socket_free(s);
+	close(sv[1]);
+}
+
+/* An 8 MiB message between two sockets, both nonblocking, one thread. */
+static void test_large_frame(void)
+{
+	int sv[2];
+	struct socket *w, *r;
+	uint8_t *f;
+	size_t n;
+	unsigned int released = 0, rounds = 0;
+	struct socket_frame fr = {};
+	int ret;
+
+	pair(sv);
+	w = new_socket(sv[0], true);
+	r = new_socket(sv[1], true);
+	f = make_frame(13, 8 * 1024 * 1024, 9, false, &n);
+	queue_entry(w, f, n, NULL, 0, &released);
+	for (;;) {
+		ASSERT(socket_dispatch_write(w) == 0);
+		ASSERT(socket_dispatch_read(r) == 0);
+		ret = socket_read_frame(r, &fr);
+		if (ret == 0)
+			break;
+		ASSERT(ret == SOCKET_E_AGAIN);
+		ASSERT(++rounds < 100000);
+	}
+	ASSERT(fr.n_data == n && !memcmp(fr.data, f, n));
+	ASSERT(released == 1);
+	socket_frame_deinit(&fr);
+	ASSERT(socket_get_buffered_bytes(r) == 0);
+	free(f);
+	socket_free(w);
+	socket_free(r);
+}
+
+static void test_creds(void)
+{
+	int sv[2];
+	struct socket *s;
+	const struct socket_creds *c;
+	struct socket_creds c2;
+	gid_t groups[256];
+	int ng, i;
+	size_t j;
+
+	pair(sv);
+	s = new_socket(sv[0], true);
+	c = socket_get_creds(s);
+	ASSERT(c->pid == getpid());
+	ASSERT(c->uid == getuid());
+	ASSERT(c->gid == getgid());
+	ng = getgroups(256, groups);
+	ASSERT(ng >= 0);
+	ASSERT(c->n_groups == (size_t)ng);
+	for (i = 0; i < ng; i++) {
+		bool found = false;
+
+		for (j = 0; j < c->n_groups; j++)
+			found |= c->groups[j] == groups[i];
+		ASSERT(found);
+	}
+	printf("# creds: pid %d uid %u gid %u groups %zu label %s pidfd %s\n", (int)c->pid,
+	       (unsigned int)c->uid, (unsigned int)c->gid, c->n_groups,
+	       c->label ? c->label : "(none)", c->pidfd >= 0 ? "yes" : "no (kernel < 6.5)");
+
+	/* The standalone query gives the same answer. */
+	ASSERT(socket_creds_query(&c2, sv[1]) == 0);
+	ASSERT(c2.pid == getpid() && c2.uid == getuid());
+	socket_creds_deinit(&c2);
+	socket_creds_deinit(&c2);
+
+	socket_free(s);
+	close(sv[1]);
+
+	/* socket_new() on a non-socket fails and closes the fd. */
+	{
+		int p[2], before = count_fds();
+
+		ASSERT(pipe2(p, O_CLOEXEC) == 0);
+		ASSERT(socket_new(&s, p[0]) == -ENOTSOCK);
+		close(p[1]);
+		ASSERT(count_fds() == before);
+	}
+}
+
+/* More fds than fit next to SCM_CREDENTIALS: MSG_CTRUNC, nothing leaks. */
+static void test_ctrunc(void)
+{
+	int sv[2], p[2], before = count_fds(), one = 1, i;
+	int fds[SOCKET_FDS_MAX];
+	struct socket *s;
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(sizeof(int) * SOCKET_FDS_MAX)];
+	} control;
+	struct iovec iov = { .iov_base = "l", .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+
+	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], true);
+	/* Credentials take control space the fds then lack. */
+	ASSERT(setsockopt(socket_get_fd(s), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) == 0);
+	for (i = 0; i < (int)SOCKET_FDS_MAX; i++) {
+		fds[i] = fcntl(p[0], F_DUPFD_CLOEXEC, 3);
+		ASSERT(fds[i] >= 0);
+	}
+	memset(&control, 0, sizeof(control));
+	msg.msg_control = &control;
+	msg.msg_controllen = sizeof(control);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(c), fds, sizeof(fds));
+	ASSERT(sendmsg(sv[1], &msg, MSG_NOSIGNAL) == 1);
+	for (i = 0; i < (int)SOCKET_FDS_MAX; i++)
+		close(fds[i]);
+
+	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	socket_free(s);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+	ASSERT(count_fds() == before);
+}
+
+/* SO_PEERGROUPS with more groups than the first buffer holds (needs root). */
+static void test_many_groups(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	struct socket_creds c;
+	int lfd, afd, st;
+	pid_t pid;
+	size_t i;
+	char ch;
+
+	if (geteuid() != 0) {
+		printf("# skip many-groups: not root\n");
+		return;
+	}
+	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "test-socket-%d", (int)getpid());
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1));
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT(lfd >= 0);
+	ASSERT(bind(lfd, (struct sockaddr *)&sa, len) == 0);
+	ASSERT(listen(lfd, 1) == 0);
+
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		gid_t groups[100];
+		int fd;
+
+		for (i = 0; i < 100; i++)
+			groups[i] = (gid_t)(50000 + i);
+		if (setgroups(100, groups) < 0)
+			_exit(2);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, len) < 0)
+			_exit(3);
+		/* Stay until the parent has read our credentials. */
+		if (read(fd, &ch, 1) < 0)
+			_exit(4);
+		_exit(0);
+	}
+	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ASSERT(afd >= 0);
+	ASSERT(socket_creds_query(&c, afd) == 0);
+	ASSERT(c.pid == pid);
+	ASSERT(c.n_groups == 100);
+	for (i = 0; i < 100; i++)
+		ASSERT(c.groups[i] == (gid_t)(50000 + i));
+	if (c.pidfd >= 0) {
+		/* The pidfd names the peer process. */
+		char path[64], buf[256];
+		FILE *f;
+		bool found = false;
+
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.pidfd);
+		f = fopen(path, "re");
+		ASSERT(f);
+		while (fgets(buf, sizeof(buf), f))
+			if (!strncmp(buf, "Pid:", 4))
+				found = atoi(buf + 4) == pid;
+		fclose(f);
+		ASSERT(found);
+	}
+	socket_creds_deinit(&c);
+	close(afd);
+	ASSERT(waitpid(pid, &st, 0) == pid);
+	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(lfd);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Not a pass/fail test: prints throughput figures of writer -> reader. */
+static void measure(unsigned int count, uint32_t body)
+{
+	int sv[2];
+	struct socket *w, *r;
+	uint8_t *f;
+	size_t n;
+	unsigned int released = 0, got = 0, queued = 0;
+	double t0, t;
+	struct socket_frame fr;
+
+	pair(sv);
+	w = new_socket(sv[0], true);
+	r = new_socket(sv[1], true);
+	f = make_frame(0, body, 1, false, &n);
+	t0 = now();
+	while (got < count) {
+		/* Keep about 1 MiB queued, like a busy broker. */
+		while (queued < count && socket_get_queued_bytes(w) < 1024 * 1024) {
+			queue_entry(w, f, n, NULL, 0, &released);
+			queued++;
+		}
+		ASSERT(socket_dispatch_write(w) == 0);
+		ASSERT(socket_dispatch_read(r) == 0);
+		while (socket_read_frame(r, &fr) == 0) {
+			ASSERT(fr.n_data == n);
+			socket_frame_deinit(&fr);
+			got++;
+		}
+	}
+	t = now() - t0;
+	printf("# throughput: %u messages of %zu bytes in %.3f s: %.0f msg/s, %.1f MiB/s\n",
+	       count, n, t, count / t, (double)count * n / t / (1024 * 1024));
+	ASSERT(released == count);
+	free(f);
+	socket_free(w);
+	socket_free(r);
+}
+
+/* Authentication through the raw interface, pipelined with a message. */
+static void test_raw_to_framing(void)
+{
+	static const char auth[] = "\0AUTH EXTERNAL\r\nDATA\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n";
+	int sv[2], p[2], before = count_fds();
+	struct socket *s;
+	struct sasl_server sasl;
+	uint8_t *f, *buf;
+	size_t n, c, avail;
+	const void *raw;
+	struct socket_frame fr;
+
+	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], false);
+	f = make_frame(4, 30, 1, false, &n);
+	buf = malloc(sizeof(auth) - 1 + n);
+	memcpy(buf, auth, sizeof(auth) - 1);
+	memcpy(buf + sizeof(auth) - 1, f, n);
+	/* The first message carries an fd and comes in the same write. */
+	send_all(sv[1], buf, sizeof(auth) - 1);
+	send_with_fds(sv[1], f, n, p, 1);
+
+	ASSERT(sasl_server_init(&sasl, getuid(), "00000000000000000000000000000000",
+				SASL_SERVER_UNIX_FD) == 0);
+	ASSERT(socket_dispatch_read(s) == 0);
+	raw = socket_peek_raw(s, &avail);
+	ASSERT(avail == sizeof(auth) - 1 + n);
+	ASSERT(sasl_server_feed(&sasl, raw, avail, &c) == SASL_SERVER_DONE);
+	ASSERT(c == sizeof(auth) - 1);
+	socket_consume_raw(s, c);
+	socket_start_framing(s);
+	expect_frame(s, f, n, 1, &fr);
+	ASSERT(same_file(fr.fds[0], p[0]));
+	socket_frame_deinit(&fr);
+
+	sasl_server_deinit(&sasl);
+	socket_free(s);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+	free(f);
+	free(buf);
+	ASSERT(count_fds() == before);
+}
+
+int main(void)
+{
+	int before = count_fds();
+
+	test_frame_size();
+	test_split_frames();
+	test_many_frames_one_read();
+	test_fds_attach();
+	test_fds_misplaced();
+	test_write_fds();
+	test_disconnect_leaks();
+	test_backpressure();
+	test_peer_gone();
+	test_too_large();
+	test_large_frame();
+	test_creds();
+	test_raw_to_framing();
+	test_ctrunc();
+	test_many_groups();
+	ASSERT(count_fds() == before);
+	measure(200000, 100);
+	measure(2000, 1024 * 1024);
+	printf("ok\n");
+	return 0;
+}

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * bench-roundtrip: unicast round trip (ping-pong between two processes) through bus1 versus
+ * through an AF_UNIX socketpair, in the same run, alternating rounds, reporting medians and
+ * the ratio. Run it in a guest: `meson compile -C BUILD kmod-bench` (see meson.build).
+ *
+ * bus1 side: SEND to the peer's node; the other side waits in poll(), RECV, SLICE_RELEASE,
+ * and answers the same way (4 ioctls + 1 poll per hop). Socket side: write() and a blocking
+ * read() per hop. Usage: bench-roundtrip [ITERATIONS [ROUNDS]]
+ */
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kmod-test.h"
+
+static struct bus1_peer *pa, *pb;
+static uint64_t a_to_b, b_to_a;
+
+static void bus1_hop_recv(struct bus1_peer *p, size_t size)
+{
+	struct pollfd pfd = { .fd = bus1_peer_get_fd(p), .events = POLLIN };
+	struct bus1_msg m;
+	int r;
+
+	for (;;) {
+		r = bus1_peer_recv(p, 0, &m);
+		if (r == 0)
+			break;
+		if (r != -EAGAIN)
+			kt_fail("RECV: %s", strerror(-r));
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			kt_fail("poll: %m");
+	}
+	if (m.n_bytes != size)
+		kt_fail("got %zu bytes, want %zu", m.n_bytes, size);
+	r = bus1_peer_msg_release(p, &m);
+	if (r < 0)
+		kt_fail("SLICE_RELEASE: %s", strerror(-r));
+}
+
+static double run_bus1(long n, size_t size)
+{
+	static uint8_t buf[65536];
+	double t0, t;
+	pid_t pid;
+	long i;
+	int status;
+
+	pid = fork();
+	if (pid < 0)
+		kt_fail("fork: %m");
+	if (pid == 0) {
+		for (i = 0; i < n + 1; i++) {
+			bus1_hop_recv(pb, size);
+			if (kt_send(pb, b_to_a, buf, size) < 0)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	/* One warm-up round trip, not timed. */
+	ASSERT_OK(kt_send(pa, a_to_b, buf, size));
+	bus1_hop_recv(pa, size);
+	t0 = kt_now();
+	for (i = 0; i < n; i++) {
+		ASSERT_OK(kt_send(pa, a_to_b, buf, size));
+		bus1_hop_recv(pa, size);
+	}
+	t = kt_now() - t0;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_EQ(status, 0);
+	return t / n * 1e6;
+}
+
+static void xfer(int fd, void *buf, size_t size, bool out)
+{
+	size_t done = 0;
+
+	while (done < size) {
+		ssize_t r = out ? write(fd, (uint8_t *)buf + done, size - done) :
+				  read(fd, (uint8_t *)buf + done, size - done);
+
+		if (r <= 0)
+			kt_fail("%s: %m", out ? "write" : "read");
+		done += r;
+	}
+}
+
+static double run_socket(long n, size_t size)
+{
+	static uint8_t buf[65536];
+	double t0, t;
+	int sp[2], status;
+	pid_t pid;
+	long i;
+
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
+	pid = fork();
+	if (pid < 0)
+		kt_fail("fork: %m");
+	if (pid == 0) {
+		close(sp[0]);
+		for (i = 0; i < n + 1; i++) {
+			xfer(sp[1], buf, size, false);
+			xfer(sp[1], buf, size, true);
+		}
+		_exit(0);
+	}
+	close(sp[1]);
+	xfer(sp[0], buf, size, true);
+	xfer(sp[0], buf, size, false);
+	t0 = kt_now();
+	for (i = 0; i < n; i++) {
+		xfer(sp[0], buf, size, true);
+		xfer(sp[0], buf, size, false);
+	}
+	t = kt_now() - t0;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_EQ(status, 0);
+	close(sp[0]);
+	return t / n * 1e6;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static void bench(void)
+{
+	static const size_t sizes[] = { 8, 4096 };
+	long n = 2000;
+	int rounds = 5, i;
+	size_t k;
+	const char *e;
+
+	if ((e = getenv("KT_BENCH_N")))
+		n = atol(e);
+	if ((e = getenv("KT_BENCH_ROUNDS")))
+		rounds = atoi(e);
+	if (n < 1 || rounds < 1 || rounds > 64)
+		kt_fail("bad KT_BENCH_N/KT_BENCH_ROUNDS");
+
+	pa = kt_peer();
+	pb = kt_peer();
+	kt_node(pb, pa, NULL, &a_to_b);
+	kt_node(pa, pb, NULL, &b_to_a);
+
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		double tb[64], ts[64], mb, ms;
+
+		for (i = 0; i < rounds; i++) {
+			tb[i] = run_bus1(n, sizes[k]);
+			ts[i] = run_socket(n, sizes[k]);
+		}
+		qsort(tb, rounds, sizeof(double), cmp_double);
+		qsort(ts, rounds, sizeof(double), cmp_double);
+		mb = tb[rounds / 2];
+		ms = ts[rounds / 2];
+		printf("round trip, %5zu bytes: bus1 %7.2f us, socketpair %7.2f us, "
+		       "ratio bus1/socketpair %.2f (median of %d x %ld)\n",
+		       sizes[k], mb, ms, mb / ms, rounds, n);
+	}
+	bus1_peer_free(pa);
+	bus1_peer_free(pb);
+}
+
+static const struct kt_case cases[] = {
+	KT_CASE_T(bench, 600),
+};
+
+int main(int argc, char **argv)
+{
+	return kt_main(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+}

@@ -1,0 +1,283 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# run-guest.sh - boot Debian's own kernel under qemu, load a module, run one command in the guest
+# and return its exit status.
+#
+# The host root is shared read-only over 9p with a tmpfs overlay on top, so host binaries (the
+# build tree, dbus-daemon, python3) run unchanged in the guest. A second, read-write 9p share
+# carries the job description in and the results (status, output, dmesg, taint) out; nothing is
+# scraped from the console.
+#
+# Exit status: the command's status; 1 if the guest kernel logged a WARN/BUG/oops (taint flags
+# W, D or L, or such lines in dmesg), if `rmmod` failed after the command (a leaked reference),
+# if insmod failed or the guest died; 124 if the guest timed out; 77 (skip) if qemu or a bootable
+# kernel is missing. On failure the guest's dmesg (and console, if the guest died) is printed.
+#
+# Usage: run-guest.sh [OPTIONS] [--] COMMAND [ARG...]
+#   --module KO      insmod this module before the command, rmmod it after ("" = none)
+#   --kver VER       kernel version (default: $BUS1_VM_KVER, else the newest /lib/modules/*/build
+#                    with a matching /boot/vmlinuz-VER)
+#   --cache DIR      where the extracted vmlinux and the initramfs are cached
+#                    (default: $BUS1_VM_CACHE, else ./vm-cache)
+#   --smp N          guest CPUs (default 1)
+#   --mem SIZE       guest memory (default 1G)
+#   --timeout SEC    kill the command after SEC seconds; the guest gets 60 s more (default 300)
+#   --env NAME=VAL   set a variable for the command (repeatable)
+#   --keep           keep the per-run results directory
+#   --verbose        print the guest output and timing even on success
+#   --probe          only check that a guest can be booted: print the kernel version, exit 0 (or
+#                    77 if something is missing)
+# Environment: BUS1_VM_ACCEL=tcg|kvm (default: tcg; kvm is used only when asked for).
+
+set -euo pipefail
+
+me=run-guest
+srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+module=
+kver=${BUS1_VM_KVER:-}
+cache=${BUS1_VM_CACHE:-$PWD/vm-cache}
+smp=1
+mem=1G
+timeout_s=${BUS1_VM_TIMEOUT:-300}
+keep=0
+verbose=0
+probe=0
+envs=()
+
+die() { echo "$me: $*" >&2; exit 1; }
+skip() { echo "$me: SKIP: $*" >&2; exit 77; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--module) module=$2; shift 2 ;;
+	--kver) kver=$2; shift 2 ;;
+	--cache) cache=$2; shift 2 ;;
+	--smp) smp=$2; shift 2 ;;
+	--mem) mem=$2; shift 2 ;;
+	--timeout) timeout_s=$2; shift 2 ;;
+	--env) envs+=("$2"); shift 2 ;;
+	--keep) keep=1; shift ;;
+	--verbose) verbose=1; shift ;;
+	--probe) probe=1; shift ;;
+	--) shift; break ;;
+	-*) die "unknown option $1" ;;
+	*) break ;;
+	esac
+done
+[ $# -gt 0 ] || [ $probe = 1 ] || die "usage: run-guest.sh [OPTIONS] [--] COMMAND [ARG...]"
+case "$timeout_s" in ''|*[!0-9]*) die "--timeout wants seconds, got '$timeout_s'" ;; esac
+
+# ---- what we need on the host ----------------------------------------------------------------
+
+qemu=$(command -v qemu-system-x86_64 || true)
+[ -n "$qemu" ] || skip "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
+busybox=
+for b in /bin/busybox /usr/bin/busybox; do
+	if [ -x "$b" ] && file -L "$b" 2>/dev/null | grep -q 'statically linked'; then
+		busybox=$b
+		break
+	fi
+done
+[ -n "$busybox" ] || skip "no static busybox (apt-get install busybox-static)"
+for t in cpio xz gzip timeout; do
+	command -v $t >/dev/null || skip "$t not installed"
+done
+
+if [ -z "$kver" ]; then
+	for d in $(ls -d /lib/modules/*/build 2>/dev/null | sort -rV); do
+		v=$(basename "$(dirname "$d")")
+		if [ -f "/boot/vmlinuz-$v" ]; then
+			kver=$v
+			break
+		fi
+	done
+fi
+[ -n "$kver" ] || skip "no kernel with both /lib/modules/VER/build and /boot/vmlinuz-VER" \
+	"(apt-get install linux-image-amd64 linux-headers-amd64)"
+vmlinuz=/boot/vmlinuz-$kver
+moddir=/lib/modules/$kver
+[ -r "$vmlinuz" ] || skip "$vmlinuz missing or unreadable"
+[ -d "$moddir/kernel" ] || skip "$moddir/kernel missing"
+if [ $probe = 1 ]; then
+	echo "$kver"
+	exit 0
+fi
+if [ -n "$module" ]; then
+	[ -f "$module" ] || die "module $module does not exist"
+	module=$(realpath "$module")
+fi
+
+mkdir -p "$cache"
+cache=$(realpath "$cache")
+kcache=$cache/$kver
+mkdir -p "$kcache"
+
+# ---- cached artefacts: vmlinux (PVH entry, boots twice as fast as bzImage) and initramfs -------
+
+# Modules needed to mount the host root: 9p over virtio-pci, and overlayfs. Dependency order.
+initrd_modules="netfs fscache 9pnet 9p virtio_ring virtio 9pnet_virtio virtio_pci_modern_dev
+virtio_pci_legacy_dev virtio_pci overlay"
+
+build_vmlinux() {
+	local off tmp
+	# The XZ stream inside the bzImage is the vmlinux ELF; xz complains about the trailing data
+	# after the stream, but its output is complete.
+	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -n1 | cut -d: -f1)
+	[ -n "$off" ] || return 1
+	tmp=$kcache/vmlinux.tmp.$$
+	tail -c +$((off + 1)) "$vmlinuz" | xz -dc >"$tmp" 2>/dev/null || true
+	if ! head -c 4 "$tmp" | grep -q 'ELF'; then
+		rm -f "$tmp"
+		return 1
+	fi
+	mv -f "$tmp" "$kcache/vmlinux"
+}
+
+build_initramfs() {
+	local root m f tmp
+	root=$kcache/initramfs.d.$$
+	rm -rf "$root"
+	mkdir -p "$root"/{bin,lib/modules,proc,sys,dev,lower,rw,newroot}
+	cp "$busybox" "$root/bin/busybox"
+	for m in $initrd_modules; do
+		f=$(awk -F: -v m="$m" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n);
+			gsub(/-/, "_", n); if (n == m) { print $1; exit } }' "$moddir/modules.dep")
+		[ -n "$f" ] && [ -f "$moddir/$f" ] || { rm -rf "$root"; die "module $m not found in $moddir"; }
+		case "$f" in *.ko) ;; *) rm -rf "$root"; die "$f is compressed; busybox insmod needs .ko" ;; esac
+		cp "$moddir/$f" "$root/lib/modules/$m.ko"
+		echo "$m" >>"$root/lib/modules/order"
+	done
+	cp "$srcdir/guest-init.sh" "$root/init"
+	chmod 755 "$root/init"
+	tmp=$kcache/initramfs.tmp.$$
+	(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$tmp"
+	rm -rf "$root"
+	mv -f "$tmp" "$kcache/initramfs.gz"
+}
+
+(
+	flock 9
+	if [ ! -s "$kcache/vmlinux" ] || [ "$vmlinuz" -nt "$kcache/vmlinux" ]; then
+		build_vmlinux || echo "$me: could not extract vmlinux from $vmlinuz, booting bzImage" >&2
+	fi
+	if [ ! -s "$kcache/initramfs.gz" ] || [ "$srcdir/guest-init.sh" -nt "$kcache/initramfs.gz" ] ||
+	   [ "$moddir/modules.dep" -nt "$kcache/initramfs.gz" ]; then
+		build_initramfs
+	fi
+) 9>"$kcache/lock"
+
+kernel=$kcache/vmlinux
+[ -s "$kernel" ] || kernel=$vmlinuz
+[ -s "$kcache/initramfs.gz" ] || die "initramfs missing"
+
+# ---- the job -----------------------------------------------------------------------------------
+
+results=$(mktemp -d "$cache/run.XXXXXX")
+cleanup() {
+	if [ "$keep" = 0 ]; then
+		rm -rf "$results"
+	else
+		echo "$me: results kept in $results" >&2
+	fi
+}
+trap cleanup EXIT
+
+cp "$srcdir/guest-stage2.sh" "$results/stage2.sh"
+{
+	printf 'JOB_MODULE=%q\n' "$module"
+	printf 'JOB_CWD=%q\n' "$PWD"
+	printf 'JOB_TIMEOUT=%q\n' "$timeout_s"
+	printf 'JOB_CMD=('
+	printf '%q ' "$@"
+	printf ')\n'
+	printf 'JOB_ENV=('
+	[ ${#envs[@]} -eq 0 ] || printf '%q ' "${envs[@]}"
+	printf ')\n'
+} >"$results/job"
+
+accel=${BUS1_VM_ACCEL:-tcg}
+cpu=()
+[ "$accel" = kvm ] && cpu=(-cpu host)
+
+start=$(date +%s.%N)
+qemu_rc=0
+timeout -s KILL $((timeout_s + 60)) "$qemu" \
+	-machine pc -accel "$accel" "${cpu[@]}" -m "$mem" -smp "$smp" \
+	-nodefaults -no-user-config -display none -no-reboot \
+	-serial "file:$results/console.log" -monitor none \
+	-kernel "$kernel" -initrd "$kcache/initramfs.gz" \
+	-append "console=ttyS0 quiet loglevel=4 panic=-1" \
+	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
+	-device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
+	-fsdev "local,id=res,path=$results,security_model=none,multidevs=remap" \
+	-device virtio-9p-pci,fsdev=res,mount_tag=results \
+	</dev/null >"$results/qemu.log" 2>&1 || qemu_rc=$?
+end=$(date +%s.%N)
+elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+
+# ---- verdict -----------------------------------------------------------------------------------
+
+show() {
+	local f=$1 title=$2
+	[ -s "$results/$f" ] || return 0
+	echo "---- $title ----"
+	cat "$results/$f"
+}
+
+[ -f "$results/output" ] && cat "$results/output"
+
+if [ ! -f "$results/status" ]; then
+	if [ $qemu_rc = 137 ]; then
+		echo "$me: guest timed out after ${elapsed}s" >&2
+	else
+		echo "$me: guest died without a result (qemu status $qemu_rc, ${elapsed}s)" >&2
+	fi
+	show qemu.log "qemu"
+	show console.log "guest console"
+	show dmesg "guest dmesg"
+	[ $qemu_rc = 137 ] && exit 124
+	exit 1
+fi
+
+status=$(cat "$results/status")
+fail=0
+if [ -f "$results/insmod" ] && [ "$(cat "$results/insmod")" != 0 ]; then
+	echo "$me: insmod $module failed" >&2
+	fail=1
+fi
+if [ -f "$results/rmmod" ] && [ "$(cat "$results/rmmod")" != 0 ]; then
+	echo "$me: rmmod failed after the command (leaked reference?)" >&2
+	fail=1
+fi
+tainted=$(cat "$results/tainted" 2>/dev/null || echo 0)
+# TAINT_DIE (D) = bit 7, TAINT_WARN (W) = bit 9, TAINT_SOFTLOCKUP (L) = bit 14.
+for f in 7:D 9:W 14:L; do
+	if (( (tainted >> ${f%%:*}) & 1 )); then
+		echo "$me: kernel tainted with ${f#*:} (tainted=$tainted)" >&2
+		fail=1
+	fi
+done
+if grep -Eq 'WARNING:|BUG:|Oops|general protection fault|kernel BUG|UBSAN:|refcount_t:|Call Trace:' \
+	"$results/dmesg" 2>/dev/null; then
+	echo "$me: the kernel logged a warning, bug or oops" >&2
+	fail=1
+fi
+if [ "$status" = 137 ] && [ -f "$results/timedout" ]; then
+	echo "$me: command killed after ${timeout_s}s" >&2
+	status=124
+fi
+
+if [ $fail != 0 ]; then
+	echo "$me: command status $status, guest ${elapsed}s" >&2
+	show dmesg "guest dmesg (after boot)"
+	exit 1
+fi
+if [ "$status" != 0 ] && [ "$status" != 77 ]; then
+	echo "$me: command status $status, guest ${elapsed}s" >&2
+	show dmesg "guest dmesg (after boot)"
+	exit "$status"
+fi
+[ $verbose = 0 ] || echo "$me: command status $status, guest ${elapsed}s" >&2
+exit "$status"

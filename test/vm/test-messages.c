@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Messages: gathered data lands intact in every receiver's pool; the pool is read-only to its
+ * owner; slices stay valid until released; PEEK does not dequeue; fds travel (installed at RECV,
+ * or declined); multicast reports per-destination results; the kernel stamps real credentials;
+ * poll/epoll report readability.
+ */
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kmod-test.h"
+
+static void fill(uint8_t *buf, size_t n, uint32_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		buf[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
+}
+
+static void test_data_gather(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	uint64_t na, b_na;
+	static uint8_t big[1 << 20], expect[(1 << 20) + 300];
+	struct iovec v[4];
+	struct bus1_msg m;
+	size_t sizes[] = { 0, 1, 7, 8, 4095, 4096, 4097, 65536, 1 << 20 };
+	size_t i;
+
+	kt_node(a, b, &na, &b_na);
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		fill(big, sizes[i], i);
+		ASSERT_OK(kt_send(b, b_na, big, sizes[i]));
+		kt_recv(a, 0, &m);
+		ASSERT_EQ(m.type, BUS1_MSG_DATA);
+		ASSERT_EQ(m.destination, na);
+		ASSERT_EQ(m.n_bytes, sizes[i]);
+		ASSERT_EQ(m.n_handles, 0);
+		ASSERT_EQ(m.n_fds, 0);
+		ASSERT(m.offset != BUS1_OFFSET_INVALID);
+		ASSERT(!memcmp(m.data, big, sizes[i]));
+		ASSERT_OK(bus1_peer_msg_release(a, &m));
+	}
+	/* Four vectors, one of them empty, concatenated. */
+	fill(big, 1 << 20, 99);
+	v[0] = (struct iovec){ big, 100 };
+	v[1] = (struct iovec){ big + 5000, 0 };
+	v[2] = (struct iovec){ big + 200, 3000 };
+	v[3] = (struct iovec){ big + 7, 200 };
+	memcpy(expect, big, 100);
+	memcpy(expect + 100, big + 200, 3000);
+	memcpy(expect + 3100, big + 7, 200);
+	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, v, 4, NULL, 0, NULL, 0));
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.n_bytes, 3300);
+	ASSERT(!memcmp(m.data, expect, 3300));
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+static sigjmp_buf segv_jmp;
+
+static void on_segv(int sig)
+{
+	siglongjmp(segv_jmp, 1);
+}
+
+static void test_pool_readonly(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct bus1_cmd_peer_query q;
+	uint64_t na, b_na;
+	struct bus1_msg m;
+	volatile uint8_t *p;
+	void *map;
+	int fd = bus1_peer_get_fd(a);
+
+	kt_query(a, &q);
+	/* Writable shared or private mappings are refused. */
+	map = mmap(NULL, q.pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT(map == MAP_FAILED);
+	ASSERT(errno == EPERM || errno == EACCES);
+	map = mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT(map == MAP_FAILED);
+	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	ASSERT(map == MAP_FAILED);
+	/* A read-only mapping cannot be made writable later. */
+	map = mmap(NULL, q.pool_size, PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT(map != MAP_FAILED);
+	ASSERT_ERR_ANY(mprotect(map, 4096, PROT_READ | PROT_WRITE), EACCES, EPERM);
+	ASSERT_ERR_ANY(mprotect(map, q.pool_size, PROT_WRITE), EACCES, EPERM);
+
+	/* The data is visible in both read-only mappings; a store faults. */
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(kt_send(b, b_na, "readonly", 8));
+	kt_recv(a, 0, &m);
+	ASSERT(!memcmp((const uint8_t *)map + m.offset, "readonly", 8));
+	p = (volatile uint8_t *)map + m.offset;
+	signal(SIGSEGV, on_segv);
+	signal(SIGBUS, on_segv);
+	if (!sigsetjmp(segv_jmp, 1)) {
+		p[0] = 'X';
+		kt_fail("a store into the pool did not fault");
+	}
+	signal(SIGSEGV, SIG_DFL);
+	signal(SIGBUS, SIG_DFL);
+	ASSERT_EQ(((const char *)m.data)[0], 'r');
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	munmap(map, q.pool_size);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+/*
+ * Slices stay valid until released and can be released in any order; released space is reused
+ * (a pool that only grew would run out: we push many times the pool size through it).
+ */
+static void test_slice_release(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct bus1_cmd_peer_query q;
+	enum { N = 16 };
+	uint64_t na, b_na, off[N];
+	static uint8_t buf[1 << 20];
+	struct bus1_msg m[N];
+	size_t i, chunk, rounds;
+
+	kt_query(a, &q);
+	kt_node(a, b, &na, &b_na);
+	for (i = 0; i < N; i++) {
+		fill(buf, 1000, i);
+		ASSERT_OK(kt_send(b, b_na, buf, 1000));
+		kt_recv(a, 0, &m[i]);
+		off[i] = m[i].offset;
+	}
+	/* Release the even ones; the odd ones must still read correctly. */
+	for (i = 0; i < N; i += 2)
+		ASSERT_OK(bus1_peer_slice_release(a, off[i]));
+	for (i = 1; i < N; i += 2) {
+		fill(buf, 1000, i);
+		ASSERT(!memcmp(m[i].data, buf, 1000));
+	}
+	for (i = 1; i < N; i += 2)
+		ASSERT_OK(bus1_peer_slice_release(a, off[i]));
+	for (i = 0; i < N; i++)
+		ASSERT_ERR_ANY(bus1_peer_slice_release(a, off[i]), ENXIO, EINVAL);
+
+	/* Twice the pool size through it, one MiB at a time. */
+	chunk = sizeof(buf);
+	if (chunk > q.pool_size / 4)
+		chunk = q.pool_size / 4;
+	rounds = 2 * q.pool_size / chunk;
+	for (i = 0; i < rounds; i++) {
+		buf[0] = (uint8_t)i;
+		ASSERT_OK(kt_send(b, b_na, buf, chunk));
+		kt_recv(a, 0, &m[0]);
+		ASSERT_EQ(m[0].n_bytes, chunk);
+		ASSERT_EQ(((const uint8_t *)m[0].data)[0], (uint8_t)i);
+		ASSERT_OK(bus1_peer_msg_release(a, &m[0]));
+	}
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+/* A receiver that never releases fills its pool: ENOSPC for it, nobody else. */
+static void test_pool_full(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
+	struct bus1_cmd_peer_query q;
+	uint64_t na, b_na, nc, b_nc, dst[2];
+	uint32_t errs[2];
+	static uint8_t buf[1 << 20];
+	struct iovec v = { buf, sizeof(buf) };
+	struct bus1_msg m;
+	size_t i, n;
+	int r = 0;
+
+	kt_query(a, &q);
+	kt_node(a, b, &na, &b_na);
+	kt_node(c, b, &nc, &b_nc);
+	n = 0;
+	for (i = 0; i < 2 * q.pool_size / sizeof(buf); i++) {
+		r = kt_send(b, b_na, buf, sizeof(buf));
+		if (r == -ENOSPC)
+			break;
+		ASSERT_OK(r);
+		kt_recv(a, 0, &m);	/* dequeued, slice kept */
+		++n;
+	}
+	ASSERT_EQ(r, -ENOSPC);
+	ASSERT(n >= q.pool_size / sizeof(buf) / 2);
+	ASSERT(n <= q.pool_size / sizeof(buf));
+	/* Multicast to the full a and to c: c gets it with CONTINUE, a reports ENOSPC. */
+	dst[0] = b_na;
+	dst[1] = b_nc;
+	ASSERT_ERR(bus1_peer_send(b, 0, dst, 2, errs, &v, 1, NULL, 0, NULL, 0), ENOSPC);
+	ASSERT_EQ(errs[0], ENOSPC);
+	ASSERT_EQ(errs[1], ECANCELED);
+	kt_recv_none(c);
+	ASSERT_OK(bus1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, &v, 1, NULL, 0, NULL, 0));
+	ASSERT_EQ(errs[0], ENOSPC);
+	ASSERT_EQ(errs[1], 0);
+	kt_recv(c, 0, &m);
+	ASSERT_EQ(m.n_bytes, sizeof(buf));
+	/* A reset frees a's pool: it takes messages again. */
+	ASSERT_OK(bus1_peer_reset(a));
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(kt_send(b, b_na, buf, sizeof(buf)));
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+	bus1_peer_free(c);
+}
+
+static void test_peek(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	uint64_t na, b_na;
+	struct bus1_msg m1, m2, m3;
+
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(kt_send(b, b_na, "first", 5));
+	ASSERT_OK(kt_send(b, b_na, "second", 6));
+	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m1);
+	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m2);
+	ASSERT_EQ(m1.offset, m2.offset);
+	ASSERT_EQ(m1.n_bytes, 5);
+	ASSERT_EQ(m2.n_bytes, 5);
+	ASSERT(!memcmp(m2.data, "first", 5));
+	kt_recv(a, 0, &m3);
+	ASSERT_EQ(m3.offset, m1.offset);
+	ASSERT(!memcmp(m3.data, "first", 5));
+	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m1);
+	ASSERT_EQ(m1.n_bytes, 6);
+	ASSERT(!memcmp(m1.data, "second", 6));
+	ASSERT_OK(bus1_peer_msg_release(a, &m3));
+	kt_recv(a, 0, &m2);
+	ASSERT(!memcmp(m2.data, "second", 6));
+	ASSERT_OK(bus1_peer_msg_release(a, &m2));
+	kt_recv_none(a);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+static int fd_flags(int fd)
+{
+	return fcntl(fd, F_GETFD);
+}
+
+static bool same_file(int x, int y)
+{
+	struct stat s1, s2;
+
+	return fstat(x, &s1) == 0 && fstat(y, &s2) == 0 &&
+	       s1.st_dev == s2.st_dev && s1.st_ino == s2.st_ino;
+}
+
+static void test_fds(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	uint64_t na, b_na, h = BUS1_HANDLE_CREATE;
+	int p[2], mfd, fds[3], rfd[3];
+	struct bus1_msg m;
+	char c;
+
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
+	mfd = memfd_create("kt", MFD_CLOEXEC);
+	ASSERT(mfd >= 0);
+	ASSERT_EQ(write(mfd, "memfd", 5), 5);
+	fds[0] = p[0];
+	fds[1] = p[1];
+	fds[2] = mfd;
+	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "x", 1 }, 1, &h, 1,
+				 fds, 3));
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.n_fds, 3);
+	ASSERT_EQ(m.n_handles, 1);
+	ASSERT_EQ(m.n_bytes, 1);
+	ASSERT(m.handles[0] & BUS1_HANDLE_FLAG_REMOTE);
+	memcpy(rfd, m.fds, sizeof(rfd));
+	ASSERT(rfd[0] >= 0 && rfd[1] >= 0 && rfd[2] >= 0);
+	ASSERT(rfd[0] != p[0] && rfd[1] != p[1] && rfd[2] != mfd);
+	ASSERT(same_file(rfd[0], p[0]));
+	ASSERT(same_file(rfd[1], p[1]));
+	ASSERT(same_file(rfd[2], mfd));
+	ASSERT(fd_flags(rfd[0]) & FD_CLOEXEC);
+	ASSERT(fd_flags(rfd[2]) & FD_CLOEXEC);
+	/* They work: write through the received end, read through ours. */
+	ASSERT_EQ(write(rfd[1], "y", 1), 1);
+	ASSERT_EQ(read(p[0], &c, 1), 1);
+	ASSERT_EQ(c, 'y');
+	{
+		char buf[8] = { 0 };
+
+		ASSERT_EQ(pread(rfd[2], buf, 5, 0), 5);
+		ASSERT(!memcmp(buf, "memfd", 5));
+	}
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	close(rfd[0]);
+	close(rfd[1]);
+	close(rfd[2]);
+	close(p[0]);
+	close(p[1]);
+	close(mfd);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+/* NO_FDS: nothing installed, slots read -1; PEEK installs a set each time; dequeuing with
+ * NO_FDS drops the files (the last reference to a pipe's write end goes: EOF). */
+static void test_declined_fds(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	uint64_t na, b_na;
+	struct bus1_msg m, m2;
+	int p[2], fd, before, after;
+	char c;
+
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
+	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, &p[1], 1));
+	close(p[1]);
+	/* The in-flight message keeps the write end open. */
+	ASSERT_ERR(read(p[0], &c, 1), EAGAIN);
+
+	before = dup(0);
+	close(before);
+	kt_recv(a, BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS, &m);
+	ASSERT_EQ(m.n_fds, 1);
+	ASSERT_EQ(m.fds[0], -1);
+	/* No fd was installed: the lowest free number is unchanged. */
+	fd = dup(0);
+	ASSERT_EQ(fd, before);
+	close(fd);
+
+	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
+	ASSERT(m.fds[0] >= 0);
+	fd = m.fds[0];
+	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m2);
+	ASSERT(m2.fds[0] >= 0);
+	ASSERT_NE(m2.fds[0], fd);
+	ASSERT(same_file(fd, m2.fds[0]));
+	close(fd);
+	close(m2.fds[0]);
+
+	kt_recv(a, BUS1_RECV_FLAG_NO_FDS, &m);
+	ASSERT_EQ(m.fds[0], -1);
+	after = dup(0);
+	ASSERT_EQ(after, before);
+	close(after);
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	/* The message was the last holder of the write end. */
+	ASSERT_EQ(read(p[0], &c, 1), 0);
+	close(p[0]);
+	kt_recv_none(a);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+/* A receiver that cannot take the fds (EMFILE) keeps the message queued. */
+static void test_fds_emfile(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	uint64_t na, b_na;
+	struct bus1_msg m;
+	int p[2], spare[4096], n = 0;
+
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(pipe2(p, O_CLOEXEC));
+	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, p, 2));
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &(struct rlimit){ 64, 64 }));
+	while (n < 4096 && (spare[n] = dup(0)) >= 0)
+		++n;
+	ASSERT_ERR(bus1_peer_recv(a, 0, &m), EMFILE);
+	close(spare[--n]);
+	/* One free slot is not enough for two fds either. */
+	ASSERT_ERR(bus1_peer_recv(a, 0, &m), EMFILE);
+	close(spare[--n]);
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.n_fds, 2);
+	ASSERT(m.fds[0] >= 0 && m.fds[1] >= 0);
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+static void test_multicast(void)
+{
+	enum { N = 6 };
+	struct bus1_peer *s = kt_peer(), *p[N];
+	uint64_t own[N], dst[N + 2];
+	uint32_t errs[N + 2];
+	struct bus1_msg m;
+	int i;
+
+	for (i = 0; i < N; i++) {
+		p[i] = kt_peer();
+		kt_node(p[i], s, &own[i], &dst[i]);
+	}
+	ASSERT_OK(bus1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "multi", 5 }, 1,
+				 NULL, 0, NULL, 0));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(errs[i], 0);
+		kt_recv(p[i], 0, &m);
+		ASSERT_EQ(m.destination, own[i]);
+		ASSERT_EQ(m.n_bytes, 5);
+		ASSERT(!memcmp(m.data, "multi", 5));
+		ASSERT_OK(bus1_peer_msg_release(p[i], &m));
+	}
+	/* Two nodes of one peer: it gets one message per node. */
+	kt_node(p[0], s, NULL, &dst[N]);
+	ASSERT_OK(bus1_peer_send(s, 0, (uint64_t[]){ dst[0], dst[N] }, 2, NULL, NULL, 0,
+				 NULL, 0, NULL, 0));
+	kt_recv(p[0], 0, &m);
+	kt_recv(p[0], 0, &m);
+	kt_recv_none(p[0]);
+
+	/* A dead destination (owner gone) among live ones. */
+	bus1_peer_free(p[2]);
+	p[2] = NULL;
+	ASSERT_ERR(bus1_peer_send(s, 0, dst, N, errs, NULL, 0, NULL, 0, NULL, 0), EHOSTUNREACH);
+	for (i = 0; i < N; i++)
+		ASSERT_EQ(errs[i], i == 2 ? EHOSTUNREACH : ECANCELED);
+	for (i = 0; i < N; i++)
+		if (p[i])
+			kt_recv_none(p[i]);
+	ASSERT_OK(bus1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, dst, N, errs, NULL, 0, NULL, 0,
+				 NULL, 0));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(errs[i], i == 2 ? EHOSTUNREACH : 0);
+		if (p[i]) {
+			kt_recv(p[i], 0, &m);
+			ASSERT_EQ(m.type, BUS1_MSG_DATA);
+			kt_recv_none(p[i]);
+		}
+	}
+	/* With CONTINUE and no destination left, the ioctl still succeeds (documented). */
+	ASSERT_OK(bus1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, &dst[2], 1, errs, NULL, 0, NULL, 0,
+				 NULL, 0));
+	ASSERT_EQ(errs[0], EHOSTUNREACH);
+	/* s was told about the node it held. */
+	kt_recv(s, 0, &m);
+	ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+	ASSERT_EQ(m.destination, dst[2]);
+	for (i = 0; i < N; i++)
+		bus1_peer_free(p[i]);
+	bus1_peer_free(s);
+}
+
+struct cred_arg {
+	struct bus1_peer *peer;
+	uint64_t dst;
+	pid_t tid;
+};
+
+static void *cred_thread(void *p)
+{
+	struct cred_arg *arg = p;
+
+	arg->tid = syscall(SYS_gettid);
+	if (kt_send(arg->peer, arg->dst, "t", 1) < 0)
+		arg->tid = -1;
+	return NULL;
+}
+
+static void test_credentials(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct cred_arg arg;
+	pthread_t th;
+	uint64_t na, b_na;
+	struct bus1_msg m;
+	pid_t pid;
+	int status;
+
+	kt_node(a, b, &na, &b_na);
+	ASSERT_OK(kt_send(b, b_na, "m", 1));
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.uid, getuid());
+	ASSERT_EQ(m.gid, getgid());
+	ASSERT_EQ(m.pid, getpid());
+	ASSERT_EQ(m.tid, getpid());
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+
+	/* From another thread: same pid, its own tid. */
+	arg = (struct cred_arg){ .peer = b, .dst = b_na };
+	ASSERT_EQ(pthread_create(&th, NULL, cred_thread, &arg), 0);
+	pthread_join(th, NULL);
+	ASSERT(arg.tid > 0);
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.pid, getpid());
+	ASSERT_EQ(m.tid, arg.tid);
+	ASSERT_NE(m.tid, getpid());
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+
+	/* A child with real ids 4242/4343 and effective ids 0: the real ones are stamped. */
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		if (setresgid(4343, 0, 0) < 0 || setresuid(4242, 0, 0) < 0)
+			_exit(2);
+		_exit(kt_send(b, b_na, "c", 1) < 0 ? 3 : 0);
+	}
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_EQ(status, 0);
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.uid, 4242);
+	ASSERT_EQ(m.gid, 4343);
+	ASSERT_EQ(m.pid, pid);
+	ASSERT_EQ(m.tid, pid);
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+/*
+ * Pid namespaces: a receiver in a child pid namespace sees 0 for a sender outside it; a receiver
+ * outside sees the sender's pid in its own (the initial) namespace.
+ */
+static void test_credentials_pidns(void)
+{
+	struct bus1_peer *a = kt_peer();
+	int afd = bus1_peer_get_fd(a), pp[2], status;
+	pid_t child, inner = 0;
+	uint64_t ids[2];
+	struct bus1_msg m;
+
+	ASSERT_OK(pipe(pp));
+	child = fork();
+	ASSERT(child >= 0);
+	if (child == 0) {
+		pid_t g;
+
+		if (unshare(CLONE_NEWPID) < 0)
+			_exit(10);
+		g = fork();
+		if (g < 0)
+			_exit(11);
+		if (g == 0) {
+			/* pid 1 of the new namespace. */
+			struct bus1_peer *c;
+			uint64_t a_nc, na, c_na;
+			struct bus1_msg cm;
+			int i;
+
+			if (getpid() != 1 || bus1_peer_new(&c) < 0)
+				_exit(12);
+			if (bus1_peer_handle_transfer(c, a, &(uint64_t){ BUS1_HANDLE_CREATE }, &a_nc) < 0)
+				_exit(13);
+			/* a's node, held by c: created through a's fd (shared with us). */
+			{
+				struct bus1_cmd_handle_transfer t = { .src_handle = BUS1_HANDLE_CREATE,
+								      .dst_fd = bus1_peer_get_fd(c) };
+
+				if (ioctl(afd, BUS1_CMD_HANDLE_TRANSFER, &t) < 0)
+					_exit(14);
+				na = t.src_handle;
+				c_na = t.dst_handle;
+			}
+			ids[0] = a_nc;
+			ids[1] = na;
+			if (write(pp[1], ids, sizeof(ids)) != sizeof(ids))
+				_exit(15);
+			if (kt_send(c, c_na, "in", 2) < 0)
+				_exit(16);
+			/* Wait for a's message. */
+			for (i = 0; i < 1000; i++) {
+				if (bus1_peer_recv(c, 0, &cm) == 0)
+					break;
+				usleep(10000);
+			}
+			if (i == 1000)
+				_exit(17);
+			if (cm.type != BUS1_MSG_DATA || cm.pid != 0 || cm.tid != 0)
+				_exit(18);
+			_exit(0);
+		}
+		if (write(pp[1], &g, sizeof(g)) != sizeof(g))
+			_exit(19);
+		if (waitpid(g, &status, 0) != g)
+			_exit(20);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 21);
+	}
+	ASSERT_EQ(read(pp[0], &inner, sizeof(inner)), sizeof(inner));
+	ASSERT_EQ(read(pp[0], ids, sizeof(ids)), sizeof(ids));
+	/* ids[0]: a's handle to c's node; ids[1]: a's own node c sends to. */
+	ASSERT_EQ(poll(&(struct pollfd){ .fd = afd, .events = POLLIN }, 1, 20000), 1);
+	kt_recv(a, 0, &m);
+	ASSERT_EQ(m.type, BUS1_MSG_DATA);
+	ASSERT_EQ(m.destination, ids[1]);
+	ASSERT_EQ(m.pid, inner);
+	ASSERT_EQ(m.tid, inner);
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(kt_send(a, ids[0], "out", 3));
+	ASSERT_EQ(waitpid(child, &status, 0), child);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		kt_fail("pid namespace child failed: status 0x%x", status);
+	bus1_peer_free(a);
+}
+
+static void test_poll(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct epoll_event ev = { .events = EPOLLIN }, out[2];
+	struct pollfd pfd = { .fd = bus1_peer_get_fd(a), .events = POLLIN };
+	uint64_t na, b_na;
+	struct bus1_msg m;
+	int ep;
+
+	kt_node(a, b, &na, &b_na);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ASSERT(ep >= 0);
+	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, pfd.fd, &ev));
+	ASSERT_EQ(poll(&pfd, 1, 0), 0);
+	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 0);
+	ASSERT_OK(kt_send(b, b_na, "p", 1));
+	ASSERT_EQ(poll(&pfd, 1, 1000), 1);
+	ASSERT(pfd.revents & POLLIN);
+	ASSERT_EQ(epoll_wait(ep, out, 2, 1000), 1);
+	ASSERT(out[0].events & EPOLLIN);
+	/* PEEK leaves it readable, RECV does not. */
+	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
+	ASSERT_EQ(poll(&pfd, 1, 0), 1);
+	kt_recv(a, 0, &m);
+	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_EQ(poll(&pfd, 1, 0), 0);
+	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 0);
+	/* A notification is readable too. */
+	ASSERT_OK(bus1_peer_handle_release(a, na));
+	ASSERT_EQ(poll(&(struct pollfd){ .fd = bus1_peer_get_fd(b), .events = POLLIN }, 1, 1000), 1);
+	/* Hang-up after disconnect. */
+	ASSERT_OK(bus1_peer_disconnect(a));
+	ASSERT_EQ(poll(&pfd, 1, 0), 1);
+	ASSERT(pfd.revents & POLLHUP);
+	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 1);
+	ASSERT(out[0].events & EPOLLHUP);
+	close(ep);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+/* A blocked poller is woken by a SEND from another process. */
+static void test_poll_wakeup(void)
+{
+	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct pollfd pfd = { .fd = bus1_peer_get_fd(a), .events = POLLIN };
+	uint64_t na, b_na;
+	double t0;
+	pid_t pid;
+	int status;
+
+	kt_node(a, b, &na, &b_na);
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		usleep(200000);
+		_exit(kt_send(b, b_na, "w", 1) < 0);
+	}
+	t0 = kt_now();
+	ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+	ASSERT(kt_now() - t0 < 9);
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT_EQ(status, 0);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
+static const struct kt_case cases[] = {
+	KT_CASE(test_data_gather),
+	KT_CASE(test_pool_readonly),
+	KT_CASE(test_slice_release),
+	KT_CASE(test_pool_full),
+	KT_CASE(test_peek),
+	KT_CASE(test_fds),
+	KT_CASE(test_declined_fds),
+	KT_CASE(test_fds_emfile),
+	KT_CASE(test_multicast),
+	KT_CASE(test_credentials),
+	KT_CASE(test_credentials_pidns),
+	KT_CASE(test_poll),
+	KT_CASE(test_poll_wakeup),
+};
+
+int main(int argc, char **argv)
+{
+	return kt_main(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
+}
