@@ -478,6 +478,14 @@ int address_listen(const struct address *a, const char *guid, int *fdp, char **c
 	if (r < 0)
 		return r;
 
+	/*
+	 * Access control is the bus's business (policy), not the file mode's:
+	 * like dbus-daemon, make the socket connectable by everyone whatever
+	 * the umask was. Best effort; the directory may restrict access anyway.
+	 */
+	if (!abstract)
+		(void)chmod(name, 0777);
+
 	if (listen(fd, SOMAXCONN) < 0) {
 		r = -errno;
 		if (!abstract)

@@ -124,7 +124,8 @@ int address_generate_guid(char guid[ADDRESS_GUID_LEN + 1]);
  * (always path-based, never abstract). runtime=yes binds
  * $XDG_RUNTIME_DIR/bus (ADDRESS_E_UNUSABLE if the variable is unset). For
  * path= (and runtime=), a stale socket file nobody listens on is replaced; a
- * live one gives ADDRESS_E_UNUSABLE.
+ * live one gives ADDRESS_E_UNUSABLE. Socket files get mode 0777 regardless of
+ * the umask, as dbus-daemon does (access control is the bus policy's job).
  *
  * Return: 0, ADDRESS_E_UNUSABLE (with message), or negative errno.
  */

@@ -12,6 +12,20 @@
 #include "dbus-compat/validate.h"
 #include "util/macro.h"
 
+/* Basic type codes and 'v' are complete types of one character. */
+static const bool one_char_type[256] = {
+	['y'] = true, ['b'] = true, ['n'] = true, ['q'] = true, ['i'] = true,
+	['u'] = true, ['x'] = true, ['t'] = true, ['d'] = true, ['s'] = true,
+	['o'] = true, ['g'] = true, ['h'] = true, ['v'] = true,
+};
+
+static inline size_t type_length(const char *sig, const char *end)
+{
+	if (_likely_(one_char_type[(uint8_t)*sig]))
+		return 1;
+	return signature_next(sig, (size_t)(end - sig));
+}
+
 /* ---------------------------------------------------------------- writer */
 
 static int writer_fail(struct dc_writer *w, int r)
@@ -580,7 +594,7 @@ static int reader_next(struct dc_reader *r, char type, const char **t, size_t *n
 	}
 	if (r->sig >= r->sig_end || *r->sig != type)
 		return DC_E_TYPE;
-	len = signature_next(r->sig, (size_t)(r->sig_end - r->sig));
+	len = type_length(r->sig, r->sig_end);
 	if (len == 0)
 		return DC_E_TYPE;
 	*t = r->sig;
@@ -787,7 +801,8 @@ int dc_reader_enter(struct dc_reader *r, char type)
 		s = (const char *)r->data + r->pos + 1;
 		if (s[len] != 0)
 			return DC_E_STRING_NUL;
-		if (signature_validate_single(s, len))
+		if (!(len == 1 && one_char_type[(uint8_t)s[0]]) &&
+		    signature_validate_single(s, len))
 			return DC_E_VARIANT_SIGNATURE;
 		r->pos += len + 2;
 		r->sig = s;

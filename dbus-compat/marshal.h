@@ -196,7 +196,8 @@ int dc_reader_read_basic(struct dc_reader *r, char type, void *value);
 
 /*
  * Read several basic values: dc_reader_read(r, "su", &name, &flags).
- * Pointer types as for dc_reader_read_basic() (b: bool *).
+ * Pointer types as for dc_reader_read_basic() (b: bool *); a NULL pointer
+ * skips that value. Stops at the first error and returns it.
  */
 int dc_reader_read(struct dc_reader *r, const char *types, ...);
 

@@ -13,8 +13,11 @@
 #include "dbus-compat/validate.h"
 #include "util/macro.h"
 
+/* Codes up to this one have a fixed type (libdbus rejects other types). */
+#define FIELD_LAST_TYPED DC_FIELD_CONTAINER_INSTANCE
+
 /* The variant type each known header field must carry. */
-static const char field_types[DC_FIELD_MAX + 1] = {
+static const char field_types[FIELD_LAST_TYPED + 1] = {
 	[DC_FIELD_PATH] = 'o',
 	[DC_FIELD_INTERFACE] = 's',
 	[DC_FIELD_MEMBER] = 's',
@@ -24,6 +27,7 @@ static const char field_types[DC_FIELD_MAX + 1] = {
 	[DC_FIELD_SENDER] = 's',
 	[DC_FIELD_SIGNATURE] = 'g',
 	[DC_FIELD_UNIX_FDS] = 'u',
+	[DC_FIELD_CONTAINER_INSTANCE] = 'o',
 };
 
 int message_frame_size(const void *buf, size_t n, size_t *total)
@@ -110,18 +114,9 @@ struct message *message_unref(struct message *m)
 	return NULL;
 }
 
-/* Store one known header field; the reader is inside the variant. */
-static int parse_field(struct message *m, struct dc_reader *r, uint8_t code)
+/* Store one known header field, whose value @s / @u passed the type checks. */
+static int parse_field(struct message *m, uint8_t code, const char *s, size_t len, uint32_t u)
 {
-	const char *s = NULL;
-	uint32_t u = 0;
-	int k;
-
-	k = dc_reader_read_basic(r, field_types[code], field_types[code] == 'u' ?
-				 (void *)&u : (void *)&s);
-	if (k)
-		return k;
-
 	switch (code) {
 	case DC_FIELD_PATH:
 		if (!strcmp(s, DC_PATH_LOCAL))
@@ -129,19 +124,19 @@ static int parse_field(struct message *m, struct dc_reader *r, uint8_t code)
 		m->path = s;
 		break;
 	case DC_FIELD_INTERFACE:
-		if (!validate_interface_name(s, strlen(s)))
+		if (!validate_interface_name(s, len))
 			return DC_E_FIELD_VALUE;
 		if (!strcmp(s, DC_INTERFACE_LOCAL))
 			return DC_E_LOCAL_INTERFACE;
 		m->interface = s;
 		break;
 	case DC_FIELD_MEMBER:
-		if (!validate_member_name(s, strlen(s)))
+		if (!validate_member_name(s, len))
 			return DC_E_FIELD_VALUE;
 		m->member = s;
 		break;
 	case DC_FIELD_ERROR_NAME:
-		if (!validate_error_name(s, strlen(s)))
+		if (!validate_error_name(s, len))
 			return DC_E_FIELD_VALUE;
 		m->error_name = s;
 		break;
@@ -151,12 +146,12 @@ static int parse_field(struct message *m, struct dc_reader *r, uint8_t code)
 		m->reply_serial = u;
 		break;
 	case DC_FIELD_DESTINATION:
-		if (!validate_bus_name(s, strlen(s)))
+		if (!validate_bus_name(s, len))
 			return DC_E_FIELD_VALUE;
 		m->destination = s;
 		break;
 	case DC_FIELD_SENDER:
-		if (!validate_bus_name(s, strlen(s)))
+		if (!validate_bus_name(s, len))
 			return DC_E_FIELD_VALUE;
 		m->sender = s;
 		break;
@@ -201,68 +196,104 @@ static int check_required(const struct message *m)
 	return 0;
 }
 
-/* Walk the header fields a(yv) of m->storage. */
+/*
+ * Walk the header fields a(yv) of m->storage, from offset 16 to @fields_end
+ * (the array's end). This is the per-message hot path, so known fields are
+ * decoded directly: every field starts 8-aligned, with the code, the variant
+ * signature (1, type, NUL) and the value at offset 4, which is 4-aligned as
+ * 'u', 's' and 'o' need. Unknown fields go through the generic reader, which
+ * validates them as variants; they are then ignored.
+ */
 static int parse_header(struct message *m, size_t fields_end)
 {
-	struct dc_reader r;
+	const uint8_t *d = m->storage;
+	size_t pos = DC_FIXED_HEADER_SIZE, i;
 	uint32_t seen = 0;
-	size_t i;
 	int k;
 
-	k = dc_reader_init(&r, m->storage, fields_end, m->endian, "yyyyuua(yv)", 11, 0);
-	if (k)
-		return k;
-	/* the fixed part was checked by the caller; step over it */
-	k = dc_reader_read(&r, "yyyyuu", NULL, NULL, NULL, NULL, NULL, NULL);
-	if (k)
-		return k;
-	k = dc_reader_enter(&r, 'a');
-	if (k)
-		return k;
-
-	while (dc_reader_peek(&r)) {
-		const char *vsig;
+	while (pos < fields_end) {
+		const char *s = NULL;
+		size_t len = 0;
+		uint32_t u = 0;
 		uint8_t code;
+		char type;
 
-		k = dc_reader_enter(&r, '(');
-		if (k)
-			return k;
-		k = dc_reader_read_basic(&r, 'y', &code);
-		if (k)
-			return k;
-		k = dc_reader_enter(&r, 'v');
-		if (k)
-			return k;
-
+		/* struct alignment, inside the array */
+		for (; pos & 7; ++pos) {
+			if (pos >= fields_end)
+				return DC_E_ARRAY_LENGTH;
+			if (d[pos])
+				return DC_E_PADDING;
+		}
+		if (pos >= fields_end)
+			return DC_E_ARRAY_LENGTH;
+		code = d[pos];
 		if (code == DC_FIELD_INVALID)
 			return DC_E_FIELD_CODE;
-		if (code <= DC_FIELD_MAX) {
-			if (seen & (1u << code))
-				return DC_E_FIELD_DUPLICATE;
-			seen |= 1u << code;
-			if (dc_reader_peek_signature(&r, &vsig) != 1 || vsig[0] != field_types[code])
-				return DC_E_FIELD_TYPE;
-			k = parse_field(m, &r, code);
+
+		if (code > FIELD_LAST_TYPED) {
+			struct dc_reader r;
+
+			k = dc_reader_init(&r, d, fields_end, m->endian, "v", 1, 0);
 			if (k)
 				return k;
+			r.pos = pos + 1;
+			r.limit = fields_end;
+			k = dc_reader_skip(&r);
+			if (k)
+				return k == DC_E_TRUNCATED ? DC_E_ARRAY_LENGTH : k;
+			pos = r.pos;
+			continue;
 		}
-		/* unknown fields: validated (by exit skipping them), then ignored */
-		k = dc_reader_exit(&r);	/* variant */
-		if (k)
-			return k;
-		k = dc_reader_exit(&r);	/* struct */
+
+		if (seen & (1u << code))
+			return DC_E_FIELD_DUPLICATE;
+		seen |= 1u << code;
+		type = field_types[code];
+		if (fields_end - pos < 4)
+			return DC_E_ARRAY_LENGTH;
+		if (d[pos + 1] != 1 || d[pos + 2] != (uint8_t)type)
+			return DC_E_FIELD_TYPE;
+		if (d[pos + 3] != 0)
+			return DC_E_STRING_NUL;
+		pos += 4;
+
+		if (type == 'g') {
+			if (pos >= fields_end)
+				return DC_E_ARRAY_LENGTH;
+			len = d[pos++];
+		} else {
+			if (fields_end - pos < 4)
+				return DC_E_ARRAY_LENGTH;
+			u = dc_load_u32(d + pos, m->endian);
+			pos += 4;
+			len = u;
+		}
+
+		if (type != 'u') {
+			if (len >= fields_end - pos)
+				return DC_E_ARRAY_LENGTH;
+			s = (const char *)d + pos;
+			if (s[len] != 0)
+				return DC_E_STRING_NUL;
+			/*
+			 * All 's' fields hold names, whose (ASCII-only)
+			 * validation in parse_field() is stricter than UTF-8.
+			 */
+			if (type == 'o' && !validate_object_path(s, len))
+				return DC_E_OBJECT_PATH;
+			if (type == 'g' && signature_validate(s, len))
+				return DC_E_SIGNATURE;
+			pos += len + 1;
+		}
+
+		k = parse_field(m, code, s, len, u);
 		if (k)
 			return k;
 	}
 
-	k = dc_reader_exit(&r);
-	if (k)
-		return k;
-	if (r.pos != fields_end)
-		return DC_E_TRAILING;
-
 	for (i = fields_end; i < m->header_size; ++i)
-		if (m->storage[i])
+		if (d[i])
 			return DC_E_PADDING;
 	return 0;
 }
@@ -522,7 +553,7 @@ int message_stitch_sender(struct message *m, const char *sender, struct message 
 
 	if (sender && !validate_bus_name(sender, strlen(sender)))
 		return -EINVAL;
-	if (!m->header)
+	if (!m->parsed)
 		return -EINVAL;
 
 	h.str[DC_FIELD_PATH] = m->path;

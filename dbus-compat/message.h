@@ -27,7 +27,9 @@
  *    rejected; UNKNOWN field codes are validated as variants and then
  *    IGNORED: they are not exposed and are DROPPED when the sender is
  *    stitched (as dbus-daemon >= 1.12 does, so that a field the bus may add
- *    in the future can never be forged by a client);
+ *    in the future can never be forged by a client). Code 10
+ *    (CONTAINER_INSTANCE) must be an object path, as libdbus 1.14 insists,
+ *    and is otherwise treated as unknown;
  *  - required fields: METHOD_CALL PATH+MEMBER; ERROR ERROR_NAME+REPLY_SERIAL;
  *    METHOD_RETURN REPLY_SERIAL; SIGNAL PATH+INTERFACE+MEMBER;
  *  - PATH /org/freedesktop/DBus/Local and INTERFACE org.freedesktop.DBus.Local
@@ -164,7 +166,10 @@ static inline const char *message_get_path(const struct message *m) { return m->
 static inline const char *message_get_interface(const struct message *m) { return m->interface; }
 static inline const char *message_get_member(const struct message *m) { return m->member; }
 static inline const char *message_get_error_name(const struct message *m) { return m->error_name; }
-static inline const char *message_get_destination(const struct message *m) { return m->destination; }
+static inline const char *message_get_destination(const struct message *m)
+{
+	return m->destination;
+}
 static inline const char *message_get_sender(const struct message *m) { return m->sender; }
 static inline const char *message_get_signature(const struct message *m) { return m->signature; }
 static inline uint32_t message_get_unix_fds(const struct message *m) { return m->unix_fds; }
@@ -267,7 +272,11 @@ struct message_builder {
 
 /* Generic init: @signature of the body ("" or NULL for none). */
 void message_builder_init(struct message_builder *b, uint8_t type, const char *signature);
-/* METHOD_RETURN to @call: REPLY_SERIAL = call serial, DESTINATION = call sender. */
+/*
+ * METHOD_RETURN to @call: REPLY_SERIAL = call serial, DESTINATION = call
+ * sender (a pointer into @call: keep @call referenced until seal). Replies
+ * and signals get NO_REPLY_EXPECTED, as libdbus sets it.
+ */
 void message_builder_init_method_return(struct message_builder *b, const struct message *call,
 					const char *signature);
 /* ERROR to @call with @error_name (body signature usually "s": the text). */

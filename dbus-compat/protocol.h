@@ -86,7 +86,13 @@ enum {
 	DC_FIELD_SENDER		= 7,	/* s */
 	DC_FIELD_SIGNATURE	= 8,	/* g */
 	DC_FIELD_UNIX_FDS	= 9,	/* u */
-	DC_FIELD_MAX		= DC_FIELD_UNIX_FDS,
+	DC_FIELD_MAX		= DC_FIELD_UNIX_FDS,	/* the fields struct message exposes */
+	/*
+	 * o: reserved by libdbus >= 1.13 for a bus-added field; libdbus rejects
+	 * messages where it has another type, so it is type-checked, then
+	 * treated like an unknown field (ignored, dropped when stitching).
+	 */
+	DC_FIELD_CONTAINER_INSTANCE = 10,
 };
 
 /* Limits of the specification. */
@@ -115,55 +121,58 @@ enum {
 #define DC_PATH_LOCAL		"/org/freedesktop/DBus/Local"
 #define DC_INTERFACE_LOCAL	"org.freedesktop.DBus.Local"
 
-/* Standard error names. */
-#define DC_ERROR_FAILED                                 "org.freedesktop.DBus.Error.Failed"
-#define DC_ERROR_NO_MEMORY                              "org.freedesktop.DBus.Error.NoMemory"
-#define DC_ERROR_SERVICE_UNKNOWN                        "org.freedesktop.DBus.Error.ServiceUnknown"
-#define DC_ERROR_NAME_HAS_NO_OWNER                      "org.freedesktop.DBus.Error.NameHasNoOwner"
-#define DC_ERROR_NO_REPLY                               "org.freedesktop.DBus.Error.NoReply"
-#define DC_ERROR_IO_ERROR                               "org.freedesktop.DBus.Error.IOError"
-#define DC_ERROR_BAD_ADDRESS                            "org.freedesktop.DBus.Error.BadAddress"
-#define DC_ERROR_NOT_SUPPORTED                          "org.freedesktop.DBus.Error.NotSupported"
-#define DC_ERROR_LIMITS_EXCEEDED                        "org.freedesktop.DBus.Error.LimitsExceeded"
-#define DC_ERROR_ACCESS_DENIED                          "org.freedesktop.DBus.Error.AccessDenied"
-#define DC_ERROR_AUTH_FAILED                            "org.freedesktop.DBus.Error.AuthFailed"
-#define DC_ERROR_NO_SERVER                              "org.freedesktop.DBus.Error.NoServer"
-#define DC_ERROR_TIMEOUT                                "org.freedesktop.DBus.Error.Timeout"
-#define DC_ERROR_NO_NETWORK                             "org.freedesktop.DBus.Error.NoNetwork"
-#define DC_ERROR_ADDRESS_IN_USE                         "org.freedesktop.DBus.Error.AddressInUse"
-#define DC_ERROR_DISCONNECTED                           "org.freedesktop.DBus.Error.Disconnected"
-#define DC_ERROR_INVALID_ARGS                           "org.freedesktop.DBus.Error.InvalidArgs"
-#define DC_ERROR_FILE_NOT_FOUND                         "org.freedesktop.DBus.Error.FileNotFound"
-#define DC_ERROR_FILE_EXISTS                            "org.freedesktop.DBus.Error.FileExists"
-#define DC_ERROR_UNKNOWN_METHOD                         "org.freedesktop.DBus.Error.UnknownMethod"
-#define DC_ERROR_UNKNOWN_OBJECT                         "org.freedesktop.DBus.Error.UnknownObject"
-#define DC_ERROR_UNKNOWN_INTERFACE                      "org.freedesktop.DBus.Error.UnknownInterface"
-#define DC_ERROR_UNKNOWN_PROPERTY                       "org.freedesktop.DBus.Error.UnknownProperty"
-#define DC_ERROR_PROPERTY_READ_ONLY                     "org.freedesktop.DBus.Error.PropertyReadOnly"
-#define DC_ERROR_TIMED_OUT                              "org.freedesktop.DBus.Error.TimedOut"
-#define DC_ERROR_MATCH_RULE_NOT_FOUND                   "org.freedesktop.DBus.Error.MatchRuleNotFound"
-#define DC_ERROR_MATCH_RULE_INVALID                     "org.freedesktop.DBus.Error.MatchRuleInvalid"
-#define DC_ERROR_SPAWN_EXEC_FAILED                      "org.freedesktop.DBus.Error.Spawn.ExecFailed"
-#define DC_ERROR_SPAWN_FORK_FAILED                      "org.freedesktop.DBus.Error.Spawn.ForkFailed"
-#define DC_ERROR_SPAWN_CHILD_EXITED                     "org.freedesktop.DBus.Error.Spawn.ChildExited"
-#define DC_ERROR_SPAWN_CHILD_SIGNALED                   "org.freedesktop.DBus.Error.Spawn.ChildSignaled"
-#define DC_ERROR_SPAWN_FAILED                           "org.freedesktop.DBus.Error.Spawn.Failed"
-#define DC_ERROR_SPAWN_SETUP_FAILED                     "org.freedesktop.DBus.Error.Spawn.FailedToSetup"
-#define DC_ERROR_SPAWN_CONFIG_INVALID                   "org.freedesktop.DBus.Error.Spawn.ConfigInvalid"
-#define DC_ERROR_SPAWN_SERVICE_INVALID                  "org.freedesktop.DBus.Error.Spawn.ServiceNotValid"
-#define DC_ERROR_SPAWN_SERVICE_NOT_FOUND                "org.freedesktop.DBus.Error.Spawn.ServiceNotFound"
-#define DC_ERROR_SPAWN_PERMISSIONS_INVALID              "org.freedesktop.DBus.Error.Spawn.PermissionsInvalid"
-#define DC_ERROR_SPAWN_FILE_INVALID                     "org.freedesktop.DBus.Error.Spawn.FileInvalid"
-#define DC_ERROR_SPAWN_NO_MEMORY                        "org.freedesktop.DBus.Error.Spawn.NoMemory"
-#define DC_ERROR_UNIX_PROCESS_ID_UNKNOWN                "org.freedesktop.DBus.Error.UnixProcessIdUnknown"
-#define DC_ERROR_INVALID_SIGNATURE                      "org.freedesktop.DBus.Error.InvalidSignature"
-#define DC_ERROR_INVALID_FILE_CONTENT                   "org.freedesktop.DBus.Error.InvalidFileContent"
-#define DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN       "org.freedesktop.DBus.Error.SELinuxSecurityContextUnknown"
-#define DC_ERROR_ADT_AUDIT_DATA_UNKNOWN                 "org.freedesktop.DBus.Error.AdtAuditDataUnknown"
-#define DC_ERROR_OBJECT_PATH_IN_USE                     "org.freedesktop.DBus.Error.ObjectPathInUse"
-#define DC_ERROR_INCONSISTENT_MESSAGE                   "org.freedesktop.DBus.Error.InconsistentMessage"
-#define DC_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED     "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
-#define DC_ERROR_NOT_CONTAINER                          "org.freedesktop.DBus.Error.NotContainer"
+/* Standard error names (string literals: DC_ERROR_PREFIX "Failed" concatenates). */
+#define DC_ERROR_PREFIX					"org.freedesktop.DBus.Error."
+#define DC_ERROR_FAILED				DC_ERROR_PREFIX "Failed"
+#define DC_ERROR_NO_MEMORY			DC_ERROR_PREFIX "NoMemory"
+#define DC_ERROR_SERVICE_UNKNOWN		DC_ERROR_PREFIX "ServiceUnknown"
+#define DC_ERROR_NAME_HAS_NO_OWNER		DC_ERROR_PREFIX "NameHasNoOwner"
+#define DC_ERROR_NO_REPLY			DC_ERROR_PREFIX "NoReply"
+#define DC_ERROR_IO_ERROR			DC_ERROR_PREFIX "IOError"
+#define DC_ERROR_BAD_ADDRESS			DC_ERROR_PREFIX "BadAddress"
+#define DC_ERROR_NOT_SUPPORTED			DC_ERROR_PREFIX "NotSupported"
+#define DC_ERROR_LIMITS_EXCEEDED		DC_ERROR_PREFIX "LimitsExceeded"
+#define DC_ERROR_ACCESS_DENIED			DC_ERROR_PREFIX "AccessDenied"
+#define DC_ERROR_AUTH_FAILED			DC_ERROR_PREFIX "AuthFailed"
+#define DC_ERROR_NO_SERVER			DC_ERROR_PREFIX "NoServer"
+#define DC_ERROR_TIMEOUT			DC_ERROR_PREFIX "Timeout"
+#define DC_ERROR_NO_NETWORK			DC_ERROR_PREFIX "NoNetwork"
+#define DC_ERROR_ADDRESS_IN_USE			DC_ERROR_PREFIX "AddressInUse"
+#define DC_ERROR_DISCONNECTED			DC_ERROR_PREFIX "Disconnected"
+#define DC_ERROR_INVALID_ARGS			DC_ERROR_PREFIX "InvalidArgs"
+#define DC_ERROR_FILE_NOT_FOUND			DC_ERROR_PREFIX "FileNotFound"
+#define DC_ERROR_FILE_EXISTS			DC_ERROR_PREFIX "FileExists"
+#define DC_ERROR_UNKNOWN_METHOD			DC_ERROR_PREFIX "UnknownMethod"
+#define DC_ERROR_UNKNOWN_OBJECT			DC_ERROR_PREFIX "UnknownObject"
+#define DC_ERROR_UNKNOWN_INTERFACE		DC_ERROR_PREFIX "UnknownInterface"
+#define DC_ERROR_UNKNOWN_PROPERTY		DC_ERROR_PREFIX "UnknownProperty"
+#define DC_ERROR_PROPERTY_READ_ONLY		DC_ERROR_PREFIX "PropertyReadOnly"
+#define DC_ERROR_TIMED_OUT			DC_ERROR_PREFIX "TimedOut"
+#define DC_ERROR_MATCH_RULE_NOT_FOUND		DC_ERROR_PREFIX "MatchRuleNotFound"
+#define DC_ERROR_MATCH_RULE_INVALID		DC_ERROR_PREFIX "MatchRuleInvalid"
+#define DC_ERROR_SPAWN_EXEC_FAILED		DC_ERROR_PREFIX "Spawn.ExecFailed"
+#define DC_ERROR_SPAWN_FORK_FAILED		DC_ERROR_PREFIX "Spawn.ForkFailed"
+#define DC_ERROR_SPAWN_CHILD_EXITED		DC_ERROR_PREFIX "Spawn.ChildExited"
+#define DC_ERROR_SPAWN_CHILD_SIGNALED		DC_ERROR_PREFIX "Spawn.ChildSignaled"
+#define DC_ERROR_SPAWN_FAILED			DC_ERROR_PREFIX "Spawn.Failed"
+#define DC_ERROR_SPAWN_SETUP_FAILED		DC_ERROR_PREFIX "Spawn.FailedToSetup"
+#define DC_ERROR_SPAWN_CONFIG_INVALID		DC_ERROR_PREFIX "Spawn.ConfigInvalid"
+#define DC_ERROR_SPAWN_SERVICE_INVALID		DC_ERROR_PREFIX "Spawn.ServiceNotValid"
+#define DC_ERROR_SPAWN_SERVICE_NOT_FOUND	DC_ERROR_PREFIX "Spawn.ServiceNotFound"
+#define DC_ERROR_SPAWN_PERMISSIONS_INVALID	DC_ERROR_PREFIX "Spawn.PermissionsInvalid"
+#define DC_ERROR_SPAWN_FILE_INVALID		DC_ERROR_PREFIX "Spawn.FileInvalid"
+#define DC_ERROR_SPAWN_NO_MEMORY		DC_ERROR_PREFIX "Spawn.NoMemory"
+#define DC_ERROR_UNIX_PROCESS_ID_UNKNOWN	DC_ERROR_PREFIX "UnixProcessIdUnknown"
+#define DC_ERROR_INVALID_SIGNATURE		DC_ERROR_PREFIX "InvalidSignature"
+#define DC_ERROR_INVALID_FILE_CONTENT		DC_ERROR_PREFIX "InvalidFileContent"
+#define DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN \
+	DC_ERROR_PREFIX "SELinuxSecurityContextUnknown"
+#define DC_ERROR_ADT_AUDIT_DATA_UNKNOWN		DC_ERROR_PREFIX "AdtAuditDataUnknown"
+#define DC_ERROR_OBJECT_PATH_IN_USE		DC_ERROR_PREFIX "ObjectPathInUse"
+#define DC_ERROR_INCONSISTENT_MESSAGE		DC_ERROR_PREFIX "InconsistentMessage"
+#define DC_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED \
+	DC_ERROR_PREFIX "InteractiveAuthorizationRequired"
+#define DC_ERROR_NOT_CONTAINER			DC_ERROR_PREFIX "NotContainer"
 
 /* RequestName() flags and replies; ReleaseName() and StartServiceByName() replies. */
 #define DC_NAME_FLAG_ALLOW_REPLACEMENT		0x1
@@ -209,7 +218,7 @@ enum dc_invalid {
 	DC_E_TRAILING,			/* bytes left after the last value */
 	DC_E_TYPE,			/* reader asked for another type than the signature's */
 	/* framing and header (message) */
-	DC_E_NEED_MORE,			/* message_frame_size(): fewer than 16 bytes (not an error) */
+	DC_E_NEED_MORE,			/* fewer than 16 bytes to frame (not an error) */
 	DC_E_ENDIAN,			/* first byte neither 'l' nor 'B' */
 	DC_E_VERSION,			/* protocol version is not 1 */
 	DC_E_MESSAGE_TOO_BIG,		/* total size above DC_MAX_MESSAGE_SIZE */

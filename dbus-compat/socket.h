@@ -238,6 +238,10 @@ int socket_dispatch_read(struct socket *socket);
  * @socket:	socket
  * @np:	output: number of bytes
  *
+ * Works in both modes; in framing mode it shows the bytes not yet handed out
+ * as frames (e.g. to check a message header against a size limit before the
+ * whole message has arrived).
+ *
  * Return: the buffered, not yet consumed bytes, valid until the next call
  * that modifies the socket.
  */

@@ -73,14 +73,29 @@ bool validate_utf8(const char *str, size_t n)
 	return true;
 }
 
-static bool is_alpha_(char c)
+/* Character classes of names, one table lookup per byte. */
+enum {
+	C_WORD = 1,	/* [A-Za-z0-9_] */
+	C_DIGIT = 2,	/* [0-9] */
+	C_DASH = 4,	/* '-' */
+};
+
+static const uint8_t char_class[256] = {
+	['0' ... '9'] = C_WORD | C_DIGIT,
+	['A' ... 'Z'] = C_WORD,
+	['a' ... 'z'] = C_WORD,
+	['_'] = C_WORD,
+	['-'] = C_DASH,
+};
+
+static inline bool is_word(char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+	return char_class[(uint8_t)c] & C_WORD;
 }
 
-static bool is_digit(char c)
+static inline bool is_digit(char c)
 {
-	return c >= '0' && c <= '9';
+	return char_class[(uint8_t)c] & C_DIGIT;
 }
 
 bool validate_object_path(const char *s, size_t n)
@@ -99,7 +114,7 @@ bool validate_object_path(const char *s, size_t n)
 			if (prev_slash)
 				return false;	/* "//" */
 			prev_slash = true;
-		} else if (is_alpha_(s[i]) || is_digit(s[i])) {
+		} else if (is_word(s[i])) {
 			prev_slash = false;
 		} else {
 			return false;
@@ -116,6 +131,7 @@ bool validate_object_path(const char *s, size_t n)
 static bool validate_dotted(const char *s, size_t n, bool dash, bool digit_first,
 			    unsigned min_elements)
 {
+	uint8_t allowed = C_WORD | (dash ? C_DASH : 0);
 	unsigned elements = 1;
 	bool elem_start = true;
 	size_t i;
@@ -124,18 +140,18 @@ static bool validate_dotted(const char *s, size_t n, bool dash, bool digit_first
 		return false;
 
 	for (i = 0; i < n; ++i) {
-		char c = s[i];
+		uint8_t cls = char_class[(uint8_t)s[i]];
 
-		if (c == '.') {
+		if (s[i] == '.') {
 			if (elem_start)
 				return false;	/* empty element */
 			++elements;
 			elem_start = true;
 			continue;
 		}
-		if (!(is_alpha_(c) || (dash && c == '-') || is_digit(c)))
+		if (!(cls & allowed))
 			return false;
-		if (elem_start && is_digit(c) && !digit_first)
+		if (elem_start && (cls & C_DIGIT) && !digit_first)
 			return false;
 		elem_start = false;
 	}
@@ -160,7 +176,7 @@ bool validate_member_name(const char *s, size_t n)
 	if (n == 0 || n > DC_MAX_NAME_LENGTH || is_digit(s[0]))
 		return false;
 	for (i = 0; i < n; ++i)
-		if (!is_alpha_(s[i]) && !is_digit(s[i]))
+		if (!is_word(s[i]))
 			return false;
 	return true;
 }

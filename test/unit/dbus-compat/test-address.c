@@ -255,6 +255,7 @@ static void listen_connect(const char *str, const char *expect_prefix, bool expe
 		struct stat st;
 
 		ASSERT(stat(unlink_path, &st) == 0 && S_ISSOCK(st.st_mode));
+		ASSERT((st.st_mode & 0777) == 0777);
 		ASSERT(unlink(unlink_path) == 0);
 	}
 	close(afd);
@@ -368,6 +369,8 @@ static void test_listen(void)
 
 int main(void)
 {
+	/* The socket mode must not depend on the umask. */
+	umask(077);
 	test_parse();
 	test_parse_errors();
 	test_escape();

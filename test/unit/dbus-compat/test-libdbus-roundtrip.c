@@ -184,7 +184,8 @@ static void lib_body_basic(DBusMessage *m)
 	dbus_int64_t x = INT64_MIN;
 	dbus_uint64_t t = UINT64_MAX;
 	double d = -0.0, d2 = 1e300;
-	const char *s = "h\xc3\xa9llo \xf0\x9f\x98\x80", *e = "", *o = "/a/b_c/D0", *g = "a{sv}(ii)";
+	const char *s = "h\xc3\xa9llo \xf0\x9f\x98\x80", *e = "", *o = "/a/b_c/D0";
+	const char *g = "a{sv}(ii)";
 
 	dbus_message_iter_init_append(m, &it);
 	append_basic(&it, 'y', &y);
@@ -311,7 +312,8 @@ static void lib_body_dict(DBusMessage *m)
 		case 4:	/* v(a{sv}) with one entry */
 			CHECK(dbus_message_iter_open_container(&e, 'v', "a{sv}", &v));
 			CHECK(dbus_message_iter_open_container(&v, 'a', "{sv}", &sa));
-			CHECK(dbus_message_iter_open_container(&sa, DBUS_TYPE_DICT_ENTRY, NULL, &s));
+			CHECK(dbus_message_iter_open_container(&sa, DBUS_TYPE_DICT_ENTRY, NULL,
+							       &s));
 			append_basic(&s, 's', &str);
 			CHECK(dbus_message_iter_open_container(&s, 'v', "y", &vv));
 			append_basic(&vv, 'y', &y);
@@ -706,21 +708,65 @@ static void test_to_libdbus(void)
 	}
 }
 
+struct tally {
+	unsigned long ours, theirs, both;
+};
+
+/* We may refuse what libdbus accepts (we are stricter), never the reverse. */
+static void check_agreement(const char *wire, int len, struct tally *t, const char *what)
+{
+	struct message *m = NULL;
+	DBusMessage *l;
+	DBusError err;
+	int r;
+
+	r = message_new_from_data(&m, wire, (size_t)len, NULL, 0);
+	CHECK(r >= 0);
+	dbus_error_init(&err);
+	l = dbus_message_demarshal(wire, len, &err);
+	if (dbus_error_is_set(&err))
+		dbus_error_free(&err);
+	if (r == 0 && !l) {
+		fprintf(stderr, "we accept what libdbus refuses: %s\n", what);
+		CHECK(0);
+	}
+	t->ours += r == 0;
+	t->theirs += !!l;
+	if (r == 0 && l) {
+		/* both read the same header fields and values */
+		compare_message(l, m);
+		++t->both;
+	}
+	if (l)
+		dbus_message_unref(l);
+	message_unref(m);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
 /*
- * Every single-byte change of a few messages: what we accept, libdbus must
- * accept (we may be stricter, never laxer), and when both accept, values agree.
+ * Corrupted variants of a few messages (one big-endian): every single-byte
+ * change from a small set, then random multi-byte changes (deterministic).
  */
 static void test_corruption(void)
 {
 	static const body_fn fns[] = { lib_body_basic, lib_body_dict, lib_body_arrays };
 	static const uint8_t deltas[] = { 0x01, 0x80, 0xff };
-	unsigned long ours = 0, theirs = 0, both = 0;
+	struct tally t = {};
 	size_t f;
 
 	for (f = 0; f < sizeof(fns) / sizeof(*fns); ++f) {
 		DBusMessage *lm = lib_new(DC_MESSAGE_METHOD_CALL);
-		char *wire = NULL;
-		int len = 0, i;
+		char *wire = NULL, *copy, what[64];
+		int len = 0, i, k;
 		size_t d;
 
 		fns[f](lm);
@@ -745,40 +791,27 @@ static void test_corruption(void)
 
 		for (i = 0; i < len; ++i) {
 			for (d = 0; d < sizeof(deltas); ++d) {
-				struct message *m = NULL;
-				DBusMessage *l;
-				DBusError err;
-				int r;
-
 				wire[i] ^= deltas[d];
-				r = message_new_from_data(&m, wire, (size_t)len, NULL, 0);
-				CHECK(r >= 0);
-				dbus_error_init(&err);
-				l = dbus_message_demarshal(wire, len, &err);
-				if (dbus_error_is_set(&err))
-					dbus_error_free(&err);
-				if (r == 0 && !l) {
-					fprintf(stderr, "we accept what libdbus refuses: byte %d ^ 0x%02x\n",
-						i, deltas[d]);
-					CHECK(0);
-				}
-				ours += r == 0;
-				theirs += !!l;
-				if (r == 0 && l) {
-					/* libdbus drops nothing we expose: compare */
-					compare_message(l, m);
-					++both;
-				}
-				if (l)
-					dbus_message_unref(l);
-				message_unref(m);
+				snprintf(what, sizeof(what), "sample %zu byte %d ^ 0x%02x", f, i,
+					 deltas[d]);
+				check_agreement(wire, len, &t, what);
 				wire[i] ^= deltas[d];
 			}
 		}
+
+		copy = malloc((size_t)len);
+		for (i = 0; i < 3000; ++i) {
+			memcpy(copy, wire, (size_t)len);
+			for (k = 1 + rng() % 4; k > 0; --k)
+				copy[rng() % (unsigned)len] = (char)rng();
+			snprintf(what, sizeof(what), "sample %zu random mutation %d", f, i);
+			check_agreement(copy, len, &t, what);
+		}
+		free(copy);
 		dbus_free(wire);
 	}
-	printf("corruption: accepted by us %lu, by libdbus %lu, compared %lu\n", ours, theirs,
-	       both);
+	printf("corruption: accepted by us %lu, by libdbus %lu, compared %lu\n", t.ours,
+	       t.theirs, t.both);
 }
 
 int main(void)

@@ -71,6 +71,7 @@ static void test_fixed_alignment(void)
 				size_t at, n;
 				void *data;
 				bool bv = true, bgot = false;
+				int k;
 
 				memset(sig, 'y', off);
 				sig[off] = *t;
@@ -104,7 +105,8 @@ static void test_fixed_alignment(void)
 				CHECK(!memcmp((uint8_t *)data + at, expect, size));
 
 				CHECK_EQ(validate(data, n, endians[e], sig, 3), 0);
-				CHECK_EQ(dc_reader_init(&r, data, n, endians[e], sig, strlen(sig), 3), 0);
+				k = dc_reader_init(&r, data, n, endians[e], sig, strlen(sig), 3);
+				CHECK_EQ(k, 0);
 				for (i = 0; i < (unsigned)off; ++i) {
 					uint8_t y;
 
@@ -125,7 +127,8 @@ static void test_fixed_alignment(void)
 				/* non-zero padding is rejected */
 				if (at > (size_t)off) {
 					((uint8_t *)data)[at - 1] = 1;
-					CHECK_EQ(validate(data, n, endians[e], sig, 3), DC_E_PADDING);
+					CHECK_EQ(validate(data, n, endians[e], sig, 3),
+						 DC_E_PADDING);
 				}
 				/* truncation at every length */
 				for (i = 0; i < n; ++i)
@@ -150,6 +153,7 @@ static void test_string_alignment(void)
 						    *t == 'o' ? "/org/x" : "a{sv}";
 				const char *got = NULL;
 				char sig[16];
+				int k;
 				struct dc_writer w;
 				struct dc_reader r;
 				size_t n, at, len = strlen(value), i;
@@ -180,7 +184,8 @@ static void test_string_alignment(void)
 					CHECK(!memcmp(data + at + 4, value, len + 1));
 				}
 
-				CHECK_EQ(dc_reader_init(&r, data, n, endians[e], sig, strlen(sig), 0), 0);
+				k = dc_reader_init(&r, data, n, endians[e], sig, strlen(sig), 0);
+				CHECK_EQ(k, 0);
 				for (i = 0; i < (size_t)off; ++i)
 					CHECK_EQ(dc_reader_read_basic(&r, 'y', NULL), 0);
 				CHECK_EQ(dc_reader_read_basic(&r, *t, &got), 0);

@@ -359,12 +359,18 @@ static void test_header_errors(void)
 	       { DC_FIELD_INTERFACE, 's', "org.freedesktop.DBus.Local" });
 	EXPECT(DC_E_LOCAL_PATH, DC_MESSAGE_METHOD_RETURN, rs,
 	       { DC_FIELD_PATH, 'o', "/org/freedesktop/DBus/Local" });
-	EXPECT(0, DC_MESSAGE_METHOD_CALL, member, { DC_FIELD_PATH, 'o', "/org/freedesktop/DBus/Local2" });
+	EXPECT(0, DC_MESSAGE_METHOD_CALL, member,
+	       { DC_FIELD_PATH, 'o', "/org/freedesktop/DBus/Local2" });
 
 	/* field code 0 is invalid; unknown codes are accepted and ignored */
 	EXPECT(DC_E_FIELD_CODE, DC_MESSAGE_METHOD_CALL, path, member, { 0, 's', "x" });
-	EXPECT(0, DC_MESSAGE_METHOD_CALL, path, member, { 10, 's', "x" }, { 200, 'X', "y" },
-	       { 10, 'u', NULL, 3 });
+	EXPECT(0, DC_MESSAGE_METHOD_CALL, path, member, { 11, 's', "x" }, { 200, 'X', "y" },
+	       { 11, 'u', NULL, 3 });
+	/* CONTAINER_INSTANCE (10) is typed 'o' for libdbus' sake, then ignored */
+	EXPECT(0, DC_MESSAGE_METHOD_CALL, path, member, { 10, 'o', "/c/1" });
+	EXPECT(DC_E_FIELD_TYPE, DC_MESSAGE_METHOD_CALL, path, member, { 10, 's', "x" });
+	EXPECT(DC_E_FIELD_DUPLICATE, DC_MESSAGE_METHOD_CALL, path, member, { 10, 'o', "/c" },
+	       { 10, 'o', "/c" });
 
 #undef EXPECT
 
@@ -502,13 +508,14 @@ static void test_stitch(void)
 			{ DC_FIELD_MEMBER, 's', "Changed" },
 			{ DC_FIELD_SIGNATURE, 'g', "uu" },
 			{ 17, 's', "another" },
+			{ DC_FIELD_CONTAINER_INSTANCE, 'o', "/forged/container" },
 		};
 		struct message *m = NULL, *s = NULL, *s2 = NULL, *p = NULL, *none = NULL;
 		struct iovec iov[2];
 		uint8_t *wire;
 		size_t n, bn;
 		void *body = body_u32s(endians[e], "uu", 1, 2, &bn);
-		uint8_t *d = raw(endians[e], DC_MESSAGE_SIGNAL, 0, 77, f, 7, body, bn, &n);
+		uint8_t *d = raw(endians[e], DC_MESSAGE_SIGNAL, 0, 77, f, 8, body, bn, &n);
 		const char *arg;
 
 		CHECK_EQ(message_new_from_data(&m, d, n, NULL, 0), 0);
@@ -536,7 +543,8 @@ static void test_stitch(void)
 		memcpy(wire, iov[0].iov_base, iov[0].iov_len);
 		memcpy(wire + iov[0].iov_len, iov[1].iov_base, iov[1].iov_len);
 		CHECK(!memcmp(wire + iov[0].iov_len, body, bn));
-		CHECK_EQ(message_new_from_data(&p, wire, iov[0].iov_len + iov[1].iov_len, NULL, 0), 0);
+		n = iov[0].iov_len + iov[1].iov_len;
+		CHECK_EQ(message_new_from_data(&p, wire, n, NULL, 0), 0);
 		CHECK_STR(p->sender, ":1.5");
 		CHECK_STR(p->path, "/org/example/Obj");
 		CHECK_STR(p->interface, "org.example.Iface");
@@ -544,6 +552,7 @@ static void test_stitch(void)
 		CHECK_EQ(p->endian, endians[e]);
 		CHECK(!memmem(wire, iov[0].iov_len, "unknown field", 13));
 		CHECK(!memmem(wire, iov[0].iov_len, "another", 7));
+		CHECK(!memmem(wire, iov[0].iov_len, "/forged/container", 17));
 		CHECK(!memmem(wire, iov[0].iov_len, ":1.99", 5));
 		/* the stitched header is no bigger than needed */
 		CHECK(iov[0].iov_len < m->header_size);
@@ -737,7 +746,7 @@ static void test_args(void)
 	sig[70] = 0;
 	message_builder_init_signal(&b, "/a", "a.b", "S", sig);
 	for (i = 0; i < 70; ++i) {
-		char v[8];
+		char v[16];
 
 		snprintf(v, sizeof(v), "v%d", i);
 		dc_writer_write(&b.body, "s", v);
@@ -745,7 +754,7 @@ static void test_args(void)
 	CHECK_EQ(message_builder_seal(&b, 1, &m), 0);
 	message_builder_deinit(&b);
 	for (i = 0; i < 64; ++i) {
-		char v[8];
+		char v[16];
 
 		snprintf(v, sizeof(v), "v%d", i);
 		CHECK_EQ(message_get_arg(m, i, &s), 's');
