@@ -256,7 +256,8 @@ enum bus_config_apparmor {
  * @rules:	every policy rule of every <policy>, file order (struct
  *		bus_policy_rule)
  * @associations: struct bus_config_associate (SELinux), file order
- * @warnings:	struct bus_config_string, each "FILE:LINE: message"
+ * @warnings:	struct bus_config_string, each "FILE:LINE: message" (the
+ *		entries' own file/line fields are NULL/0)
  */
 struct bus_config {
 	char *type;
@@ -336,13 +337,21 @@ int bus_message_type_from_string(const char *s);
  * @dirs:	list head; struct bus_config_servicedir entries are appended
  *		(skipping any already present)
  *
- * Computed from XDG_RUNTIME_DIR, XDG_DATA_HOME (or HOME), XDG_DATA_DIRS
- * exactly as dbus-daemon 1.14 does on Linux. Exposed for tests and for
+ * Computed from XDG_RUNTIME_DIR, XDG_DATA_HOME (or the user's home),
+ * XDG_DATA_DIRS and /usr/share as dbus-daemon 1.14 does on Linux:
+ * $XDG_RUNTIME_DIR/dbus-1/services first (NO_WATCH | STRICT_NAMING; only if
+ * that directory is ours and not group/other-writable; unlike dbus-daemon it
+ * is not created), then $XDG_DATA_HOME/dbus-1/services, then
+ * DIR/dbus-1/services for each XDG_DATA_DIRS entry (default
+ * /usr/local/share:/usr/share), then /usr/share/dbus-1/services. Exposed for tests and for
  * the broker's activation environment. Return: 0 or -ENOMEM.
  */
 int bus_config_standard_session_servicedirs(struct list_node *dirs);
 
-/* Same for the system bus (a fixed list). Return: 0 or -ENOMEM. */
+/*
+ * Same for the system bus, a fixed list: /usr/local/share, /usr/share and
+ * /lib, each + /dbus-1/system-services. Return: 0 or -ENOMEM.
+ */
 int bus_config_standard_system_servicedirs(struct list_node *dirs);
 
 /* Free a list of struct bus_config_servicedir / struct bus_config_string. */
