@@ -40,7 +40,23 @@ struct match_registry {
 	struct list_node rules;         /* all rules */
 	size_t n_rules;
 	size_t mask_rules[IDX_MASKS];   /* rules per mask, to skip empty masks */
-	uint64_t generation;
+	struct hmap sender_keys;        /* distinct sender= values, refcounted */
+	int sender_strategy;            /* MATCH_SENDER_* (tests force one) */
+	uint64_t generation;            /* stamp of the current/last match run */
+};
+
+/*
+ * One counter for all registries: an owner can be stamped by a registry it
+ * is not in (as the excluded recipient of a monitor match), and per-registry
+ * counters could then collide and hide it from a later run elsewhere.
+ */
+static uint64_t match_generation;
+
+/* One distinct sender= value used by at least one rule. */
+struct sender_key {
+	struct hmap_node node;
+	size_t n_rules;
+	char str[];
 };
 
 /* ---- validation (libdbus' definitions) ---------------------------------- */
@@ -209,7 +225,8 @@ static int tokenize(struct parse_state *st, const char *text, size_t len,
 			continue;
 		}
 		if (*p != '=') {
-			set_reason(reasonp, "Match rule has a key with no subsequent '=' character");
+			set_reason(reasonp,
+				   "Match rule has a key with no subsequent '=' character");
 			return MATCH_E_INVALID;
 		}
 		++p;
@@ -283,7 +300,8 @@ static int parse_arg_key(struct parse_state *st, const struct token *t, const ch
 	errno = 0;
 	arg = strtoul(key + 3, &end, 0);
 	if (end == key + 3 || errno != 0) {
-		set_reason(reasonp, "Key in match rule starts with 'arg' but could not parse arg number");
+		set_reason(reasonp,
+			   "Key in match rule starts with 'arg' but could not parse arg number");
 		return MATCH_E_INVALID;
 	}
 	if (*end != '\0') {
@@ -292,11 +310,13 @@ static int parse_arg_key(struct parse_state *st, const struct token *t, const ch
 		} else if (strcmp(key, "arg0namespace") == 0) {
 			is_namespace = true;
 			if (!match_validate_bus_namespace(t->value, t->value_len)) {
-				set_reason(reasonp, "arg0namespace is not a valid prefix of a bus name");
+				set_reason(reasonp,
+					   "arg0namespace is not a valid prefix of a bus name");
 				return MATCH_E_INVALID;
 			}
 		} else {
-			set_reason(reasonp, "Key in match rule contains junk after argument number");
+			set_reason(reasonp,
+				   "Key in match rule contains junk after argument number");
 			return MATCH_E_INVALID;
 		}
 	}
@@ -417,7 +437,8 @@ int match_rule_parse(struct match_rule **rulep, const char *text, const char **r
 			tmp.keys |= MATCH_KEY_MEMBER;
 		} else if (key_is(t, "path") || key_is(t, "path_namespace")) {
 			if (tmp.keys & (MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE)) {
-				set_reason(reasonp, "path or path_namespace specified twice in match rule");
+				set_reason(reasonp,
+					   "path or path_namespace specified twice in match rule");
 				goto out;
 			}
 			if (!match_validate_path(v, vl)) {
@@ -428,7 +449,8 @@ int match_rule_parse(struct match_rule **rulep, const char *text, const char **r
 			tmp.keys |= key_is(t, "path") ? MATCH_KEY_PATH : MATCH_KEY_PATH_NAMESPACE;
 		} else if (key_is(t, "destination")) {
 			if (tmp.keys & MATCH_KEY_DESTINATION) {
-				set_reason(reasonp, "Key destination specified twice in match rule");
+				set_reason(reasonp,
+					   "Key destination specified twice in match rule");
 				goto out;
 			}
 			if (!name_is_valid(v, vl)) {
@@ -444,7 +466,8 @@ int match_rule_parse(struct match_rule **rulep, const char *text, const char **r
 			} else if (strcmp(v, "false") == 0) {
 				tmp.eavesdrop = false;
 			} else {
-				set_reason(reasonp, "eavesdrop in match rule must be 'true' or 'false'");
+				set_reason(reasonp,
+					   "eavesdrop in match rule must be 'true' or 'false'");
 				goto out;
 			}
 		} else if (t->key_len >= 3 && memcmp(t->key, "arg", 3) == 0) {
@@ -522,7 +545,8 @@ bool match_rule_equal(const struct match_rule *a, const struct match_rule *b)
 	    !str_eq(a->destination, b->destination))
 		return false;
 	for (size_t i = 0; i < a->n_args; i++) {
-		if (a->args[i].kind != b->args[i].kind || !str_eq(a->args[i].value, b->args[i].value))
+		if (a->args[i].kind != b->args[i].kind ||
+		    !str_eq(a->args[i].value, b->args[i].value))
 			return false;
 	}
 	return true;
@@ -696,6 +720,7 @@ int match_registry_new(struct match_registry **regp)
 	hmap_init(&reg->buckets);
 	hmap_init(&reg->uniq_senders);
 	hmap_init(&reg->uniq_dests);
+	hmap_init(&reg->sender_keys);
 	list_init(&reg->rules);
 	*regp = reg;
 	return 0;
@@ -710,6 +735,7 @@ struct match_registry *match_registry_free(struct match_registry *reg)
 	hmap_deinit(&reg->buckets);
 	hmap_deinit(&reg->uniq_senders);
 	hmap_deinit(&reg->uniq_dests);
+	hmap_deinit(&reg->sender_keys);
 	free(reg);
 	return NULL;
 }
@@ -783,6 +809,56 @@ static uint64_t uniq_hash(const char *s)
 	return hash_str(s);
 }
 
+static struct sender_key *sender_key_find(struct match_registry *reg, const char *str,
+					   uint64_t hash)
+{
+	hmap_for_each_hash(n, &reg->sender_keys, hash) {
+		struct sender_key *k = container_of(n, struct sender_key, node);
+
+		if (strcmp(k->str, str) == 0)
+			return k;
+	}
+	return NULL;
+}
+
+static int sender_key_ref(struct match_registry *reg, const char *str)
+{
+	uint64_t hash = hash_str(str);
+	struct sender_key *k = sender_key_find(reg, str, hash);
+	size_t len;
+	int r;
+
+	if (k) {
+		k->n_rules++;
+		return 0;
+	}
+	len = strlen(str);
+	k = calloc(1, sizeof(*k) + len + 1);
+	if (!k)
+		return -ENOMEM;
+	memcpy(k->str, str, len + 1);
+	k->n_rules = 1;
+	r = hmap_insert(&reg->sender_keys, &k->node, hash);
+	if (r < 0)
+		free(k);
+	return r;
+}
+
+static void sender_key_unref(struct match_registry *reg, const char *str)
+{
+	struct sender_key *k = sender_key_find(reg, str, hash_str(str));
+
+	if (k && --k->n_rules == 0) {
+		hmap_remove(&reg->sender_keys, &k->node);
+		free(k);
+	}
+}
+
+void match_registry_set_sender_strategy(struct match_registry *reg, int strategy)
+{
+	reg->sender_strategy = strategy;
+}
+
 int match_registry_add(struct match_registry *reg, struct match_owner *owner,
 		       struct match_rule *rule)
 {
@@ -822,17 +898,24 @@ int match_registry_add(struct match_registry *reg, struct match_owner *owner,
 		}
 		new_bucket = true;
 	}
-	if (rule->sender && rule->sender[0] == ':') {
-		r = hmap_insert(&reg->uniq_senders, &rule->uniq_sender_node, uniq_hash(rule->sender));
+	if (rule->sender) {
+		r = sender_key_ref(reg, rule->sender);
 		if (r < 0)
 			goto fail;
 	}
+	if (rule->sender && rule->sender[0] == ':') {
+		r = hmap_insert(&reg->uniq_senders, &rule->uniq_sender_node,
+				uniq_hash(rule->sender));
+		if (r < 0)
+			goto fail_key;
+	}
 	if (rule->destination && rule->destination[0] == ':') {
-		r = hmap_insert(&reg->uniq_dests, &rule->uniq_dest_node, uniq_hash(rule->destination));
+		r = hmap_insert(&reg->uniq_dests, &rule->uniq_dest_node,
+				uniq_hash(rule->destination));
 		if (r < 0) {
 			if (rule->sender && rule->sender[0] == ':')
 				hmap_remove(&reg->uniq_senders, &rule->uniq_sender_node);
-			goto fail;
+			goto fail_key;
 		}
 	}
 
@@ -848,6 +931,9 @@ int match_registry_add(struct match_registry *reg, struct match_owner *owner,
 	reg->mask_rules[mask]++;
 	return 0;
 
+fail_key:
+	if (rule->sender)
+		sender_key_unref(reg, rule->sender);
 fail:
 	if (new_bucket) {
 		hmap_remove(&reg->buckets, &b->node);
@@ -866,6 +952,8 @@ void match_registry_remove(struct match_rule *rule)
 		return;
 	}
 	reg->mask_rules[b->mask]--;
+	if (rule->sender)
+		sender_key_unref(reg, rule->sender);
 	if (rule->sender && rule->sender[0] == ':')
 		hmap_remove(&reg->uniq_senders, &rule->uniq_sender_node);
 	if (rule->destination && rule->destination[0] == ':')
@@ -970,7 +1058,7 @@ static void begin_match(struct match_registry *reg, const struct match_message *
 			struct list_node *result)
 {
 	list_init(result);
-	reg->generation++;
+	reg->generation = ++match_generation;
 	/* The addressed recipient gets the message by routing, never twice. */
 	if (msg->recipient)
 		((struct match_owner *)msg->recipient)->generation = reg->generation;
@@ -990,6 +1078,24 @@ static void probe(struct match_registry *reg, const struct match_message *msg,
 			continue; /* already in, no need to evaluate */
 		if (match_rule_matches(rule, msg))
 			collect(reg, rule->owner, result);
+	}
+}
+
+/* Probe every non-empty mask that has the sender key, with sender @name. */
+static void probe_sender(struct match_registry *reg, const struct match_message *msg,
+			 const char *name, unsigned int avail, const char *keys[_IDX_N],
+			 uint64_t h[_IDX_N], struct list_node *result)
+{
+	keys[IDX_SENDER] = name;
+	h[IDX_SENDER] = hash_str(name);
+	/* One lookup saves up to 16 bucket probes for names no rule uses. */
+	if (!sender_key_find(reg, name, h[IDX_SENDER]))
+		return;
+	for (unsigned int mask = 0; mask < IDX_MASKS; mask++) {
+		if (!reg->mask_rules[mask] || !(mask & (1u << IDX_SENDER)) ||
+		    (mask & ~avail & ~(1u << IDX_SENDER)))
+			continue;
+		probe(reg, msg, mask, keys, h, result);
 	}
 }
 
@@ -1030,33 +1136,36 @@ void match_registry_match(struct match_registry *reg, const struct match_message
 	if (!sender_masks)
 		return;
 
-	/* Masks with the sender key: once per name the sender answers to. */
+	/*
+	 * Masks with the sender key: probe once per name the sender answers to
+	 * (its unique name and each name it is primary owner of). A sender
+	 * owning many names could make that expensive, so when it owns more
+	 * names than there are distinct sender= values in all rules, walk those
+	 * values instead and probe the ones that designate the sender.
+	 */
 	if (!msg->sender) {
-		keys[IDX_SENDER] = NAME_DRIVER;
-	} else {
-		keys[IDX_SENDER] = msg->sender->unique_name;
+		probe_sender(reg, msg, NAME_DRIVER, avail, keys, h, result);
+		return;
 	}
-	for (const struct list_node *n = msg->sender ? &msg->sender->ownerships : NULL;;) {
-		h[IDX_SENDER] = hash_str(keys[IDX_SENDER]);
-		for (unsigned int mask = 0; mask < IDX_MASKS; mask++) {
-			if (!reg->mask_rules[mask] || !(mask & (1u << IDX_SENDER)) ||
-			    (mask & ~avail & ~(1u << IDX_SENDER)))
-				continue;
-			probe(reg, msg, mask, keys, h, result);
-		}
-		/* Next well-known name of which the sender is the primary owner. */
-		if (!n)
-			break;
-		for (n = n->next; n != &msg->sender->ownerships; n = n->next) {
-			const struct name_ownership *o =
-				list_entry(n, struct name_ownership, owner_link);
+	if (reg->sender_strategy == MATCH_SENDER_BY_KEYS ||
+	    (reg->sender_strategy == MATCH_SENDER_AUTO &&
+	     msg->sender->n_ownerships > hmap_size(&reg->sender_keys))) {
+		for (struct hmap_node *n = hmap_next(&reg->sender_keys, NULL); n;
+		     n = hmap_next(&reg->sender_keys, n)) {
+			const char *k = container_of(n, struct sender_key, node)->str;
 
-			if (name_primary(o->name) == o)
-				break;
+			if (owner_has_name(msg->sender, k))
+				probe_sender(reg, msg, k, avail, keys, h, result);
 		}
-		if (n == &msg->sender->ownerships)
-			break;
-		keys[IDX_SENDER] = list_entry(n, struct name_ownership, owner_link)->name->str;
+		return;
+	}
+	probe_sender(reg, msg, msg->sender->unique_name, avail, keys, h, result);
+	for (const struct list_node *n = msg->sender->ownerships.next;
+	     n != &msg->sender->ownerships; n = n->next) {
+		const struct name_ownership *o = list_entry(n, struct name_ownership, owner_link);
+
+		if (name_primary(o->name) == o)
+			probe_sender(reg, msg, o->name->str, avail, keys, h, result);
 	}
 }
 

@@ -62,7 +62,14 @@
  *
  * Lookups by name are O(1) (hash map); ListQueuedOwners is O(queue length).
  * The registry does not check policy or the per-connection name limit: the
- * caller does that before calling name_registry_request().
+ * caller does that before calling name_registry_request(). (dbus-daemon counts
+ * the unique name as one of the connection's names and checks
+ * `names >= max_names_per_connection` before anything else, even for a name
+ * the connection already owns; that is owner->n_ownerships + 1 here.)
+ *
+ * The behaviour (reply codes, queues, and each connection's sequence of
+ * NameAcquired/NameLost/NameOwnerChanged) is checked against a real
+ * dbus-daemon by test/unit/broker/test-name-dbus-daemon.c.
  */
 
 #include <stdbool.h>

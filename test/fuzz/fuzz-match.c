@@ -165,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				m.args[i] = vocab_pick(&vocab, t >> 2);
 		}
 
+		match_registry_set_sender_strategy(reg, flags % 3);
 		match_registry_match(reg, &m, &fast);
 		list_for_each_entry(o, &fast, result_link) {
 			if (o == m.recipient)

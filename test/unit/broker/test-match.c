@@ -488,6 +488,41 @@ static void test_registry_match(void)
 	teardown_names();
 }
 
+/* An owner excluded as recipient by one registry is not hidden in another. */
+static void test_two_registries(void)
+{
+	struct match_registry *r1, *r2;
+	struct match_owner a, mon;
+	struct match_message m;
+	struct list_node result;
+
+	setup_names();
+	CHECK_EQ(match_registry_new(&r1), 0);
+	CHECK_EQ(match_registry_new(&r2), 0);
+	match_owner_init(&a, &n_recipient);
+	match_owner_init(&mon, NULL);
+	CHECK_EQ(match_registry_add_text(r1, &a, "member='Changed'", NULL), 0);
+	CHECK_EQ(match_registry_add_text(r2, &mon, "eavesdrop=true", NULL), 0);
+
+	/* A unicast to a, seen by the monitor registry: a is the recipient. */
+	base_msg(&m);
+	m.destination = ":1.20";
+	m.recipient_names = &n_recipient;
+	m.recipient = &a;
+	match_registry_match(r2, &m, &result);
+	CHECK(list_first(&result) == &mon.result_link);
+	/* Then a broadcast in the main registry must reach a. */
+	base_msg(&m);
+	match_registry_match(r1, &m, &result);
+	CHECK(list_first(&result) == &a.result_link);
+
+	match_owner_deinit(&a);
+	match_owner_deinit(&mon);
+	match_registry_free(r1);
+	match_registry_free(r2);
+	teardown_names();
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc > 1);
@@ -498,6 +533,7 @@ int main(int argc, char **argv)
 	test_add_remove();
 	test_matching();
 	test_registry_match();
+	test_two_registries();
 	printf("match: ok\n");
 	return 0;
 }
