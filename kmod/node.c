@@ -236,23 +236,31 @@ void bus1_handle_release(struct bus1_handle *handle)
  * bus1_handle_discard_node() - undo bus1_handle_create_node()
  * @handle:	the owner's handle of a node nobody else has seen (locked)
  *
- * Used on error paths after a BUS1_HANDLE_CREATE was resolved: the node was
- * never visible outside the failing call, so it goes away without
- * notifications.
+ * Used on error paths after a BUS1_HANDLE_CREATE was resolved: if the node
+ * is still unseen (only its owner's handle, not being destroyed), it goes
+ * away without notifications. Otherwise another thread of the owner already
+ * used it and it is left alone.
  */
 void bus1_handle_discard_node(struct bus1_handle *handle)
 {
 	struct bus1_node *node = handle->node;
+	bool unseen;
 
 	lockdep_assert_held(&handle->holder->lock);
-	WARN_ON(node->owner != handle->holder);
+
+	if (node->owner != handle->holder || node->destroying)
+		return;
+
+	mutex_lock(&node->lock);
+	unseen = list_is_singular(&node->holders);
+	if (unseen)
+		node->dead = true;
+	mutex_unlock(&node->lock);
+	if (!unseen)
+		return;
 
 	node->destroying = true;
 	node->destroyed_ts = 0;
-	mutex_lock(&node->lock);
-	node->dead = true;
-	WARN_ON(!list_is_singular(&node->holders));
-	mutex_unlock(&node->lock);
 	bus1_handle_release(handle);
 }
 

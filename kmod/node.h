@@ -47,6 +47,7 @@ struct bus1_peer;
  *			the owner drops entries to this node ordered after it
  * @destroy_link:	link into the destroyer's list (owner's lock; empty
  *			when not being destroyed)
+ * @destroy_list:	that list's head, to detect duplicates (owner's lock)
  * @lock:		protects @holders and @dead
  * @holders:		handles pointing at this node
  * @dead:		no new handles may be created
@@ -58,6 +59,7 @@ struct bus1_node {
 	bool destroying;
 	u64 destroyed_ts;
 	struct list_head destroy_link;
+	struct list_head *destroy_list;
 	struct mutex lock;
 	struct list_head holders;
 	bool dead;

@@ -166,6 +166,7 @@ static void bus1_peer_destroy_nodes(struct bus1_peer *owner, struct list_head *l
 	mutex_lock(&owner->lock);
 	list_for_each_entry_safe(node, tn, list, destroy_link) {
 		list_del_init(&node->destroy_link);
+		node->destroy_list = NULL;
 		bus1_node_unref(node);
 	}
 	mutex_unlock(&owner->lock);
@@ -178,6 +179,7 @@ static void bus1_peer_mark_destroy(struct bus1_peer *peer, struct bus1_node *nod
 	lockdep_assert_held(&peer->lock);
 	WARN_ON(node->owner != peer || node->destroying);
 	node->destroying = true;
+	node->destroy_list = list;
 	bus1_node_ref(node);
 	list_add_tail(&node->destroy_link, list);
 }
@@ -202,16 +204,25 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	}
 	if (disconnect)
 		WRITE_ONCE(peer->disconnected, true);
-	for (n = rb_first(&peer->handles_by_id); n; n = rb_next(n)) {
-		handle = rb_entry(n, struct bus1_handle, rb_id);
-		if (handle->node->owner == peer && !handle->node->destroying)
-			bus1_peer_mark_destroy(peer, handle->node, &destroy);
+
+	/*
+	 * Destroy every owned node before its owner handle goes away. On a
+	 * reset, other threads may create nodes while the lock is dropped:
+	 * repeat until none is left (a disconnected peer creates none).
+	 */
+	for (;;) {
+		for (n = rb_first(&peer->handles_by_id); n; n = rb_next(n)) {
+			handle = rb_entry(n, struct bus1_handle, rb_id);
+			if (handle->node->owner == peer && !handle->node->destroying)
+				bus1_peer_mark_destroy(peer, handle->node, &destroy);
+		}
+		if (list_empty(&destroy))
+			break;
+		mutex_unlock(&peer->lock);
+		bus1_peer_destroy_nodes(peer, &destroy);
+		mutex_lock(&peer->lock);
 	}
-	mutex_unlock(&peer->lock);
 
-	bus1_peer_destroy_nodes(peer, &destroy);
-
-	mutex_lock(&peer->lock);
 	while ((handle = bus1_handle_first(peer)))
 		bus1_handle_release(handle);
 
@@ -227,6 +238,8 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	}
 
 	bus1_pool_flush(&peer->pool);
+	if (disconnect)
+		bus1_pool_trim(&peer->pool);
 	mutex_unlock(&peer->lock);
 
 	bus1_entry_free_list(&drop);
@@ -269,7 +282,10 @@ static int bus1_peer_ioctl_query(struct bus1_peer *peer, void __user *uarg)
 	if (READ_ONCE(peer->disconnected))
 		return -ESHUTDOWN;
 
-	user = bus1_user_ref_by_uid(current_uid());
+	if (uid_eq(current_uid(), peer->user->uid))
+		user = bus1_user_ref(peer->user);
+	else
+		user = bus1_user_ref_by_uid(current_uid());
 	if (IS_ERR(user))
 		return PTR_ERR(user);
 
@@ -325,14 +341,18 @@ static struct bus1_node *bus1_peer_resolve(struct bus1_peer *peer, u64 id, u64 *
 	return bus1_node_ref(handle->node);
 }
 
-/* Undo a CREATE that was resolved but never became visible. */
+/*
+ * Undo a CREATE of a failed call. Another thread of the caller may already
+ * have used the new id (ids are predictable): then the node stays, as if it
+ * had been created by that thread.
+ */
 static void bus1_peer_discard_created(struct bus1_peer *peer, u64 id)
 {
 	struct bus1_handle *handle;
 
 	lockdep_assert_held(&peer->lock);
 	handle = bus1_handle_lookup(peer, id);
-	if (!WARN_ON(!handle))
+	if (handle)
 		bus1_handle_discard_node(handle);
 }
 
@@ -455,16 +475,6 @@ out:
 	return r;
 }
 
-static bool bus1_peer_list_contains(struct list_head *list, struct bus1_node *node)
-{
-	struct bus1_node *n;
-
-	list_for_each_entry(n, list, destroy_link)
-		if (n == node)
-			return true;
-	return false;
-}
-
 static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
 {
 	struct bus1_cmd_nodes_destroy cmd;
@@ -504,7 +514,7 @@ static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
 		}
 		if (!list_empty(&node->destroy_link)) {
 			/* listed twice, or another call is destroying it now */
-			r = bus1_peer_list_contains(&destroy, node) ? -EINVAL : -EHOSTUNREACH;
+			r = node->destroy_list == &destroy ? -EINVAL : -EHOSTUNREACH;
 			break;
 		}
 		if (node->destroying) {
@@ -518,6 +528,7 @@ static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
 		list_for_each_entry_safe(node, t, &destroy, destroy_link) {
 			node->destroying = false;
 			list_del_init(&node->destroy_link);
+			node->destroy_list = NULL;
 			bus1_node_unref(node);
 		}
 	}
@@ -643,6 +654,8 @@ static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 	struct bus1_node *node;
 	struct iov_iter iter;
 	struct bus1_tx tx;
+	u64 dests_stack[8];
+	u32 errors_stack[8];
 	u32 *errors = NULL;
 	size_t i, n_failed = 0;
 	int r, first_error = 0;
@@ -677,17 +690,31 @@ static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 		goto out;
 	}
 
-	dests = vmemdup_user(u64_to_user_ptr(cmd.ptr_destinations),
-			     cmd.n_destinations * sizeof(*dests));
-	if (IS_ERR(dests)) {
-		r = PTR_ERR(dests);
-		dests = NULL;
-		goto out;
-	}
-	errors = kvcalloc(cmd.n_destinations, sizeof(*errors), GFP_KERNEL);
-	if (!errors) {
-		r = -ENOMEM;
-		goto out;
+	/* unicast and small multicasts need no allocation for these */
+	if (cmd.n_destinations <= ARRAY_SIZE(dests_stack)) {
+		dests = dests_stack;
+		errors = errors_stack;
+		memset(errors_stack, 0, sizeof(errors_stack));
+		if (copy_from_user(dests, u64_to_user_ptr(cmd.ptr_destinations),
+				   cmd.n_destinations * sizeof(*dests))) {
+			dests = NULL;
+			errors = NULL;
+			r = -EFAULT;
+			goto out;
+		}
+	} else {
+		dests = vmemdup_user(u64_to_user_ptr(cmd.ptr_destinations),
+				     cmd.n_destinations * sizeof(*dests));
+		if (IS_ERR(dests)) {
+			r = PTR_ERR(dests);
+			dests = NULL;
+			goto out;
+		}
+		errors = kvcalloc(cmd.n_destinations, sizeof(*errors), GFP_KERNEL);
+		if (!errors) {
+			r = -ENOMEM;
+			goto out;
+		}
 	}
 
 	/*
@@ -812,8 +839,10 @@ out:
 	bitmap_free(created);
 	kvfree(ids);
 	bus1_message_unref(message);
-	kvfree(errors);
-	kvfree(dests);
+	if (errors != errors_stack)
+		kvfree(errors);
+	if (dests != dests_stack)
+		kvfree(dests);
 	kfree(iov);
 	return r;
 }

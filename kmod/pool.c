@@ -175,8 +175,16 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size)
 	return slice;
 }
 
+/*
+ * Allocation prefers low offsets, so the start of a pool is where small
+ * messages come and go all the time. Punching those pages on every free
+ * would cost a page allocation and zeroing per message; they are kept.
+ */
+#define BUS1_POOL_KEEP		(512 * 1024)
+
 static void bus1_pool_punch(struct bus1_pool *pool, size_t start, size_t end)
 {
+	start = max_t(size_t, start, BUS1_POOL_KEEP);
 	if (end > start)
 		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 			      start, end - start);
@@ -285,6 +293,20 @@ void bus1_pool_flush(struct bus1_pool *pool)
 		if (s->published)
 			bus1_pool_free(pool, s);
 	}
+}
+
+/**
+ * bus1_pool_trim() - release all memory of an unused pool
+ * @pool:	pool
+ *
+ * Called at disconnect: the peer object (and its pool) may live on while
+ * other peers still hold handles to its nodes, but its memory need not.
+ * Does nothing if a slice is still busy.
+ */
+void bus1_pool_trim(struct bus1_pool *pool)
+{
+	if (!pool->allocated)
+		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, pool->size);
 }
 
 /**

@@ -22,7 +22,8 @@
  * slices are also on a list ordered by offset, so a freed slice merges with
  * free neighbours in O(1). Busy slices are in a tree ordered by offset, for
  * SLICE_RELEASE. Whole pages that become free are punched out of the shmem
- * file, so a pool only holds memory for what is in use.
+ * file, so a pool only holds memory for what is in use (plus its first
+ * 512 KiB once touched, where small messages keep coming and going).
  *
  * Locking: the pool has no lock of its own. Every function except
  * bus1_pool_write_iter() and bus1_pool_write_kvec() requires the owning
@@ -85,6 +86,7 @@ void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice);
 void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice);
 int bus1_pool_release_published(struct bus1_pool *pool, size_t offset);
 void bus1_pool_flush(struct bus1_pool *pool);
+void bus1_pool_trim(struct bus1_pool *pool);
 ssize_t bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
 			     size_t offset, struct iov_iter *iter);
 int bus1_pool_write_kvec(struct bus1_pool *pool, struct bus1_slice *slice,

@@ -91,11 +91,14 @@ u64 bus1_queue_stage(struct bus1_queue *queue, struct bus1_queue_node *qn,
  * @qn:		staged entry
  * @timestamp:	commit timestamp (even, above the clock seen at staging)
  *
- * Return: true if the entry is now the first of the queue (readers should
- * be woken up).
+ * Return: true if the queue became readable (readers should be woken up).
+ * That is not only when @qn is now first: a staged entry that blocked the
+ * queue may move behind an entry committed earlier, which becomes ready.
  */
 bool bus1_queue_commit(struct bus1_queue *queue, struct bus1_queue_node *qn, u64 timestamp)
 {
+	bool was_ready = bus1_queue_peek(queue);
+
 	WARN_ON(timestamp & 1);
 	WARN_ON(qn->timestamp >= timestamp || !(qn->timestamp & 1));
 
@@ -103,7 +106,7 @@ bool bus1_queue_commit(struct bus1_queue *queue, struct bus1_queue_node *qn, u64
 	qn->timestamp = timestamp;
 	bus1_queue_link(queue, qn);
 	queue->clock = max(queue->clock, timestamp);
-	return rb_first_cached(&queue->tree) == &qn->rb;
+	return !was_ready && bus1_queue_peek(queue);
 }
 
 /**

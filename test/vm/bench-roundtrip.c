@@ -122,6 +122,79 @@ static double run_socket(long n, size_t size)
 	return t / n * 1e6;
 }
 
+/*
+ * Without a context switch: one process sends to its own node and receives, versus writes into
+ * one end of a socketpair and reads from the other. This isolates the per-message cost of the
+ * IPC itself from the scheduler (which dominates the round trip under TCG).
+ */
+static void same_process(long n, size_t size)
+{
+	static uint8_t buf[65536];
+	struct bus1_peer *p = kt_peer();
+	uint64_t own;
+	double t0, tb, ts;
+	int sp[2];
+	long i;
+
+	kt_node(p, p, &own, NULL);
+	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
+	t0 = kt_now();
+	for (i = 0; i < n; i++) {
+		struct bus1_msg m;
+
+		ASSERT_OK(kt_send(p, own, buf, size));
+		ASSERT_OK(bus1_peer_recv(p, 0, &m));
+		ASSERT_OK(bus1_peer_msg_release(p, &m));
+	}
+	tb = (kt_now() - t0) / n * 1e6;
+	t0 = kt_now();
+	for (i = 0; i < n; i++) {
+		xfer(sp[0], buf, size, true);
+		xfer(sp[1], buf, size, false);
+	}
+	ts = (kt_now() - t0) / n * 1e6;
+	printf("one message, no context switch, %5zu bytes: bus1 SEND+RECV+SLICE_RELEASE %6.2f us, "
+	       "socketpair write+read %6.2f us, ratio %.2f\n", size, tb, ts, tb / ts);
+
+	/* Where the bus1 time goes: each ioctl alone (batches below the message quota). */
+	{
+		enum { B = 2000 };
+		static uint64_t offs[B];
+		struct bus1_cmd_peer_query q;
+		double t_send, t_recv, t_rel, t_query;
+
+		t0 = kt_now();
+		for (i = 0; i < B; i++)
+			ASSERT_OK(kt_send(p, own, buf, size));
+		t_send = (kt_now() - t0) / B * 1e6;
+		t0 = kt_now();
+		for (i = 0; i < B; i++) {
+			struct bus1_msg m;
+
+			ASSERT_OK(bus1_peer_recv(p, 0, &m));
+			offs[i] = m.offset;
+		}
+		t_recv = (kt_now() - t0) / B * 1e6;
+		t0 = kt_now();
+		for (i = 0; i < B; i++)
+			ASSERT_OK(bus1_peer_slice_release(p, offs[i]));
+		t_rel = (kt_now() - t0) / B * 1e6;
+		t0 = kt_now();
+		for (i = 0; i < B; i++)
+			ASSERT_OK(bus1_peer_query(p, &q));
+		t_query = (kt_now() - t0) / B * 1e6;
+		t0 = kt_now();
+		for (i = 0; i < B; i++)
+			getppid();
+		printf("  per ioctl, %5zu bytes: SEND %6.2f us, RECV %6.2f us, SLICE_RELEASE %6.2f us, "
+		       "PEER_QUERY %6.2f us, getppid() %6.2f us\n", size, t_send, t_recv, t_rel,
+		       t_query, (kt_now() - t0) / B * 1e6);
+	}
+	close(sp[0]);
+	close(sp[1]);
+	bus1_peer_free(p);
+}
+
 static int cmp_double(const void *x, const void *y)
 {
 	double a = *(const double *)x, b = *(const double *)y;
@@ -166,6 +239,8 @@ static void bench(void)
 	}
 	bus1_peer_free(pa);
 	bus1_peer_free(pb);
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		same_process(n * 5, sizes[k]);
 }
 
 static const struct kt_case cases[] = {

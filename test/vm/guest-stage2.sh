@@ -49,11 +49,46 @@ if [ -n "$JOB_MODULE" ]; then
 	fi
 fi
 
+# Wait for a background job until a deadline (builtins and one sleep per tick). Returns 0 if it
+# ended (its status in $job_rc), 1 if it is still running.
+wait_job() {
+	local pid=$1 deadline=$((SECONDS + $2))
+	while kill -0 "$pid" 2>/dev/null; do
+		((SECONDS >= deadline)) && return 1
+		sleep 0.1
+	done
+	wait "$pid"
+	job_rc=$?
+	return 0
+}
+
+# On a hang, put the kernel's view into dmesg: blocked (D) tasks and what the CPUs run.
+dump_tasks() {
+	# run-guest.sh does not count the traces after this marker as kernel warnings.
+	echo "run-guest: task dump follows" >/dev/kmsg
+	echo 1 >/proc/sys/kernel/sysrq 2>/dev/null
+	echo w >/proc/sysrq-trigger 2>/dev/null
+	echo l >/proc/sysrq-trigger 2>/dev/null
+}
+
 cd "$JOB_CWD" || cd /
-env "${JOB_ENV[@]}" timeout -s KILL "$JOB_TIMEOUT" "${JOB_CMD[@]}" </dev/null >>$R/output 2>&1
-rc=$?
-[ $rc = 137 ] && touch $R/timedout
-echo $rc >$R/status
+env "${JOB_ENV[@]}" "${JOB_CMD[@]}" </dev/null >>$R/output 2>&1 &
+cmd=$!
+if wait_job $cmd "$JOB_TIMEOUT"; then
+	echo $job_rc >$R/status
+else
+	touch $R/timedout
+	dump_tasks
+	kill -KILL $cmd 2>/dev/null
+	# Something stuck in the kernel cannot be killed: then do not try to unload either.
+	if wait_job $cmd 10; then
+		echo $job_rc >$R/status
+	else
+		echo 124 >$R/status
+		echo "run-guest: the command cannot be killed (stuck in the kernel)" >>$R/output
+		JOB_MODULE=
+	fi
+fi
 
 # Whatever the command left behind must go before the module can; then rmmod proves that no
 # reference (an open peer, a leaked file or module reference) survived.
@@ -74,8 +109,14 @@ done
 stamp "others gone"
 if [ -n "$JOB_MODULE" ]; then
 	name=$(basename "$JOB_MODULE" .ko)
-	rmmod "$name" >>$R/output 2>&1
-	echo $? >$R/rmmod
+	rmmod "$name" >>$R/output 2>&1 &
+	if wait_job $! 30; then
+		echo $job_rc >$R/rmmod
+	else
+		dump_tasks
+		echo "hung" >$R/rmmod
+		echo "run-guest: rmmod $name hangs" >>$R/output
+	fi
 fi
 
 stamp "rmmod done"

@@ -112,6 +112,14 @@ extern int kt_soft_failures;
 	} while (0)
 void kt_note_at(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+#define EXPECT_EQ(_a, _b) do {							\
+		long long _va = (long long)(_a), _vb = (long long)(_b);		\
+		if (_va != _vb) {						\
+			kt_note_at(__FILE__, __LINE__, "%s == %s: %lld != %lld",\
+				   #_a, #_b, _va, _vb);				\
+			++kt_soft_failures;					\
+		}								\
+	} while (0)
 
 /* Failure with any errno of the 0-terminated list @... (e.g. ASSERT_ERR_ANY(x, EINVAL, EMSGSIZE)). */
 #define ASSERT_ERR_ANY(_expr, ...) do {						\

@@ -209,11 +209,10 @@ static void test_transfer(void)
 	ASSERT_ERR(ioctl(a, BUS1_CMD_HANDLE_TRANSFER, &t), EBADF);
 	ASSERT_OK(pipe(p));
 	t = (struct bus1_cmd_handle_transfer){ .src_handle = ha, .dst_fd = p[0] };
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_HANDLE_TRANSFER, &t), EBADF, EINVAL);
-	/* A CREATE that fails must not leave a node behind; it did not write back either. */
+	ASSERT_ERR(ioctl(a, BUS1_CMD_HANDLE_TRANSFER, &t), EBADF);
+	/* A CREATE whose transfer fails (its node is discarded again). */
 	t = (struct bus1_cmd_handle_transfer){ .src_handle = BUS1_HANDLE_CREATE, .dst_fd = p[0] };
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_HANDLE_TRANSFER, &t), EBADF, EINVAL);
-	ASSERT_EQ(t.src_handle, BUS1_HANDLE_CREATE);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_HANDLE_TRANSFER, &t), EBADF);
 	close(p[0]);
 	close(p[1]);
 	/* Unknown, reserved and foreign source handles. */
@@ -231,6 +230,22 @@ static void test_transfer(void)
 	if (hb != hc) {
 		t = (struct bus1_cmd_handle_transfer){ .src_handle = hb, .dst_fd = a };
 		ASSERT_ERR(ioctl(c, BUS1_CMD_HANDLE_TRANSFER, &t), ENXIO);
+	}
+	/* A destroyed node: a holder keeps its id, a new holder cannot be made. */
+	{
+		int d = kt_open_peer();
+
+		ASSERT_OK(ioctl(a, BUS1_CMD_NODES_DESTROY,
+				&(struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)&ha,
+								  .n_nodes = 1 }));
+		t = (struct bus1_cmd_handle_transfer){ .src_handle = hb, .dst_fd = c };
+		ASSERT_OK(ioctl(b, BUS1_CMD_HANDLE_TRANSFER, &t));
+		ASSERT_EQ(t.dst_handle, hc);
+		t = (struct bus1_cmd_handle_transfer){ .src_handle = hb, .dst_fd = d };
+		ASSERT_ERR(ioctl(b, BUS1_CMD_HANDLE_TRANSFER, &t), EHOSTUNREACH);
+		t = (struct bus1_cmd_handle_transfer){ .src_handle = ha, .dst_fd = d };
+		ASSERT_ERR(ioctl(a, BUS1_CMD_HANDLE_TRANSFER, &t), EHOSTUNREACH);
+		close(d);
 	}
 	close(a);
 	close(b);
@@ -277,6 +292,11 @@ static void test_release(void)
 	}
 	r = (struct bus1_cmd_handle_release){ .handle = ha };
 	ASSERT_OK(ioctl(a, BUS1_CMD_HANDLE_RELEASE, &r));
+	/* The owner is told too, with the id it just released. */
+	ASSERT_OK(ioctl(a, BUS1_CMD_RECV, &rv));
+	ASSERT_EQ(rv.type, BUS1_MSG_NODE_DESTROY);
+	ASSERT_EQ(rv.destination, ha);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_RECV, &rv), EAGAIN);
 	ASSERT_OK(ioctl(b, BUS1_CMD_RECV, &rv));
 	ASSERT_EQ(rv.type, BUS1_MSG_NODE_DESTROY);
 	ASSERT_EQ(rv.destination, hb);
@@ -316,9 +336,13 @@ static void test_destroy(void)
 	d = (struct bus1_cmd_nodes_destroy){ .ptr_nodes = BAD_U64, .n_nodes = 2 };
 	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EFAULT);
 	d = (struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)list, .n_nodes = q.max_handles + 1 };
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EINVAL);
 	d = (struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)list, .n_nodes = ~(__u64)0 };
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EINVAL);
+	/* A node listed twice. */
+	list[2] = ha;
+	d = (struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)list, .n_nodes = 3 };
+	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EINVAL);
 
 	/* Atomic: one bad entry (unknown, or a node the caller does not own) and none goes. */
 	list[2] = ha2 + 400;
@@ -326,9 +350,10 @@ static void test_destroy(void)
 	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), ENXIO);
 	list[2] = hb;
 	d = (struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)list, .n_nodes = 2 };
-	ASSERT_ERR2(ioctl(b, BUS1_CMD_NODES_DESTROY,
-			  &(struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)&list[2],
-							    .n_nodes = 1 }), ENXIO, EPERM);
+	/* b holds hb but does not own its node. */
+	ASSERT_ERR(ioctl(b, BUS1_CMD_NODES_DESTROY,
+			 &(struct bus1_cmd_nodes_destroy){ .ptr_nodes = (uintptr_t)&list[2],
+							   .n_nodes = 1 }), EPERM);
 	ASSERT_ERR(ioctl(b, BUS1_CMD_RECV, &rv), EAGAIN);
 	ASSERT_OK(send_raw(b, hb, NULL));
 	ASSERT_OK(send_raw(b, hb2, NULL));
@@ -354,8 +379,10 @@ static void test_destroy(void)
 	ASSERT_EQ(rv.type, BUS1_MSG_NODE_DESTROY);
 	ASSERT_ERR(ioctl(a, BUS1_CMD_RECV, &rv), EAGAIN);
 
-	/* Destroying a destroyed node again fails; so does an empty list's bad pointer. */
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), ENXIO, EHOSTUNREACH);
+	/* Destroying a destroyed node again fails; the owner still holds its handles. */
+	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), EHOSTUNREACH);
+	ASSERT_OK(ioctl(a, BUS1_CMD_HANDLE_RELEASE, &(struct bus1_cmd_handle_release){ .handle = ha }));
+	ASSERT_ERR(ioctl(a, BUS1_CMD_NODES_DESTROY, &d), ENXIO);
 	close(a);
 	close(b);
 }
@@ -373,27 +400,27 @@ static void test_slice_release(void)
 	ASSERT_ERR(ioctl(a, BUS1_CMD_SLICE_RELEASE, BAD_PTR), EFAULT);
 	/* No slice at all. */
 	s = (struct bus1_cmd_slice_release){ .offset = 0 };
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO, EINVAL);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO);
 	s.offset = BUS1_OFFSET_INVALID;
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO, EINVAL);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO);
 
 	/* A peeked (still queued) message's slice is not the receiver's yet. */
 	ASSERT_OK(send_raw(b, hb, NULL));
 	rv.flags = BUS1_RECV_FLAG_PEEK;
 	ASSERT_OK(ioctl(a, BUS1_CMD_RECV, &rv));
 	s.offset = rv.offset;
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO, EINVAL);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO);
 	rv.flags = 0;
 	ASSERT_OK(ioctl(a, BUS1_CMD_RECV, &rv));
 	ASSERT_EQ(rv.offset, s.offset);
 	/* Not the start of the slice. */
 	if (rv.n_bytes > 1) {
 		s.offset = rv.offset + 1;
-		ASSERT_ERR2(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO, EINVAL);
+		ASSERT_ERR(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO);
 	}
 	s.offset = rv.offset;
 	ASSERT_OK(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s));
-	ASSERT_ERR2(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO, EINVAL);
+	ASSERT_ERR(ioctl(a, BUS1_CMD_SLICE_RELEASE, &s), ENXIO);
 	close(a);
 	close(b);
 }
@@ -427,10 +454,10 @@ static void test_send_errors(void)
 	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
 	s = S0;
 	s.n_destinations = q.max_destinations + 1;
-	ASSERT_ERR2(ioctl(b, BUS1_CMD_SEND, &s), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
 	s = S0;
 	s.n_destinations = ~(__u64)0;
-	ASSERT_ERR2(ioctl(b, BUS1_CMD_SEND, &s), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
 	s = S0;
 	s.ptr_destinations = BAD_U64;
 	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EFAULT);
@@ -440,10 +467,10 @@ static void test_send_errors(void)
 	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EFAULT);
 	s = S0;
 	s.n_vecs = q.max_vecs + 1;
-	ASSERT_ERR2(ioctl(b, BUS1_CMD_SEND, &s), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
 	s = S0;
 	s.n_vecs = ~(__u64)0;
-	ASSERT_ERR2(ioctl(b, BUS1_CMD_SEND, &s), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
 	{
 		struct iovec bad = { .iov_base = BAD_PTR, .iov_len = 16 };
 
@@ -452,13 +479,13 @@ static void test_send_errors(void)
 		ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EFAULT);
 		/* A length no address space has: a bad range. */
 		bad = (struct iovec){ .iov_base = buf, .iov_len = ~(size_t)0 >> 1 };
-		ASSERT_ERR_ANY(ioctl(b, BUS1_CMD_SEND, &s), EFAULT, EMSGSIZE, EINVAL);
+		ASSERT_ERR_ANY(ioctl(b, BUS1_CMD_SEND, &s), EFAULT, EMSGSIZE);
 		/* Readable memory, but more than any pool holds: nothing is delivered. */
 		bad.iov_len = q.pool_size + 4096;
 		bad.iov_base = mmap(NULL, bad.iov_len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS |
 				    MAP_NORESERVE, -1, 0);
 		ASSERT(bad.iov_base != MAP_FAILED);
-		ASSERT_ERR_ANY(ioctl(b, BUS1_CMD_SEND, &s), EMSGSIZE, ENOSPC);
+		ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EMSGSIZE);
 		munmap(bad.iov_base, bad.iov_len);
 	}
 	/* Carried handles. */
@@ -469,7 +496,7 @@ static void test_send_errors(void)
 	s = S0;
 	s.ptr_handles = (uintptr_t)&h;
 	s.n_handles = q.max_handles + 1;
-	ASSERT_ERR2(ioctl(b, BUS1_CMD_SEND, &s), EINVAL, EMSGSIZE);
+	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
 	h = hb + 400;
 	s = S0;
 	s.ptr_handles = (uintptr_t)&h;
@@ -479,6 +506,10 @@ static void test_send_errors(void)
 	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), ENXIO);
 	h = BUS1_HANDLE_INVALID;
 	ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), ENXIO);
+	/* a's id is a's, not b's (unless b happens to use the same number). */
+	h = ha;
+	if (ha != hb)
+		ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), ENXIO);
 	/* Carried fds: invalid, and a bus1 peer (which could make reference cycles). */
 	{
 		__u32 f = (__u32)-1;
@@ -498,7 +529,23 @@ static void test_send_errors(void)
 		s = S0;
 		s.ptr_fds = (uintptr_t)&f;
 		s.n_fds = q.max_fds + 1;
-		ASSERT_ERR2(ioctl(b, BUS1_CMD_SEND, &s), EINVAL, EMSGSIZE);
+		ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
+	}
+	/* A message-level error leaves the error array alone. */
+	{
+		uint32_t e = 12345;
+		__u32 f = (__u32)-1;
+
+		s = S0;
+		s.ptr_errors = (uintptr_t)&e;
+		s.ptr_fds = (uintptr_t)&f;
+		s.n_fds = 1;
+		ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EBADF);
+		ASSERT_EQ(e, 12345);
+		s.n_fds = 0;
+		s.flags = 4;
+		ASSERT_ERR(ioctl(b, BUS1_CMD_SEND, &s), EINVAL);
+		ASSERT_EQ(e, 12345);
 	}
 	/* Nothing above reached a: */
 	ASSERT_ERR(ioctl(a, BUS1_CMD_RECV, &(struct bus1_cmd_recv){ 0 }), EAGAIN);
@@ -623,11 +670,17 @@ static void test_disconnect(void)
 	/* The header: "afterwards every ioctl on the fd fails with ESHUTDOWN". */
 	ASSERT_ERR(ioctl(a, BUS1_CMD_PEER_QUERY, &q), ESHUTDOWN);
 
+	{
+		void *m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, a, 0);
+
+		ASSERT(m == MAP_FAILED);
+		ASSERT_EQ(errno, ESHUTDOWN);
+	}
 	/* The disconnected peer is no destination for transfers either. */
 	{
 		struct bus1_cmd_handle_transfer t = { .src_handle = BUS1_HANDLE_CREATE, .dst_fd = a };
 
-		ASSERT_ERR2(ioctl(b, BUS1_CMD_HANDLE_TRANSFER, &t), ESHUTDOWN, EHOSTUNREACH);
+		ASSERT_ERR(ioctl(b, BUS1_CMD_HANDLE_TRANSFER, &t), EHOSTUNREACH);
 	}
 	/* b was told; its handle is dead. */
 	ASSERT_OK(ioctl(b, BUS1_CMD_RECV, &rv));
@@ -658,7 +711,7 @@ static void test_bad_fd_ops(void)
 		ASSERT(p == MAP_FAILED);
 		p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		ASSERT(p == MAP_FAILED);
-		ASSERT(errno == EPERM || errno == EACCES);
+		ASSERT_EQ(errno, EPERM);
 	}
 	close(fd);
 }

@@ -372,6 +372,90 @@ static void test_disconnect_while_sending_threads(void)
 	bus1_peer_free(s);
 }
 
+/*
+ * A destruction racing with a sender: the owner never receives data on the node after its
+ * NODE_DESTROY (later-ordered messages are discarded), and the sender, once it has received its
+ * own NODE_DESTROY, can no longer send to the node (EHOSTUNREACH). Repeated with varying timing.
+ */
+static void test_destroy_races_send(void)
+{
+	int round;
+
+	for (round = 0; round < 20; round++) {
+		struct bus1_peer *o = kt_peer(), *snd = kt_peer();
+		uint64_t n, h;
+		struct bus1_msg m;
+		bool destroyed = false;
+		long data_after = 0, data_before = 0;
+		int status, pp[2];
+		pid_t pid;
+		char ch;
+
+		kt_node(o, snd, &n, &h);
+		ASSERT_OK(pipe(pp));
+		pid = fork();
+		ASSERT(pid >= 0);
+		if (pid == 0) {
+			struct bus1_msg sm;
+			bool seen = false;
+			long k;
+			int r;
+
+			bus1_peer_free(o);
+			if (write(pp[1], "g", 1) != 1)
+				_exit(1);
+			for (k = 0; k < 100000; k++) {
+				r = kt_send(snd, h, &k, sizeof(k));
+				if (seen && r != -EHOSTUNREACH)
+					_exit(2);	/* sent after seeing the destruction */
+				if (r == -EHOSTUNREACH) {
+					if (!seen && bus1_peer_recv(snd, 0, &sm) == 0)
+						seen = sm.type == BUS1_MSG_NODE_DESTROY;
+					if (seen)
+						_exit(0);
+					continue;
+				}
+				if (r < 0 && r != -EDQUOT)
+					_exit(3);
+				if (bus1_peer_recv(snd, 0, &sm) == 0) {
+					if (sm.type != BUS1_MSG_NODE_DESTROY)
+						_exit(4);
+					seen = true;
+				}
+			}
+			_exit(5);
+		}
+		ASSERT_EQ(read(pp[0], &ch, 1), 1);
+		usleep(1000 * (kt_rand() % 20));
+		ASSERT_OK(bus1_peer_nodes_destroy(o, &n, 1));
+		ASSERT_EQ(waitpid(pid, &status, 0), pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			kt_fail("round %d: sender failed: status 0x%x", round, status);
+		while (bus1_peer_recv(o, 0, &m) == 0) {
+			if (m.type == BUS1_MSG_NODE_DESTROY) {
+				ASSERT_EQ(m.destination, n);
+				ASSERT(!destroyed);
+				destroyed = true;
+				continue;
+			}
+			ASSERT_EQ(m.destination, n);
+			if (destroyed)
+				++data_after;
+			else
+				++data_before;
+			ASSERT_OK(bus1_peer_msg_release(o, &m));
+		}
+		ASSERT(destroyed);
+		if (data_after)
+			kt_fail("round %d: %ld messages after the node's destruction (%ld before)",
+				round, data_after, data_before);
+		close(pp[0]);
+		close(pp[1]);
+		bus1_peer_free(o);
+		bus1_peer_free(snd);
+	}
+}
+
 static const struct kt_case cases[] = {
 	KT_CASE(test_every_holder),
 	KT_CASE(test_close_notifies),
@@ -379,6 +463,7 @@ static const struct kt_case cases[] = {
 	KT_CASE(test_atomic_destroy_point),
 	KT_CASE(test_close_while_sending),
 	KT_CASE(test_disconnect_while_sending_threads),
+	KT_CASE(test_destroy_races_send),
 };
 
 int main(int argc, char **argv)

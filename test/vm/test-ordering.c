@@ -9,6 +9,9 @@
  *  - consistency: any two receivers see their common messages in the same order;
  *  - causality: a message sent by X after X received m1 is ordered after m1 on every receiver
  *    that gets both (and transitively through chains of such sends, see check_causality()).
+ * Node destructions take part: every peer owns E extra nodes that every peer holds, and
+ * destroys them at random times; a destruction counts as a message from its owner to all
+ * peers (its NODE_DESTROY notifications), under the same checks.
  * The seed is printed so that a failure can be replayed (argument: seed, cases run all).
  */
 
@@ -26,6 +29,7 @@ enum {
 	MAX_SEQ = 3000,		/* messages per sender, at most */
 	LOG_CAP = MAX_SEQ * (P + 1),
 	RUN_SECONDS = 8,
+	E = 4,			/* extra nodes per peer, destroyed during the run */
 };
 
 struct payload {
@@ -48,6 +52,8 @@ struct shared {
 	_Atomic int failed;
 	uint64_t handle[P][P];	/* handle[i][j]: peer i's handle of peer j's node */
 	uint64_t node[P];	/* node[j]: peer j's own handle of its node */
+	uint64_t eph[P][P][E];	/* eph[i][j][k]: peer i's handle of peer j's extra node k */
+	_Atomic uint32_t eph_seq[P][E];	/* seq of the destruction of j's node k, +1 */
 	uint32_t n_log[P];
 	uint32_t n_sent[P];
 	uint64_t seed;
@@ -74,6 +80,26 @@ static int peer_drain(int me)
 	int n = 0, r;
 
 	while ((r = bus1_peer_recv(p, 0, &m)) == 0) {
+		if (m.type == BUS1_MSG_NODE_DESTROY) {
+			int j, k, found = 0;
+
+			for (j = 0; j < P && !found; j++)
+				for (k = 0; k < E && !found; k++)
+					if (sh->eph[me][j][k] == m.destination) {
+						uint32_t q = atomic_load(&sh->eph_seq[j][k]);
+
+						if (!q)
+							kt_fail("peer %d: destruction of %d's node %d "
+								"before it was destroyed", me, j, k);
+						peer_log(me, 2, j * MAX_SEQ + q - 1, (1u << P) - 1);
+						found = 1;
+					}
+			if (!found)
+				kt_fail("peer %d: NODE_DESTROY for unknown handle %llu", me,
+					(unsigned long long)m.destination);
+			++n;
+			continue;
+		}
 		if (m.type != BUS1_MSG_DATA)
 			kt_fail("peer %d: unexpected message type %llu", me,
 				(unsigned long long)m.type);
@@ -110,7 +136,7 @@ static void peer_run(int me)
 {
 	uint64_t state = (sh->seed ^ (0x9e3779b97f4a7c15ULL * (me + 1))) | 1;
 	uint64_t dst[P];
-	uint32_t seq = 0;
+	uint32_t seq = 0, n_destroyed = 0;
 
 	atomic_fetch_add(&sh->started, 1);
 	while (atomic_load(&sh->started) < P)
@@ -121,6 +147,17 @@ static void peer_run(int me)
 
 		if (r % 4 == 0) {
 			peer_drain(me);
+		} else if (r % 256 == 5 && n_destroyed < E) {
+			/* Destroy one extra node: "sent" to every peer, the owner included. */
+			uint32_t k = n_destroyed++;
+			int ret;
+
+			atomic_store(&sh->eph_seq[me][k], seq + 1);
+			ret = bus1_peer_nodes_destroy(peers[me], &sh->eph[me][me][k], 1);
+			if (ret < 0)
+				kt_fail("peer %d: NODES_DESTROY: %s", me, strerror(-ret));
+			peer_log(me, 1, me * MAX_SEQ + seq, (1u << P) - 1);
+			++seq;
 		} else {
 			struct payload pl = { .sender = me, .seq = seq };
 			struct iovec v = { &pl, sizeof(pl) };
@@ -487,6 +524,17 @@ static void test_stress(void)
 	for (i = 0; i < P; i++)
 		peers[i] = kt_peer();
 	for (j = 0; j < P; j++) {
+		int k;
+
+		for (k = 0; k < E; k++) {
+			kt_node(peers[j], peers[j], &sh->eph[j][j][k], NULL);
+			for (i = 0; i < P; i++) {
+				uint64_t h = sh->eph[j][j][k];
+
+				ASSERT_OK(bus1_peer_handle_transfer(peers[j], peers[i], &h,
+								    &sh->eph[i][j][k]));
+			}
+		}
 		kt_node(peers[j], peers[j], &sh->node[j], NULL);
 		for (i = 0; i < P; i++) {
 			uint64_t h = sh->node[j];
@@ -521,8 +569,16 @@ static void test_stress(void)
 		for (k = 0; k < sh->n_log[i]; k++)
 			total_recv += sh->log[i][k].kind == 2;
 	}
-	kt_log("%llu multicasts, %llu deliveries in %.1fs", (unsigned long long)total_sent,
-	       (unsigned long long)total_recv, kt_now() - t0);
+	{
+		uint32_t n_destroy = 0, k;
+
+		for (i = 0; i < P; i++)
+			for (k = 0; k < E; k++)
+				n_destroy += atomic_load(&sh->eph_seq[i][k]) != 0;
+		kt_log("%llu multicasts (%u of them node destructions), %llu deliveries in %.1fs",
+		       (unsigned long long)total_sent, n_destroy, (unsigned long long)total_recv,
+		       kt_now() - t0);
+	}
 	ASSERT(total_sent >= 100 * P);
 
 	check_verbose = true;

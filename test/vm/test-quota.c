@@ -36,6 +36,27 @@ static size_t drain(struct bus1_peer *p, uint64_t flags)
 	return n;
 }
 
+/* Send through @p from a child whose real uid is @uid: the task's user is charged. */
+static int send_as_task(uid_t uid, struct bus1_peer *p, uint64_t dst)
+{
+	int status;
+	pid_t pid = fork();
+
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		int r;
+
+		if (setresuid(uid, 0, 0) < 0)
+			_exit(100);
+		r = kt_send(p, dst, "t", 1);
+		_exit(r < 0 ? -r : 0);
+	}
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT(WIFEXITED(status));
+	ASSERT(WEXITSTATUS(status) < 100);
+	return -WEXITSTATUS(status);
+}
+
 /*
  * Send one message to @owner's node @node from a peer opened by a child whose real uid is @uid
  * (quotas belong to the user who opened the peer); returns the child's SEND result.
@@ -87,6 +108,8 @@ static void test_messages(void)
 	}
 	kt_query(b, &q);
 	ASSERT_EQ(q.used_messages, q.quota_messages);
+	/* An empty message's slice counts 8 bytes (documented minimum). */
+	ASSERT_EQ(q.used_bytes, 8 * q.quota_messages);
 	ASSERT_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
 	/* To another receiver too: the quota is the user's, not the pair's. */
 	ASSERT_EQ(kt_send(b, b_nc, NULL, 0), -EDQUOT);
@@ -103,6 +126,11 @@ static void test_messages(void)
 	ASSERT_EQ(send_as(4242, c, nc), 0);
 	kt_recv(c, 0, &m);
 	ASSERT_EQ(m.uid, 4242);
+	ASSERT_OK(bus1_peer_msg_release(c, &m));
+	/* The charge follows the sending task's real uid, not the peer's opener. */
+	ASSERT_EQ(send_as_task(4243, b, b_nc), 0);
+	kt_recv(c, 0, &m);
+	ASSERT_EQ(m.uid, 4243);
 	ASSERT_OK(bus1_peer_msg_release(c, &m));
 
 	/* PEEK does not lift the charge; a dequeue does, one message at a time. */
@@ -144,11 +172,10 @@ static void test_bytes(void)
 	kt_log("EDQUOT after %llu MiB (quota %llu MiB)", (unsigned long long)sent >> 20,
 	       (unsigned long long)q.quota_bytes >> 20);
 	ASSERT_EQ(ret, -EDQUOT);
-	ASSERT(sent <= q.quota_bytes);
-	ASSERT(sent + CHUNK > q.quota_bytes - (q.quota_bytes / 64));
+	/* A slice of CHUNK bytes counts CHUNK: exactly quota / CHUNK messages fit. */
+	ASSERT_EQ(sent, q.quota_bytes / CHUNK * CHUNK);
 	kt_query(b, &q);
-	ASSERT(q.used_bytes >= sent);
-	ASSERT(q.used_bytes <= q.quota_bytes);
+	ASSERT_EQ(q.used_bytes, sent);
 	ASSERT_EQ(q.used_messages, k);
 	/* Small messages may still fit; a big one does not. */
 	ASSERT_EQ(kt_send(b, h[0], buf, CHUNK), -EDQUOT);
@@ -266,7 +293,8 @@ static void test_reset_and_close_return_charges(void)
 	}
 	kt_query(b, &q);
 	ASSERT_EQ(q.used_messages, 100);
-	ASSERT(q.used_bytes >= 1000);
+	/* 10 bytes -> 16, two handles 16, one fd 4. */
+	EXPECT_EQ(q.used_bytes, 100 * 36);
 	ASSERT_EQ(q.used_handles, 200);
 	ASSERT_EQ(q.used_fds, 100);
 	ASSERT_OK(bus1_peer_reset(a));
@@ -320,6 +348,53 @@ static void test_multicast_accounting(void)
 	bus1_peer_free(b);
 }
 
+static void write_param(const char *name, unsigned long long v)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/bus1/parameters/%s", name);
+	f = fopen(path, "we");
+	if (!f)
+		kt_fail("%s: %m", path);
+	fprintf(f, "%llu\n", v);
+	if (fclose(f) != 0)
+		kt_fail("writing %s: %m", path);
+}
+
+/* Module parameters change the limits for new peers and new charges. */
+static void test_module_params(void)
+{
+	struct bus1_peer *a, *b;
+	struct bus1_cmd_peer_query q0, q;
+	uint64_t na, b_na;
+	int i;
+
+	a = kt_peer();
+	kt_query(a, &q0);
+	bus1_peer_free(a);
+	write_param("quota_messages", 5);
+	write_param("pool_size", 1 << 20);
+	a = kt_peer();
+	b = kt_peer();
+	kt_query(a, &q);
+	ASSERT_EQ(q.quota_messages, 5);
+	ASSERT_EQ(q.pool_size, 1 << 20);
+	kt_node(a, b, &na, &b_na);
+	for (i = 0; i < 5; i++)
+		ASSERT_OK(kt_send(b, b_na, "x", 1));
+	ASSERT_EQ(kt_send(b, b_na, "x", 1), -EDQUOT);
+	ASSERT_EQ(drain(a, 0), 5);
+	/* Restore the defaults (this guest is used for nothing else afterwards, but still). */
+	write_param("quota_messages", q0.quota_messages);
+	write_param("pool_size", q0.pool_size);
+	ASSERT_OK(kt_send(b, b_na, "x", 1));
+	ASSERT_EQ(drain(a, 0), 1);
+	expect_idle(b);
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+}
+
 static const struct kt_case cases[] = {
 	KT_CASE(test_messages),
 	KT_CASE_T(test_bytes, 120),
@@ -327,6 +402,7 @@ static const struct kt_case cases[] = {
 	KT_CASE(test_fds),
 	KT_CASE(test_reset_and_close_return_charges),
 	KT_CASE(test_multicast_accounting),
+	KT_CASE(test_module_params),
 };
 
 int main(int argc, char **argv)

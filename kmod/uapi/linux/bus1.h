@@ -72,8 +72,10 @@ enum {
  * destination, to the task's real uid at SEND; "the caller's user" is the
  * real uid of the task calling PEER_QUERY. A message is "in flight" from a
  * successful SEND until the receiver takes it off its queue (RECV without
- * PEEK, a reset or a disconnect). Bytes count the slice: the data rounded
- * up to 8, plus 8 per handle and 4 per fd, at least 8.
+ * PEEK, a reset or a disconnect). The bytes charged are
+ * ALIGN(n_bytes, 8) + 8 * n_handles + 4 * n_fds, at least 8 (10 bytes,
+ * 2 handles and 1 fd: 16 + 16 + 4 = 36); the slice itself is that rounded
+ * up to a multiple of 8.
  */
 struct bus1_cmd_peer_query {
 	__u64 flags;
