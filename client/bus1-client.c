@@ -1,0 +1,1337 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libbus1-client: the native D-Bus client (see bus1-client.h and
+ * docs/native-protocol.md). Messages are dbus-compat's struct message;
+ * the transport after the bootstrap is one bus1 peer.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "libbus1.h"
+#include "bus1-client.h"
+#include "dbus-compat/address.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/protocol.h"
+#include "util/macro.h"
+
+#define B1C_DEFAULT_TIMEOUT (25ULL * 1000 * 1000)
+/* Local bounds: a client is not a bus, but bad input must not grow memory. */
+#define B1C_MAX_QUEUED 65536
+#define B1C_MAX_FDS 253
+
+struct b1c_message {
+	unsigned long n_refs;
+	struct message *msg;		/* sealed or received; NULL while building */
+	bool building;
+	struct message_builder b;
+	char *strs[6];			/* owned header strings of the builder */
+	struct b1c_message *call;	/* reply: keeps the call's strings alive */
+	int *fds;			/* building: attached fds (owned) */
+	size_t n_fds;
+	bool reader_ready;
+	struct dc_reader reader;
+	char *error_text;
+};
+
+struct b1c_handler {
+	b1c_handler_t fn;
+	void *userdata;
+	char *path;			/* object path filter */
+	/* match filter (NULL: any) */
+	int type;
+	char *sender;
+	char *interface;
+	char *member;
+	uint32_t serial;		/* pending call */
+};
+
+struct handler_vec {
+	struct b1c_handler *v;
+	size_t n;
+	size_t cap;
+};
+
+struct b1c_bus {
+	int sock;			/* the bootstrap socket: kept as the lifeline */
+	struct bus1_peer *peer;
+	uint64_t bus_handle;		/* our handle to our connection node at the broker */
+	uint64_t node;			/* our client node */
+	char *unique_name;
+	uint32_t serial;
+	bool dead;
+
+	struct message **queue;		/* received, not yet dispatched (FIFO) */
+	size_t q_head;
+	size_t q_n;
+	size_t q_cap;
+
+	struct handler_vec filters;
+	struct handler_vec objects;
+	struct handler_vec matches;
+	struct handler_vec pending;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t now_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int handler_vec_add(struct handler_vec *hv, struct b1c_handler *h)
+{
+	if (hv->n == hv->cap) {
+		size_t cap = hv->cap ? hv->cap * 2 : 8;
+		struct b1c_handler *v = realloc(hv->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		hv->v = v;
+		hv->cap = cap;
+	}
+	hv->v[hv->n++] = *h;
+	return 0;
+}
+
+static void handler_free(struct b1c_handler *h)
+{
+	free(h->path);
+	free(h->sender);
+	free(h->interface);
+	free(h->member);
+}
+
+static void handler_vec_free(struct handler_vec *hv)
+{
+	for (size_t i = 0; i < hv->n; i++)
+		handler_free(&hv->v[i]);
+	free(hv->v);
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	while (n) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p = (const char *)p + k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+	while (n) {
+		ssize_t k = read(fd, p, n);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		p = (char *)p + k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* One "\r\n"-terminated SASL line (bounded). */
+static int read_line(int fd, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	while (n + 1 < size) {
+		int r = read_all(fd, buf + n, 1);
+
+		if (r < 0)
+			return r;
+		if (buf[n] == '\n' && n > 0 && buf[n - 1] == '\r') {
+			buf[n - 1] = 0;
+			return 0;
+		}
+		n++;
+	}
+	return -EPROTO;
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static struct b1c_message *message_wrap(struct message *msg)
+{
+	struct b1c_message *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return NULL;
+	m->n_refs = 1;
+	m->msg = msg;
+	return m;
+}
+
+static int builder_new(struct b1c_message **mp, uint8_t type, const char *signature)
+{
+	struct b1c_message *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	m->n_refs = 1;
+	m->building = true;
+	m->strs[5] = strdup(signature ? signature : "");
+	if (!m->strs[5]) {
+		free(m);
+		return -ENOMEM;
+	}
+	message_builder_init(&m->b, type, m->strs[5]);
+	*mp = m;
+	return 0;
+}
+
+/* Keep a copy of @s in slot @i (builders keep pointers until seal). */
+static int keep_str(struct b1c_message *m, int i, const char *s, const char **field)
+{
+	if (!s) {
+		*field = NULL;
+		return 0;
+	}
+	m->strs[i] = strdup(s);
+	if (!m->strs[i])
+		return -ENOMEM;
+	*field = m->strs[i];
+	return 0;
+}
+
+int b1c_message_new_method_call(struct b1c_message **mp, const char *destination,
+				const char *path, const char *interface, const char *member,
+				const char *signature)
+{
+	struct b1c_message *m;
+	int r;
+
+	if (!path || !member)
+		return -EINVAL;
+	r = builder_new(&m, DC_MESSAGE_METHOD_CALL, signature);
+	if (r < 0)
+		return r;
+	if (keep_str(m, 0, destination, &m->b.destination) < 0 ||
+	    keep_str(m, 1, path, &m->b.path) < 0 ||
+	    keep_str(m, 2, interface, &m->b.interface) < 0 ||
+	    keep_str(m, 3, member, &m->b.member) < 0) {
+		b1c_message_unref(m);
+		return -ENOMEM;
+	}
+	*mp = m;
+	return 0;
+}
+
+int b1c_message_new_signal(struct b1c_message **mp, const char *path, const char *interface,
+			   const char *member, const char *signature)
+{
+	struct b1c_message *m;
+	int r;
+
+	if (!path || !interface || !member)
+		return -EINVAL;
+	r = builder_new(&m, DC_MESSAGE_SIGNAL, signature);
+	if (r < 0)
+		return r;
+	if (keep_str(m, 1, path, &m->b.path) < 0 ||
+	    keep_str(m, 2, interface, &m->b.interface) < 0 ||
+	    keep_str(m, 3, member, &m->b.member) < 0) {
+		b1c_message_unref(m);
+		return -ENOMEM;
+	}
+	m->b.flags |= DC_FLAG_NO_REPLY_EXPECTED;
+	*mp = m;
+	return 0;
+}
+
+int b1c_message_new_method_return(struct b1c_message **mp, struct b1c_message *call,
+				  const char *signature)
+{
+	struct b1c_message *m;
+	int r;
+
+	if (!call || !call->msg || call->msg->type != DC_MESSAGE_METHOD_CALL)
+		return -EINVAL;
+	r = builder_new(&m, DC_MESSAGE_METHOD_RETURN, signature);
+	if (r < 0)
+		return r;
+	message_builder_init_method_return(&m->b, call->msg, m->strs[5]);
+	m->call = b1c_message_ref(call);
+	*mp = m;
+	return 0;
+}
+
+int b1c_message_new_error(struct b1c_message **mp, struct b1c_message *call,
+			  const char *name, const char *text)
+{
+	struct b1c_message *m;
+	int r;
+
+	if (!call || !call->msg || call->msg->type != DC_MESSAGE_METHOD_CALL || !name)
+		return -EINVAL;
+	r = builder_new(&m, DC_MESSAGE_ERROR, "s");
+	if (r < 0)
+		return r;
+	if (keep_str(m, 4, name, &m->b.error_name) < 0) {
+		b1c_message_unref(m);
+		return -ENOMEM;
+	}
+	message_builder_init_error(&m->b, call->msg, m->strs[4], m->strs[5]);
+	m->call = b1c_message_ref(call);
+	dc_writer_write(&m->b.body, "s", text ? text : "");
+	*mp = m;
+	return 0;
+}
+
+struct b1c_message *b1c_message_ref(struct b1c_message *m)
+{
+	if (m)
+		m->n_refs++;
+	return m;
+}
+
+struct b1c_message *b1c_message_unref(struct b1c_message *m)
+{
+	if (!m || --m->n_refs > 0)
+		return NULL;
+	if (m->building)
+		message_builder_deinit(&m->b);
+	for (size_t i = 0; i < ARRAY_SIZE(m->strs); i++)
+		free(m->strs[i]);
+	for (size_t i = 0; i < m->n_fds; i++)
+		close(m->fds[i]);
+	free(m->fds);
+	b1c_message_unref(m->call);
+	message_unref(m->msg);
+	free(m->error_text);
+	free(m);
+	return NULL;
+}
+
+int b1c_message_append(struct b1c_message *m, const char *types, ...)
+{
+	va_list ap;
+	int r;
+
+	if (!m->building)
+		return -EPERM;
+	va_start(ap, types);
+	r = dc_writer_writev(&m->b.body, types, ap);
+	va_end(ap);
+	return r;
+}
+
+int b1c_message_open(struct b1c_message *m, char type, const char *contents)
+{
+	if (!m->building)
+		return -EPERM;
+	return dc_writer_open(&m->b.body, type, contents);
+}
+
+int b1c_message_close(struct b1c_message *m)
+{
+	if (!m->building)
+		return -EPERM;
+	return dc_writer_close(&m->b.body);
+}
+
+int b1c_message_append_fd(struct b1c_message *m, int fd)
+{
+	int *fds;
+	int copy;
+	uint32_t index;
+
+	if (!m->building)
+		return -EPERM;
+	if (m->n_fds >= B1C_MAX_FDS)
+		return -E2BIG;
+	fds = realloc(m->fds, (m->n_fds + 1) * sizeof(*fds));
+	if (!fds)
+		return -ENOMEM;
+	m->fds = fds;
+	copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (copy < 0)
+		return -errno;
+	index = (uint32_t)m->n_fds;
+	m->fds[m->n_fds++] = copy;
+	return dc_writer_write(&m->b.body, "h", index);
+}
+
+void b1c_message_set_no_reply(struct b1c_message *m, bool no_reply)
+{
+	if (!m->building)
+		return;
+	if (no_reply)
+		m->b.flags |= DC_FLAG_NO_REPLY_EXPECTED;
+	else
+		m->b.flags &= (uint8_t)~DC_FLAG_NO_REPLY_EXPECTED;
+}
+
+/* Seal a message being built; attaches its fds (UNIX_FDS through a re-stitch). */
+static int message_seal(struct b1c_message *m, uint32_t serial)
+{
+	struct message *msg = NULL, *with_fds = NULL;
+	int r;
+
+	if (!m->building)
+		return -EALREADY;
+	r = message_builder_seal(&m->b, serial, &msg);
+	if (r < 0)
+		return r;
+	message_builder_deinit(&m->b);
+	m->building = false;
+	if (m->n_fds) {
+		/*
+		 * The builder has no UNIX_FDS field; re-writing the header with
+		 * the fds attached adds it (message_stitch_sender() writes every
+		 * known field). The fds move into the message.
+		 */
+		msg->fds = m->fds;
+		msg->n_fds = m->n_fds;
+		msg->unix_fds = (uint32_t)m->n_fds;
+		m->fds = NULL;
+		m->n_fds = 0;
+		r = message_stitch_sender(msg, NULL, &with_fds);
+		if (r < 0) {
+			message_unref(msg);
+			return r;
+		}
+		message_unref(msg);
+		msg = with_fds;
+	}
+	m->msg = msg;
+	return 0;
+}
+
+static int reader_ready(struct b1c_message *m)
+{
+	int r;
+
+	if (!m->msg)
+		return -EPERM;
+	if (m->reader_ready)
+		return 0;
+	r = message_get_body_reader(m->msg, &m->reader);
+	if (r)
+		return r < 0 ? r : -EBADMSG;
+	m->reader_ready = true;
+	return 0;
+}
+
+int b1c_message_rewind(struct b1c_message *m)
+{
+	m->reader_ready = false;
+	return reader_ready(m);
+}
+
+int b1c_message_read(struct b1c_message *m, const char *types, ...)
+{
+	va_list ap;
+	int r;
+
+	r = reader_ready(m);
+	if (r < 0)
+		return r;
+	va_start(ap, types);
+	for (const char *t = types; *t; t++) {
+		void *p = va_arg(ap, void *);
+
+		if (*t == 'h') {
+			uint32_t index;
+
+			r = dc_reader_read_basic(&m->reader, 'h', &index);
+			if (r == 0 && p) {
+				if (index >= m->msg->n_fds) {
+					r = -EBADMSG;
+					break;
+				}
+				*(int *)p = m->msg->fds[index];
+			}
+		} else {
+			r = dc_reader_read_basic(&m->reader, *t, p);
+		}
+		if (r) {
+			r = r < 0 ? r : -EBADMSG;
+			break;
+		}
+	}
+	va_end(ap);
+	return r;
+}
+
+char b1c_message_peek(struct b1c_message *m, const char **signature)
+{
+	const char *sig = NULL;
+
+	if (reader_ready(m) < 0)
+		return 0;
+	if (signature) {
+		size_t n = dc_reader_peek_signature(&m->reader, &sig);
+
+		*signature = n ? sig : "";
+	}
+	return dc_reader_peek(&m->reader);
+}
+
+int b1c_message_enter(struct b1c_message *m, char type)
+{
+	int r = reader_ready(m);
+
+	if (r < 0)
+		return r;
+	r = dc_reader_enter(&m->reader, type);
+	return r > 0 ? -EBADMSG : r;
+}
+
+int b1c_message_exit(struct b1c_message *m)
+{
+	int r = reader_ready(m);
+
+	if (r < 0)
+		return r;
+	r = dc_reader_exit(&m->reader);
+	return r > 0 ? -EBADMSG : r;
+}
+
+int b1c_message_skip(struct b1c_message *m)
+{
+	int r = reader_ready(m);
+
+	if (r < 0)
+		return r;
+	r = dc_reader_skip(&m->reader);
+	return r > 0 ? -EBADMSG : r;
+}
+
+int b1c_message_get_type(const struct b1c_message *m)
+{
+	return m->msg ? m->msg->type : m->b.type;
+}
+
+uint32_t b1c_message_get_serial(const struct b1c_message *m)
+{
+	return m->msg ? m->msg->serial : 0;
+}
+
+uint32_t b1c_message_get_reply_serial(const struct b1c_message *m)
+{
+	return m->msg ? m->msg->reply_serial : 0;
+}
+
+bool b1c_message_expects_reply(const struct b1c_message *m)
+{
+	return m->msg && message_expects_reply(m->msg);
+}
+
+#define GETTER(field)								\
+	const char *b1c_message_get_##field(const struct b1c_message *m)	\
+	{									\
+		return m->msg ? m->msg->field : NULL;				\
+	}
+GETTER(sender)
+GETTER(destination)
+GETTER(path)
+GETTER(interface)
+GETTER(member)
+GETTER(error_name)
+
+const char *b1c_message_get_signature(const struct b1c_message *m)
+{
+	return m->msg ? m->msg->signature : m->b.signature;
+}
+
+const char *b1c_message_get_error_text(struct b1c_message *m)
+{
+	struct dc_reader r;
+	const char *s = NULL;
+
+	if (m->error_text)
+		return m->error_text;
+	if (!m->msg || message_get_body_reader(m->msg, &r))
+		return "";
+	if (m->msg->signature[0] != 's' || dc_reader_read(&r, "s", &s) || !s)
+		return "";
+	m->error_text = strdup(s);
+	return m->error_text ? m->error_text : "";
+}
+
+/* --------------------------------------------------------------- transport */
+
+static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
+{
+	struct iovec iov[2];
+
+	if (bus->dead)
+		return -ECONNRESET;
+	message_get_iovec(msg, iov);
+	return bus1_peer_send(bus->peer, 0, &bus->bus_handle, 1, NULL, iov,
+			      iov[1].iov_len ? 2 : 1, NULL, 0, msg->fds, msg->n_fds);
+}
+
+int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
+{
+	int r;
+
+	if (m->building) {
+		if (++bus->serial == 0)
+			bus->serial = 1;
+		r = message_seal(m, bus->serial);
+		if (r < 0)
+			return r;
+	}
+	r = bus_send_msg(bus, m->msg);
+	if (r == -EHOSTUNREACH) {
+		bus->dead = true;
+		r = -ECONNRESET;
+	}
+	if (r < 0)
+		return r;
+	if (serial)
+		*serial = m->msg->serial;
+	return 0;
+}
+
+/* Receive one message from the peer: 1 (*msgp set), 0 (none), negative errno. */
+static int bus_recv(struct b1c_bus *bus, struct message **msgp)
+{
+	struct bus1_msg bm;
+	int r;
+
+	for (;;) {
+		if (bus->dead)
+			return -ECONNRESET;
+		r = bus1_peer_recv(bus->peer, 0, &bm);
+		if (r == -EAGAIN)
+			return 0;
+		if (r < 0)
+			return r;
+		if (bm.type == BUS1_MSG_NODE_DESTROY) {
+			if (bm.destination == bus->bus_handle) {
+				bus->dead = true;
+				return -ECONNRESET;
+			}
+			continue;
+		}
+		for (size_t i = 0; i < bm.n_handles; i++)
+			if (bm.handles[i] != BUS1_HANDLE_INVALID)
+				bus1_peer_handle_release(bus->peer, bm.handles[i]);
+		/* Takes the fds in all cases. */
+		r = message_new_from_data(msgp, bm.data, bm.n_bytes, bm.fds, bm.n_fds);
+		bus1_peer_msg_release(bus->peer, &bm);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			/* Not a valid D-Bus message: dropped (say so when debugging). */
+			if (getenv("B1C_DEBUG"))
+				fprintf(stderr, "bus1-client: dropped an invalid message "
+					"(%zu bytes, error %d)\n", (size_t)bm.n_bytes, r);
+			continue;
+		}
+		return 1;
+	}
+}
+
+static int queue_push(struct b1c_bus *bus, struct message *msg)
+{
+	if (bus->q_n >= B1C_MAX_QUEUED)
+		return -ENOBUFS;
+	if (bus->q_n == bus->q_cap) {
+		size_t cap = bus->q_cap ? bus->q_cap * 2 : 16;
+		struct message **q = malloc(cap * sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		for (size_t i = 0; i < bus->q_n; i++)
+			q[i] = bus->queue[(bus->q_head + i) % bus->q_cap];
+		free(bus->queue);
+		bus->queue = q;
+		bus->q_cap = cap;
+		bus->q_head = 0;
+	}
+	bus->queue[(bus->q_head + bus->q_n) % bus->q_cap] = msg;
+	bus->q_n++;
+	return 0;
+}
+
+static struct message *queue_pop(struct b1c_bus *bus)
+{
+	struct message *msg;
+
+	if (!bus->q_n)
+		return NULL;
+	msg = bus->queue[bus->q_head];
+	bus->q_head = (bus->q_head + 1) % bus->q_cap;
+	bus->q_n--;
+	return msg;
+}
+
+int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec)
+{
+	struct pollfd p[2] = {
+		{ .fd = bus1_peer_get_fd(bus->peer), .events = POLLIN },
+		{ .fd = bus->sock, .events = POLLIN },
+	};
+	int timeout, r;
+
+	if (bus->dead)
+		return -ECONNRESET;
+	if (bus->q_n)
+		return 0;
+	timeout = timeout_usec == UINT64_MAX ? -1 :
+		  (int)((timeout_usec + 999) / 1000 > 0x7fffffff ? 0x7fffffff :
+			(timeout_usec + 999) / 1000);
+	r = poll(p, 2, timeout);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (p[1].revents) {
+		/* Nothing may arrive on the socket after the bootstrap: EOF = gone. */
+		bus->dead = true;
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+/* Wait for the reply to @serial; other messages are queued. */
+static int wait_reply(struct b1c_bus *bus, uint32_t serial, uint64_t timeout_usec,
+		      struct message **replyp)
+{
+	uint64_t deadline = now_usec() + (timeout_usec ? timeout_usec : B1C_DEFAULT_TIMEOUT);
+	struct message *msg;
+	int r;
+
+	for (;;) {
+		uint64_t now;
+
+		r = bus_recv(bus, &msg);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			if ((msg->type == DC_MESSAGE_METHOD_RETURN ||
+			     msg->type == DC_MESSAGE_ERROR) && msg->reply_serial == serial) {
+				*replyp = msg;
+				return 0;
+			}
+			r = queue_push(bus, msg);
+			if (r < 0) {
+				message_unref(msg);
+				return r;
+			}
+			continue;
+		}
+		now = now_usec();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		{
+			struct pollfd p[2] = {
+				{ .fd = bus1_peer_get_fd(bus->peer), .events = POLLIN },
+				{ .fd = bus->sock, .events = POLLIN },
+			};
+
+			r = poll(p, 2, (int)((deadline - now + 999) / 1000));
+			if (r < 0 && errno != EINTR)
+				return -errno;
+			if (r > 0 && p[1].revents) {
+				bus->dead = true;
+				return -ECONNRESET;
+			}
+		}
+	}
+}
+
+int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
+		 struct b1c_message **reply)
+{
+	struct message *msg = NULL;
+	uint32_t serial;
+	int r;
+
+	r = b1c_bus_send(bus, m, &serial);
+	if (r < 0)
+		return r;
+	r = wait_reply(bus, serial, timeout_usec, &msg);
+	if (r < 0)
+		return r;
+	*reply = message_wrap(msg);
+	if (!*reply) {
+		message_unref(msg);
+		return -ENOMEM;
+	}
+	return msg->type == DC_MESSAGE_ERROR ? B1C_CALL_ERROR : 0;
+}
+
+int b1c_bus_call_async(struct b1c_bus *bus, struct b1c_message *m, b1c_handler_t handler,
+		       void *userdata)
+{
+	struct b1c_handler h = { .fn = handler, .userdata = userdata };
+	int r;
+
+	r = b1c_bus_send(bus, m, &h.serial);
+	if (r < 0)
+		return r;
+	return handler_vec_add(&bus->pending, &h);
+}
+
+/* --------------------------------------------------------------- dispatch */
+
+static bool handler_matches(const struct b1c_handler *h, const struct message *msg)
+{
+	if (h->type && h->type != msg->type)
+		return false;
+	if (h->sender && (!msg->sender || strcmp(h->sender, msg->sender)))
+		return false;
+	if (h->path && (!msg->path || strcmp(h->path, msg->path)))
+		return false;
+	if (h->interface && (!msg->interface || strcmp(h->interface, msg->interface)))
+		return false;
+	if (h->member && (!msg->member || strcmp(h->member, msg->member)))
+		return false;
+	return true;
+}
+
+static int send_error(struct b1c_bus *bus, struct b1c_message *call, const char *name,
+		      const char *text)
+{
+	struct b1c_message *e = NULL;
+	int r;
+
+	r = b1c_message_new_error(&e, call, name, text);
+	if (r < 0)
+		return r;
+	r = b1c_bus_send(bus, e, NULL);
+	b1c_message_unref(e);
+	return r;
+}
+
+static int dispatch(struct b1c_bus *bus, struct message *msg)
+{
+	struct b1c_message *m = message_wrap(msg);
+	int r = 0;
+
+	if (!m) {
+		message_unref(msg);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < bus->filters.n; i++) {
+		b1c_message_rewind(m);
+		r = bus->filters.v[i].fn(bus, m, bus->filters.v[i].userdata);
+		if (r != 0) {
+			b1c_message_unref(m);
+			return r < 0 ? r : 1;
+		}
+	}
+	b1c_message_rewind(m);
+	switch (msg->type) {
+	case DC_MESSAGE_METHOD_RETURN:
+	case DC_MESSAGE_ERROR:
+		for (size_t i = 0; i < bus->pending.n; i++) {
+			struct b1c_handler h = bus->pending.v[i];
+
+			if (h.serial != msg->reply_serial)
+				continue;
+			/* Remove first: the handler may issue new calls. */
+			bus->pending.v[i] = bus->pending.v[--bus->pending.n];
+			r = h.fn(bus, m, h.userdata);
+			handler_free(&h);
+			break;
+		}
+		break;
+	case DC_MESSAGE_METHOD_CALL:
+		if (msg->interface && !strcmp(msg->interface, DC_INTERFACE_PEER) &&
+		    !strcmp(msg->member, "Ping")) {
+			r = b1c_bus_reply(bus, m, NULL);
+			break;
+		}
+		for (size_t i = 0; i < bus->objects.n && r == 0; i++)
+			if (handler_matches(&bus->objects.v[i], msg))
+				r = bus->objects.v[i].fn(bus, m, bus->objects.v[i].userdata);
+		if (r == 0 && message_expects_reply(msg)) {
+			char text[512];
+
+			snprintf(text, sizeof(text),
+				 "No such method \"%s\" on interface \"%s\" at \"%s\"",
+				 msg->member, msg->interface ? msg->interface : "(none)",
+				 msg->path);
+			r = send_error(bus, m, DC_ERROR_UNKNOWN_METHOD, text);
+		}
+		break;
+	case DC_MESSAGE_SIGNAL:
+		for (size_t i = 0; i < bus->matches.n && r >= 0; i++) {
+			if (!handler_matches(&bus->matches.v[i], msg))
+				continue;
+			b1c_message_rewind(m);
+			r = bus->matches.v[i].fn(bus, m, bus->matches.v[i].userdata);
+		}
+		break;
+	}
+	b1c_message_unref(m);
+	return r < 0 ? r : 1;
+}
+
+int b1c_bus_process(struct b1c_bus *bus)
+{
+	struct message *msg = queue_pop(bus);
+	int r;
+
+	if (!msg) {
+		r = bus_recv(bus, &msg);
+		if (r <= 0)
+			return r;
+	}
+	return dispatch(bus, msg);
+}
+
+int b1c_bus_add_filter(struct b1c_bus *bus, b1c_handler_t handler, void *userdata)
+{
+	struct b1c_handler h = { .fn = handler, .userdata = userdata };
+
+	return handler_vec_add(&bus->filters, &h);
+}
+
+int b1c_bus_add_object(struct b1c_bus *bus, const char *path, b1c_handler_t handler,
+		       void *userdata)
+{
+	struct b1c_handler h = { .fn = handler, .userdata = userdata };
+	int r;
+
+	if (path) {
+		h.path = strdup(path);
+		if (!h.path)
+			return -ENOMEM;
+	}
+	r = handler_vec_add(&bus->objects, &h);
+	if (r < 0)
+		handler_free(&h);
+	return r;
+}
+
+/* Parse the keys of @rule that are filtered locally (the bus filters them all). */
+static int parse_rule(const char *rule, struct b1c_handler *h)
+{
+	const char *p = rule;
+
+	while (*p) {
+		const char *eq = strchr(p, '='), *v, *end;
+		size_t klen;
+		char **dst = NULL;
+
+		if (!eq || eq[1] != '\'')
+			return -EINVAL;
+		klen = (size_t)(eq - p);
+		v = eq + 2;
+		end = strchr(v, '\'');
+		if (!end)
+			return -EINVAL;
+		if (klen == 4 && !strncmp(p, "type", 4)) {
+			size_t n = (size_t)(end - v);
+
+			h->type = n == 6 && !strncmp(v, "signal", 6) ? DC_MESSAGE_SIGNAL :
+				  n == 11 && !strncmp(v, "method_call", 11) ?
+				  DC_MESSAGE_METHOD_CALL : 0;
+		} else if (klen == 6 && !strncmp(p, "sender", 6) &&
+			   (v[0] == ':' || !strncmp(v, DC_SERVICE_DBUS "'",
+						    sizeof(DC_SERVICE_DBUS)))) {
+			dst = &h->sender;
+		} else if (klen == 4 && !strncmp(p, "path", 4)) {
+			dst = &h->path;
+		} else if (klen == 9 && !strncmp(p, "interface", 9)) {
+			dst = &h->interface;
+		} else if (klen == 6 && !strncmp(p, "member", 6)) {
+			dst = &h->member;
+		}
+		if (dst) {
+			free(*dst);
+			*dst = strndup(v, (size_t)(end - v));
+			if (!*dst)
+				return -ENOMEM;
+		}
+		p = end + 1;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+static int call_driver(struct b1c_bus *bus, const char *member, const char *types,
+		       struct b1c_message **replyp, ...)
+{
+	struct b1c_message *m = NULL, *reply = NULL;
+	va_list ap;
+	int r;
+
+	r = b1c_message_new_method_call(&m, DC_SERVICE_DBUS, DC_PATH_DBUS, DC_INTERFACE_DBUS,
+					member, types);
+	if (r < 0)
+		return r;
+	va_start(ap, replyp);
+	r = dc_writer_writev(&m->b.body, types, ap);
+	va_end(ap);
+	if (r == 0)
+		r = b1c_bus_call(bus, m, 0, &reply);
+	b1c_message_unref(m);
+	if (r == B1C_CALL_ERROR) {
+		b1c_message_unref(reply);
+		return -EIO;
+	}
+	if (r < 0)
+		return r;
+	if (replyp)
+		*replyp = reply;
+	else
+		b1c_message_unref(reply);
+	return 0;
+}
+
+int b1c_bus_add_match(struct b1c_bus *bus, const char *rule, b1c_handler_t handler,
+		      void *userdata)
+{
+	struct b1c_handler h = { .fn = handler, .userdata = userdata };
+	int r;
+
+	r = parse_rule(rule, &h);
+	if (r == 0)
+		r = call_driver(bus, "AddMatch", "s", NULL, rule);
+	if (r == 0 && handler)
+		r = handler_vec_add(&bus->matches, &h);
+	else
+		handler_free(&h);
+	return r;
+}
+
+int b1c_bus_request_name(struct b1c_bus *bus, const char *name, uint32_t flags)
+{
+	struct b1c_message *reply = NULL;
+	uint32_t code = 0;
+	int r;
+
+	r = call_driver(bus, "RequestName", "su", &reply, name, flags);
+	if (r < 0)
+		return r;
+	r = b1c_message_read(reply, "u", &code);
+	b1c_message_unref(reply);
+	return r < 0 ? r : (int)code;
+}
+
+int b1c_bus_emit_signal(struct b1c_bus *bus, const char *path, const char *interface,
+			const char *member, const char *types, ...)
+{
+	struct b1c_message *m = NULL;
+	va_list ap;
+	int r;
+
+	r = b1c_message_new_signal(&m, path, interface, member, types);
+	if (r < 0)
+		return r;
+	va_start(ap, types);
+	r = types ? dc_writer_writev(&m->b.body, types, ap) : 0;
+	va_end(ap);
+	if (r == 0)
+		r = b1c_bus_send(bus, m, NULL);
+	b1c_message_unref(m);
+	return r;
+}
+
+int b1c_bus_reply(struct b1c_bus *bus, struct b1c_message *call, const char *types, ...)
+{
+	struct b1c_message *m = NULL;
+	va_list ap;
+	int r;
+
+	if (!b1c_message_expects_reply(call))
+		return 0;
+	r = b1c_message_new_method_return(&m, call, types);
+	if (r < 0)
+		return r;
+	va_start(ap, types);
+	r = types ? dc_writer_writev(&m->b.body, types, ap) : 0;
+	va_end(ap);
+	if (r == 0)
+		r = b1c_bus_send(bus, m, NULL);
+	b1c_message_unref(m);
+	return r;
+}
+
+int b1c_bus_reply_error(struct b1c_bus *bus, struct b1c_message *call, const char *name,
+			const char *text)
+{
+	if (!b1c_message_expects_reply(call))
+		return 0;
+	return send_error(bus, call, name, text);
+}
+
+/* --------------------------------------------------------------- bootstrap */
+
+static int sasl_auth(int fd)
+{
+	char line[512], uid[32], hex[64];
+	int r;
+
+	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
+	for (size_t i = 0; uid[i]; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)uid[i]);
+	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+	r = write_all(fd, "", 1);
+	if (r == 0)
+		r = write_all(fd, line, strlen(line));
+	if (r == 0)
+		r = read_line(fd, line, sizeof(line));
+	if (r < 0)
+		return r;
+	if (strncmp(line, "OK ", 3))
+		return -ECONNREFUSED;
+	r = write_all(fd, "NEGOTIATE_UNIX_FD\r\n", 19);
+	if (r == 0)
+		r = read_line(fd, line, sizeof(line));
+	if (r < 0)
+		return r;
+	/* The fd of the bootstrap needs fd passing. */
+	if (strcmp(line, "AGREE_UNIX_FD"))
+		return -EOPNOTSUPP;
+	return write_all(fd, "BEGIN\r\n", 7);
+}
+
+static int socket_send_with_fd(int sock, const struct message *msg, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} control = {};
+	struct iovec iov[2];
+	struct msghdr mh = {
+		.msg_iov = iov,
+		.msg_control = &control,
+		.msg_controllen = sizeof(control.buf),
+	};
+	struct cmsghdr *c;
+	size_t total;
+	ssize_t k;
+
+	message_get_iovec(msg, iov);
+	mh.msg_iovlen = iov[1].iov_len ? 2 : 1;
+	total = iov[0].iov_len + iov[1].iov_len;
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	do {
+		k = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	} while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return -errno;
+	/* The rest, if the kernel took a part only (the fd went with byte 0). */
+	if ((size_t)k < total) {
+		size_t off = (size_t)k;
+
+		if (off < iov[0].iov_len) {
+			int r = write_all(sock, (const char *)iov[0].iov_base + off,
+					  iov[0].iov_len - off);
+
+			if (r < 0)
+				return r;
+			off = iov[0].iov_len;
+		}
+		return write_all(sock, (const char *)iov[1].iov_base + (off - iov[0].iov_len),
+				 total - off);
+	}
+	return 0;
+}
+
+static int socket_read_message(int sock, struct message **msgp)
+{
+	uint8_t hdr[16];
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t size;
+	int r;
+
+	r = read_all(sock, hdr, sizeof(hdr));
+	if (r < 0)
+		return r;
+	if (message_frame_size(hdr, sizeof(hdr), &size) || size > 1024 * 1024)
+		return -EBADMSG;
+	buf = malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, hdr, sizeof(hdr));
+	r = read_all(sock, buf + sizeof(hdr), size - sizeof(hdr));
+	if (r < 0)
+		return r;
+	r = message_new_from_data(msgp, buf, size, NULL, 0);
+	return r > 0 ? -EBADMSG : r;
+}
+
+static int bootstrap(struct b1c_bus *bus)
+{
+	struct message_builder b;
+	struct message *call = NULL, *reply = NULL;
+	struct dc_reader reader;
+	uint64_t bus_handle = 0, node = 0;
+	int r;
+
+	r = sasl_auth(bus->sock);
+	if (r < 0)
+		return r;
+
+	message_builder_init_method_call(&b, DC_SERVICE_DBUS, DC_PATH_DBUS, "org.freedesktop.DBus.Bus1",
+					 "Connect", "h");
+	dc_writer_write(&b.body, "h", 0U);
+	r = message_builder_seal(&b, ++bus->serial, &call);
+	message_builder_deinit(&b);
+	if (r < 0)
+		return r;
+	/* The fds of a message need UNIX_FDS: re-write the header with it. */
+	{
+		struct message *with = NULL;
+		int fd = bus1_peer_get_fd(bus->peer);
+
+		call->unix_fds = 1;
+		r = message_stitch_sender(call, NULL, &with);
+		call->unix_fds = 0;
+		message_unref(call);
+		if (r < 0)
+			return r;
+		r = socket_send_with_fd(bus->sock, with, fd);
+		message_unref(with);
+		if (r < 0)
+			return r;
+	}
+
+	r = socket_read_message(bus->sock, &reply);
+	if (r < 0)
+		return r;
+	if (reply->type == DC_MESSAGE_ERROR) {
+		r = reply->error_name && !strcmp(reply->error_name, DC_ERROR_NOT_SUPPORTED) ?
+		    -EOPNOTSUPP : -EPROTO;
+		message_unref(reply);
+		return r;
+	}
+	r = message_get_body_reader(reply, &reader);
+	if (r == 0 && strcmp(reply->signature, "tt") == 0)
+		r = dc_reader_read(&reader, "tt", &bus_handle, &node);
+	else
+		r = -EPROTO;
+	message_unref(reply);
+	if (r)
+		return r < 0 ? r : -EPROTO;
+	bus->bus_handle = bus_handle;
+	bus->node = node;
+	return 0;
+}
+
+static int hello(struct b1c_bus *bus)
+{
+	struct b1c_message *reply = NULL;
+	const char *name = NULL;
+	int r;
+
+	r = call_driver(bus, "Hello", "", &reply);
+	if (r < 0)
+		return r;
+	r = b1c_message_read(reply, "s", &name);
+	if (r == 0) {
+		bus->unique_name = strdup(name);
+		if (!bus->unique_name)
+			r = -ENOMEM;
+	}
+	b1c_message_unref(reply);
+	return r;
+}
+
+int b1c_bus_open(struct b1c_bus **busp, const char *address)
+{
+	struct address_list list = {};
+	struct b1c_bus *bus;
+	const char *dev = getenv("BUS1_DEVICE");
+	int r;
+
+	if (!address)
+		address = getenv("DBUS_SESSION_BUS_ADDRESS");
+	if (!address)
+		return -ENOENT;
+
+	bus = calloc(1, sizeof(*bus));
+	if (!bus)
+		return -ENOMEM;
+	bus->sock = -1;
+
+	r = bus1_peer_new_from_path(dev ? dev : "/dev/bus1", &bus->peer);
+	if (r < 0)
+		goto fail;
+
+	r = address_list_parse(&list, address, NULL);
+	if (r) {
+		r = r < 0 ? r : -EINVAL;
+		goto fail;
+	}
+	r = -ECONNREFUSED;
+	for (size_t i = 0; i < list.n_entries; i++) {
+		r = address_connect(&list.entries[i], &bus->sock);
+		if (r == 0)
+			break;
+		r = r < 0 ? r : -EINVAL;
+	}
+	address_list_deinit(&list);
+	if (r < 0)
+		goto fail;
+
+	r = bootstrap(bus);
+	if (r < 0)
+		goto fail;
+	r = hello(bus);
+	if (r < 0)
+		goto fail;
+	*busp = bus;
+	return 0;
+
+fail:
+	b1c_bus_free(bus);
+	return r;
+}
+
+struct b1c_bus *b1c_bus_free(struct b1c_bus *bus)
+{
+	struct message *msg;
+
+	if (!bus)
+		return NULL;
+	while ((msg = queue_pop(bus)))
+		message_unref(msg);
+	free(bus->queue);
+	handler_vec_free(&bus->filters);
+	handler_vec_free(&bus->objects);
+	handler_vec_free(&bus->matches);
+	handler_vec_free(&bus->pending);
+	if (bus->sock >= 0)
+		close(bus->sock);
+	bus->peer = bus1_peer_free(bus->peer);
+	free(bus->unique_name);
+	free(bus);
+	return NULL;
+}
+
+const char *b1c_bus_get_unique_name(const struct b1c_bus *bus)
+{
+	return bus->unique_name;
+}
+
+int b1c_bus_get_fd(const struct b1c_bus *bus)
+{
+	return bus1_peer_get_fd(bus->peer);
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * libbus1-client - a D-Bus client that talks to the bus through bus1.
+ *
+ * b1c_bus_open() connects to a bus1-broker (bootstrap over the bus socket,
+ * docs/native-protocol.md); afterwards every message travels through the
+ * kernel. The API is a small subset of sd-bus:
+ *
+ *	struct b1c_bus *bus;
+ *	struct b1c_message *m, *reply;
+ *
+ *	b1c_bus_open(&bus, NULL);			// $DBUS_SESSION_BUS_ADDRESS
+ *	b1c_message_new_method_call(&m, "org.example", "/", "org.example.Echo", "Echo", "s");
+ *	b1c_message_append(m, "s", "hello");
+ *	r = b1c_bus_call(bus, m, 0, &reply);		// 0: reply, B1C_CALL_ERROR: error reply
+ *	b1c_message_read(reply, "s", &text);
+ *
+ * Event loops: watch b1c_bus_get_fd() for POLLIN and call b1c_bus_process()
+ * until it returns 0. Handlers run from b1c_bus_process() only.
+ *
+ * Conventions: functions return 0 (or a documented positive value) on
+ * success and a negative errno on failure; -ECONNRESET once the bus is gone.
+ * Messages are reference counted; strings returned point into the message.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct b1c_bus;
+struct b1c_message;
+
+enum {
+	B1C_MESSAGE_METHOD_CALL = 1,
+	B1C_MESSAGE_METHOD_RETURN = 2,
+	B1C_MESSAGE_ERROR = 3,
+	B1C_MESSAGE_SIGNAL = 4,
+};
+
+/* b1c_bus_call(): the reply is an ERROR message (read its name and text). */
+#define B1C_CALL_ERROR 1
+
+/*
+ * Handlers: return 0 when the message was not for them (a method call nobody
+ * takes gets UnknownMethod), > 0 when handled, negative errno to make
+ * b1c_bus_process() fail with it.
+ */
+typedef int (*b1c_handler_t)(struct b1c_bus *bus, struct b1c_message *m, void *userdata);
+
+/* ---------------------------------------------------------------- the bus */
+
+/*
+ * Open a native connection: @address is a D-Bus address string
+ * ("unix:path=...", several entries tried in order), NULL for
+ * $DBUS_SESSION_BUS_ADDRESS. Opens /dev/bus1 (or $BUS1_DEVICE), runs the
+ * bootstrap and Hello. -ENOENT without /dev/bus1, -EOPNOTSUPP if the bus
+ * has no bus1 transport, -ECONNREFUSED if authentication fails.
+ */
+int b1c_bus_open(struct b1c_bus **busp, const char *address);
+struct b1c_bus *b1c_bus_free(struct b1c_bus *bus);
+
+const char *b1c_bus_get_unique_name(const struct b1c_bus *bus);
+/* The fd to poll for POLLIN (the bus1 peer). */
+int b1c_bus_get_fd(const struct b1c_bus *bus);
+/* Dispatch at most one message: 1 if one was dispatched, 0 if none is ready. */
+int b1c_bus_process(struct b1c_bus *bus);
+/* Wait until a message is ready or @timeout_usec passed (UINT64_MAX: forever). */
+int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec);
+
+/* Send (seals @m with the next serial, written to *@serial if not NULL). */
+int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial);
+/*
+ * Call and wait for the reply (@timeout_usec 0: 25 s). Messages arriving
+ * meanwhile are kept for b1c_bus_process(). Return 0 (*@reply: the method
+ * return), B1C_CALL_ERROR (*@reply: the error), -ETIMEDOUT, negative errno.
+ */
+int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
+		 struct b1c_message **reply);
+/* Call; @handler gets the reply (or error) from b1c_bus_process(). */
+int b1c_bus_call_async(struct b1c_bus *bus, struct b1c_message *m, b1c_handler_t handler,
+		       void *userdata);
+
+/*
+ * Every incoming message goes to the filters first, in the order added; a
+ * filter returning > 0 consumes it (no reply, match or object handler runs).
+ */
+int b1c_bus_add_filter(struct b1c_bus *bus, b1c_handler_t handler, void *userdata);
+/* Method calls to @path (NULL: any path) go to @handler. */
+int b1c_bus_add_object(struct b1c_bus *bus, const char *path, b1c_handler_t handler,
+		       void *userdata);
+/*
+ * AddMatch(@rule) on the bus; signals matching the rule's type, sender (unique
+ * or org.freedesktop.DBus), path, interface and member keys go to @handler.
+ */
+int b1c_bus_add_match(struct b1c_bus *bus, const char *rule, b1c_handler_t handler,
+		      void *userdata);
+/* RequestName: returns the (positive) reply code, 1 = primary owner. */
+int b1c_bus_request_name(struct b1c_bus *bus, const char *name, uint32_t flags);
+/* Emit a signal whose body is the basic values @types, as b1c_message_append(). */
+int b1c_bus_emit_signal(struct b1c_bus *bus, const char *path, const char *interface,
+			const char *member, const char *types, ...);
+/* Reply to @call with basic values (@types may be "" or NULL). */
+int b1c_bus_reply(struct b1c_bus *bus, struct b1c_message *call, const char *types, ...);
+int b1c_bus_reply_error(struct b1c_bus *bus, struct b1c_message *call, const char *name,
+			const char *text);
+
+/* ------------------------------------------------------------ messages */
+
+int b1c_message_new_method_call(struct b1c_message **mp, const char *destination,
+				const char *path, const char *interface, const char *member,
+				const char *signature);
+int b1c_message_new_signal(struct b1c_message **mp, const char *path, const char *interface,
+			   const char *member, const char *signature);
+int b1c_message_new_method_return(struct b1c_message **mp, struct b1c_message *call,
+				  const char *signature);
+int b1c_message_new_error(struct b1c_message **mp, struct b1c_message *call,
+			  const char *name, const char *text);
+struct b1c_message *b1c_message_ref(struct b1c_message *m);
+struct b1c_message *b1c_message_unref(struct b1c_message *m);
+
+/* Building: basic values by value (y b n q i u as int, x t as 64-bit, d double, s o g). */
+int b1c_message_append(struct b1c_message *m, const char *types, ...);
+/* Containers: 'a', '(', '{', 'v' (@contents: the variant's type). */
+int b1c_message_open(struct b1c_message *m, char type, const char *contents);
+int b1c_message_close(struct b1c_message *m);
+/* Attach a copy (dup) of @fd and append its index ('h'). */
+int b1c_message_append_fd(struct b1c_message *m, int fd);
+void b1c_message_set_no_reply(struct b1c_message *m, bool no_reply);
+
+/* Reading (received messages): pointers as the types (b: bool *, h: int * = the fd). */
+int b1c_message_read(struct b1c_message *m, const char *types, ...);
+/* Next type code (0 at the end of the container), enter/exit containers, skip. */
+char b1c_message_peek(struct b1c_message *m, const char **signature);
+int b1c_message_enter(struct b1c_message *m, char type);
+int b1c_message_exit(struct b1c_message *m);
+int b1c_message_skip(struct b1c_message *m);
+/* Restart reading from the first value. */
+int b1c_message_rewind(struct b1c_message *m);
+
+int b1c_message_get_type(const struct b1c_message *m);
+uint32_t b1c_message_get_serial(const struct b1c_message *m);
+uint32_t b1c_message_get_reply_serial(const struct b1c_message *m);
+bool b1c_message_expects_reply(const struct b1c_message *m);
+const char *b1c_message_get_sender(const struct b1c_message *m);
+const char *b1c_message_get_destination(const struct b1c_message *m);
+const char *b1c_message_get_path(const struct b1c_message *m);
+const char *b1c_message_get_interface(const struct b1c_message *m);
+const char *b1c_message_get_member(const struct b1c_message *m);
+const char *b1c_message_get_error_name(const struct b1c_message *m);
+const char *b1c_message_get_signature(const struct b1c_message *m);
+/* The text of an error reply (its first string argument), or "". */
+const char *b1c_message_get_error_text(struct b1c_message *m);
+
+#ifdef __cplusplus
+}
+#endif
