@@ -12,16 +12,20 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include "broker/activation.h"
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/native.h"
 #include "broker/match.h"
 #include "broker/name.h"
+#include "broker/reload.h"
 #include "broker/reply.h"
 #include "broker/router.h"
 #include "broker/user.h"
 #include "conf/config.h"
+#include "conf/policy.h"
 #include "dbus-compat/address.h"
 #include "dbus-compat/protocol.h"
 
@@ -79,15 +83,36 @@ static void bus_apply_config(struct bus *bus, const struct bus_config *config)
 	if (bus->max_queued_fds < (unsigned long long)bus->limits.max_message_unix_fds)
 		bus->max_queued_fds = MIN((unsigned long long)bus->limits.max_message_unix_fds,
 					  (unsigned long long)DC_MAX_UNIX_FDS);
-	if (bus->replies)
+	if (bus->replies) {
 		bus->replies->max_per_caller = (size_t)bus->limits.max_replies_per_connection;
+		bus->replies->timeout_usec = bus->limits.reply_timeout > 0 ?
+			(uint64_t)bus->limits.reply_timeout * 1000 : 0;
+	}
 	if (config) {
-		struct bus_services *services = NULL;
+		struct bus_policy *policy = NULL;
+		struct activation_config acfg = {
+			.bus_type = config->type,
+			.servicehelper = config->servicehelper,
+			.systemd_activation = bus->systemd_activation,
+			.service_start_timeout = config->limits.service_start_timeout,
+			.max_pending_service_starts = config->limits.max_pending_service_starts,
+			.servicedirs = &config->servicedirs,
+		};
+		struct connection *c;
 
-		if (bus_services_load(&services, &config->servicedirs, bus_config_warn, NULL) >= 0) {
-			bus_services_free(bus->services);
-			bus->services = services;
+		if (bus_policy_new(&policy, config) >= 0) {
+			bus_policy_free(bus->policy);
+			bus->policy = policy;
+			/* Every connection gets the rules of the new policy. */
+			list_for_each_entry(c, &bus->connections, bus_link)
+				if (c->authenticated && connection_setup_policy(c) < 0)
+					log_warn("cannot apply the new policy to %s",
+						 connection_name(c));
 		}
+
+		/* Rescans the service directories; pending activations keep running. */
+		if (bus->activation && activation_configure(bus->activation, &acfg) < 0)
+			log_warn("cannot load the service directories: out of memory");
 	}
 }
 
@@ -120,6 +145,69 @@ static int bus_add_listener(struct bus *bus, const char *address)
 	}
 	return 0;
 }
+
+/* ------------------------------------------------ activation <-> bus glue */
+
+static void bus_activation_send(void *userdata, void *to, struct message *msg)
+{
+	router_send_from_driver(userdata, to, msg);
+}
+
+static void bus_activation_deliver(void *userdata, void *sender, struct message *msg)
+{
+	int r = router_resume_activated(sender, msg);
+
+	if (r < 0)
+		log_warn("cannot deliver a message to an activated service: %s", strerror(-r));
+}
+
+static bool bus_activation_send_to_systemd(void *userdata, struct message *msg)
+{
+	struct connection *systemd = bus_resolve(userdata, ACTIVATION_SYSTEMD_NAME);
+
+	if (!systemd)
+		return false;
+	router_send_from_driver(userdata, systemd, msg);
+	return true;
+}
+
+static const char *bus_activation_owner(void *userdata, const char *name)
+{
+	struct connection *c = bus_resolve(userdata, name);
+
+	return c ? connection_name(c) : NULL;
+}
+
+static uint32_t bus_activation_next_serial(void *userdata)
+{
+	return bus_next_serial(userdata);
+}
+
+static void bus_activation_log(void *userdata, int priority, const char *text)
+{
+	log_printf(priority, "%s", text);
+}
+
+static const struct activation_ops bus_activation_ops = {
+	.send = bus_activation_send,
+	.deliver = bus_activation_deliver,
+	.send_to_systemd = bus_activation_send_to_systemd,
+	.owner = bus_activation_owner,
+	.next_serial = bus_activation_next_serial,
+	.log = bus_activation_log,
+};
+
+static int bus_reload_apply(void *userdata, const struct bus_config *config)
+{
+	/* Listen addresses and the bus type stay; limits, policy and services change. */
+	bus_apply_config(userdata, config);
+	return 0;
+}
+
+static const struct config_reload_ops bus_reload_ops = {
+	.apply = bus_reload_apply,
+	.log = bus_activation_log,
+};
 
 /* More connections need more fds: raise the soft limit to the hard one. */
 static void raise_fd_limit(void)
@@ -174,6 +262,8 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 		user_limits_init_system(&ulimits);
 	else
 		user_limits_init_session(&ulimits);
+	if (config)
+		ulimits.max[USER_SLOT_CONNECTIONS] = (uint64_t)config->limits.max_connections_per_user;
 	r = user_registry_new(&bus->users, &ulimits);
 	if (r < 0)
 		return r;
@@ -186,8 +276,27 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 	r = match_registry_new(&bus->monitor_matches);
 	if (r < 0)
 		return r;
+	/* Before raise_fd_limit(): activated services get the original RLIMIT_NOFILE. */
+	r = activation_new(&bus->activation, &bus_activation_ops, bus);
+	if (r < 0)
+		return r;
+	{
+		struct bus_config_options copts = {
+			.no_listen_ok = true,
+			.warn = bus_config_warn,
+		};
+
+		r = config_reload_new(&bus->reload, opts->config_file, &copts, &bus_reload_ops, bus);
+		if (r < 0)
+			return r;
+		r = config_reload_watch(bus->reload, config);
+		if (r < 0)
+			return r;
+	}
 	bus_apply_config(bus, config);
-	r = reply_registry_new(&bus->replies, (size_t)bus->limits.max_replies_per_connection, 0);
+	r = reply_registry_new(&bus->replies, (size_t)bus->limits.max_replies_per_connection,
+			       bus->limits.reply_timeout > 0 ?
+			       (uint64_t)bus->limits.reply_timeout * 1000 : 0);
 	if (r < 0)
 		return r;
 
@@ -211,7 +320,8 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 
 		return msg ? bus_set_error(bus, msg) : -ENOMEM;
 	}
-	return 0;
+	/* DBUS_STARTER_ADDRESS of activated services. */
+	return activation_set_address(bus->activation, bus->address);
 }
 
 static void bus_free_dead(struct bus *bus)
@@ -236,9 +346,12 @@ struct bus *bus_free(struct bus *bus)
 		connection_close(c, NULL);
 	}
 	bus_free_dead(bus);
+	/* After the connections: they release their bus1 nodes first. */
+	bus->native = native_free(bus->native);
 	while (!list_is_empty(&bus->listeners))
 		listener_free(list_first_entry(&bus->listeners, struct listener, link));
 	bus->flush = sd_event_source_disable_unref(bus->flush);
+	bus->reply_timer = sd_event_source_disable_unref(bus->reply_timer);
 	bus->sig_term = sd_event_source_disable_unref(bus->sig_term);
 	bus->sig_int = sd_event_source_disable_unref(bus->sig_int);
 	bus->sig_hup = sd_event_source_disable_unref(bus->sig_hup);
@@ -253,10 +366,9 @@ struct bus *bus_free(struct bus *bus)
 		name_registry_free(bus->names);
 	if (bus->users)
 		user_registry_free(bus->users);
-	bus_services_free(bus->services);
-	for (size_t i = 0; i < bus->n_activation_env; i++)
-		free(bus->activation_env[i]);
-	free(bus->activation_env);
+	activation_free(bus->activation);
+	config_reload_free(bus->reload);
+	bus_policy_free(bus->policy);
 	free(bus->address);
 	free(bus->error);
 	free(bus->config_file);
@@ -308,10 +420,11 @@ void bus_schedule_flush(struct bus *bus, struct connection *conn)
 		sd_event_source_set_enabled(bus->flush, SD_EVENT_ONESHOT);
 }
 
-static int bus_flush_cb(sd_event_source *s, void *userdata)
+void bus_flush_now(struct bus *bus)
 {
-	struct bus *bus = userdata;
-
+	/* Nothing left for the deferred flush: spare the loop an iteration. */
+	if (bus->flush)
+		sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
 	for (;;) {
 		if (!list_is_empty(&bus->overflow_list)) {
 			struct connection *c = list_first_entry(&bus->overflow_list,
@@ -332,52 +445,18 @@ static int bus_flush_cb(sd_event_source *s, void *userdata)
 		break;
 	}
 	bus_free_dead(bus);
-	return 0;
 }
 
-int bus_set_activation_env(struct bus *bus, const char *key, const char *value)
+static int bus_flush_cb(sd_event_source *s, void *userdata)
 {
-	size_t klen = strlen(key), i;
-	char *entry, **v;
-
-	if (asprintf(&entry, "%s=%s", key, value) < 0)
-		return -ENOMEM;
-	for (i = 0; i < bus->n_activation_env; i++) {
-		if (!strncmp(bus->activation_env[i], key, klen) &&
-		    bus->activation_env[i][klen] == '=') {
-			free(bus->activation_env[i]);
-			bus->activation_env[i] = entry;
-			return 0;
-		}
-	}
-	v = realloc(bus->activation_env, (bus->n_activation_env + 1) * sizeof(*v));
-	if (!v) {
-		free(entry);
-		return -ENOMEM;
-	}
-	bus->activation_env = v;
-	bus->activation_env[bus->n_activation_env++] = entry;
+	bus_flush_now(userdata);
 	return 0;
 }
 
 int bus_reload_config(struct bus *bus, char **errorp)
 {
-	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
-	struct bus_config_options copts = {
-		.no_listen_ok = true,
-		.warn = bus_config_warn,
-	};
-	int r;
-
-	if (!bus->config_file)
-		return 0;
-	r = bus_config_load(&config, bus->config_file, &copts, errorp);
-	if (r)
-		return r;
-	/* Listen addresses and the bus type stay; limits and services change. */
-	bus_apply_config(bus, config);
-	log_info("reloaded configuration from %s", bus->config_file);
-	return 0;
+	/* Invalid file: the old configuration stays (logged, returned for ReloadConfig). */
+	return config_reload_run(bus->reload, errorp);
 }
 
 static int bus_signal_cb(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
@@ -403,6 +482,13 @@ int bus_run(struct bus *bus)
 	r = sd_event_new(&bus->event);
 	if (r < 0)
 		return r;
+	/* Child sources (activated services) and the inotify watches of the reloader. */
+	r = activation_attach(bus->activation, bus->event);
+	if (r < 0)
+		return r;
+	r = config_reload_attach(bus->reload, bus->event);
+	if (r < 0)
+		log_warn("cannot watch the configuration directories: %s", strerror(-r));
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
@@ -426,6 +512,11 @@ int bus_run(struct bus *bus)
 	if (r < 0)
 		return r;
 	r = sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
+	if (r < 0)
+		return r;
+
+	/* Native clients: the bus1 transport, when /dev/bus1 exists. */
+	r = native_new(&bus->native, bus);
 	if (r < 0)
 		return r;
 

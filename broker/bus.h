@@ -24,7 +24,11 @@
 #include "util/list.h"
 #include "util/macro.h"
 
+struct activation;
+struct native;
 struct bus_config;
+struct config_reload;
+struct bus_policy;
 struct bus_services;
 struct connection;
 struct message;
@@ -54,6 +58,7 @@ struct bus {
 	sd_event_source *sig_int;
 	sd_event_source *sig_hup;
 	sd_event_source *flush;		/* defer: write out dirty connections */
+	sd_event_source *reply_timer;	/* reply_timeout of the oldest pending call */
 
 	char guid[33];
 	char machine_id[33];
@@ -67,9 +72,10 @@ struct bus {
 	pid_t pid;
 
 	struct bus_config_limits limits;
-	struct bus_services *services;	/* activatable names, may be NULL */
-	char **activation_env;		/* UpdateActivationEnvironment, "KEY=VALUE" */
-	size_t n_activation_env;
+	struct activation *activation;	/* .service files, pending activations (activation.h) */
+	struct config_reload *reload;	/* ReloadConfig, SIGHUP, inotify (reload.h) */
+	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
+	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
 
 	struct list_node listeners;
 	struct list_node connections;	/* every connection, in accept order */
@@ -119,14 +125,18 @@ int bus_run(struct bus *bus);
 /* A listener accepted @fd (owned by the callee from now on). */
 int bus_accept(struct bus *bus, int fd);
 
+/*
+ * Write out every dirty connection, close overflowing ones and free closed
+ * ones now (end of an io callback: one sd-event iteration per wakeup).
+ */
+void bus_flush_now(struct bus *bus);
+
 /* @conn has output queued: make sure it is flushed after this batch. */
 void bus_schedule_flush(struct bus *bus, struct connection *conn);
 
 /* The connection owning @name (unique or primary owner of a well-known name), or NULL. */
 struct connection *bus_resolve(struct bus *bus, const char *name);
 
-/* UpdateActivationEnvironment: set KEY=VALUE for activated services. 0 or -ENOMEM. */
-int bus_set_activation_env(struct bus *bus, const char *key, const char *value);
 
 /* Reload the configuration file (SIGHUP, ReloadConfig). Return 0, 1 (invalid) or -errno. */
 int bus_reload_config(struct bus *bus, char **errorp);

@@ -194,9 +194,9 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 	return 0;
 }
 
-void cli_print_help(const char *argv0)
+void cli_print_help(FILE *f, const char *argv0)
 {
-	printf("%s [--version] [--session] [--system] [--config-file=FILE]\n"
+	fprintf(f, "%s [--version] [--session] [--system] [--config-file=FILE]\n"
 	       "    [--print-address[=DESCRIPTOR]] [--print-pid[=DESCRIPTOR]]\n"
 	       "    [--introspect] [--address=ADDRESS] [--nopidfile] [--nosyslog]\n"
 	       "    [--syslog] [--syslog-only] [--nofork] [--fork]\n"

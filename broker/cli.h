@@ -13,6 +13,7 @@
  */
 
 #include <stdbool.h>
+#include <stdio.h>
 
 enum cli_fork {
 	CLI_FORK_DEFAULT,	/* whatever the configuration says (<fork/>) */
@@ -73,8 +74,8 @@ struct cli {
  */
 int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const char **wordp);
 
-/* Print the --help text to stdout. */
-void cli_print_help(const char *argv0);
+/* Print the --help text to @f. */
+void cli_print_help(FILE *f, const char *argv0);
 
 /* The session/system configuration file dbus-daemon would use. */
 const char *cli_default_config(const char *bus_type);

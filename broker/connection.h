@@ -36,6 +36,7 @@
 #include "util/list.h"
 
 struct bus;
+struct bus_client_policy;
 struct message;
 
 struct connection {
@@ -46,6 +47,7 @@ struct connection {
 	struct list_node dead_link;	/* bus->dead_list once closed */
 
 	struct socket *socket;
+	struct native_conn *native;	/* bus1 transport after the bootstrap (native.h) */
 	sd_event_source *io;
 	sd_event_source *auth_timer;
 	uint32_t io_events;		/* events currently requested */
@@ -56,6 +58,7 @@ struct connection {
 	pid_t pid;
 	struct user *user;		/* accounting */
 	struct user_charge charges[_USER_SLOT_N];	/* what this connection holds */
+	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
 
 	/* D-Bus state */
 	struct name_owner owner;	/* unique name + well-known names */
@@ -67,6 +70,7 @@ struct connection {
 	bool registered;		/* Hello done */
 	bool monitor;			/* BecomeMonitor done */
 	bool unix_fds;			/* NEGOTIATE_UNIX_FD agreed */
+	bool anonymous;			/* authenticated with ANONYMOUS */
 	bool closed;			/* connection_close() ran */
 	bool eof;			/* peer closed its end */
 	bool overflow;			/* output quota exceeded: closed after this dispatch */
@@ -144,6 +148,12 @@ uint32_t bus_next_serial(struct bus *bus);
  */
 int connection_charge(struct connection *conn, enum user_slot slot, uint64_t amount);
 void connection_uncharge(struct connection *conn, enum user_slot slot, uint64_t amount);
+
+/*
+ * (Re)build the connection's client policy from bus->policy. Return 0, 1 if
+ * the policy does not let it connect at all, or -ENOMEM.
+ */
+int connection_setup_policy(struct connection *conn);
 
 /* Mark @conn to be disconnected because it does not read its output. */
 void connection_overflow(struct connection *conn);

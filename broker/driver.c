@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "broker/activation.h"
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/driver.h"
@@ -20,6 +21,7 @@
 #include "broker/reply.h"
 #include "broker/router.h"
 #include "conf/config.h"
+#include "conf/policy.h"
 #include "dbus-compat/marshal.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
@@ -185,6 +187,16 @@ static int method_request_name(struct driver_call *c)
 				   "because it is reserved for D-Bus' use only",
 				   connection_name(conn), name);
 
+	if (conn->policy) {
+		const struct bus_policy_rule *rule = NULL;
+
+		if (!bus_client_policy_check_own(conn->policy, name, &rule))
+			return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+				"Connection \"%s\" is not allowed to own the service \"%s\" due "
+				"to security policies in the configuration file",
+				connection_name(conn), name);
+	}
+
 	/* A new entry in some queue needs room under both limits. */
 	n = name_registry_find(c->bus->names, name);
 	if (n) {
@@ -195,7 +207,8 @@ static int method_request_name(struct driver_call *c)
 				queued = true;
 	}
 	if (!queued) {
-		if (conn->owner.n_ownerships >=
+		/* The unique name counts as one name, as in dbus-daemon. */
+		if (conn->owner.n_ownerships + 1 >=
 		    (size_t)c->bus->limits.max_names_per_connection)
 			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
 				"Connection \"%s\" is not allowed to own more services "
@@ -257,44 +270,22 @@ static int method_start_service_by_name(struct driver_call *c)
 	r = dc_reader_read(&c->reader, "su", &name, &flags);
 	if (r)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
-	/* As dbus-daemon: only names with a .service file can be started at all. */
-	if (!c->bus->services || !bus_services_lookup(c->bus->services, name))
-		return driver_fail(c, DC_ERROR_SERVICE_UNKNOWN,
-				   "The name %s was not provided by any .service files", name);
-	if (bus_resolve(c->bus, name))
-		return reply_u(c, DC_START_REPLY_ALREADY_RUNNING);
-	return driver_fail(c, DC_ERROR_SPAWN_FAILED,
-			   "Cannot activate %s: service activation is not supported by this "
-			   "bus yet", name);
+	/* Replies (1 later, 2 now) and errors are sent by the activation module. */
+	return activation_start(c->bus->activation, c->conn, c->msg, name, false);
 }
 
 static int method_update_activation_environment(struct driver_call *c)
 {
+	struct activation_error err = {};
 	int r;
 
-	if (c->bus->bus_type && !strcmp(c->bus->bus_type, "system"))
-		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
-				   "Cannot change activation environment on a system bus.");
-
-	/* Validate the whole dictionary; activation itself is not implemented yet. */
-	r = dc_reader_enter(&c->reader, 'a');
-	while (!r && dc_reader_peek(&c->reader) == '{') {
-		const char *key, *value;
-
-		r = dc_reader_enter(&c->reader, '{');
-		if (!r)
-			r = dc_reader_read(&c->reader, "ss", &key, &value);
-		if (!r)
-			r = dc_reader_exit(&c->reader);
-		if (!r)
-			r = bus_set_activation_env(c->bus, key, value);
-	}
-	if (!r)
-		r = dc_reader_exit(&c->reader);
-	if (r < 0)
-		return r;
+	/* The privilege check is the method table's (METHOD_PRIVILEGED). */
+	r = activation_update_environment(c->bus->activation, c->msg, &err);
+	if (r > 0)
+		r = driver_fail(c, err.name, "%s", err.message ? err.message : "");
+	activation_error_deinit(&err);
 	if (r)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+		return r;
 	return reply_empty(c);
 }
 
@@ -328,15 +319,16 @@ static int method_list_names(struct driver_call *c)
 
 static int method_list_activatable_names(struct driver_call *c)
 {
+	const struct bus_services *services;
 	struct message_builder b;
 	size_t i;
 
 	reply_init(c, &b, "as");
 	dc_writer_open(&b.body, 'a', NULL);
 	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
-	if (c->bus->services)
-		for (i = 0; i < c->bus->services->n_services; i++)
-			dc_writer_write(&b.body, "s", bus_services_get(c->bus->services, i)->name);
+	services = activation_services(c->bus->activation);
+	for (i = 0; i < services->n_services; i++)
+		dc_writer_write(&b.body, "s", bus_services_get(services, i)->name);
 	dc_writer_close(&b.body);
 	return reply_send(c, &b);
 }
@@ -566,19 +558,23 @@ static int method_get_connection_credentials(struct driver_call *c)
 		const struct socket_creds *cr = socket_get_creds(peer->socket);
 
 		asv_u(w, "UnixUserID", (uint32_t)peer->uid);
-		if (cr && cr->groups) {
+		if (cr) {
+			/* The primary group first, then the supplementary ones, no duplicates. */
 			_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
+			size_t n = 0;
 
 			if (!gids) {
 				message_builder_deinit(&b);
 				return -ENOMEM;
 			}
+			gids[n++] = (uint32_t)cr->gid;
 			for (size_t i = 0; i < cr->n_groups; i++)
-				gids[i] = (uint32_t)cr->groups[i];
+				if ((uint32_t)cr->groups[i] != (uint32_t)cr->gid)
+					gids[n++] = (uint32_t)cr->groups[i];
 			dc_writer_open(w, '{', NULL);
 			dc_writer_write(w, "s", "UnixGroupIDs");
 			dc_writer_open(w, 'v', "au");
-			dc_writer_append_array(w, 'u', gids, cr->n_groups);
+			dc_writer_append_array(w, 'u', gids, n);
 			dc_writer_close(w);
 			dc_writer_close(w);
 		}
@@ -967,6 +963,8 @@ static const struct driver_interface interfaces[] = {
 static int prop_features(struct driver_call *c, struct dc_writer *w)
 {
 	dc_writer_open(w, 'a', NULL);
+	/* Unknown header fields are dropped when the sender is stitched. */
+	dc_writer_write(w, "s", "HeaderFiltering");
 	if (c->bus->systemd_activation)
 		dc_writer_write(w, "s", "SystemdActivation");
 	return dc_writer_close(w);
@@ -1214,6 +1212,16 @@ int driver_dispatch(struct connection *conn, struct message *msg)
 	bool canonical, found_iface = false;
 	int r;
 
+	/* systemd reports a failed activation (dbus-daemon: only from systemd itself). */
+	if (msg->type == DC_MESSAGE_SIGNAL && msg->interface && msg->member &&
+	    !strcmp(msg->interface, "org.freedesktop.systemd1.Activator") &&
+	    !strcmp(msg->member, "ActivationFailure")) {
+		if (bus_resolve(conn->bus, ACTIVATION_SYSTEMD_NAME) == conn)
+			return activation_systemd_failure(conn->bus->activation, msg);
+		log_info("Ignoring ActivationFailure from non-systemd connection %s",
+			 connection_name(conn));
+		return 0;
+	}
 	/* Signals and replies to the bus are ignored, as by dbus-daemon. */
 	if (msg->type != DC_MESSAGE_METHOD_CALL)
 		return 0;
@@ -1282,6 +1290,13 @@ int driver_hello(struct connection *conn, struct message *msg)
 	struct driver_call c;
 	int r;
 
+	if (strcmp(msg->signature, "")) {
+		r = driver_call_init(&c, conn, msg);
+		if (r < 0)
+			return r;
+		return driver_finish(&c, driver_fail(&c, DC_ERROR_INVALID_ARGS,
+			"Call to Hello has wrong args (%s, expected )\n", msg->signature));
+	}
 	if (bus->n_active >= (unsigned int)bus->limits.max_completed_connections) {
 		r = driver_call_init(&c, conn, msg);
 		if (r < 0)
@@ -1289,6 +1304,16 @@ int driver_hello(struct connection *conn, struct message *msg)
 		/* As dbus-daemon: refuse, but leave the connection (it may retry). */
 		return driver_finish(&c, driver_fail(&c, DC_ERROR_LIMITS_EXCEEDED,
 			"The maximum number of active connections has been reached"));
+	}
+
+	/* Completed connections count against the user, as in dbus-daemon. */
+	if (connection_charge(conn, USER_SLOT_CONNECTIONS, 1)) {
+		r = driver_call_init(&c, conn, msg);
+		if (r < 0)
+			return r;
+		return driver_finish(&c, driver_fail(&c, DC_ERROR_LIMITS_EXCEEDED,
+			"The maximum number of active connections for UID %u has been reached",
+			(unsigned)conn->uid));
 	}
 
 	/* Unique names are allocated at Hello, in order, never reused. */

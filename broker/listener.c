@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include "broker/bus.h"
 #include "broker/connection.h"
@@ -76,6 +77,7 @@ struct listener *listener_free(struct listener *l)
 		return NULL;
 	list_unlink(&l->link);
 	sd_event_source_disable_unref(l->io);
+	sd_event_source_disable_unref(l->retry);
 	if (l->fd >= 0)
 		close(l->fd);
 	if (l->unlink_path)
@@ -84,6 +86,38 @@ struct listener *listener_free(struct listener *l)
 	free(l->address);
 	free(l);
 	return NULL;
+}
+
+/* How long accepting pauses when the process is out of fds or memory. */
+#define LISTENER_RETRY_USEC (100 * 1000)
+
+static int listener_retry(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct listener *l = userdata;
+
+	l->retry = sd_event_source_disable_unref(l->retry);
+	return sd_event_source_set_enabled(l->io, SD_EVENT_ON);
+}
+
+/*
+ * The listening socket stays readable while accept() fails for lack of fds
+ * or memory, and the io source is level-triggered: without a pause the loop
+ * would spin (and log) at full speed. Stop watching the socket and look again
+ * after a short delay; pending clients wait in the kernel's backlog.
+ */
+static int listener_pause(struct listener *l, int error)
+{
+	int r;
+
+	if (l->retry)
+		return 0;
+	log_warn("accept failed: %s; pausing new connections for %d ms", strerror(error),
+		 LISTENER_RETRY_USEC / 1000);
+	r = sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
+	if (r < 0)
+		return r;
+	return sd_event_add_time_relative(l->bus->event, &l->retry, CLOCK_MONOTONIC,
+					  LISTENER_RETRY_USEC, 0, listener_retry, l);
 }
 
 static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -101,7 +135,9 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
 				/* Out of resources: keep running, try again later. */
-				log_warn("accept failed: %s", strerror(errno));
+				r = listener_pause(l, errno);
+				if (r < 0)
+					log_err("cannot pause accepting: %s", strerror(-r));
 				return 0;
 			}
 			log_err("accept failed: %s", strerror(errno));

@@ -21,6 +21,7 @@ struct listener {
 	struct list_node link;		/* in bus->listeners */
 	int fd;
 	sd_event_source *io;
+	sd_event_source *retry;		/* accept paused: out of fds/memory */
 	char *address;			/* connectable address, with guid= */
 	char *unlink_path;		/* socket file to remove at exit, or NULL */
 };

@@ -132,17 +132,35 @@ static int daemonize(int *readyp)
 	return 0;
 }
 
-static void detach_stdio(const struct cli *cli)
+/*
+ * A forked bus lets go of the terminal (or the pipe of "$(bus1-broker --fork
+ * --print-address)", which must see EOF) once it printed what it was asked to.
+ */
+static void detach_stdio(void)
 {
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (fd < 0)
 		return;
 	dup2(fd, STDIN_FILENO);
-	/* Keep stdout if the address or pid is still to be printed there. */
-	if (!((cli->print_address && cli->print_address_fd < 0) ||
-	      (cli->print_pid && cli->print_pid_fd < 0)))
-		dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDOUT_FILENO);
+	dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		close(fd);
+}
+
+/*
+ * Started with stdin, stdout or stderr closed (test-dbus-daemon-fork.sh does
+ * that), the first socket would become fd 0-2 and be replaced later by
+ * detach_stdio(). Fill the gaps with /dev/null before anything else opens.
+ */
+static void ensure_stdio(void)
+{
+	int fd;
+
+	do {
+		fd = open("/dev/null", O_RDWR);
+	} while (fd >= 0 && fd <= STDERR_FILENO);
 	if (fd > STDERR_FILENO)
 		close(fd);
 }
@@ -165,16 +183,17 @@ int main(int argc, char **argv)
 	bool do_fork;
 	int r;
 
+	ensure_stdio();
 	signal(SIGPIPE, SIG_IGN);
 
 	if (cli_parse(&cli, argc, argv, &err, &word)) {
 		fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, word ? word : "",
 			err);
-		cli_print_help(program_invocation_short_name);
+		cli_print_help(stderr, program_invocation_short_name);
 		return EXIT_FAILURE;
 	}
 	if (cli.help) {
-		cli_print_help(program_invocation_short_name);
+		cli_print_help(stdout, program_invocation_short_name);
 		return EXIT_SUCCESS;
 	}
 	if (cli.version) {
@@ -196,7 +215,7 @@ int main(int argc, char **argv)
 
 	if (!cli.config_file && !cli.address) {
 		fprintf(stderr, "No configuration file specified.\n");
-		cli_print_help(program_invocation_short_name);
+		cli_print_help(stderr, program_invocation_short_name);
 		return EXIT_FAILURE;
 	}
 
@@ -244,7 +263,6 @@ int main(int argc, char **argv)
 		}
 		if (!(config && config->keep_umask))
 			umask(022);
-		detach_stdio(&cli);
 	}
 
 	if (pidfile) {
@@ -262,6 +280,9 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	if (ready_fd >= 0) {
+		detach_stdio();
+		if (cli.syslog != CLI_SYSLOG_NONE)
+			log_setup(LOG_TARGET_SYSLOG);
 		(void)write_all(ready_fd, "1", 1);
 		ready_fd = safe_close(ready_fd);
 	}

@@ -201,12 +201,20 @@ struct name *name_registry_find(struct name_registry *reg, const char *str)
 
 struct name_owner *name_registry_resolve(struct name_registry *reg, const char *str)
 {
+	const struct name_ownership *o;
 	struct name *name;
 
 	if (str[0] == ':')
 		return name_registry_find_unique(reg, str);
 	name = name_registry_find(reg, str);
-	return name ? name_primary(name)->owner : NULL;
+	if (!name)
+		return NULL;
+	/*
+	 * A name can be looked up while its last owner is being dropped (the
+	 * change events are emitted before it leaves the index): no primary.
+	 */
+	o = name_primary(name);
+	return o ? o->owner : NULL;
 }
 
 bool name_owner_is_primary(const struct name_owner *owner, const char *str)
@@ -216,7 +224,10 @@ bool name_owner_is_primary(const struct name_owner *owner, const char *str)
 	if (owner->registry) {
 		struct name *name = name_registry_find(owner->registry, str);
 
-		return name && name_primary(name)->owner == owner;
+		if (!name)
+			return false;
+		o = name_primary(name);
+		return o && o->owner == owner;
 	}
 	list_for_each_entry(o, &owner->ownerships, owner_link)
 		if (strcmp(o->name->str, str) == 0)

@@ -10,15 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "broker/activation.h"
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/driver.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
+#include "broker/native.h"
 #include "broker/name.h"
 #include "broker/reply.h"
 #include "broker/router.h"
+#include "conf/policy.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 
@@ -60,6 +63,134 @@ int destset_add(struct destset *set, struct connection *conn)
 	}
 	set->conns[set->n++] = conn;
 	return 0;
+}
+
+/* ------------------------------------------------------------------ policy */
+
+/*
+ * The names a connection owns or waits for, for send_destination= and
+ * receive_sender= rules (dbus-daemon matches queued names too). Small sets
+ * live on the stack.
+ */
+#define PEER_NAMES_INLINE 16
+struct peer_names {
+	struct bus_policy_peer peer;
+	const char **v;
+	const char *inline_v[PEER_NAMES_INLINE];
+};
+
+static int peer_names_init(struct peer_names *pn, struct connection *c)
+{
+	struct name_ownership *o;
+	size_t n = 0;
+
+	pn->v = pn->inline_v;
+	if (c->owner.n_ownerships + 1 > PEER_NAMES_INLINE) {
+		pn->v = malloc((c->owner.n_ownerships + 1) * sizeof(*pn->v));
+		if (!pn->v)
+			return -ENOMEM;
+	}
+	pn->v[n++] = connection_name(c);
+	list_for_each_entry(o, &c->owner.ownerships, owner_link)
+		pn->v[n++] = o->name->str;
+	pn->peer.names = pn->v;
+	pn->peer.n_names = n;
+	return 0;
+}
+
+static void peer_names_deinit(struct peer_names *pn)
+{
+	if (pn->v != pn->inline_v)
+		free(pn->v);
+}
+
+static void policy_message(struct bus_policy_message *pm, const struct message *m,
+			   bool requested_reply)
+{
+	*pm = (struct bus_policy_message){
+		.type = m->type,
+		.path = m->path,
+		.interface = m->interface,
+		.member = m->member,
+		.error_name = m->error_name,
+		.destination = m->destination,
+		.sender = m->sender,
+		.is_reply = m->reply_serial != 0,
+		.requested_reply = requested_reply,
+		.n_fds = (uint32_t)m->n_fds,
+	};
+}
+
+/*
+ * May @m go from @from (NULL: the driver) to @to (NULL: the driver)? Both
+ * the sender's send rules and the receiver's receive rules must allow it.
+ * @from_names: the sender's names if already computed (else NULL).
+ * Return: 1 allowed, 0 denied (*@rulep: the deciding rule, *@sendp: whether
+ * the send side denied), -ENOMEM.
+ */
+static int policy_allows(struct bus *bus, struct connection *from,
+			 const struct bus_policy_peer *from_names, struct connection *to,
+			 struct message *m, bool requested_reply, bool eavesdropping,
+			 const struct bus_policy_rule **rulep, bool *sendp)
+{
+	struct bus_policy_message pm;
+	struct peer_names fn, tn;
+	bool ok = true;
+	int r;
+
+	*rulep = NULL;
+	*sendp = false;
+	if (!bus->policy)
+		return 1;
+	policy_message(&pm, m, requested_reply);
+
+	if (from && from->policy) {
+		if (to) {
+			r = peer_names_init(&tn, to);
+			if (r < 0)
+				return r;
+		}
+		ok = bus_client_policy_check_send(from->policy, &pm, to ? &tn.peer : NULL, rulep);
+		if (to)
+			peer_names_deinit(&tn);
+		if (!ok) {
+			*sendp = true;
+			return 0;
+		}
+	}
+	if (to && to->policy) {
+		if (from && !from_names) {
+			r = peer_names_init(&fn, from);
+			if (r < 0)
+				return r;
+			from_names = &fn.peer;
+		}
+		ok = bus_client_policy_check_receive(to->policy, &pm, from ? from_names : NULL,
+						     eavesdropping, rulep);
+		if (from_names == &fn.peer)
+			peer_names_deinit(&fn);
+	}
+	return ok;
+}
+
+static int router_send_error_capture(struct connection *conn, struct message *call,
+				     const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* AccessDenied to the sender of a message the policy rejected. */
+static int policy_denied(struct connection *conn, struct message *m,
+			 const struct bus_policy_rule *rule, bool send_side)
+{
+	_cleanup_free_ char *why = rule ? bus_policy_rule_describe(rule) : NULL;
+
+	return router_send_error_capture(conn, m, DC_ERROR_ACCESS_DENIED,
+		"Rejected %s message, type=\"%s\" interface=\"%s\" member=\"%s\" "
+		"error name=\"%s\" destination=\"%s\" (%s)",
+		send_side ? "send" : "receive", bus_message_type_to_string(m->type),
+		m->interface ? m->interface : "(unset)", m->member ? m->member : "(unset)",
+		m->error_name ? m->error_name : "(unset)",
+		m->destination ? m->destination : "(unset)",
+		why ? why : "no rule allows it");
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -126,16 +257,22 @@ static int router_deliver(struct destset *set, struct message *msg)
 	return 0;
 }
 
-static int router_send_error_v(struct connection *conn, struct message *call, bool force,
+enum {
+	ERROR_IF_EXPECTED,	/* only to a call that expects a reply */
+	ERROR_FORCE,		/* even to a message that expects none */
+	ERROR_CAPTURE,		/* as IF_EXPECTED, but monitors always see it */
+};
+
+static int router_send_error_v(struct connection *conn, struct message *call, int mode,
 			       const char *name, const char *fmt, va_list ap)
 {
 	_cleanup_message_ struct message *err = NULL;
 	_cleanup_free_ char *text = NULL;
+	bool send;
 	int r;
 
-	if (!force && !message_expects_reply(call))
-		return 0;
-	if (conn->closed)
+	send = !conn->closed && (mode == ERROR_FORCE || message_expects_reply(call));
+	if (!send && (mode != ERROR_CAPTURE || list_is_empty(&conn->bus->monitors)))
 		return 0;
 	if (fmt && vasprintf(&text, fmt, ap) < 0)
 		return -ENOMEM;
@@ -143,7 +280,11 @@ static int router_send_error_v(struct connection *conn, struct message *call, bo
 			      text);
 	if (r < 0)
 		return r;
-	router_send_from_driver(conn->bus, conn, err);
+	if (send)
+		router_send_from_driver(conn->bus, conn, err);
+	else
+		/* dbus-daemon shows monitors the error it would have sent. */
+		monitor_capture(conn->bus, err, NULL, conn);
 	return 0;
 }
 
@@ -154,7 +295,7 @@ int router_send_error(struct connection *conn, struct message *call, const char 
 	int r;
 
 	va_start(ap, fmt);
-	r = router_send_error_v(conn, call, false, name, fmt, ap);
+	r = router_send_error_v(conn, call, ERROR_IF_EXPECTED, name, fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -170,7 +311,19 @@ static int router_send_error_force(struct connection *conn, struct message *call
 	int r;
 
 	va_start(ap, fmt);
-	r = router_send_error_v(conn, call, true, name, fmt, ap);
+	r = router_send_error_v(conn, call, ERROR_FORCE, name, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static int router_send_error_capture(struct connection *conn, struct message *call,
+				     const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = router_send_error_v(conn, call, ERROR_CAPTURE, name, fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -189,14 +342,20 @@ void router_send_from_driver(struct bus *bus, struct connection *to, struct mess
 		log_warn("cannot queue message for %s: %s", connection_name(to), strerror(-r));
 }
 
-/* Add everyone whose rules match @msg to @set; @recipient is excluded. */
+/*
+ * Add everyone whose rules match @msg to @set; @recipient is excluded. With a
+ * policy, each receiver must be allowed to get it (silently skipped if not,
+ * as in dbus-daemon); @recipient != NULL means the others eavesdrop.
+ */
 static int router_collect_matches(struct bus *bus, struct message *msg, struct connection *sender,
 				  struct connection *recipient, struct destset *set)
 {
 	struct match_message mm;
 	struct list_node result;
 	struct match_owner *o;
-	int r;
+	struct peer_names sn;
+	bool have_sn = false;
+	int r = 0;
 
 	if (match_registry_count(bus->matches) == 0)
 		return 0;
@@ -213,11 +372,35 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct c
 		/* dbus-daemon skips receivers that cannot take fds, silently. */
 		if (msg->n_fds && !c->unix_fds)
 			continue;
+		if (bus->policy) {
+			const struct bus_policy_rule *rule;
+			bool send_side;
+
+			if (sender && !have_sn) {
+				r = peer_names_init(&sn, sender);
+				if (r < 0)
+					return r;
+				have_sn = true;
+			}
+			r = policy_allows(bus, sender, have_sn ? &sn.peer : NULL, c, msg, false,
+					  recipient != NULL, &rule, &send_side);
+			if (r < 0)
+				break;
+			if (r == 0) {
+				/* Not delivered, silently; monitors see the error. */
+				if (sender && recipient == NULL)
+					(void)policy_denied(sender, msg, rule, send_side);
+				r = 0;
+				continue;
+			}
+		}
 		r = destset_add(set, c);
 		if (r < 0)
-			return r;
+			break;
 	}
-	return 0;
+	if (have_sn)
+		peer_names_deinit(&sn);
+	return r < 0 ? r : 0;
 }
 
 void router_broadcast_from_driver(struct bus *bus, struct message *msg)
@@ -226,8 +409,8 @@ void router_broadcast_from_driver(struct bus *bus, struct message *msg)
 	int r;
 
 	destset_init(&set);
-	r = router_collect_matches(bus, msg, NULL, NULL, &set);
 	monitor_capture(bus, msg, NULL, NULL);
+	r = router_collect_matches(bus, msg, NULL, NULL, &set);
 	if (r >= 0)
 		r = router_deliver(&set, msg);
 	if (r < 0)
@@ -255,6 +438,16 @@ static void router_send_name_signal(struct bus *bus, struct connection *to, cons
 	if (r < 0) {
 		log_warn("cannot build %s: %s", member, strerror(-r));
 		return;
+	}
+	if (bus->policy && !to->closed) {
+		const struct bus_policy_rule *rule;
+		bool send_side;
+
+		/* The receiver's receive rules apply to the driver's signals too. */
+		if (policy_allows(bus, NULL, NULL, to, m, false, false, &rule, &send_side) == 0) {
+			monitor_capture(bus, m, NULL, to);
+			return;
+		}
 	}
 	router_send_from_driver(bus, to, m);
 }
@@ -309,15 +502,17 @@ void router_name_event(void *userdata, const struct name_event *ev)
 		c = container_of(ev->new_owner, struct connection, owner);
 		router_sync_name_charge(c);
 		router_send_name_signal(bus, c, "NameAcquired", ev->name);
+		/* StartServiceByName replies and queued auto-start calls, after NameAcquired. */
+		activation_name_acquired(bus->activation, ev->name);
 		break;
 	}
 }
 
 /* ---------------------------------------------------------------- teardown */
 
-void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial)
+static void router_send_noreply(struct bus *bus, struct reply_owner *caller, uint32_t serial,
+				const char *text)
 {
-	struct bus *bus = userdata;
 	struct connection *c = container_of(caller, struct connection, replies);
 	_cleanup_message_ struct message *m = NULL;
 	struct message_builder b;
@@ -330,8 +525,7 @@ void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial)
 	b.reply_serial = serial;
 	b.sender = DC_SERVICE_DBUS;
 	b.destination = connection_name(c);
-	dc_writer_write(&b.body, "s",
-			"Message recipient disconnected from message bus without replying");
+	dc_writer_write(&b.body, "s", text);
 	r = message_builder_seal(&b, bus_next_serial(bus), &m);
 	message_builder_deinit(&b);
 	if (r < 0) {
@@ -339,6 +533,49 @@ void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial)
 		return;
 	}
 	router_send_from_driver(bus, c, m);
+}
+
+void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial)
+{
+	router_send_noreply(userdata, caller, serial,
+			    "Message recipient disconnected from message bus without replying");
+}
+
+static void router_reply_expired(void *userdata, struct reply_owner *caller, uint32_t serial)
+{
+	router_send_noreply(userdata, caller, serial,
+			    "Message did not receive a reply (timeout by message bus)");
+}
+
+static int router_reply_timer_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct bus *bus = userdata;
+
+	reply_registry_expire(bus->replies, now_usec(), router_reply_expired, bus);
+	router_arm_reply_timer(bus);
+	return 0;
+}
+
+/* Keep one timer armed at the oldest pending call's deadline (reply_timeout). */
+void router_arm_reply_timer(struct bus *bus)
+{
+	uint64_t deadline = reply_registry_next_deadline(bus->replies);
+
+	if (!bus->event)
+		return;
+	if (!deadline) {
+		if (bus->reply_timer)
+			sd_event_source_set_enabled(bus->reply_timer, SD_EVENT_OFF);
+		return;
+	}
+	if (!bus->reply_timer) {
+		if (sd_event_add_time(bus->event, &bus->reply_timer, CLOCK_MONOTONIC, deadline, 0,
+				      router_reply_timer_cb, bus) < 0)
+			log_warn("cannot arm the reply timeout");
+		return;
+	}
+	sd_event_source_set_time(bus->reply_timer, deadline);
+	sd_event_source_set_enabled(bus->reply_timer, SD_EVENT_ONESHOT);
 }
 
 static void router_rule_dropped(void *userdata, struct match_rule *rule)
@@ -354,6 +591,9 @@ static void router_rule_dropped(void *userdata, struct match_rule *rule)
 void router_connection_gone(struct connection *conn)
 {
 	struct bus *bus = conn->bus;
+
+	/* Its calls waiting for an activation are dropped. */
+	activation_sender_gone(bus->activation, conn);
 
 	/* Its own rules first: it must not receive its own NameOwnerChanged. */
 	if (!conn->monitor) {
@@ -397,8 +637,8 @@ static int router_broadcast(struct connection *conn, struct message *m)
 	int r;
 
 	destset_init(&set);
-	r = router_collect_matches(bus, m, conn, NULL, &set);
 	monitor_capture(bus, m, conn, NULL);
+	r = router_collect_matches(bus, m, conn, NULL, &set);
 	if (r >= 0)
 		r = router_deliver(&set, m);
 	destset_deinit(&set);
@@ -415,15 +655,34 @@ static int router_unicast(struct connection *conn, struct message *m)
 
 	target = bus_resolve(bus, m->destination);
 	if (!target) {
+		/*
+		 * Auto-start (dbus-daemon: method calls and unicast signals without
+		 * NO_AUTO_START): queued until the name appears (monitors see it when
+		 * it is delivered), or ServiceUnknown / Spawn.* / LimitsExceeded. The
+		 * send rules decide first, as if the service owned the name.
+		 */
+		if ((m->type == DC_MESSAGE_METHOD_CALL || m->type == DC_MESSAGE_SIGNAL) &&
+		    !(m->flags & DC_FLAG_NO_AUTO_START)) {
+			if (bus->policy) {
+				const struct bus_policy_rule *rule;
+				bool send_side;
+
+				r = policy_allows(bus, conn, NULL, NULL, m, false, false, &rule,
+						  &send_side);
+				if (r < 0)
+					return r;
+				if (r == 0) {
+					monitor_capture(bus, m, conn, NULL);
+					return policy_denied(conn, m, rule, true);
+				}
+			}
+			return activation_start(bus->activation, conn, m, m->destination, true);
+		}
 		monitor_capture(bus, m, conn, NULL);
 		if (m->type != DC_MESSAGE_METHOD_CALL)
 			return 0;
-		if (m->flags & DC_FLAG_NO_AUTO_START)
-			return router_send_error(conn, m, DC_ERROR_NAME_HAS_NO_OWNER,
-						 "Name \"%s\" does not exist", m->destination);
-		return router_send_error(conn, m, DC_ERROR_SERVICE_UNKNOWN,
-					 "The name %s was not provided by any .service files",
-					 m->destination);
+		return router_send_error(conn, m, DC_ERROR_NAME_HAS_NO_OWNER,
+					 "Name \"%s\" does not exist", m->destination);
 	}
 
 	switch (m->type) {
@@ -465,6 +724,8 @@ static int router_unicast(struct connection *conn, struct message *m)
 			}
 			slot = reply_registry_find(bus->replies, &conn->replies,
 						   &target->replies, m->serial);
+			if (bus->replies->timeout_usec)
+				router_arm_reply_timer(bus);
 		}
 		break;
 	default:
@@ -477,6 +738,22 @@ static int router_unicast(struct connection *conn, struct message *m)
 	}
 
 	monitor_capture(bus, m, conn, target);
+
+	if (bus->policy) {
+		const struct bus_policy_rule *rule;
+		bool send_side;
+
+		r = policy_allows(bus, conn, NULL, target, m,
+				  m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR,
+				  false, &rule, &send_side);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			if (slot)
+				reply_slot_free(slot);
+			return policy_denied(conn, m, rule, send_side);
+		}
+	}
 
 	/* The addressed recipient first, then eavesdroppers. */
 	r = connection_queue(target, m);
@@ -507,6 +784,13 @@ static int router_unicast(struct connection *conn, struct message *m)
 	return r;
 }
 
+int router_resume_activated(struct connection *conn, struct message *msg)
+{
+	if (conn->closed)
+		return 0;
+	return router_unicast(conn, msg);
+}
+
 int router_dispatch(struct connection *conn, struct message *msg)
 {
 	_cleanup_message_ struct message *m = NULL;
@@ -516,6 +800,9 @@ int router_dispatch(struct connection *conn, struct message *msg)
 		connection_close(conn, "monitors are not allowed to send messages");
 		return 0;
 	}
+	/* The bus1 bootstrap comes before Hello (docs/native-protocol.md). */
+	if (!conn->registered && native_is_connect(msg))
+		return native_connect(conn->bus->native, conn, msg, &conn->native);
 	if (!conn->registered) {
 		if (!is_hello(msg)) {
 			connection_close(conn, "the first message must be Hello()");
@@ -538,6 +825,17 @@ int router_dispatch(struct connection *conn, struct message *msg)
 	}
 	if (!strcmp(m->destination, DC_SERVICE_DBUS)) {
 		monitor_capture(conn->bus, m, conn, NULL);
+		if (conn->bus->policy) {
+			const struct bus_policy_rule *rule;
+			bool send_side;
+
+			r = policy_allows(conn->bus, conn, NULL, NULL, m, false, false, &rule,
+					  &send_side);
+			if (r < 0)
+				return r;
+			if (r == 0)
+				return policy_denied(conn, m, rule, true);
+		}
 		return driver_dispatch(conn, m);
 	}
 	return router_unicast(conn, m);

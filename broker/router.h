@@ -66,6 +66,12 @@ int destset_add(struct destset *set, struct connection *conn);
 /* Route one parsed message from @conn. Return 0 or negative errno (fatal). */
 int router_dispatch(struct connection *conn, struct message *msg);
 
+/*
+ * A method call that waited for the activation of its destination: route it
+ * now that the name has an owner (activation.h, ops->deliver).
+ */
+int router_resume_activated(struct connection *conn, struct message *msg);
+
 /* @conn was closed: release its names, replies (NoReply to callers), rules. */
 void router_connection_gone(struct connection *conn);
 
@@ -89,6 +95,9 @@ void router_fill_match(struct match_message *mm, struct message *msg, struct con
 /* reply_owner_flush() callback: NoReply error to @caller for @serial. */
 struct reply_owner;
 void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial);
+
+/* (Re-)arm the reply_timeout timer for the oldest pending call. */
+void router_arm_reply_timer(struct bus *bus);
 
 /* Keep the NAMES charge of @conn equal to the names it owns or waits for. */
 void router_sync_name_charge(struct connection *conn);

@@ -5,7 +5,7 @@ build=(meson ninja-build gcc pkg-config libexpat1-dev libsystemd-dev libdbus-1-d
        linux-headers-amd64 make kmod)
 test=(clang libclang-rt-14-dev dbus dbus-bin dbus-daemon dbus-tests dbus-broker
       libglib2.0-dev libglib2.0-bin python3-dbus python3-gi systemd
-      qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils valgrind procps)
+      qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils valgrind procps strace)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")
 missing=()

@@ -46,6 +46,8 @@ struct fake {
 	bool systemd_present;
 	struct message *systemd[64];
 	size_t n_systemd;
+	struct out captures[64];	/* what monitors saw, in order */
+	size_t n_captures;
 	const char *owned[8];		/* names that "have an owner" */
 	size_t n_owned;
 	bool verbose;
@@ -80,14 +82,24 @@ static bool fake_send_to_systemd(void *userdata, struct message *msg)
 	return true;
 }
 
-static bool fake_has_owner(void *userdata, const char *name)
+static void fake_capture(void *userdata, void *sender, struct message *msg)
 {
 	struct fake *f = userdata;
 
+	CHECK(f->n_captures < ARRAY_SIZE(f->captures));
+	f->captures[f->n_captures++] = (struct out){ OUT_SEND, sender, message_ref(msg) };
+}
+
+static const char *fake_owner(void *userdata, const char *name)
+{
+	struct fake *f = userdata;
+
+	if (f->systemd_present && !strcmp(name, ACTIVATION_SYSTEMD_NAME))
+		return ":1.99";
 	for (size_t i = 0; i < f->n_owned; i++)
 		if (!strcmp(f->owned[i], name))
-			return true;
-	return false;
+			return ":1.98";
+	return NULL;
 }
 
 static uint32_t fake_next_serial(void *userdata)
@@ -109,7 +121,8 @@ static const struct activation_ops fake_ops = {
 	.send = fake_send,
 	.deliver = fake_deliver,
 	.send_to_systemd = fake_send_to_systemd,
-	.has_owner = fake_has_owner,
+	.capture = fake_capture,
+	.owner = fake_owner,
 	.next_serial = fake_next_serial,
 	.log = fake_log,
 };
@@ -122,6 +135,9 @@ static void fake_clear(struct fake *f)
 	for (size_t i = 0; i < f->n_systemd; i++)
 		message_unref(f->systemd[i]);
 	f->n_systemd = 0;
+	for (size_t i = 0; i < f->n_captures; i++)
+		message_unref(f->captures[i].msg);
+	f->n_captures = 0;
 }
 
 static struct list_node servicedirs = LIST_INIT(servicedirs);
@@ -306,7 +322,8 @@ static char *path_of(const char *fmt, ...)
 	return b;
 }
 
-static void write_file(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void write_file(const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 static void write_file(const char *path, const char *fmt, ...)
 {
 	char tmp[800];
@@ -500,17 +517,44 @@ static void test_failures(void)
 	CHECK_EQ(activation_n_pending(f.act), 0);
 	fake_clear(&f);
 
-	/* NO_REPLY_EXPECTED: the failure is silent. */
+	/* A unicast signal auto-starts too, and its sender gets the error (dbus-daemon). */
+	{
+		struct message_builder b;
+		struct message *sig = NULL;
+
+		/* NO_REPLY_EXPECTED, as libdbus sends signals: the error comes anyway. */
+		message_builder_init_signal(&b, "/x", "org.example.Iface", "Sig", "");
+		b.sender = ":1.2";
+		b.destination = "org.example.Exit3";
+		CHECK_EQ(message_builder_seal(&b, 13, &sig), 0);
+		message_builder_deinit(&b);
+		CHECK_EQ(activation_start(f.act, &caller, sig, "org.example.Exit3", true), 0);
+		CHECK_EQ(f.n_captures, 1);
+		CHECK(f.captures[0].msg == sig);
+		CHECK(run_until(&f, cond_n_outs, &want, 5000));
+		check_error(&f, 0, &caller, 13, DC_ERROR_SPAWN_CHILD_EXITED);
+		fake_clear(&f);
+		CHECK_EQ(activation_start(f.act, &caller, sig, "org.example.Unknown", true), 0);
+		check_error(&f, 0, &caller, 13, DC_ERROR_SERVICE_UNKNOWN);
+		CHECK_EQ(f.n_captures, 1);
+		fake_clear(&f);
+		message_unref(sig);
+	}
+
+	/* A method call with NO_REPLY_EXPECTED: the failure is silent (the bus' rule). */
 	message_unref(call);
 	call = make_call("org.example.Exit3", ":1.2", 12, DC_FLAG_NO_REPLY_EXPECTED);
 	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.Exit3", true), 0);
 	run_for(&f, 500);
 	CHECK_EQ(f.n_outs, 0);
 	CHECK_EQ(activation_n_pending(f.act), 0);
+	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.Unknown", true), 0);
+	CHECK_EQ(f.n_outs, 0);
+	fake_clear(&f);
 
 	message_unref(call);
 	fake_deinit(&f);
-	printf("ok exec-failed, child-exited, child-signaled, bad-exec, no-reply\n");
+	printf("ok exec-failed, child-exited, child-signaled, bad-exec, signal, no-reply\n");
 }
 
 static void test_same_exec(void)
@@ -645,7 +689,7 @@ static void test_environment(void)
 {
 	struct fake f;
 	struct message_builder bld;
-	struct message *upd, *bad, *call;
+	struct message *upd, *bad, *call, *empty;
 	struct activation_error err = {};
 	const char *env;
 	char *fds;
@@ -695,6 +739,14 @@ static void test_environment(void)
 	CHECK_EQ(message_builder_seal(&bld, 41, &bad), 0);
 	message_builder_deinit(&bld);
 
+	message_builder_init_method_call(&bld, DC_SERVICE_DBUS, DC_PATH_DBUS, DC_INTERFACE_DBUS,
+					 "UpdateActivationEnvironment", "a{ss}");
+	bld.sender = ":1.20";
+	dc_writer_open(&bld.body, 'a', NULL);
+	dc_writer_close(&bld.body);
+	CHECK_EQ(message_builder_seal(&bld, 43, &empty), 0);
+	message_builder_deinit(&bld);
+
 	CHECK_EQ(activation_update_environment(f.act, upd, &err), 0);
 	/* Invalid key: nothing of the call applies. */
 	CHECK_EQ(activation_update_environment(f.act, bad, &err), ACTIVATION_E_FAILED);
@@ -728,17 +780,50 @@ static void test_environment(void)
 	CHECK_STR(err.message, "Cannot change activation environment on a system bus.");
 	activation_error_deinit(&err);
 
-	/* With systemd activation the variables go to systemd too. */
+	/*
+	 * With systemd activation the variables go to systemd too (dbus-daemon):
+	 * to its unique name when it is there...
+	 */
 	fake_configure(&f, "session", true, 5000, 0, NULL);
 	f.systemd_present = true;
 	CHECK_EQ(activation_update_environment(f.act, upd, &err), 0);
 	CHECK_EQ(f.n_systemd, 1);
 	CHECK_STR(f.systemd[0]->member, "SetEnvironment");
 	CHECK_STR(f.systemd[0]->interface, "org.freedesktop.systemd1.Manager");
-	CHECK_STR(f.systemd[0]->destination, "org.freedesktop.systemd1");
+	CHECK_STR(f.systemd[0]->path, "/org/freedesktop/systemd1");
+	CHECK_STR(f.systemd[0]->destination, ":1.99");
+	CHECK_STR(f.systemd[0]->sender, DC_SERVICE_DBUS);
 	CHECK_STR(f.systemd[0]->signature, "as");
 	CHECK(f.systemd[0]->flags & DC_FLAG_NO_REPLY_EXPECTED);
+	{
+		struct dc_reader rd;
+		const char *v[3] = {};
+
+		CHECK_EQ(message_get_body_reader(f.systemd[0], &rd), 0);
+		CHECK_EQ(dc_reader_enter(&rd, 'a'), 0);
+		for (int i = 0; i < 3; i++)
+			CHECK_EQ(dc_reader_read(&rd, "s", &v[i]), 0);
+		CHECK_EQ(dc_reader_peek(&rd), 0);
+		CHECK_STR(v[0], "ACT_FOO=bar baz");
+		CHECK_STR(v[1], "DBUS_STARTER_BUS_TYPE=forged");
+		CHECK_STR(v[2], "ACT_TEST_INHERITED=updated");
+	}
 	fake_clear(&f);
+	/* ... else queued for it (even an empty update), to the well-known name. */
+	f.systemd_present = false;
+	CHECK_EQ(activation_update_environment(f.act, empty, &err), 0);
+	CHECK_EQ(f.n_systemd, 0);
+	CHECK_EQ(activation_n_pending(f.act), 1);
+	f.systemd_present = true;
+	activation_name_acquired(f.act, ACTIVATION_SYSTEMD_NAME);
+	CHECK_EQ(f.n_systemd, 1);
+	CHECK_EQ(f.n_outs, 0);
+	CHECK_STR(f.systemd[0]->member, "SetEnvironment");
+	CHECK_STR(f.systemd[0]->destination, "org.freedesktop.systemd1");
+	CHECK_EQ(f.systemd[0]->body_size, 4);	/* an empty array */
+	CHECK_EQ(activation_n_pending(f.act), 0);
+	fake_clear(&f);
+	message_unref(empty);
 
 	close(leak);
 	close(42);
@@ -768,6 +853,12 @@ static void test_systemd(void)
 	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.Sd", true), 0);
 	CHECK_EQ(f.n_systemd, 0);
 	CHECK_EQ(activation_n_pending(f.act), 1);
+	/* Monitors see the request (although systemd is not there), then the call. */
+	CHECK_EQ(f.n_captures, 2);
+	CHECK(f.captures[0].peer == NULL);
+	CHECK_STR(f.captures[0].msg->member, "ActivationRequest");
+	CHECK(f.captures[1].peer == &caller);
+	CHECK(f.captures[1].msg == call);
 	/* ... and auto-starting systemd itself just waits too (no .service file). */
 	CHECK_EQ(activation_start(f.act, &other, call, ACTIVATION_SYSTEMD_NAME, true), 0);
 	CHECK_EQ(f.n_outs, 0);
@@ -776,6 +867,7 @@ static void test_systemd(void)
 	f.systemd_present = true;
 	activation_name_acquired(f.act, ACTIVATION_SYSTEMD_NAME);
 	CHECK_EQ(f.n_systemd, 1);
+	CHECK_EQ(f.n_captures, 3);	/* not captured again when it goes out */
 	req = f.systemd[0];
 	CHECK_EQ(req->type, DC_MESSAGE_SIGNAL);
 	CHECK_STR(req->path, "/org/freedesktop/DBus");
@@ -865,7 +957,88 @@ static void test_rescan_and_list(void)
 	CHECK(bus_services_lookup(activation_services(f.act), "org.example.Late"));
 	message_unref(start);
 	fake_deinit(&f);
-	printf("ok list-activatable sorted, rescan on miss\n");
+
+	/* The transient directory ($XDG_RUNTIME_DIR/dbus-1/services) is created. */
+	{
+		struct bus_config_servicedir *d;
+		char path[700];
+
+		CHECK_EQ(mkdir(path_of("run"), 0700), 0);
+		snprintf(path, sizeof(path), "%s", path_of("run/dbus-1/services"));
+		d = malloc(sizeof(*d) + strlen(path) + 1);
+		CHECK(d);
+		d->flags = BUS_CONFIG_SERVICEDIR_NO_WATCH | BUS_CONFIG_SERVICEDIR_STRICT_NAMING;
+		strcpy(d->path, path);
+		list_prepend(&servicedirs, &d->link);
+		fake_init(&f);
+		CHECK(access(path, F_OK) == 0);
+		fake_deinit(&f);
+		list_unlink(&d->link);
+		free(d);
+	}
+	printf("ok list-activatable sorted, rescan on miss, transient dir\n");
+}
+
+static void test_servicehelper(void)
+{
+	struct fake f;
+	struct message *call;
+	size_t want = 1;
+	int caller;
+	char helper[700];
+
+	/* A fake launch helper: records its argument, exits with "service not found". */
+	snprintf(helper, sizeof(helper), "%s", path_of("fake-helper"));
+	write_file(helper, "#!/bin/sh\necho \"$1\" > \"%s\"\nexit 6\n", path_of("helper.arg"));
+	CHECK_EQ(chmod(helper, 0755), 0);
+	service("org.example.Sys", "/bin/true", "User=nobody\n");
+	service("org.example.NoUser", "/bin/true", NULL);
+	fake_init(&f);
+	fake_configure(&f, "system", false, 5000, 0, helper);
+
+	call = make_call("org.example.Sys", ":1.50", 80, 0);
+	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.Sys", true), 0);
+	CHECK(run_until(&f, cond_n_outs, &want, 5000));
+	CHECK_STR(check_error(&f, 0, &caller, 80, DC_ERROR_SPAWN_SERVICE_NOT_FOUND),
+		  "Bus name not found in system service directory");
+	CHECK_STR(read_all(path_of("helper.arg")), "org.example.Sys\n");
+	fake_clear(&f);
+
+	/* System activation needs User=. */
+	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.NoUser", true), 0);
+	CHECK_STR(check_error(&f, 0, &caller, 80, DC_ERROR_SPAWN_FILE_INVALID),
+		  "Cannot do system-bus activation with no user\n");
+	fake_clear(&f);
+
+	message_unref(call);
+	fake_deinit(&f);
+	printf("ok servicehelper exit codes, no User=\n");
+}
+
+static void test_spawn_once(void)
+{
+	struct fake f;
+	struct message *call, *start;
+	int a, b;
+
+	write_file(path_of("svc/org.example.Once.service"),
+		   "[D-BUS Service]\nName=org.example.Once\n"
+		   "Exec=/bin/sh -c 'echo x >> \"$0\"; exec sleep 5' %s\n", path_of("once.log"));
+	fake_init(&f);
+	call = make_call("org.example.Once", ":1.60", 90, 0);
+	start = make_start("org.example.Once", ":1.61", 91);
+	CHECK_EQ(activation_start(f.act, &a, call, "org.example.Once", true), 0);
+	CHECK_EQ(activation_start(f.act, &b, start, "org.example.Once", false), 0);
+	CHECK_EQ(activation_start(f.act, &a, call, "org.example.Once", true), 0);
+	CHECK(run_until(&f, cond_file, path_of("once.log"), 5000));
+	run_for(&f, 300);
+	CHECK_STR(read_all(path_of("once.log")), "x\n");
+	CHECK_EQ(activation_n_pending(f.act), 3);
+	CHECK_EQ(f.n_outs, 0);
+	message_unref(call);
+	message_unref(start);
+	fake_deinit(&f);
+	printf("ok one process per pending activation\n");
 }
 
 /* ------------------------------------------------------------- reload */
@@ -918,10 +1091,12 @@ static void test_reload(void)
 	struct config_reload *rl = NULL;
 	struct bus_config *config = NULL;
 	char *error = NULL;
-	const char *conf = path_of("main.conf");
+	char conf[700];
 	unsigned int want;
 	const void *arg[2] = { &st, &want };
 
+	/* path_of() has a small ring of buffers: keep our own copy. */
+	snprintf(conf, sizeof(conf), "%s", path_of("main.conf"));
 	CHECK_EQ(mkdir(path_of("conf.d"), 0755), 0);
 	CHECK_EQ(mkdir(path_of("svc2"), 0755), 0);
 	write_file(conf, "<busconfig>\n  <type>session</type>\n  <servicedir>%s</servicedir>\n"
@@ -970,16 +1145,24 @@ static void test_reload(void)
 	CHECK_EQ(st.timeout, 4321);
 	CHECK(bus_services_lookup(activation_services(f.act), "org.example.Watched"));
 
-	/* A burst of changes: one reload. */
+	/*
+	 * A burst of changes: one reload. The files come 15 ms apart and the
+	 * loop reads every event as it comes: without the debounce this would
+	 * be ten reloads.
+	 */
 	run_for(&f, 300);
 	CHECK_EQ(st.n_applied, 2);
-	for (int i = 0; i < 10; i++)
+	config_reload_set_debounce(rl, 400 * 1000);
+	for (int i = 0; i < 10; i++) {
 		write_file(path_of("svc2/org.example.Burst%d.service", i),
 			   "[D-BUS Service]\nName=org.example.Burst%d\nExec=/bin/true\n", i);
+		run_for(&f, 15);
+	}
 	want = 3;
 	CHECK(run_until(&f, cond_applied, arg, 3000));
-	run_for(&f, 400);
+	run_for(&f, 500);
 	CHECK_EQ(st.n_applied, 3);
+	config_reload_set_debounce(rl, 150 * 1000);
 	CHECK_EQ(activation_services(f.act)->n_services, 11);
 
 	/* A change in an <includedir> reloads too. */
@@ -1034,6 +1217,8 @@ int main(int argc, char **argv)
 	test_environment();
 	test_systemd();
 	test_rescan_and_list();
+	test_servicehelper();
+	test_spawn_once();
 	test_reload();
 
 	bus_config_servicedirs_clear(&servicedirs);

@@ -1,0 +1,76 @@
+#!/bin/bash
+# dbus-daemon's command line: --version, --help, --introspect, --print-address
+# and --print-pid (to a descriptor, as one and as two words), --fork with
+# readiness, --nopidfile, a config <pidfile>, exit on SIGTERM, bad options.
+#
+#   test-cli.sh BUS_BINARY
+set -u
+bus=$1
+dir=$(mktemp -d /tmp/bus1-cli.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$bus" --version | grep -q "1.14" || fail "--version"
+"$bus" --help | grep -q -- "--print-address" || fail "--help"
+"$bus" --introspect | grep -q '<interface name="org.freedesktop.DBus">' || fail "--introspect"
+"$bus" --bogus 2>/dev/null && fail "unknown option accepted"
+"$bus" --nofork --fork 2>/dev/null && fail "--fork --nofork accepted"
+"$bus" --nofork 2>/dev/null && fail "no config accepted"
+"$bus" --config-file="$dir/missing.conf" --nofork 2>/dev/null && fail "missing config accepted"
+
+# --print-address FD --print-pid FD as separate words (dbus-run-session style)
+exec 5>"$dir/addr" 6>"$dir/pid"
+"$bus" --session --nofork --address="unix:tmpdir=$dir" --print-address 5 --print-pid 6 &
+pids+=($!)
+exec 5>&- 6>&-
+for _ in $(seq 100); do [ -s "$dir/pid" ] && [ -s "$dir/addr" ] && break; sleep 0.05; done
+addr=$(cat "$dir/addr")
+[[ "$addr" =~ ^unix:path=$dir/dbus-[A-Za-z0-9]+,guid=[0-9a-f]{32}$ ]] || fail "address: $addr"
+[ "$(cat "$dir/pid")" = "${pids[0]}" ] || fail "pid: $(cat "$dir/pid") vs ${pids[0]}"
+DBUS_SESSION_BUS_ADDRESS=$addr dbus-send --session --print-reply --dest=org.freedesktop.DBus \
+    / org.freedesktop.DBus.GetId >/dev/null || fail "bus not usable"
+kill -TERM "${pids[0]}"
+wait "${pids[0]}"; rc=$?
+[ $rc -eq 0 ] || fail "exit status after SIGTERM: $rc"
+sock=${addr#unix:path=}; sock=${sock%%,*}
+[ -e "$sock" ] && fail "socket file left behind"
+
+# --fork: the parent exits once the address is printed; the child serves
+cat >"$dir/fork.conf" <<CONF
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$dir/forked</listen>
+  <pidfile>$dir/bus.pid</pidfile>
+  <auth>EXTERNAL</auth>
+  <policy context="default"><allow send_destination="*"/><allow own="*"/></policy>
+</busconfig>
+CONF
+out=$("$bus" --config-file="$dir/fork.conf" --fork --print-address=1 --print-pid=1) ||
+    fail "--fork failed"
+addr=$(sed -n 1p <<<"$out")
+pid=$(sed -n 2p <<<"$out")
+pids+=("$pid")
+[ "$addr" = "unix:path=$dir/forked,guid=${addr##*guid=}" ] || fail "forked address: $addr"
+kill -0 "$pid" || fail "forked bus not running"
+[ "$(cat "$dir/bus.pid")" = "$pid" ] || fail "pidfile"
+DBUS_SESSION_BUS_ADDRESS=$addr busctl --user call org.freedesktop.DBus /org/freedesktop/DBus \
+    org.freedesktop.DBus GetId >/dev/null || fail "forked bus not usable"
+kill -INT "$pid"
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$pid" 2>/dev/null && fail "SIGINT did not stop the bus"
+[ -e "$dir/bus.pid" ] && fail "pidfile left behind"
+
+# --nopidfile: the config's pidfile is not written
+"$bus" --config-file="$dir/fork.conf" --nofork --nopidfile --print-address=1 >"$dir/a2" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$dir/a2" ] && break; sleep 0.05; done
+[ -e "$dir/bus.pid" ] && fail "--nopidfile wrote the pidfile"
+# a second bus on the same live socket path fails
+"$bus" --config-file="$dir/fork.conf" --nofork --nopidfile 2>/dev/null &&
+    fail "second bus on a live socket started"
+echo "cli ok"
