@@ -263,8 +263,9 @@ enum {
 	ERROR_CAPTURE,		/* as IF_EXPECTED, but monitors always see it */
 };
 
-static int router_send_error_v(struct connection *conn, struct message *call, int mode,
-			       const char *name, const char *fmt, va_list ap)
+_printf_(5, 0) static int router_send_error_v(struct connection *conn, struct message *call,
+					      int mode, const char *name, const char *fmt,
+					      va_list ap)
 {
 	_cleanup_message_ struct message *err = NULL;
 	_cleanup_free_ char *text = NULL;
