@@ -667,12 +667,14 @@ static void test_credentials(void)
 static void test_credentials_pidns(void)
 {
 	struct bus1_peer *a = kt_peer();
-	int afd = bus1_peer_get_fd(a), pp[2], status;
+	int afd = bus1_peer_get_fd(a), pp[2], pq[2], status;
 	pid_t child, inner = 0;
 	uint64_t ids[2];
 	struct bus1_msg m;
 
+	/* Two pipes: the two writers race, and each message must arrive whole. */
 	ASSERT_OK(pipe(pp));
+	ASSERT_OK(pipe(pq));
 	child = fork();
 	ASSERT(child >= 0);
 	if (child == 0) {
@@ -722,13 +724,13 @@ static void test_credentials_pidns(void)
 				_exit(18);
 			_exit(0);
 		}
-		if (write(pp[1], &g, sizeof(g)) != sizeof(g))
+		if (write(pq[1], &g, sizeof(g)) != sizeof(g))
 			_exit(19);
 		if (waitpid(g, &status, 0) != g)
 			_exit(20);
 		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 21);
 	}
-	ASSERT_EQ(read(pp[0], &inner, sizeof(inner)), sizeof(inner));
+	ASSERT_EQ(read(pq[0], &inner, sizeof(inner)), sizeof(inner));
 	ASSERT_EQ(read(pp[0], ids, sizeof(ids)), sizeof(ids));
 	/* ids[0]: a's handle to c's node; ids[1]: a's own node c sends to. */
 	ASSERT_EQ(poll(&(struct pollfd){ .fd = afd, .events = POLLIN }, 1, 20000), 1);
@@ -742,6 +744,10 @@ static void test_credentials_pidns(void)
 	ASSERT_EQ(waitpid(child, &status, 0), child);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		kt_fail("pid namespace child failed: status 0x%x", status);
+	close(pp[0]);
+	close(pp[1]);
+	close(pq[0]);
+	close(pq[1]);
 	bus1_peer_free(a);
 }
 
