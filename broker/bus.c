@@ -19,6 +19,7 @@
 #include "broker/log.h"
 #include "broker/native.h"
 #include "broker/match.h"
+#include "broker/monitor.h"
 #include "broker/name.h"
 #include "broker/reload.h"
 #include "broker/reply.h"
@@ -164,11 +165,22 @@ static void bus_activation_deliver(void *userdata, void *sender, struct message 
 static bool bus_activation_send_to_systemd(void *userdata, struct message *msg)
 {
 	struct connection *systemd = bus_resolve(userdata, ACTIVATION_SYSTEMD_NAME);
+	int r;
 
 	if (!systemd)
 		return false;
-	router_send_from_driver(userdata, systemd, msg);
+	/* Monitors saw it when it was made (ops->capture), as with dbus-daemon. */
+	r = connection_queue(systemd, msg);
+	if (r == CONNECTION_E_QUOTA)
+		connection_overflow(systemd);
+	else if (r < 0)
+		log_warn("cannot queue a message for systemd: %s", strerror(-r));
 	return true;
+}
+
+static void bus_activation_capture(void *userdata, void *sender, struct message *msg)
+{
+	monitor_capture(userdata, msg, sender, NULL);
 }
 
 static const char *bus_activation_owner(void *userdata, const char *name)
@@ -192,6 +204,7 @@ static const struct activation_ops bus_activation_ops = {
 	.send = bus_activation_send,
 	.deliver = bus_activation_deliver,
 	.send_to_systemd = bus_activation_send_to_systemd,
+	.capture = bus_activation_capture,
 	.owner = bus_activation_owner,
 	.next_serial = bus_activation_next_serial,
 	.log = bus_activation_log,

@@ -646,7 +646,19 @@ static int router_broadcast(struct connection *conn, struct message *m)
 	return r;
 }
 
-static int router_unicast(struct connection *conn, struct message *m)
+/* Show @m to monitors, unless they saw it before it waited for an activation. */
+static void router_capture(bool resumed, struct bus *bus, struct message *m,
+			   struct connection *sender, struct connection *target)
+{
+	if (!resumed)
+		monitor_capture(bus, m, sender, target);
+}
+
+/*
+ * @resumed: @m waited for an activation; monitors saw it when it arrived
+ * (activation.h, ops->capture) and do not see it again.
+ */
+static int router_unicast(struct connection *conn, struct message *m, bool resumed)
 {
 	struct bus *bus = conn->bus;
 	struct connection *target;
@@ -673,13 +685,13 @@ static int router_unicast(struct connection *conn, struct message *m)
 				if (r < 0)
 					return r;
 				if (r == 0) {
-					monitor_capture(bus, m, conn, NULL);
+					router_capture(resumed, bus, m, conn, NULL);
 					return policy_denied(conn, m, rule, true);
 				}
 			}
 			return activation_start(bus->activation, conn, m, m->destination, true);
 		}
-		monitor_capture(bus, m, conn, NULL);
+		router_capture(resumed, bus, m, conn, NULL);
 		if (m->type != DC_MESSAGE_METHOD_CALL)
 			return 0;
 		return router_send_error(conn, m, DC_ERROR_NAME_HAS_NO_OWNER,
@@ -692,7 +704,7 @@ static int router_unicast(struct connection *conn, struct message *m)
 		r = reply_registry_consume(bus->replies, &target->replies, &conn->replies,
 					   m->reply_serial);
 		if (r) {
-			monitor_capture(bus, m, conn, target);
+			router_capture(resumed, bus, m, conn, target);
 			return router_send_error_force(conn, m, DC_ERROR_ACCESS_DENIED,
 				"Rejected: %s is not a reply to a pending method call of %s "
 				"(reply serial %u)",
@@ -702,7 +714,7 @@ static int router_unicast(struct connection *conn, struct message *m)
 		break;
 	case DC_MESSAGE_METHOD_CALL:
 		if (m->n_fds && !target->unix_fds) {
-			monitor_capture(bus, m, conn, target);
+			router_capture(resumed, bus, m, conn, target);
 			return router_send_error(conn, m, DC_ERROR_NOT_SUPPORTED,
 				"Tried to send message with Unix file descriptors to a client "
 				"that doesn't support that.");
@@ -711,12 +723,12 @@ static int router_unicast(struct connection *conn, struct message *m)
 			r = reply_registry_add(bus->replies, &conn->replies, &target->replies,
 					       m->serial, now_usec());
 			if (r == REPLY_E_EXISTS) {
-				monitor_capture(bus, m, conn, target);
+				router_capture(resumed, bus, m, conn, target);
 				return router_send_error(conn, m, DC_ERROR_ACCESS_DENIED,
 					"Message has the same reply serial as a currently-"
 					"outstanding existing method call");
 			} else if (r == REPLY_E_QUOTA) {
-				monitor_capture(bus, m, conn, target);
+				router_capture(resumed, bus, m, conn, target);
 				return router_send_error(conn, m, DC_ERROR_LIMITS_EXCEEDED,
 					"The maximum number of pending replies per connection "
 					"has been reached");
@@ -732,13 +744,13 @@ static int router_unicast(struct connection *conn, struct message *m)
 	default:
 		/* Signals (and unknown types) to one peer: drop fds it cannot take. */
 		if (m->n_fds && !target->unix_fds) {
-			monitor_capture(bus, m, conn, target);
+			router_capture(resumed, bus, m, conn, target);
 			return 0;
 		}
 		break;
 	}
 
-	monitor_capture(bus, m, conn, target);
+	router_capture(resumed, bus, m, conn, target);
 
 	if (bus->policy) {
 		const struct bus_policy_rule *rule;
@@ -789,7 +801,7 @@ int router_resume_activated(struct connection *conn, struct message *msg)
 {
 	if (conn->closed)
 		return 0;
-	return router_unicast(conn, msg);
+	return router_unicast(conn, msg, true);
 }
 
 int router_dispatch(struct connection *conn, struct message *msg)
@@ -825,7 +837,14 @@ int router_dispatch(struct connection *conn, struct message *msg)
 		return 0;
 	}
 	if (!strcmp(m->destination, DC_SERVICE_DBUS)) {
-		monitor_capture(conn->bus, m, conn, NULL);
+		/*
+		 * dbus-daemon fails the activations of an ActivationFailure in a
+		 * transaction of its own: monitors see the errors before the signal.
+		 */
+		bool late = activation_is_systemd_failure(m);
+
+		if (!late)
+			monitor_capture(conn->bus, m, conn, NULL);
 		if (conn->bus->policy) {
 			const struct bus_policy_rule *rule;
 			bool send_side;
@@ -834,10 +853,16 @@ int router_dispatch(struct connection *conn, struct message *msg)
 					  &send_side);
 			if (r < 0)
 				return r;
-			if (r == 0)
+			if (r == 0) {
+				if (late)
+					monitor_capture(conn->bus, m, conn, NULL);
 				return policy_denied(conn, m, rule, true);
+			}
 		}
-		return driver_dispatch(conn, m);
+		r = driver_dispatch(conn, m);
+		if (late)
+			monitor_capture(conn->bus, m, conn, NULL);
+		return r;
 	}
-	return router_unicast(conn, m);
+	return router_unicast(conn, m, false);
 }
