@@ -329,12 +329,46 @@ static int router_send_error_capture(struct connection *conn, struct message *ca
 	return r;
 }
 
+/*
+ * A signal of the driver that @to may not receive (a receive rule denies it)
+ * is not delivered. As dbus-daemon does, the bus answers it with an
+ * AccessDenied error addressed to itself, which only monitors see.
+ */
+static bool router_driver_signal_denied(struct bus *bus, struct connection *to,
+					struct message *msg)
+{
+	_cleanup_message_ struct message *err = NULL;
+	_cleanup_free_ char *why = NULL, *text = NULL;
+	const struct bus_policy_rule *rule;
+	bool send_side;
+	int r;
+
+	if (msg->type != DC_MESSAGE_SIGNAL || !to->policy)
+		return false;
+	r = policy_allows(bus, NULL, NULL, to, msg, false, false, &rule, &send_side);
+	if (r != 0)
+		return false;
+	why = rule ? bus_policy_rule_describe(rule) : NULL;
+	if (asprintf(&text, "Rejected receive message, type=\"signal\" interface=\"%s\" "
+		     "member=\"%s\" destination=\"%s\" (%s)",
+		     msg->interface ? msg->interface : "(unset)",
+		     msg->member ? msg->member : "(unset)", connection_name(to),
+		     why ? why : "no rule allows it") < 0)
+		return true;
+	if (message_new_error(&err, msg, DC_SERVICE_DBUS, bus_next_serial(bus),
+			      DC_ERROR_ACCESS_DENIED, text) >= 0)
+		monitor_capture(bus, err, NULL, NULL);
+	return true;
+}
+
 void router_send_from_driver(struct bus *bus, struct connection *to, struct message *msg)
 {
 	int r;
 
 	monitor_capture(bus, msg, NULL, to);
 	if (to->closed || to->monitor)
+		return;
+	if (router_driver_signal_denied(bus, to, msg))
 		return;
 	r = connection_queue(to, msg);
 	if (r == CONNECTION_E_QUOTA)
@@ -440,16 +474,7 @@ static void router_send_name_signal(struct bus *bus, struct connection *to, cons
 		log_warn("cannot build %s: %s", member, strerror(-r));
 		return;
 	}
-	if (bus->policy && !to->closed) {
-		const struct bus_policy_rule *rule;
-		bool send_side;
-
-		/* The receiver's receive rules apply to the driver's signals too. */
-		if (policy_allows(bus, NULL, NULL, to, m, false, false, &rule, &send_side) == 0) {
-			monitor_capture(bus, m, NULL, to);
-			return;
-		}
-	}
+	/* The receiver's receive rules apply (router_send_from_driver()). */
 	router_send_from_driver(bus, to, m);
 }
 
