@@ -44,6 +44,7 @@ struct peer {
 	time_t deadline;
 };
 
+__attribute__((format(printf, 2, 3)))
 static inline void peer_log(const struct peer *p, const char *fmt, ...)
 {
 	va_list ap;
