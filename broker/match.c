@@ -71,16 +71,6 @@ static bool name_char(char c)
 	return name_char_initial(c) || (c >= '0' && c <= '9');
 }
 
-static bool bus_char_initial(char c)
-{
-	return name_char_initial(c) || c == '-';
-}
-
-static bool bus_char(char c)
-{
-	return name_char(c) || c == '-';
-}
-
 bool match_validate_interface(const char *s, size_t len)
 {
 	const char *end = s + len;
@@ -128,39 +118,6 @@ bool match_validate_path(const char *s, size_t len)
 		}
 	}
 	return !(end - last_slash < 2 && len > 1);
-}
-
-/* A bus name that may lack a dot (arg0namespace), as libdbus defines it. */
-bool match_validate_bus_namespace(const char *s, size_t len)
-{
-	const char *end = s + len;
-
-	if (len == 0 || len > 255)
-		return false;
-	if (*s == ':') {
-		for (++s; s != end; ++s) {
-			if (*s == '.') {
-				if (s + 1 == end || !bus_char(s[1]))
-					return false;
-				++s;
-			} else if (!bus_char(*s)) {
-				return false;
-			}
-		}
-		return true;
-	}
-	if (!bus_char_initial(*s))
-		return false;
-	for (++s; s != end; ++s) {
-		if (*s == '.') {
-			if (s + 1 == end || !bus_char_initial(s[1]))
-				return false;
-			++s;
-		} else if (!bus_char(*s)) {
-			return false;
-		}
-	}
-	return true;
 }
 
 /* ---- parser ------------------------------------------------------------- */
@@ -309,7 +266,7 @@ static int parse_arg_key(struct parse_state *st, const struct token *t, const ch
 			is_path = true;
 		} else if (strcmp(key, "arg0namespace") == 0) {
 			is_namespace = true;
-			if (!match_validate_bus_namespace(t->value, t->value_len)) {
+			if (!name_is_valid_namespace(t->value, t->value_len)) {
 				set_reason(reasonp,
 					   "arg0namespace is not a valid prefix of a bus name");
 				return MATCH_E_INVALID;

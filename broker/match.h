@@ -271,4 +271,3 @@ void match_registry_match_slow(struct match_registry *reg, const struct match_me
 bool match_validate_interface(const char *s, size_t len);
 bool match_validate_member(const char *s, size_t len);
 bool match_validate_path(const char *s, size_t len);
-bool match_validate_bus_namespace(const char *s, size_t len);

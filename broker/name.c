@@ -24,9 +24,10 @@ static bool bus_char(char c)
 
 /*
  * Same acceptance as libdbus' _dbus_validate_bus_name(), including its
- * leniency for unique names (":" alone or ":1" pass).
+ * leniency for unique names (":" alone or ":1" pass). A namespace (match
+ * rules' arg0namespace) may be a single element, so @need_dot is false.
  */
-bool name_is_valid(const char *s, size_t len)
+static bool name_check(const char *s, size_t len, bool need_dot)
 {
 	const char *end = s + len;
 	bool dot = false;
@@ -57,7 +58,17 @@ bool name_is_valid(const char *s, size_t len)
 			return false;
 		}
 	}
-	return dot;
+	return dot || !need_dot;
+}
+
+bool name_is_valid(const char *s, size_t len)
+{
+	return name_check(s, len, true);
+}
+
+bool name_is_valid_namespace(const char *s, size_t len)
+{
+	return name_check(s, len, false);
 }
 
 bool name_is_valid_str(const char *str)

@@ -237,5 +237,7 @@ struct name_owner *name_registry_next_unique(struct name_registry *reg,
  */
 bool name_is_valid(const char *str, size_t len);
 bool name_is_valid_str(const char *str);
+/* As name_is_valid(), but a well-known name may be a single element. */
+bool name_is_valid_namespace(const char *str, size_t len);
 
 const char *name_error_string(int code);
