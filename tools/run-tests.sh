@@ -29,7 +29,8 @@ fuzz_opts=(-Dwerror=true -Dfuzz_seconds="${FUZZ_SECONDS:-60}" -Db_sanitize=addre
 CC=clang meson setup build-fuzz "${fuzz_opts[@]}" --wipe >/dev/null 2>&1 ||
     CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
 meson compile -C build-fuzz
-meson test -C build-fuzz --print-errorlogs --num-processes 2 --suite fuzz
+meson test -C build-fuzz --print-errorlogs --num-processes 2 --suite fuzz --logbase fuzzlog
+grep -hE "^test: |stat::number_of_executed_units" build-fuzz/meson-logs/fuzzlog.txt || true
 # The same ASan + UBSan build runs the unit, integration and stress suites: a
 # sanitizer error in a test program, or in the bus (which then dies, and every
 # integration test fails when its bus died), fails the run.
