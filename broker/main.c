@@ -8,6 +8,8 @@
  */
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -165,6 +167,32 @@ static void ensure_stdio(void)
 		close(fd);
 }
 
+/*
+ * <user>: a bus started as root switches to this user once its sockets listen
+ * and its pid file is written, as dbus-daemon does. The bus' own uid (the
+ * default connect policy, GetConnectionUnixUser of the driver) follows.
+ * Return: 0 or negative errno; -ESRCH for an unknown user.
+ */
+static int drop_privileges(struct bus *bus, const char *user)
+{
+	struct passwd *pw;
+
+	errno = 0;
+	pw = getpwnam(user);
+	if (!pw)
+		return errno ? -errno : -ESRCH;
+	if (getuid() == pw->pw_uid && geteuid() == pw->pw_uid)
+		return 0;
+	if (initgroups(pw->pw_name, pw->pw_gid) < 0)
+		return -errno;
+	if (setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0)
+		return -errno;
+	if (setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
+		return -errno;
+	bus->uid = pw->pw_uid;
+	return 0;
+}
+
 static void config_warn(void *userdata, const char *message)
 {
 	log_warn("%s", message);
@@ -269,6 +297,14 @@ int main(int argc, char **argv)
 		r = write_pidfile(pidfile);
 		if (r < 0) {
 			log_err("cannot write pid file %s: %s", pidfile, strerror(-r));
+			return EXIT_FAILURE;
+		}
+	}
+
+	if (config && config->user) {
+		r = drop_privileges(bus, config->user);
+		if (r < 0) {
+			log_err("cannot change to user %s: %s", config->user, strerror(-r));
 			return EXIT_FAILURE;
 		}
 	}

@@ -1,7 +1,7 @@
 #!/bin/bash
 # dbus-daemon's command line: --version, --help, --introspect, --print-address
 # and --print-pid (to a descriptor, as one and as two words), --fork with
-# readiness, --nopidfile, a config <pidfile>, exit on SIGTERM, bad options.
+# readiness, --nopidfile, a config <pidfile>, <user>, exit on SIGTERM, bad options.
 #
 #   test-cli.sh BUS_BINARY
 set -u
@@ -73,4 +73,34 @@ for _ in $(seq 100); do [ -s "$dir/a2" ] && break; sleep 0.05; done
 # a second bus on the same live socket path fails
 "$bus" --config-file="$dir/fork.conf" --nofork --nopidfile 2>/dev/null &&
     fail "second bus on a live socket started"
+# <user>: started as root, the bus serves as that user once it listens
+if [ "$(id -u)" = 0 ] && nobody_uid=$(id -u nobody 2>/dev/null); then
+    cat >"$dir/user.conf" <<EOF
+<busconfig>
+  <type>session</type>
+  <user>nobody</user>
+  <listen>unix:tmpdir=$dir</listen>
+  <policy context="default">
+    <allow user="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+EOF
+    exec 5>"$dir/uaddr"
+    "$bus" --config-file="$dir/user.conf" --nofork --print-address=5 &
+    upid=$!
+    pids+=($upid)
+    exec 5>&-
+    for _ in $(seq 100); do [ -s "$dir/uaddr" ] && break; sleep 0.05; done
+    [ "$(stat -c %u /proc/$upid)" = "$nobody_uid" ] || fail "<user>: bus runs as $(stat -c %u /proc/$upid)"
+    got=$(dbus-send --bus="$(cat "$dir/uaddr")" --print-reply=literal --dest=org.freedesktop.DBus \
+        / org.freedesktop.DBus.GetConnectionUnixUser string:org.freedesktop.DBus) ||
+        fail "<user>: bus not usable"
+    [ "$(echo $got | awk '{print $2}')" = "$nobody_uid" ] || fail "<user>: driver uid $got"
+    kill "$upid"
+else
+    echo "not root: <user> check not run"
+fi
+
 echo "cli ok"
