@@ -10,6 +10,7 @@
 #include "broker/match.h"
 #include "broker/name.h"
 #include "daemon.h"
+#include "random-rule.h"
 
 #define N_RECV 6
 #define N_RULES 5
@@ -28,14 +29,9 @@ static char last_msg[512];
 static unsigned int last_target;
 
 static const char *v_sender[8];
-static const char *const v_iface[] = { "i.a", "i.b", "org.freedesktop.DBus" };
-static const char *const v_member[] = { "A", "B", "NameOwnerChanged" };
-static const char *const v_path[] = { "/", "/a", "/a/b", "/b" };
-static const char *const v_arg[] = { "", "com.a", "com.a.x", "com", "/a/", "/a/b", "/a", "x" };
-static const char *const v_type[] = { "signal", "method_call", "method_return", "error" };
-
-#define NELEM(v) (sizeof(v) / sizeof((v)[0]))
-#define PICK(v) (v[rand() % NELEM(v)])
+static const struct random_rule_odds odds = {
+	.other_type = 3, .destination = 3, .eavesdrop = 3, .eavesdrop_false = 4, .max_argn = 2,
+};
 
 static void conn_open(struct conn *c)
 {
@@ -66,45 +62,6 @@ static void request(struct conn *c, const char *name, uint32_t expect)
 	CHECK_EQ(dbus_bus_request_name(c->dc, name, 0, &err), (int)expect);
 	CHECK_EQ(name_registry_request(nreg, &c->names, name, 0, &reply), 0);
 	CHECK_EQ(reply, expect);
-}
-
-static void random_rule(char *buf, size_t size)
-{
-	size_t n = 0;
-	int keys = rand();
-
-#define ADD(...) n += snprintf(buf + n, size - n, __VA_ARGS__)
-	buf[0] = '\0';
-	if (keys & 1)
-		ADD("type='%s',", rand() % 3 ? "signal" : PICK(v_type));
-	if (keys & 2)
-		ADD("sender='%s',", PICK(v_sender));
-	if (keys & 4)
-		ADD("interface='%s',", PICK(v_iface));
-	if (keys & 8)
-		ADD("member='%s',", PICK(v_member));
-	if (keys & 16)
-		ADD("%s='%s',", rand() % 2 ? "path" : "path_namespace", PICK(v_path));
-	if ((keys & 32) && rand() % 3 == 0)
-		ADD("destination='%s',", PICK(v_sender));
-	if ((keys & 64) && rand() % 3 == 0)
-		ADD("eavesdrop='%s',", rand() % 4 ? "true" : "false");
-	if (keys & 128) {
-		int kind = rand() % 3;
-
-		if (kind == 0)
-			ADD("arg0='%s',", PICK(v_arg));
-		else if (kind == 1)
-			ADD("arg0path='%s',", PICK(v_arg));
-		else
-			ADD("arg0namespace='%s',", rand() % 2 ? "com" : "com.a");
-	}
-	if (keys & 256)
-		ADD("arg%d%s='%s',", 1 + rand() % 2, rand() % 2 ? "path" : "", PICK(v_arg));
-#undef ADD
-	/* A trailing comma is fine for dbus-daemon; strip it anyway. */
-	if (n && buf[n - 1] == ',')
-		buf[n - 1] = '\0';
 }
 
 /* Send one random message; return which receivers must get it (bitmask). */
@@ -288,7 +245,7 @@ int main(int argc, char **argv)
 				match_registry_remove(r);
 			}
 			for (int k = 0; k < N_RULES; k++) {
-				random_rule(text, sizeof(text));
+				random_rule(text, sizeof(text), v_sender, NELEM(v_sender), &odds);
 				add_match(recv_[i].dc, text);
 				CHECK_EQ(match_registry_add_text(mreg, &recv_[i].rules, text,
 								 NULL), 0);

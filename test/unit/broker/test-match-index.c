@@ -10,59 +10,20 @@
 #include <string.h>
 #include "broker/match.h"
 #include "broker/name.h"
+#include "random-rule.h"
 #include "test.h"
 
 #define N_CONN 12
 
 static const char *const v_sender[] = { ":1.1", ":1.2", ":1.3", ":1.4", "com.a", "com.b",
 					"com.c", "org.freedesktop.DBus" };
-static const char *const v_iface[] = { "i.a", "i.b", "org.freedesktop.DBus" };
-static const char *const v_member[] = { "A", "B", "NameOwnerChanged" };
-static const char *const v_path[] = { "/", "/a", "/a/b", "/b" };
-static const char *const v_arg[] = { "", "com.a", "com.a.x", "com", "/a/", "/a/b", "/a", "x" };
-static const char *const v_type[] = { "signal", "method_call", "method_return", "error" };
-
-#define PICK(v) (v[rand() % (sizeof(v) / sizeof(v[0]))])
+static const struct random_rule_odds odds = {
+	.other_type = 4, .destination = 4, .eavesdrop = 4, .eavesdrop_false = 2, .max_argn = 3,
+};
 
 static struct name_registry *names;
 static struct name_owner conn_names[N_CONN];
 static struct match_owner conn_rules[N_CONN];
-
-static void random_rule(char *buf, size_t size)
-{
-	size_t n = 0;
-	int keys = rand();
-
-#define ADD(...) n += snprintf(buf + n, size - n, __VA_ARGS__)
-	buf[0] = '\0';
-	if (keys & 1)
-		ADD("type='%s',", rand() % 4 ? "signal" : PICK(v_type));
-	if (keys & 2)
-		ADD("sender='%s',", PICK(v_sender));
-	if (keys & 4)
-		ADD("interface='%s',", PICK(v_iface));
-	if (keys & 8)
-		ADD("member='%s',", PICK(v_member));
-	if (keys & 16)
-		ADD("%s='%s',", rand() % 2 ? "path" : "path_namespace", PICK(v_path));
-	if ((keys & 32) && rand() % 4 == 0)
-		ADD("destination='%s',", PICK(v_sender));
-	if ((keys & 64) && rand() % 4 == 0)
-		ADD("eavesdrop='%s',", rand() % 2 ? "true" : "false");
-	if (keys & 128) {
-		int kind = rand() % 3;
-
-		if (kind == 0)
-			ADD("arg0='%s',", PICK(v_arg));
-		else if (kind == 1)
-			ADD("arg0path='%s',", PICK(v_arg));
-		else
-			ADD("arg0namespace='%s',", rand() % 2 ? "com" : "com.a");
-	}
-	if (keys & 256)
-		ADD("arg%d%s='%s',", 1 + rand() % 3, rand() % 2 ? "path" : "", PICK(v_arg));
-#undef ADD
-}
 
 static void random_message(struct match_message *m)
 {
@@ -174,7 +135,7 @@ int main(int argc, char **argv)
 				CHECK_EQ(match_registry_remove_text(reg, o, text, NULL), 0);
 				CHECK_EQ(o->n_rules, before - 1);
 			} else {
-				random_rule(text, sizeof(text));
+				random_rule(text, sizeof(text), v_sender, NELEM(v_sender), &odds);
 				CHECK_EQ(match_registry_add_text(reg, o, text, NULL), 0);
 			}
 		}
