@@ -135,6 +135,7 @@ static const char * const bus1_stat_names[BUS1_STAT_N] = {
 	[BUS1_STAT_HANDLES]	= "handles",
 	[BUS1_STAT_MESSAGES]	= "messages",
 	[BUS1_STAT_ENTRIES]	= "entries",
+	[BUS1_STAT_SHARES]	= "pool shares",
 };
 
 static void bus1_stats_destroy(void)

@@ -184,13 +184,21 @@ struct bus1_entry *bus1_entry_new_notify(struct bus1_peer *peer, u64 handle_id)
  *
  * Takes the destination's lock.
  *
+ * The sender is charged to its user (global quotas) and, unless it is the
+ * destination's own user (the uid that opened the destination peer), to its
+ * share of the destination's pool (see DOC: Pools): a user can flood its own
+ * peers, but never take more than half of what is left of somebody else's
+ * pool.
+ *
  * Return: 0, -EHOSTUNREACH if the destination is disconnected or the node
- * destroyed, -EDQUOT if the sender's user is over quota, -ENOSPC if the
- * destination's pool is full, or -ENOMEM.
+ * destroyed, -EDQUOT if the sender's user is over quota or over its share of
+ * the destination's pool, -ENOSPC if the destination's pool is full, or
+ * -ENOMEM.
  */
 int bus1_entry_reserve(struct bus1_entry *entry)
 {
 	struct bus1_peer *peer = entry->peer;
+	struct bus1_user *user = entry->message->user;
 	struct bus1_slice *slice;
 	size_t size = bus1_message_slice_size(entry->message);
 	int r;
@@ -206,17 +214,19 @@ int bus1_entry_reserve(struct bus1_entry *entry)
 		r = -EHOSTUNREACH;
 		goto out;
 	}
-	r = bus1_user_charge(entry->message->user, &entry->charge);
+	r = bus1_user_charge(user, &entry->charge);
 	if (r < 0)
 		goto out;
-	slice = bus1_pool_alloc(&peer->pool, size);
+	slice = bus1_pool_alloc(&peer->pool, size, !uid_eq(user->uid, peer->user->uid),
+				user->uid);
 	if (IS_ERR(slice)) {
-		bus1_user_uncharge(entry->message->user, &entry->charge);
+		bus1_user_uncharge(user, &entry->charge);
 		r = PTR_ERR(slice);
 		goto out;
 	}
 	entry->slice = slice;
 	entry->charged = true;
+	bus1_charge_add(&entry->node->queued, &entry->charge);
 	r = 0;
 out:
 	mutex_unlock(&peer->lock);
@@ -266,6 +276,9 @@ void bus1_entry_unlink(struct bus1_entry *entry, bool publish)
 	}
 	if (entry->charged) {
 		bus1_user_uncharge(entry->message->user, &entry->charge);
+		/* data entries are queued on their node's owner, whose lock we hold */
+		WARN_ON(entry->node->owner != peer);
+		bus1_charge_sub(&entry->node->queued, &entry->charge);
 		entry->charged = false;
 	}
 }

@@ -17,6 +17,8 @@ static void bus1_node_free(struct kref *ref)
 
 	WARN_ON(!list_empty(&node->holders));
 	WARN_ON(!node->destroying);
+	/* queued entries hold node references: none can be left */
+	WARN_ON(node->queued.messages || node->queued.bytes);
 	bus1_peer_unref(node->owner);
 	mutex_destroy(&node->lock);
 	kfree(node);

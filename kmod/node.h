@@ -24,7 +24,7 @@
  *
  * Locking:
  * - A peer's handle trees and handle counter: the holding peer's lock.
- * - @destroying and @destroyed_ts: the owner peer's lock.
+ * - @destroying, @destroyed_ts and @queued: the owner peer's lock.
  * - @holders and @dead: the node's own mutex, taken inside a peer lock
  *   (peer lock -> node lock), never the other way round.
  */
@@ -34,6 +34,7 @@
 #include <linux/mutex.h>
 #include <linux/rbtree.h>
 #include <linux/types.h>
+#include "user.h"
 
 struct bus1_peer;
 
@@ -48,6 +49,8 @@ struct bus1_peer;
  * @destroy_link:	link into the destroyer's list (owner's lock; empty
  *			when not being destroyed)
  * @destroy_list:	that list's head, to detect duplicates (owner's lock)
+ * @queued:		what data messages queued for this node and not yet
+ *			received are charged (owner's lock)
  * @lock:		protects @holders and @dead
  * @holders:		handles pointing at this node
  * @dead:		no new handles may be created
@@ -60,6 +63,7 @@ struct bus1_node {
 	u64 destroyed_ts;
 	struct list_head destroy_link;
 	struct list_head *destroy_list;
+	struct bus1_charge queued;
 	struct mutex lock;
 	struct list_head holders;
 	bool dead;

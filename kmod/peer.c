@@ -432,6 +432,36 @@ static int bus1_peer_ioctl_transfer(struct bus1_peer *peer, void __user *uarg)
 	return copy_to_user(uarg, &cmd, sizeof(cmd)) ? -EFAULT : 0;
 }
 
+/*
+ * Take back what @sender queued for @node and its owner has not received:
+ * committed data entries only (a staged one belongs to a transaction still
+ * running, which commits or drops it). Removing committed entries never makes
+ * a queue readable that was not, so nobody needs a wakeup.
+ */
+static void bus1_peer_reclaim(struct bus1_peer *sender, struct bus1_node *node)
+{
+	struct bus1_peer *owner = node->owner;
+	struct bus1_queue_node *qn;
+	struct bus1_entry *entry;
+	struct rb_node *n, *next;
+	LIST_HEAD(drop);
+
+	mutex_lock(&owner->lock);
+	for (n = rb_first_cached(&owner->queue.tree); n; n = next) {
+		next = rb_next(n);
+		qn = rb_entry(n, struct bus1_queue_node, rb);
+		if (!bus1_queue_node_is_committed(qn) || qn->sender != sender->id)
+			continue;
+		entry = container_of(qn, struct bus1_entry, qnode);
+		if (entry->type != BUS1_ENTRY_DATA || entry->node != node)
+			continue;
+		bus1_entry_unlink(entry, false);
+		list_add_tail(&entry->tx_link, &drop);
+	}
+	mutex_unlock(&owner->lock);
+	bus1_entry_free_list(&drop);
+}
+
 static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 {
 	struct bus1_cmd_handle_release cmd;
@@ -473,6 +503,44 @@ static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 out:
 	mutex_unlock(&peer->lock);
 	return r;
+}
+
+static int bus1_peer_ioctl_query_handle(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_handle_query cmd;
+	struct bus1_handle *handle;
+	struct bus1_node *node;
+	struct bus1_charge q;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags & ~BUS1_HANDLE_QUERY_FLAG_RECLAIM)
+		return -EINVAL;
+
+	/* no two peer locks at once: find the node, then visit its owner */
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		mutex_unlock(&peer->lock);
+		return -ESHUTDOWN;
+	}
+	handle = bus1_handle_lookup(peer, cmd.handle);
+	node = handle ? bus1_node_ref(handle->node) : NULL;
+	mutex_unlock(&peer->lock);
+	if (!node)
+		return -ENXIO;
+
+	if (cmd.flags & BUS1_HANDLE_QUERY_FLAG_RECLAIM)
+		bus1_peer_reclaim(peer, node);
+	mutex_lock(&node->owner->lock);
+	q = node->queued;
+	mutex_unlock(&node->owner->lock);
+	bus1_node_unref(node);
+
+	cmd.n_messages = q.messages;
+	cmd.n_bytes = q.bytes;
+	cmd.n_handles = q.handles;
+	cmd.n_fds = q.fds;
+	return copy_to_user(uarg, &cmd, sizeof(cmd)) ? -EFAULT : 0;
 }
 
 static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
@@ -1044,6 +1112,8 @@ long bus1_peer_ioctl(struct bus1_peer *peer, unsigned int cmd, unsigned long arg
 		return bus1_peer_ioctl_release(peer, uarg);
 	case BUS1_CMD_NODES_DESTROY:
 		return bus1_peer_ioctl_destroy(peer, uarg);
+	case BUS1_CMD_HANDLE_QUERY:
+		return bus1_peer_ioctl_query_handle(peer, uarg);
 	case BUS1_CMD_SLICE_RELEASE:
 		return bus1_peer_ioctl_slice_release(peer, uarg);
 	case BUS1_CMD_SEND:

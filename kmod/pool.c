@@ -11,6 +11,7 @@
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include "pool.h"
+#include "stats.h"
 
 static struct bus1_slice *bus1_slice_new(size_t offset, size_t size)
 {
@@ -21,6 +22,7 @@ static struct bus1_slice *bus1_slice_new(size_t offset, size_t size)
 		return NULL;
 	INIT_LIST_HEAD(&slice->entry);
 	RB_CLEAR_NODE(&slice->rb);
+	slice->share = NULL;
 	slice->offset = offset;
 	slice->size = size;
 	slice->free = true;
@@ -67,6 +69,60 @@ static void bus1_pool_link_busy(struct bus1_pool *pool, struct bus1_slice *slice
 	slice->free = false;
 }
 
+static struct bus1_pool_share *bus1_pool_share_find(struct bus1_pool *pool, kuid_t uid)
+{
+	struct rb_node *n = pool->shares.rb_node;
+	struct bus1_pool_share *share;
+
+	while (n) {
+		share = rb_entry(n, struct bus1_pool_share, rb);
+		if (uid_lt(uid, share->uid))
+			n = n->rb_left;
+		else if (uid_gt(uid, share->uid))
+			n = n->rb_right;
+		else
+			return share;
+	}
+	return NULL;
+}
+
+static void bus1_pool_share_link(struct bus1_pool *pool, struct bus1_pool_share *share)
+{
+	struct rb_node **slot = &pool->shares.rb_node, *parent = NULL;
+	struct bus1_pool_share *s;
+
+	while (*slot) {
+		parent = *slot;
+		s = rb_entry(parent, struct bus1_pool_share, rb);
+		/* uids are unique: the caller looked this one up under the same lock */
+		if (uid_lt(share->uid, s->uid))
+			slot = &parent->rb_left;
+		else
+			slot = &parent->rb_right;
+	}
+	rb_link_node(&share->rb, parent, slot);
+	rb_insert_color(&share->rb, &pool->shares);
+}
+
+/* Take a freed slice's bytes out of its share; drop the share when it is empty. */
+static void bus1_pool_share_put(struct bus1_pool *pool, struct bus1_slice *slice)
+{
+	struct bus1_pool_share *share = slice->share;
+
+	if (!share)
+		return;
+	slice->share = NULL;
+	if (WARN_ON(share->bytes < slice->size))
+		share->bytes = 0;
+	else
+		share->bytes -= slice->size;
+	if (!share->bytes) {
+		rb_erase(&share->rb, &pool->shares);
+		kfree(share);
+		bus1_stat_dec(BUS1_STAT_SHARES);
+	}
+}
+
 /**
  * bus1_pool_init() - create the shmem file of a pool
  * @pool:	pool to initialize
@@ -82,6 +138,7 @@ int bus1_pool_init(struct bus1_pool *pool)
 	INIT_LIST_HEAD(&pool->slices);
 	pool->free_tree = RB_ROOT;
 	pool->busy_tree = RB_ROOT;
+	pool->shares = RB_ROOT;
 	pool->allocated = 0;
 	pool->size = size;
 	pool->f = NULL;
@@ -118,6 +175,7 @@ void bus1_pool_deinit(struct bus1_pool *pool)
 
 	WARN_ON(!RB_EMPTY_ROOT(&pool->busy_tree));
 	WARN_ON(pool->allocated);
+	WARN_ON(!RB_EMPTY_ROOT(&pool->shares));
 	list_for_each_entry_safe(slice, t, &pool->slices, entry) {
 		list_del(&slice->entry);
 		kfree(slice);
@@ -130,18 +188,46 @@ void bus1_pool_deinit(struct bus1_pool *pool)
  * bus1_pool_alloc() - allocate a slice
  * @pool:	pool to allocate from
  * @size:	bytes needed (0 is allowed; every slice has at least 8 bytes)
+ * @limited:	the sender is subject to the share rule (see DOC: Pools)
+ * @uid:	the sender's uid, whose share the slice is accounted to if
+ *		@limited
  *
- * Return: the new busy, in-flight slice, ERR_PTR(-ENOSPC) if no free range
- * is large enough, or ERR_PTR(-ENOMEM).
+ * Return: the new busy, in-flight slice, ERR_PTR(-EDQUOT) if a limited
+ * sender would exceed its share, ERR_PTR(-ENOSPC) if no free range is large
+ * enough, or ERR_PTR(-ENOMEM).
  */
-struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size)
+struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool limited,
+				   kuid_t uid)
 {
 	struct bus1_slice *slice = NULL, *s, *rest;
+	struct bus1_pool_share *share = NULL, *new_share = NULL;
+	size_t avail;
 	struct rb_node *n;
 
 	if (size > pool->size)
 		return ERR_PTR(-ENOSPC);
 	size = ALIGN(max_t(size_t, size, 8), 8);
+
+	if (limited) {
+		/*
+		 * Afterwards the sender's share must not exceed what is still
+		 * free. A pool too full for the slice anyway is ENOSPC below:
+		 * that is not this sender's doing alone. No overflow: every
+		 * term is at most the pool size (<= 256 MiB).
+		 */
+		avail = pool->size - pool->allocated;
+		share = bus1_pool_share_find(pool, uid);
+		if (size <= avail && (share ? share->bytes : 0) + size > avail - size)
+			return ERR_PTR(-EDQUOT);
+		if (!share) {
+			new_share = kmalloc(sizeof(*new_share), GFP_KERNEL);
+			if (!new_share)
+				return ERR_PTR(-ENOMEM);
+			RB_CLEAR_NODE(&new_share->rb);
+			new_share->uid = uid;
+			new_share->bytes = 0;
+		}
+	}
 
 	/* best fit: the smallest free slice that is large enough */
 	n = pool->free_tree.rb_node;
@@ -154,13 +240,17 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size)
 			n = n->rb_right;
 		}
 	}
-	if (!slice)
+	if (!slice) {
+		kfree(new_share);
 		return ERR_PTR(-ENOSPC);
+	}
 
 	if (slice->size > size) {
 		rest = bus1_slice_new(slice->offset + size, slice->size - size);
-		if (!rest)
+		if (!rest) {
+			kfree(new_share);
 			return ERR_PTR(-ENOMEM);
+		}
 		list_add(&rest->entry, &slice->entry);
 		rb_erase(&slice->rb, &pool->free_tree);
 		slice->size = size;
@@ -172,6 +262,16 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size)
 	slice->published = false;
 	bus1_pool_link_busy(pool, slice);
 	pool->allocated += slice->size;
+
+	if (new_share) {
+		bus1_pool_share_link(pool, new_share);
+		bus1_stat_inc(BUS1_STAT_SHARES);
+		share = new_share;
+	}
+	if (share) {
+		share->bytes += slice->size;
+		slice->share = share;
+	}
 	return slice;
 }
 
@@ -204,7 +304,9 @@ void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
 		return;
 
 	rb_erase(&slice->rb, &pool->busy_tree);
+	WARN_ON(pool->allocated < slice->size);
 	pool->allocated -= slice->size;
+	bus1_pool_share_put(pool, slice);
 	slice->published = false;
 	dirty_start = ALIGN_DOWN(slice->offset, PAGE_SIZE);
 	dirty_end = ALIGN(slice->offset + slice->size, PAGE_SIZE);

@@ -25,6 +25,22 @@
  * file, so a pool only holds memory for what is in use (plus its first
  * 512 KiB once touched, where small messages keep coming and going).
  *
+ * Shares: a pool is a resource of its owner that other users fill. To keep
+ * one foreign user from filling it for everybody, every busy slice is
+ * accounted to a share, the bytes one sending uid occupies in this pool
+ * (in-flight and published slices alike, until the slice is freed). A
+ * limited (foreign) sender may take a slice only if, afterwards, its share
+ * is still no larger than what stays free:
+ *
+ *	share + size <= free - size	(free: pool size - busy bytes, before)
+ *
+ * So one user never holds more than half of what was free when it started,
+ * and whoever comes next always finds the other half; each further user again
+ * gets at most half of the rest. A sender that owns the pool (same uid as the
+ * peer's opener) is not limited: the caller decides, see bus1_entry_reserve().
+ * Shares live in a per-pool rb-tree by uid and exist only while they are not
+ * zero.
+ *
  * Locking: the pool has no lock of its own. Every function except
  * bus1_pool_write_iter() and bus1_pool_write_kvec() requires the owning
  * peer's lock. The write functions only use the file and an offset inside a
@@ -36,15 +52,30 @@
 #include <linux/list.h>
 #include <linux/rbtree.h>
 #include <linux/types.h>
+#include <linux/uidgid.h>
 
 struct file;
 struct iov_iter;
 struct vm_area_struct;
 
 /**
+ * struct bus1_pool_share - what one limited sending user occupies of a pool
+ * @rb:		link into the pool's share tree, by uid
+ * @uid:	the sending user
+ * @bytes:	bytes of the busy slices accounted to this share (never 0
+ *		while linked)
+ */
+struct bus1_pool_share {
+	struct rb_node rb;
+	kuid_t uid;
+	size_t bytes;
+};
+
+/**
  * struct bus1_slice - a range of a pool
  * @entry:	link into the pool's list of all slices, by offset
  * @rb:	link into the free tree (by size) or the busy tree (by offset)
+ * @share:	busy: the share it is accounted to, or NULL (unlimited sender)
  * @offset:	offset in the pool
  * @size:	size in bytes (a multiple of 8, never 0)
  * @free:	whether the slice is free
@@ -53,6 +84,7 @@ struct vm_area_struct;
 struct bus1_slice {
 	struct list_head entry;
 	struct rb_node rb;
+	struct bus1_pool_share *share;
 	size_t offset;
 	size_t size;
 	bool free : 1;
@@ -67,6 +99,7 @@ struct bus1_slice {
  * @slices:	all slices, ordered by offset
  * @free_tree:	free slices, ordered by size
  * @busy_tree:	busy slices, ordered by offset
+ * @shares:	shares of limited senders with busy slices, ordered by uid
  */
 struct bus1_pool {
 	struct file *f;
@@ -75,13 +108,15 @@ struct bus1_pool {
 	struct list_head slices;
 	struct rb_root free_tree;
 	struct rb_root busy_tree;
+	struct rb_root shares;
 };
 
 extern unsigned long bus1_pool_size;
 
 int bus1_pool_init(struct bus1_pool *pool);
 void bus1_pool_deinit(struct bus1_pool *pool);
-struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size);
+struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool limited,
+				   kuid_t uid);
 void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice);
 void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice);
 int bus1_pool_release_published(struct bus1_pool *pool, size_t offset);

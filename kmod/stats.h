@@ -5,12 +5,12 @@
 /**
  * DOC: Object counters
  *
- * Live peers, nodes, handles, messages and queue entries are counted in
- * per-CPU counters (cheap on the send path: no shared cache line). The
- * module can only be unloaded once every /dev/bus1 file is closed, and by
- * then every object must be gone: module exit WARNs about any counter that
- * is not zero, which turns a reference leak into a visible kernel warning
- * in the tests.
+ * Live peers, nodes, handles, messages, queue entries and pool shares are
+ * counted in per-CPU counters (cheap on the send path: no shared cache
+ * line). The module can only be unloaded once every /dev/bus1 file is
+ * closed, and by then every object must be gone: module exit WARNs about any
+ * counter that is not zero, which turns a reference leak into a visible
+ * kernel warning in the tests.
  */
 
 #include <linux/percpu_counter.h>
@@ -21,6 +21,7 @@ enum bus1_stat {
 	BUS1_STAT_HANDLES,
 	BUS1_STAT_MESSAGES,
 	BUS1_STAT_ENTRIES,
+	BUS1_STAT_SHARES,
 	BUS1_STAT_N,
 };
 

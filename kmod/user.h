@@ -13,6 +13,12 @@
  * the receiver frees the slice, so a receiver cannot make a sender's quota
  * depend on its own diligence beyond the queue.
  *
+ * These quotas are global per user; they do not stop one user from filling
+ * one particular receiver's pool. That is the pool's share rule (DOC: Pools):
+ * a sender whose uid is not the receiver's opener may hold at most as many
+ * bytes of the receiver's pool as remain free, charged from slice allocation
+ * until the slice is freed (released by the receiver, or dropped unreceived).
+ *
  * Users live in a global rb-tree keyed by kuid, protected by a mutex that is
  * only taken to look up, insert and remove users. A peer keeps the user of
  * its opener, so the send path only looks a user up when the sending task's
@@ -20,6 +26,7 @@
  */
 
 #include <linux/atomic.h>
+#include <linux/bug.h>
 #include <linux/kref.h>
 #include <linux/rbtree.h>
 #include <linux/types.h>
@@ -68,6 +75,26 @@ extern unsigned int bus1_quota_fds;
 struct bus1_user *bus1_user_ref_by_uid(kuid_t uid);
 struct bus1_user *bus1_user_ref(struct bus1_user *user);
 struct bus1_user *bus1_user_unref(struct bus1_user *user);
+/* Add @c to the sum @sum (the caller serializes). */
+static inline void bus1_charge_add(struct bus1_charge *sum, const struct bus1_charge *c)
+{
+	sum->bytes += c->bytes;
+	sum->messages += c->messages;
+	sum->handles += c->handles;
+	sum->fds += c->fds;
+}
+
+/* Take @c, added earlier, out of @sum (the caller serializes). */
+static inline void bus1_charge_sub(struct bus1_charge *sum, const struct bus1_charge *c)
+{
+	WARN_ON(sum->bytes < c->bytes || sum->messages < c->messages ||
+		sum->handles < c->handles || sum->fds < c->fds);
+	sum->bytes -= c->bytes;
+	sum->messages -= c->messages;
+	sum->handles -= c->handles;
+	sum->fds -= c->fds;
+}
+
 int bus1_user_charge(struct bus1_user *user, const struct bus1_charge *charge);
 void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge);
 

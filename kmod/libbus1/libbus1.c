@@ -153,6 +153,24 @@ int bus1_peer_handle_release(struct bus1_peer *peer, uint64_t handle)
 	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_RELEASE, &cmd);
 }
 
+int bus1_peer_handle_reclaim(struct bus1_peer *peer, uint64_t handle)
+{
+	struct bus1_cmd_handle_query cmd = {
+		.flags = BUS1_HANDLE_QUERY_FLAG_RECLAIM,
+		.handle = handle,
+	};
+
+	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_QUERY, &cmd);
+}
+
+int bus1_peer_handle_query(struct bus1_peer *peer, uint64_t handle,
+			   struct bus1_cmd_handle_query *query)
+{
+	memset(query, 0, sizeof(*query));
+	query->handle = handle;
+	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_QUERY, query);
+}
+
 int bus1_peer_nodes_destroy(struct bus1_peer *peer, const uint64_t *nodes, size_t n_nodes)
 {
 	struct bus1_cmd_nodes_destroy cmd = {

@@ -77,6 +77,11 @@ int bus1_peer_handle_transfer(struct bus1_peer *src, struct bus1_peer *dst,
 int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
 				 uint64_t *src_handlep, uint64_t *dst_handlep);
 int bus1_peer_handle_release(struct bus1_peer *peer, uint64_t handle);
+/* HANDLE_QUERY with BUS1_HANDLE_QUERY_FLAG_RECLAIM: our unread messages there are taken back. */
+int bus1_peer_handle_reclaim(struct bus1_peer *peer, uint64_t handle);
+/* HANDLE_QUERY: what is queued, unread, for the node of @handle. */
+int bus1_peer_handle_query(struct bus1_peer *peer, uint64_t handle,
+			   struct bus1_cmd_handle_query *query);
 int bus1_peer_nodes_destroy(struct bus1_peer *peer, const uint64_t *nodes, size_t n_nodes);
 int bus1_peer_slice_release(struct bus1_peer *peer, uint64_t offset);
 

@@ -3,7 +3,11 @@
  * Per-user quotas: fill each one (messages, bytes, handles, fds) to its limit, get EDQUOT, see
  * that another user is unaffected, drain, and find every charge returned (PEER_QUERY's used_*
  * back to zero). Charges are lifted when the receiver dequeues (not on PEEK), on reset and on
- * disconnect.
+ * disconnect. test_cross_user_exhaustion: one user over each quota against a victim peer leaves
+ * another user able to send to it and receive from it, and every counter returns to zero.
+ * test_pool_share_rule and test_cross_user_bytes: a user other than a pool's owner may occupy at
+ * most as many bytes of that pool as stay free (so at most half of what was free), then gets
+ * EDQUOT; everybody else still finds room.
  */
 
 #include <fcntl.h>
@@ -348,6 +352,400 @@ static void test_multicast_accounting(void)
 	bus1_peer_free(b);
 }
 
+/* ------------------------------------------------------------------ */
+/*
+ * One user exhausts a quota against a victim peer; another user still sends to that peer and
+ * receives from it. Three uids act in forked children (setresuid): the victim's owner, the
+ * attacker and a bystander. The peers are opened once by the parent and inherited (charges
+ * follow the sending task's real uid, see test_messages), so every message below is charged to
+ * the uid of the child that sends it, and PEER_QUERY in a child reports that uid's counters.
+ */
+
+enum { UID_VICTIM = 5101, UID_ATTACKER = 5102, UID_BYSTANDER = 5103 };
+
+enum quota_kind { QUOTA_MESSAGES, QUOTA_BYTES, QUOTA_HANDLES, QUOTA_FDS };
+
+static const char *const quota_names[] = { "messages", "bytes", "handles", "fds" };
+
+struct arena {
+	enum quota_kind kind;
+	struct bus1_peer *v, *a, *b;	/* victim, attacker's peer, bystander's peer */
+	uint64_t a_to_v, b_to_v;	/* handles of the victim's node */
+	uint64_t v_to_b;		/* the victim's handle of the bystander's node */
+	int devnull;
+};
+
+/* Run @fn(@x) in a child whose real, effective and saved uid is @uid; it must exit 0. */
+static void as_user(uid_t uid, void (*fn)(struct arena *), struct arena *x)
+{
+	int status;
+	pid_t pid = fork();
+
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		if (setresuid(uid, uid, uid) < 0)
+			kt_fail("setresuid(%u): %m", (unsigned int)uid);
+		fn(x);
+		_exit(0);
+	}
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		kt_fail("%s: the child running as uid %u failed", quota_names[x->kind],
+			(unsigned int)uid);
+}
+
+enum { SMALL_BYTES = 4096, LARGE_BYTES = 4 << 20 };
+
+/*
+ * Send one message of the arena's kind from @p to @dst: @heavy uses as much of that resource
+ * as one message may, otherwise one unit (one message, SMALL_BYTES, one handle, one fd).
+ */
+static int send_kind(struct arena *x, struct bus1_peer *p, uint64_t dst, bool heavy)
+{
+	static uint8_t buf[LARGE_BYTES];
+	struct bus1_cmd_peer_query q;
+	uint64_t *hs;
+	int *fds, r = -EINVAL;
+	size_t i, n;
+
+	kt_query(p, &q);
+	switch (x->kind) {
+	case QUOTA_MESSAGES:
+		r = kt_send(p, dst, "m", 1);
+		break;
+	case QUOTA_BYTES:
+		r = kt_send(p, dst, buf, heavy ? LARGE_BYTES : SMALL_BYTES);
+		break;
+	case QUOTA_HANDLES:
+		n = heavy ? q.max_handles : 1;
+		hs = calloc(n, sizeof(*hs));
+		ASSERT(hs);
+		for (i = 0; i < n; i++)
+			hs[i] = dst;
+		r = bus1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, hs, n, NULL, 0);
+		free(hs);
+		break;
+	case QUOTA_FDS:
+		n = heavy ? q.max_fds : 1;
+		fds = calloc(n, sizeof(*fds));
+		ASSERT(fds);
+		for (i = 0; i < n; i++)
+			fds[i] = x->devnull;
+		r = bus1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, NULL, 0, fds, n);
+		free(fds);
+		break;
+	default:
+		break;
+	}
+	return r;
+}
+
+static uint64_t used_of(const struct bus1_cmd_peer_query *q, enum quota_kind kind)
+{
+	return kind == QUOTA_MESSAGES ? q->used_messages :
+	       kind == QUOTA_BYTES    ? q->used_bytes :
+	       kind == QUOTA_HANDLES  ? q->used_handles :
+					q->used_fds;
+}
+
+static uint64_t quota_of(const struct bus1_cmd_peer_query *q, enum quota_kind kind)
+{
+	return kind == QUOTA_MESSAGES ? q->quota_messages :
+	       kind == QUOTA_BYTES    ? q->quota_bytes :
+	       kind == QUOTA_HANDLES  ? q->quota_handles :
+					q->quota_fds;
+}
+
+static void attacker_floods(struct arena *x)
+{
+	struct bus1_cmd_peer_query q;
+	uint64_t sent = 0;
+	int r;
+
+	expect_idle(x->a);
+	/* big messages first, then single units to fill the quota up exactly */
+	while ((r = send_kind(x, x->a, x->a_to_v, true)) == 0)
+		sent++;
+	ASSERT_EQ(r, -EDQUOT);
+	while ((r = send_kind(x, x->a, x->a_to_v, false)) == 0)
+		sent++;
+	kt_query(x->a, &q);
+	kt_log("%s: the attacker got %s after %llu messages, %llu of %llu %s in flight",
+	       quota_names[x->kind], strerror(-r), (unsigned long long)sent,
+	       (unsigned long long)used_of(&q, x->kind),
+	       (unsigned long long)quota_of(&q, x->kind), quota_names[x->kind]);
+	ASSERT_EQ(r, -EDQUOT);
+	ASSERT_EQ(q.used_messages, sent);
+	if (x->kind == QUOTA_BYTES) {
+		/*
+		 * Not the user's quota but its share of the victim's (empty) pool is the limit:
+		 * the share may not exceed what stays free, so half of the pool, to SMALL_BYTES.
+		 */
+		ASSERT(used_of(&q, x->kind) < quota_of(&q, x->kind));
+		ASSERT(used_of(&q, x->kind) <= q.pool_size / 2);
+		ASSERT(used_of(&q, x->kind) + SMALL_BYTES > q.pool_size / 2);
+	} else {
+		ASSERT_EQ(used_of(&q, x->kind), quota_of(&q, x->kind));
+	}
+}
+
+static void bystander_sends(struct arena *x)
+{
+	struct bus1_cmd_peer_query q;
+	int r;
+
+	expect_idle(x->b);
+	/* for bytes a big message: the other half of the victim's pool is there for others */
+	r = send_kind(x, x->b, x->b_to_v, x->kind == QUOTA_BYTES);
+	if (r < 0)
+		kt_fail("%s: the bystander cannot send to the victim while the attacker is over "
+			"quota: %s", quota_names[x->kind], strerror(-r));
+	kt_query(x->b, &q);
+	ASSERT_EQ(q.used_messages, 1);
+}
+
+static void victim_answers(struct arena *x)
+{
+	expect_idle(x->v);
+	ASSERT_OK(kt_send(x->v, x->v_to_b, "answer", 6));
+}
+
+static void bystander_receives(struct arena *x)
+{
+	struct bus1_cmd_peer_query q;
+	struct bus1_msg m;
+
+	kt_recv(x->b, 0, &m);
+	ASSERT_EQ(m.uid, UID_VICTIM);
+	ASSERT_EQ(m.n_bytes, 6);
+	ASSERT(!memcmp(m.data, "answer", 6));
+	ASSERT_OK(bus1_peer_msg_release(x->b, &m));
+	kt_recv_none(x->b);
+	/* only the bystander's own message, still queued at the victim, is charged */
+	kt_query(x->b, &q);
+	ASSERT_EQ(q.used_messages, 1);
+}
+
+/* Drain the victim's queue; returns the uid of the last message. */
+static uint32_t victim_drain(struct arena *x, size_t *n_attacker, size_t *n_other)
+{
+	struct bus1_msg m;
+	uint32_t last = 0;
+
+	*n_attacker = *n_other = 0;
+	while (bus1_peer_recv(x->v, 0, &m) == 0) {
+		if (m.uid == UID_ATTACKER)
+			++*n_attacker;
+		else
+			++*n_other;
+		last = m.uid;
+		bus1_msg_close_fds(&m);
+		ASSERT_OK(bus1_peer_msg_release(x->v, &m));
+	}
+	return last;
+}
+
+static void victim_drains_flood(struct arena *x)
+{
+	size_t n_attacker, n_other;
+
+	/* everything the attacker queued, then (in send order) the bystander's message */
+	ASSERT_EQ(victim_drain(x, &n_attacker, &n_other), UID_BYSTANDER);
+	ASSERT(n_attacker > 0);
+	ASSERT_EQ(n_other, 1);
+	expect_idle(x->v);
+}
+
+static void attacker_sends_again(struct arena *x)
+{
+	expect_idle(x->a);
+	ASSERT_OK(send_kind(x, x->a, x->a_to_v, false));
+}
+
+/* Bytes: the attacker's share of the victim's pool went with its slices, all of it is back. */
+static void attacker_floods_again(struct arena *x)
+{
+	attacker_floods(x);
+}
+
+static void victim_drains_attacker(struct arena *x)
+{
+	size_t n_attacker, n_other;
+
+	ASSERT_EQ(victim_drain(x, &n_attacker, &n_other), UID_ATTACKER);
+	ASSERT(n_attacker > 0);
+	ASSERT_EQ(n_other, 0);
+}
+
+static void victim_drains_one(struct arena *x)
+{
+	size_t n_attacker, n_other;
+
+	ASSERT_EQ(victim_drain(x, &n_attacker, &n_other), UID_ATTACKER);
+	ASSERT_EQ(n_attacker, 1);
+	ASSERT_EQ(n_other, 0);
+}
+
+static void user_is_idle(struct arena *x)
+{
+	expect_idle(x->v);
+}
+
+static void cross_user(enum quota_kind kind)
+{
+	struct arena x = { .kind = kind };
+
+	x.v = kt_peer();
+	x.a = kt_peer();
+	x.b = kt_peer();
+	x.devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	ASSERT(x.devnull >= 0);
+	kt_node(x.v, x.a, NULL, &x.a_to_v);
+	kt_node(x.v, x.b, NULL, &x.b_to_v);
+	kt_node(x.b, x.v, NULL, &x.v_to_b);
+
+	as_user(UID_ATTACKER, attacker_floods, &x);
+	as_user(UID_BYSTANDER, bystander_sends, &x);
+	as_user(UID_VICTIM, victim_answers, &x);
+	as_user(UID_BYSTANDER, bystander_receives, &x);
+	as_user(UID_VICTIM, victim_drains_flood, &x);
+	if (kind == QUOTA_BYTES) {
+		as_user(UID_ATTACKER, attacker_floods_again, &x);
+		as_user(UID_VICTIM, victim_drains_attacker, &x);
+	} else {
+		as_user(UID_ATTACKER, attacker_sends_again, &x);
+		as_user(UID_VICTIM, victim_drains_one, &x);
+	}
+	/* every counter of every user is back to zero */
+	as_user(UID_ATTACKER, user_is_idle, &x);
+	as_user(UID_BYSTANDER, user_is_idle, &x);
+	as_user(UID_VICTIM, user_is_idle, &x);
+	expect_idle(x.v);
+
+	close(x.devnull);
+	bus1_peer_free(x.a);
+	bus1_peer_free(x.b);
+	bus1_peer_free(x.v);
+}
+
+static void test_cross_user_exhaustion(void)
+{
+	cross_user(QUOTA_MESSAGES);
+	cross_user(QUOTA_HANDLES);
+	cross_user(QUOTA_FDS);
+}
+
+/*
+ * The same for bytes. quota_bytes and pool_size are both 256 MiB, so a user's quota alone would
+ * let it fill a victim's whole pool; its share of that pool stops it at half (EDQUOT), and the
+ * bystander's SEND still fits. Heavy (two 128 MiB floods): run by its own meson test,
+ * 'kmod-quota-pool-share'.
+ */
+static void test_cross_user_bytes(void)
+{
+	cross_user(QUOTA_BYTES);
+}
+
+static void write_param(const char *name, unsigned long long v);
+
+struct flood_result {
+	uint64_t n;
+	int err;
+};
+
+/*
+ * In a child whose real uid is @uid, send @size-byte messages from @p to @dst until one fails;
+ * returns how many were sent and (in *@errp) the error.
+ */
+static uint64_t flood_as(uid_t uid, struct bus1_peer *p, uint64_t dst, size_t size, int *errp)
+{
+	struct flood_result res = { 0, 0 };
+	int pfd[2], status;
+	pid_t pid;
+
+	ASSERT_OK(pipe2(pfd, O_CLOEXEC) < 0 ? -errno : 0);
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		static uint8_t buf[SMALL_BYTES];
+
+		if (size > sizeof(buf) || setresuid(uid, 0, 0) < 0)
+			_exit(100);
+		while ((res.err = kt_send(p, dst, buf, size)) == 0)
+			res.n++;
+		_exit(write(pfd[1], &res, sizeof(res)) == sizeof(res) ? 0 : 101);
+	}
+	close(pfd[1]);
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ASSERT_EQ(read(pfd[0], &res, sizeof(res)), (ssize_t)sizeof(res));
+	close(pfd[0]);
+	*errp = res.err;
+	return res.n;
+}
+
+/*
+ * The share rule, exactly, on a 1 MiB pool owned by root: each foreign user in turn fills what
+ * it may with SMALL_BYTES messages and gets EDQUOT with half of what was free; the owner's own
+ * uid is not limited and fills the rest (ENOSPC). Once everything is received and released,
+ * the shares are gone: a foreign user gets half of the pool again.
+ */
+static void test_pool_share_rule(void)
+{
+	enum { POOL = 1 << 20 };
+	static uint8_t buf[SMALL_BYTES];
+	struct bus1_peer *v, *s;
+	struct bus1_cmd_peer_query q0, q;
+	uint64_t h, n, total = 0, avail = POOL;
+	int i, err;
+
+	v = kt_peer();
+	kt_query(v, &q0);
+	bus1_peer_free(v);
+	write_param("pool_size", POOL);
+	v = kt_peer();
+	write_param("pool_size", q0.pool_size);
+	kt_query(v, &q);
+	ASSERT_EQ(q.pool_size, POOL);
+	s = kt_peer();
+	kt_node(v, s, NULL, &h);
+
+	for (i = 0; i < 3; i++) {
+		n = flood_as(6001 + i, s, h, SMALL_BYTES, &err);
+		kt_log("uid %d: %llu KiB of %llu KiB free, then %s", 6001 + i,
+		       (unsigned long long)(n * SMALL_BYTES) >> 10,
+		       (unsigned long long)avail >> 10, strerror(-err));
+		ASSERT_EQ(err, -EDQUOT);
+		ASSERT_EQ(n * SMALL_BYTES, avail / 2);
+		avail -= n * SMALL_BYTES;
+		total += n;
+	}
+	/* the pool's own user is not limited by the rule, only by the pool */
+	for (n = 0; (err = kt_send(s, h, buf, SMALL_BYTES)) == 0; n++)
+		;
+	ASSERT_EQ(err, -ENOSPC);
+	ASSERT_EQ(n * SMALL_BYTES, avail);
+	total += n;
+	/* and a foreign user now finds the pool full, not its share exceeded */
+	ASSERT_EQ(flood_as(6001, s, h, SMALL_BYTES, &err), 0);
+	ASSERT_EQ(err, -ENOSPC);
+
+	ASSERT_EQ(drain(v, 0), total);
+	expect_idle(s);
+	n = flood_as(6002, s, h, SMALL_BYTES, &err);
+	ASSERT_EQ(err, -EDQUOT);
+	ASSERT_EQ(n * SMALL_BYTES, POOL / 2);
+	/* a reset frees the unreceived slices and their share too */
+	ASSERT_OK(bus1_peer_reset(v));
+	kt_node(v, s, NULL, &h);
+	ASSERT_EQ(flood_as(6002, s, h, SMALL_BYTES, &err), n);
+	ASSERT_EQ(err, -EDQUOT);
+	ASSERT_EQ(drain(v, 0), n);
+	expect_idle(s);
+	bus1_peer_free(s);
+	bus1_peer_free(v);
+}
+
 static void write_param(const char *name, unsigned long long v)
 {
 	char path[128];
@@ -402,10 +800,19 @@ static const struct kt_case cases[] = {
 	KT_CASE(test_fds),
 	KT_CASE(test_reset_and_close_return_charges),
 	KT_CASE(test_multicast_accounting),
+	KT_CASE_T(test_cross_user_exhaustion, 200),
+	KT_CASE(test_pool_share_rule),
 	KT_CASE(test_module_params),
+};
+
+/* Heavy, run only when named (the meson test kmod-quota-pool-share). */
+static const struct kt_case heavy[] = {
+	KT_CASE_T(test_cross_user_bytes, 200),
 };
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "test_cross_user_bytes"))
+		return kt_main(heavy, 1, argc, argv);
 	return kt_main(cases, sizeof(cases) / sizeof(cases[0]), argc, argv);
 }

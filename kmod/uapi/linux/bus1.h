@@ -140,6 +140,41 @@ struct bus1_cmd_handle_release {
 	__u64 handle;
 } __attribute__((__aligned__(8)));
 
+/*
+ * HANDLE_QUERY flags:
+ *
+ * BUS1_HANDLE_QUERY_FLAG_RECLAIM: first take back every message the caller
+ *	sent to the node that its owner has not received yet (dropped, its
+ *	pool slice freed and its quota charge returned); the counts reported
+ *	are those after it. A sender that gives up on a receiver that stopped
+ *	reading gets its quota back without waiting for the receiver to read
+ *	or close.
+ */
+#define BUS1_HANDLE_QUERY_FLAG_RECLAIM	((__u64)1)
+
+/**
+ * struct bus1_cmd_handle_query - what is queued for a node
+ * @flags:	in: 0 or BUS1_HANDLE_QUERY_FLAG_RECLAIM
+ * @handle:	in: a handle of the calling peer
+ * @n_messages:	out: data messages sent to the node (by anyone) that its
+ *		owner has not received yet
+ * @n_bytes:	out: the pool bytes charged for them
+ * @n_handles:	out: the handles they carry
+ * @n_fds:	out: the file descriptors they carry
+ *
+ * A sender uses it to bound what it leaves queued for one receiver (as a
+ * socket sender sees its unsent bytes), e.g. a broker that must not let one
+ * client that stopped reading use up its quota.
+ */
+struct bus1_cmd_handle_query {
+	__u64 flags;
+	__u64 handle;
+	__u64 n_messages;
+	__u64 n_bytes;
+	__u64 n_handles;
+	__u64 n_fds;
+} __attribute__((__aligned__(8)));
+
 /**
  * struct bus1_cmd_nodes_destroy - destroy nodes atomically
  * @flags:	in: must be 0
@@ -290,6 +325,8 @@ struct bus1_cmd_recv {
 					     struct bus1_cmd_nodes_destroy)
 #define BUS1_CMD_SLICE_RELEASE		_IOW(BUS1_IOCTL_MAGIC, 0x13,	\
 					     struct bus1_cmd_slice_release)
+#define BUS1_CMD_HANDLE_QUERY		_IOWR(BUS1_IOCTL_MAGIC, 0x14,	\
+					      struct bus1_cmd_handle_query)
 #define BUS1_CMD_SEND			_IOWR(BUS1_IOCTL_MAGIC, 0x20,	\
 					      struct bus1_cmd_send)
 #define BUS1_CMD_RECV			_IOWR(BUS1_IOCTL_MAGIC, 0x21,	\
