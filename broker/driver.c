@@ -190,11 +190,15 @@ static int method_request_name(struct driver_call *c)
 	if (conn->policy) {
 		const struct bus_policy_rule *rule = NULL;
 
-		if (!bus_client_policy_check_own(conn->policy, name, &rule))
+		if (!bus_client_policy_check_own(conn->policy, name, &rule)) {
+			/* dbus-daemon's text, then which rule decided (issue 6) */
+			_cleanup_free_ char *why = rule ? bus_policy_rule_describe(rule) : NULL;
+
 			return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				"Connection \"%s\" is not allowed to own the service \"%s\" due "
-				"to security policies in the configuration file",
-				connection_name(conn), name);
+				"to security policies in the configuration file (%s)",
+				connection_name(conn), name, why ? why : "no rule allows it");
+		}
 	}
 
 	/* A new entry in some queue needs room under both limits. */

@@ -17,15 +17,35 @@
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/log.h"
+#include "broker/name.h"
 #include "broker/native.h"
 #include "broker/router.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
+#include "conf/config.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
 
 /* bus1 messages taken per wakeup, so one busy client cannot starve the sockets. */
 #define NATIVE_READ_BUDGET 64
+
+/*
+ * Everything the broker sends is charged by the kernel to the broker's uid
+ * until the receiver takes it, and that quota is shared by all native
+ * clients. One client's unread messages may use at most 1/NATIVE_QUOTA_SHARE
+ * of it (and never more than a socket connection's output queue may hold),
+ * so a client that stops reading is stopped long before it hurts the others.
+ */
+#define NATIVE_QUOTA_SHARE 8
+
+/*
+ * The broker counts what it sends to a client; the kernel knows what the
+ * client has read. The count is corrected from the kernel (HANDLE_QUERY) when
+ * a limit would be crossed, or after this much, so that the per-user charges
+ * of the connection follow what is really unread.
+ */
+#define NATIVE_REFRESH_MESSAGES 256
+#define NATIVE_REFRESH_BYTES (1024 * 1024)
 
 /**
  * struct native_conn - the bus1 side of one native connection
@@ -36,6 +56,15 @@
  * @node_link:	native->nodes, keyed by @node
  * @client_link: native->clients, keyed by @client
  * @uid, @gid, @pid: kernel-stamped sender of the last message received
+ * @q_bytes, @q_fds, @q_msgs: sent (or collected) for the client and not known
+ *		to be read: an upper bound, exact after native_conn_refresh()
+ * @charged_bytes, @charged_fds: what of that is charged to the connection's
+ *		user (USER_SLOT_BYTES/FDS, as a socket's output queue)
+ * @in_batch:	collected for the message being batched, not sent yet
+ * @direct:	the broker's handle to the client's direct node (direct calls
+ *		from other native clients arrive there; handed out by
+ *		GetDirectHandle, never used by the broker itself)
+ * @uids:	uids published to the client as allowed direct callers
  */
 struct native_conn {
 	struct native *native;
@@ -48,6 +77,19 @@ struct native_conn {
 	uint32_t uid;
 	uint32_t gid;
 	uint32_t pid;
+
+	uint64_t q_bytes;
+	uint64_t q_fds;
+	uint64_t q_msgs;
+	uint64_t charged_bytes;
+	uint64_t charged_fds;
+	uint64_t refresh_msgs;
+	uint64_t refresh_bytes;
+	bool in_batch;
+
+	uint64_t direct;
+	uint32_t *uids;
+	size_t n_uids;
 };
 
 /**
@@ -65,6 +107,9 @@ struct native {
 	struct hmap clients;
 	size_t max_destinations;
 	size_t max_fds;
+	uint64_t quota_bytes;
+	uint64_t quota_fds;
+	uint64_t quota_messages;
 
 	struct message *batch_msg;
 	uint64_t *batch_dst;
@@ -115,6 +160,7 @@ void native_flush(struct native *native)
 	for (size_t i = 0; i < native->batch_n; i++) {
 		if (!native->batch_nc[i])
 			continue;
+		native->batch_nc[i]->in_batch = false;
 		native->batch_nc[n] = native->batch_nc[i];
 		native->batch_dst[n] = native->batch_dst[i];
 		n++;
@@ -171,19 +217,103 @@ static int native_flush_cb(sd_event_source *s, void *userdata)
 	return 0;
 }
 
+/* The limits of what may stay unread for one native client. */
+static void native_limits(struct native *native, uint64_t *bytes, uint64_t *fds, uint64_t *msgs)
+{
+	struct bus *bus = native->bus;
+
+	*bytes = MIN((uint64_t)bus->max_queued_bytes, native->quota_bytes / NATIVE_QUOTA_SHARE);
+	*fds = MIN((uint64_t)bus->max_queued_fds, native->quota_fds / NATIVE_QUOTA_SHARE);
+	*msgs = native->quota_messages / NATIVE_QUOTA_SHARE;
+}
+
+static void native_conn_uncharge(struct native_conn *nc, uint64_t bytes, uint64_t fds)
+{
+	bytes = MIN(bytes, nc->charged_bytes);
+	fds = MIN(fds, nc->charged_fds);
+	connection_uncharge(nc->conn, USER_SLOT_BYTES, bytes);
+	connection_uncharge(nc->conn, USER_SLOT_FDS, fds);
+	nc->charged_bytes -= bytes;
+	nc->charged_fds -= fds;
+}
+
+/*
+ * Replace the estimate by what the kernel says is unread (plus the message
+ * collected but not sent yet) and return the charges of what was read.
+ */
+static void native_conn_refresh(struct native_conn *nc)
+{
+	struct native *native = nc->native;
+	struct bus1_cmd_handle_query q;
+	uint64_t bytes, fds, msgs;
+
+	if (bus1_peer_handle_query(native->peer, nc->client, &q) < 0)
+		return;		/* the client node is gone: NODE_DESTROY follows */
+	bytes = q.n_bytes;
+	fds = q.n_fds;
+	msgs = q.n_messages;
+	if (nc->in_batch && native->batch_msg) {
+		bytes += message_get_size(native->batch_msg);
+		fds += native->batch_msg->n_fds;
+		msgs++;
+	}
+	if (nc->charged_bytes > bytes || nc->charged_fds > fds)
+		native_conn_uncharge(nc, nc->charged_bytes > bytes ? nc->charged_bytes - bytes : 0,
+				     nc->charged_fds > fds ? nc->charged_fds - fds : 0);
+	nc->q_bytes = bytes;
+	nc->q_fds = fds;
+	nc->q_msgs = msgs;
+	/* A client that lags behind is asked again only after as much more. */
+	nc->refresh_msgs = msgs + NATIVE_REFRESH_MESSAGES;
+	nc->refresh_bytes = bytes + NATIVE_REFRESH_BYTES;
+}
+
+/* Would @size bytes and @n_fds fds more cross a limit? One message alone always fits. */
+static bool native_conn_over(struct native_conn *nc, uint64_t size, uint64_t n_fds)
+{
+	uint64_t max_bytes, max_fds, max_msgs;
+
+	if (!nc->q_msgs)
+		return false;
+	native_limits(nc->native, &max_bytes, &max_fds, &max_msgs);
+	return nc->q_bytes + size > max_bytes || nc->q_fds + n_fds > max_fds ||
+	       nc->q_msgs + 1 > max_msgs;
+}
+
 int native_conn_queue(struct native_conn *nc, struct message *msg)
 {
 	struct native *native = nc->native;
 	struct connection *conn = nc->conn;
+	uint64_t size = message_get_size(msg);
 
 	if (conn->closed || conn->overflow)
 		return CONNECTION_E_DEAD;
 	/*
 	 * No fd check here: every native client negotiated fds (its bootstrap
 	 * carried one), so one multicast with the fds suits all of them.
-	 * Output quotas are the kernel's (the broker's uid is charged until
-	 * the receiver takes the message; EDQUOT/ENOSPC disconnect it).
+	 *
+	 * The output queue is the client's bus1 queue: bounded as a socket's
+	 * (CONNECTION_E_QUOTA: the caller is refused or the receiver
+	 * disconnected, as the router decides), by what the kernel says the
+	 * client has not read yet.
 	 */
+	if (nc->q_msgs >= nc->refresh_msgs || nc->q_bytes + size > nc->refresh_bytes ||
+	    native_conn_over(nc, size, msg->n_fds))
+		native_conn_refresh(nc);
+	if (native_conn_over(nc, size, msg->n_fds))
+		return CONNECTION_E_QUOTA;
+	if (connection_charge(conn, USER_SLOT_BYTES, size))
+		return CONNECTION_E_QUOTA;
+	if (msg->n_fds && connection_charge(conn, USER_SLOT_FDS, msg->n_fds)) {
+		connection_uncharge(conn, USER_SLOT_BYTES, size);
+		return CONNECTION_E_QUOTA;
+	}
+	nc->charged_bytes += size;
+	nc->charged_fds += msg->n_fds;
+	nc->q_bytes += size;
+	nc->q_fds += msg->n_fds;
+	nc->q_msgs++;
+
 	if (native->batch_msg != msg) {
 		native_flush(native);
 		native->batch_msg = message_ref(msg);
@@ -194,6 +324,7 @@ int native_conn_queue(struct native_conn *nc, struct message *msg)
 	native->batch_dst[native->batch_n] = nc->client;
 	native->batch_nc[native->batch_n] = nc;
 	native->batch_n++;
+	nc->in_batch = true;
 	conn->n_outgoing++;
 	sd_event_source_set_enabled(native->flush, SD_EVENT_ONESHOT);
 	return 0;
@@ -349,7 +480,7 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 	struct dc_reader reader;
 	uint32_t index;
 	uint64_t node = BUS1_HANDLE_CREATE, bus_handle = 0;
-	uint64_t client_node = BUS1_HANDLE_CREATE, client = 0;
+	uint64_t client_node = BUS1_HANDLE_CREATE, client = 0, direct_node = 0;
 	int fd, r;
 
 	if (!native)
@@ -374,6 +505,8 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 		return -ENOMEM;
 	nc->native = native;
 	nc->conn = conn;
+	nc->refresh_msgs = NATIVE_REFRESH_MESSAGES;
+	nc->refresh_bytes = NATIVE_REFRESH_BYTES;
 
 	/* The connection node: the broker's, the client gets the only other handle. */
 	r = bus1_peer_handle_transfer_fd(native->peer, fd, &node, &bus_handle);
@@ -404,6 +537,22 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 		}
 		client_node = cmd.src_handle;
 		client = cmd.dst_handle;
+
+		/* The direct node: the same, a second node of the client. */
+		cmd = (struct bus1_cmd_handle_transfer){
+			.src_handle = BUS1_HANDLE_CREATE,
+			.dst_fd = (uint32_t)bus1_peer_get_fd(native->peer),
+		};
+		if (ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &cmd) < 0) {
+			r = -errno;
+			bus1_peer_handle_release(native->peer, client);
+			bus1_peer_handle_release(native->peer, node);
+			free(nc);
+			return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
+					   "bus1 handle transfer failed");
+		}
+		direct_node = cmd.src_handle;
+		nc->direct = cmd.dst_handle;
 	}
 	nc->node = node;
 	nc->client = client;
@@ -416,9 +565,9 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 	close(fd);
 	msg->fds[index] = -1;
 
-	message_builder_init_method_return(&b, msg, "tt");
+	message_builder_init_method_return(&b, msg, "ttt");
 	b.sender = DC_SERVICE_DBUS;
-	dc_writer_write(&b.body, "tt", bus_handle, client_node);
+	dc_writer_write(&b.body, "ttt", bus_handle, client_node, direct_node);
 	r = message_builder_seal(&b, bus_next_serial(conn->bus), &reply);
 	message_builder_deinit(&b);
 	if (r < 0)
@@ -443,6 +592,7 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 	return 0;
 
 fail:
+	bus1_peer_handle_release(native->peer, nc->direct);
 	bus1_peer_handle_release(native->peer, client);
 	bus1_peer_handle_release(native->peer, node);
 	free(nc);
@@ -463,7 +613,16 @@ struct native_conn *native_conn_free(struct native_conn *nc)
 	hmap_remove(&native->clients, &nc->client_link);
 	/* Releasing the owner's handle destroys the node: the client is told. */
 	bus1_peer_handle_release(native->peer, nc->node);
+	/*
+	 * What the client did not read is taken back: a client that stopped
+	 * reading (and may never read or close) must not keep the broker's
+	 * kernel quota. The connection's user charges go with the connection.
+	 */
+	bus1_peer_handle_reclaim(native->peer, nc->client);
 	bus1_peer_handle_release(native->peer, nc->client);
+	native_conn_uncharge(nc, nc->charged_bytes, nc->charged_fds);
+	bus1_peer_handle_release(native->peer, nc->direct);
+	free(nc->uids);
 	free(nc);
 	return NULL;
 }
@@ -476,6 +635,308 @@ int native_conn_get_creds(const struct native_conn *nc, uint32_t *uid, uint32_t 
 	*uid = nc->uid;
 	*gid = nc->gid;
 	*pid = nc->pid;
+	return 0;
+}
+
+/* ------------------------------------------------------------ direct path */
+
+bool native_is_get_direct_handle(const struct message *msg)
+{
+	return msg->type == DC_MESSAGE_METHOD_CALL && msg->interface && msg->member &&
+	       !strcmp(msg->interface, NATIVE_INTERFACE) &&
+	       !strcmp(msg->member, "GetDirectHandle");
+}
+
+/*
+ * Tell @nc (through the broker, so in the broker's order) which uids may call
+ * it directly: the full set each time (an empty set revokes every handle).
+ */
+static int native_publish(struct native_conn *nc)
+{
+	_cleanup_message_ struct message *sig = NULL;
+	struct connection *conn = nc->conn;
+	struct message_builder b;
+	int r;
+
+	message_builder_init_signal(&b, DC_PATH_DBUS, NATIVE_INTERFACE, "DirectPolicy", "au");
+	b.sender = DC_SERVICE_DBUS;
+	b.destination = connection_name(conn);
+	r = dc_writer_append_array(&b.body, 'u', nc->uids, nc->n_uids);
+	if (r == 0)
+		r = message_builder_seal(&b, bus_next_serial(conn->bus), &sig);
+	message_builder_deinit(&b);
+	if (r)
+		return r < 0 ? r : -EINVAL;
+	r = connection_queue(conn, sig);
+	if (r == CONNECTION_E_QUOTA)
+		connection_overflow(conn);
+	return r < 0 ? r : (r ? 1 : 0);
+}
+
+static int native_publish_uid(struct native_conn *nc, uint32_t uid)
+{
+	uint32_t *v;
+
+	for (size_t i = 0; i < nc->n_uids; i++)
+		if (nc->uids[i] == uid)
+			return 0;
+	if (nc->n_uids >= 4096)
+		return 1;	/* no more: direct calls from this uid are refused */
+	v = realloc(nc->uids, (nc->n_uids + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	nc->uids = v;
+	nc->uids[nc->n_uids++] = uid;
+	return native_publish(nc);
+}
+
+void native_policy_changed(struct native *native)
+{
+	struct connection *c;
+
+	if (!native)
+		return;
+	/*
+	 * Revoke every handle handed out under the old policy: the callees
+	 * answer direct calls with DirectRevoked until a caller has asked the
+	 * broker again (and was allowed under the new policy).
+	 */
+	list_for_each_entry(c, &native->bus->connections, bus_link) {
+		struct native_conn *nc = c->native;
+
+		if (!nc || !nc->n_uids || c->closed || !c->registered)
+			continue;
+		nc->n_uids = 0;
+		if (native_publish(nc) < 0)
+			connection_overflow(c);
+	}
+}
+
+/* ----------------------------------------------- the policy, for the callee */
+
+/*
+ * A send/receive rule the callee cannot evaluate from a direct message and
+ * its kernel-stamped uid: one that looks at interface, member, path, error
+ * name or fds, or applies by group or console (the callee knows the uid,
+ * not the groups or the seat).
+ */
+struct native_rule {
+	char *name;		/* send_destination / receive_sender, NULL: any */
+	bool prefix;
+};
+
+struct native_rules {
+	struct native_rule *v;
+	size_t n;
+};
+
+static bool rule_is_opaque(const struct bus_policy_rule *r)
+{
+	if (r->type != BUS_POLICY_RULE_SEND && r->type != BUS_POLICY_RULE_RECEIVE)
+		return false;
+	return r->interface || r->member || r->path || r->error || r->min_fds > 0 ||
+	       r->max_fds < BUS_POLICY_MAX_FDS || r->scope == BUS_POLICY_SCOPE_GROUP ||
+	       r->scope == BUS_POLICY_SCOPE_CONSOLE;
+}
+
+struct native_rules *native_rules_free(struct native_rules *rules)
+{
+	if (!rules)
+		return NULL;
+	for (size_t i = 0; i < rules->n; i++)
+		free(rules->v[i].name);
+	free(rules->v);
+	free(rules);
+	return NULL;
+}
+
+int native_rules_update(struct native_rules **rulesp, const struct bus_config *config)
+{
+	struct native_rules *rules;
+	struct bus_policy_rule *r;
+	size_t n = 0;
+
+	*rulesp = native_rules_free(*rulesp);
+	rules = calloc(1, sizeof(*rules));
+	if (!rules)
+		return -ENOMEM;
+	list_for_each_entry(r, &config->rules, link)
+		if (rule_is_opaque(r))
+			n++;
+	if (n) {
+		rules->v = calloc(n, sizeof(*rules->v));
+		if (!rules->v) {
+			native_rules_free(rules);
+			return -ENOMEM;
+		}
+	}
+	list_for_each_entry(r, &config->rules, link) {
+		if (!rule_is_opaque(r))
+			continue;
+		if (r->name) {
+			rules->v[rules->n].name = strdup(r->name);
+			if (!rules->v[rules->n].name) {
+				native_rules_free(rules);
+				return -ENOMEM;
+			}
+		}
+		rules->v[rules->n].prefix = r->name_is_prefix;
+		rules->n++;
+	}
+	*rulesp = rules;
+	return 0;
+}
+
+static bool name_matches(const char *rule, bool prefix, const char *name)
+{
+	size_t n = strlen(rule);
+
+	return !strcmp(rule, name) || (prefix && !strncmp(rule, name, n) && name[n] == '.');
+}
+
+static bool conn_has_name(struct connection *c, const struct native_rule *rule)
+{
+	struct name_ownership *o;
+
+	if (name_matches(rule->name, rule->prefix, connection_name(c)))
+		return true;
+	list_for_each_entry(o, &c->owner.ownerships, owner_link)
+		if (name_matches(rule->name, rule->prefix, o->name->str))
+			return true;
+	return false;
+}
+
+/*
+ * Does an opaque rule concern calls from @from to @to or their replies? Then
+ * the callee could not reach the broker's verdict for every message.
+ */
+static bool native_opaque(struct bus *bus, struct connection *from, struct connection *to)
+{
+	const struct native_rules *rules = bus->native_rules;
+
+	if (!bus->policy)
+		return false;
+	if (!rules)
+		return true;	/* the summary failed (ENOMEM): no direct path */
+	for (size_t i = 0; i < rules->n; i++)
+		if (!rules->v[i].name || conn_has_name(from, &rules->v[i]) ||
+		    conn_has_name(to, &rules->v[i]))
+			return true;
+	return false;
+}
+
+/*
+ * The broker's verdict on a message of @type (a call, or a requested reply)
+ * from @from to @to: with the opaque rules excluded it is the same for every
+ * such message, so one probe decides it.
+ */
+static int native_probe(native_policy_fn policy, struct connection *from, struct connection *to,
+			int type)
+{
+	_cleanup_message_ struct message *probe = NULL;
+	struct message_builder b;
+	int r;
+
+	if (type == DC_MESSAGE_METHOD_CALL) {
+		message_builder_init_method_call(&b, connection_name(to), "/", NULL,
+						 "DirectCall", "");
+	} else {
+		message_builder_init(&b, type, "");
+		b.reply_serial = 1;
+		b.destination = connection_name(to);
+		if (type == DC_MESSAGE_ERROR)
+			b.error_name = DC_ERROR_FAILED;
+	}
+	b.sender = connection_name(from);
+	r = message_builder_seal(&b, 1, &probe);
+	message_builder_deinit(&b);
+	if (r)
+		return r < 0 ? r : -EINVAL;
+	return policy(from, to, probe, type != DC_MESSAGE_METHOD_CALL);
+}
+
+int native_get_direct_handle(struct native *native, struct connection *conn, struct message *msg,
+			     native_policy_fn policy)
+{
+	_cleanup_message_ struct message *reply = NULL;
+	struct native_conn *nc = conn->native;
+	struct connection *target;
+	struct message_builder b;
+	struct dc_reader reader;
+	struct iovec iov[2];
+	const char *name = NULL;
+	uint64_t handle;
+	int r;
+
+	if (!native || !nc)
+		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED, "%s",
+					 "Direct handles are for native (bus1) clients only");
+	r = message_get_body_reader(msg, &reader);
+	if (r < 0)
+		return r;
+	if (r > 0 || strcmp(msg->signature, "s") || dc_reader_read(&reader, "s", &name) || !name)
+		return router_send_error(conn, msg, DC_ERROR_INVALID_ARGS, "%s",
+					 "GetDirectHandle takes one bus name (signature s)");
+	target = bus_resolve(conn->bus, name);
+	if (!target)
+		return router_send_error(conn, msg, DC_ERROR_NAME_HAS_NO_OWNER,
+					 "Could not get owner of name '%s': no such name", name);
+	if (!target->native)
+		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
+					 "The owner of '%s' is not a native client", name);
+
+	/*
+	 * The broker's verdict for a call from the caller to the owner. It is
+	 * the callee's to enforce on the direct path, where it knows only the
+	 * message and the caller's kernel-stamped uid: if a rule concerning the
+	 * two looks at anything else, no direct handle (the calls go through
+	 * the broker, which applies every rule).
+	 */
+	r = native_probe(policy, conn, target, DC_MESSAGE_METHOD_CALL);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return router_send_error(conn, msg, DC_ERROR_ACCESS_DENIED,
+					 "The policy does not allow calls to '%s'", name);
+	if (native_opaque(conn->bus, conn, target))
+		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
+					 "The policy for '%s' looks at interfaces, members, paths, "
+					 "errors, fds, groups or the console: no direct handle",
+					 name);
+	r = native_probe(policy, target, conn, DC_MESSAGE_METHOD_RETURN);
+	if (r > 0)
+		r = native_probe(policy, target, conn, DC_MESSAGE_ERROR);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
+					 "The policy does not allow replies from '%s': no direct "
+					 "handle", name);
+	r = native_publish_uid(target->native, (uint32_t)conn->uid);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return router_send_error(conn, msg, DC_ERROR_LIMITS_EXCEEDED,
+					 "No direct handle to '%s' now", name);
+
+	message_builder_init_method_return(&b, msg, "s");
+	b.sender = DC_SERVICE_DBUS;
+	dc_writer_write(&b.body, "s", connection_name(target));
+	r = message_builder_seal(&b, bus_next_serial(conn->bus), &reply);
+	message_builder_deinit(&b);
+	if (r)
+		return r < 0 ? r : -EINVAL;
+
+	/* After everything routed before it (the DirectPolicy signal too). */
+	native_flush(native);
+	message_get_iovec(reply, iov);
+	handle = target->native->direct;
+	r = bus1_peer_send(native->peer, 0, &nc->client, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+			   &handle, 1, NULL, 0);
+	if (r < 0) {
+		log_info("direct handle for %s: %s", connection_name(conn), strerror(-r));
+		connection_overflow(conn);
+	}
 	return 0;
 }
 
@@ -514,6 +975,9 @@ int native_new(struct native **nativep, struct bus *bus)
 		goto fail;
 	native->max_destinations = q.max_destinations ? q.max_destinations : 1;
 	native->max_fds = q.max_fds;
+	native->quota_bytes = q.quota_bytes;
+	native->quota_fds = q.quota_fds;
+	native->quota_messages = q.quota_messages;
 	native->batch_dst = calloc(native->max_destinations, sizeof(*native->batch_dst));
 	native->batch_nc = calloc(native->max_destinations, sizeof(*native->batch_nc));
 	native->batch_err = calloc(native->max_destinations, sizeof(*native->batch_err));

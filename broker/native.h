@@ -26,16 +26,25 @@
  *            return native_connect(bus->native, conn, msg, &conn->native);
  *  - connection_queue(): if (conn->native) return native_conn_queue(conn->native, msg);
  *  - connection_close(): conn->native = native_conn_free(conn->native);
+ *  - router_dispatch(), driver calls after the policy check: if
+ *    native_is_get_direct_handle(m), native_get_direct_handle() with the
+ *    router's send/receive policy check as the callback (the direct path).
+ *
+ * Output to a native client is bounded like a socket's output queue, by what
+ * the kernel says the client has not read (BUS1_CMD_HANDLE_QUERY); a closed
+ * connection's unread messages are reclaimed (docs/native-protocol.md).
  */
 
 #include <stdbool.h>
 #include <stdint.h>
 
 struct bus;
+struct bus_config;
 struct connection;
 struct message;
 struct native;
 struct native_conn;
+struct native_rules;
 
 #define NATIVE_INTERFACE "org.freedesktop.DBus.Bus1"
 
@@ -71,6 +80,38 @@ void native_flush(struct native *native);
 
 /* Release the connection's nodes and handles (the client sees NODE_DESTROY). */
 struct native_conn *native_conn_free(struct native_conn *nc);
+
+/*
+ * The direct path (docs/native-protocol.md): org.freedesktop.DBus.Bus1.
+ * GetDirectHandle(s name) -> (s unique_name) + the owner's direct-node handle
+ * in the reply's bus1 handle list. @policy says whether @from may send
+ * @probe to @to (1 yes, 0 no, negative errno; @requested_reply: @probe is a
+ * reply @to waits for). The router calls it for driver calls that
+ * native_is_get_direct_handle() recognizes.
+ * Return: 0 or negative errno (fatal).
+ */
+typedef int (*native_policy_fn)(struct connection *from, struct connection *to,
+				struct message *probe, bool requested_reply);
+bool native_is_get_direct_handle(const struct message *msg);
+int native_get_direct_handle(struct native *native, struct connection *conn, struct message *msg,
+			     native_policy_fn policy);
+
+/*
+ * The part of the policy the direct path needs (bus->native_rules): the
+ * send/receive rules a callee could not evaluate itself (interface, member,
+ * path, error, fds, group or console). Called on every (re)load of the
+ * configuration, also before the transport exists. On -ENOMEM *@rulesp is
+ * NULL: no direct handles while a policy is set.
+ */
+int native_rules_update(struct native_rules **rulesp, const struct bus_config *config);
+struct native_rules *native_rules_free(struct native_rules *rules);
+
+/*
+ * The policy was reloaded: revoke every direct handle handed out (the
+ * callees get an empty DirectPolicy; callers ask the broker again). @native
+ * may be NULL.
+ */
+void native_policy_changed(struct native *native);
 
 /* Kernel-stamped credentials of the last message received from @nc (0 if none yet). */
 int native_conn_get_creds(const struct native_conn *nc, uint32_t *uid, uint32_t *gid,

@@ -697,11 +697,13 @@ static int router_unicast(struct connection *conn, struct message *m, bool resum
 		 * Auto-start (dbus-daemon: method calls and unicast signals without
 		 * NO_AUTO_START): queued until the name appears (monitors see it when
 		 * it is delivered), or ServiceUnknown / Spawn.* / LimitsExceeded. The
-		 * send rules decide first, as if the service owned the name.
+		 * send rules decide first, as if the service owned the name; a name
+		 * without .service file is ServiceUnknown before that (dbus-daemon).
 		 */
 		if ((m->type == DC_MESSAGE_METHOD_CALL || m->type == DC_MESSAGE_SIGNAL) &&
 		    !(m->flags & DC_FLAG_NO_AUTO_START)) {
-			if (bus->policy) {
+			if (bus->policy && activation_is_activatable(bus->activation,
+								     m->destination)) {
 				const struct bus_policy_rule *rule;
 				bool send_side;
 
@@ -829,6 +831,17 @@ int router_resume_activated(struct connection *conn, struct message *msg)
 	return router_unicast(conn, msg, true);
 }
 
+/* The send policy for the direct path of native clients (native.h). */
+static int router_native_policy(struct connection *from, struct connection *to,
+				struct message *probe, bool requested_reply)
+{
+	const struct bus_policy_rule *rule;
+	bool send_side;
+
+	return policy_allows(from->bus, from, NULL, to, probe, requested_reply, false, &rule,
+			     &send_side);
+}
+
 int router_dispatch(struct connection *conn, struct message *msg)
 {
 	_cleanup_message_ struct message *m = NULL;
@@ -884,6 +897,9 @@ int router_dispatch(struct connection *conn, struct message *msg)
 				return policy_denied(conn, m, rule, true);
 			}
 		}
+		if (native_is_get_direct_handle(m))
+			return native_get_direct_handle(conn->bus->native, conn, m,
+							router_native_policy);
 		r = driver_dispatch(conn, m);
 		if (late)
 			monitor_capture(conn->bus, m, conn, NULL);

@@ -39,6 +39,7 @@ struct b1c_message {
 	bool reader_ready;
 	struct dc_reader reader;
 	char *error_text;
+	uint64_t direct_reply;		/* a direct call: our handle to the caller's direct node */
 };
 
 struct b1c_handler {
@@ -51,6 +52,7 @@ struct b1c_handler {
 	char *interface;
 	char *member;
 	uint32_t serial;		/* pending call */
+	struct b1c_message *call;	/* pending call that went direct: resent once */
 };
 
 struct handler_vec {
@@ -59,14 +61,50 @@ struct handler_vec {
 	size_t cap;
 };
 
+/* The direct path (docs/native-protocol.md). */
+struct direct_name {
+	char *name;
+	uint64_t handle;		/* 0: the broker said no, use the broker */
+};
+
+struct direct_msg {
+	const struct message *msg;	/* received directly, not dispatched yet */
+	uint64_t reply;			/* handle to the caller's direct node (0: none) */
+};
+
+struct direct_call {
+	uint32_t serial;		/* a direct call waiting for its reply */
+	uint64_t handle;		/* sent there */
+};
+
+#define B1C_MAX_DIRECT 1024
+
 struct b1c_bus {
 	int sock;			/* the bootstrap socket: kept as the lifeline */
 	struct bus1_peer *peer;
 	uint64_t bus_handle;		/* our handle to our connection node at the broker */
 	uint64_t node;			/* our client node */
+	uint64_t direct_node;		/* our direct node (0: the broker has none for us) */
 	char *unique_name;
 	uint32_t serial;
 	bool dead;
+
+	bool direct;			/* b1c_bus_set_direct() */
+	struct direct_name *dnames;	/* resolved names (cache) */
+	size_t n_dnames;
+	struct direct_msg *dmsgs;
+	size_t n_dmsgs;
+	struct direct_call *dcalls;
+	size_t n_dcalls;
+	uint32_t *uids;			/* who may call us directly (published by the broker) */
+	size_t n_uids;
+	char **names;			/* well-known names we own (NameAcquired/NameLost) */
+	size_t n_names;
+	uint32_t stash_serial;		/* a driver reply that carried a handle ... */
+	uint64_t stash_handle;		/* ... and that handle */
+	bool last_direct;		/* the last b1c_bus_send() went the direct path */
+	struct message **synth;		/* NoReply errors made up for lost direct calls */
+	size_t n_synth;
 
 	struct message **queue;		/* received, not yet dispatched (FIFO) */
 	size_t q_head;
@@ -106,6 +144,7 @@ static int handler_vec_add(struct handler_vec *hv, struct b1c_handler *h)
 
 static void handler_free(struct b1c_handler *h)
 {
+	b1c_message_unref(h->call);
 	free(h->path);
 	free(h->sender);
 	free(h->interface);
@@ -275,6 +314,7 @@ int b1c_message_new_method_return(struct b1c_message **mp, struct b1c_message *c
 		return r;
 	message_builder_init_method_return(&m->b, call->msg, m->strs[5]);
 	m->call = b1c_message_ref(call);
+	m->direct_reply = call->direct_reply;
 	*mp = m;
 	return 0;
 }
@@ -296,6 +336,7 @@ int b1c_message_new_error(struct b1c_message **mp, struct b1c_message *call,
 	}
 	message_builder_init_error(&m->b, call->msg, m->strs[4], m->strs[5]);
 	m->call = b1c_message_ref(call);
+	m->direct_reply = call->direct_reply;
 	dc_writer_write(&m->b.body, "s", text ? text : "");
 	*mp = m;
 	return 0;
@@ -586,6 +627,218 @@ static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
 			      iov[1].iov_len ? 2 : 1, NULL, 0, msg->fds, msg->n_fds);
 }
 
+/* ------------------------------------------------------------ direct path */
+
+static bool is_unique_or_wellknown(const char *name)
+{
+	return name && *name && strcmp(name, DC_SERVICE_DBUS);
+}
+
+static struct direct_name *dname_find(struct b1c_bus *bus, const char *name)
+{
+	for (size_t i = 0; i < bus->n_dnames; i++)
+		if (!strcmp(bus->dnames[i].name, name))
+			return &bus->dnames[i];
+	return NULL;
+}
+
+static void dname_drop_at(struct b1c_bus *bus, size_t i)
+{
+	free(bus->dnames[i].name);
+	bus->dnames[i] = bus->dnames[--bus->n_dnames];
+}
+
+/* Forget every name resolved to @handle (0: forget @name only). */
+static void dname_forget(struct b1c_bus *bus, const char *name, uint64_t handle)
+{
+	for (size_t i = 0; i < bus->n_dnames;) {
+		if ((name && !strcmp(bus->dnames[i].name, name)) ||
+		    (handle && bus->dnames[i].handle == handle))
+			dname_drop_at(bus, i);
+		else
+			i++;
+	}
+}
+
+static int dname_add(struct b1c_bus *bus, const char *name, uint64_t handle)
+{
+	struct direct_name *v;
+
+	if (bus->n_dnames >= B1C_MAX_DIRECT)
+		dname_drop_at(bus, 0);
+	v = realloc(bus->dnames, (bus->n_dnames + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	bus->dnames = v;
+	v[bus->n_dnames].name = strdup(name);
+	if (!v[bus->n_dnames].name)
+		return -ENOMEM;
+	v[bus->n_dnames].handle = handle;
+	bus->n_dnames++;
+	return 0;
+}
+
+static bool uid_allowed(const struct b1c_bus *bus, uint32_t uid)
+{
+	for (size_t i = 0; i < bus->n_uids; i++)
+		if (bus->uids[i] == uid)
+			return true;
+	return false;
+}
+
+static bool owns_name(const struct b1c_bus *bus, const char *name)
+{
+	if (!name || (bus->unique_name && !strcmp(name, bus->unique_name)))
+		return true;
+	for (size_t i = 0; i < bus->n_names; i++)
+		if (!strcmp(bus->names[i], name))
+			return true;
+	return false;
+}
+
+static void names_update(struct b1c_bus *bus, const char *name, bool acquired)
+{
+	for (size_t i = 0; i < bus->n_names; i++) {
+		if (strcmp(bus->names[i], name))
+			continue;
+		if (!acquired) {
+			free(bus->names[i]);
+			bus->names[i] = bus->names[--bus->n_names];
+		}
+		return;
+	}
+	if (acquired && bus->n_names < B1C_MAX_DIRECT) {
+		char **v = realloc(bus->names, (bus->n_names + 1) * sizeof(*v));
+
+		if (!v)
+			return;
+		bus->names = v;
+		v[bus->n_names] = strdup(name);
+		if (v[bus->n_names])
+			bus->n_names++;
+	}
+}
+
+static uint64_t dmsg_take(struct b1c_bus *bus, const struct message *msg)
+{
+	for (size_t i = 0; i < bus->n_dmsgs; i++) {
+		if (bus->dmsgs[i].msg == msg) {
+			uint64_t h = bus->dmsgs[i].reply;
+
+			bus->dmsgs[i] = bus->dmsgs[--bus->n_dmsgs];
+			return h;
+		}
+	}
+	return 0;
+}
+
+static int dmsg_add(struct b1c_bus *bus, const struct message *msg, uint64_t reply)
+{
+	struct direct_msg *v;
+
+	if (bus->n_dmsgs >= B1C_MAX_QUEUED)
+		return -ENOBUFS;
+	v = realloc(bus->dmsgs, (bus->n_dmsgs + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	bus->dmsgs = v;
+	v[bus->n_dmsgs++] = (struct direct_msg){ .msg = msg, .reply = reply };
+	return 0;
+}
+
+static bool dcall_take(struct b1c_bus *bus, uint32_t serial)
+{
+	for (size_t i = 0; i < bus->n_dcalls; i++) {
+		if (bus->dcalls[i].serial == serial) {
+			bus->dcalls[i] = bus->dcalls[--bus->n_dcalls];
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Send @msg straight to @handle, with SENDER set and our direct node as the way back. */
+static int direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
+		       bool with_reply_node)
+{
+	struct message *with = NULL;
+	struct iovec iov[2];
+	uint64_t back = bus->direct_node;
+	int r;
+
+	r = message_stitch_sender((struct message *)msg, bus->unique_name, &with);
+	if (r < 0)
+		return r;
+	message_get_iovec(with, iov);
+	r = bus1_peer_send(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+			   with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
+			   with->fds, with->n_fds);
+	message_unref(with);
+	return r;
+}
+
+static int wait_reply(struct b1c_bus *bus, uint32_t serial, uint64_t timeout_usec,
+		      struct message **replyp);
+
+/* The direct handle for @name: 1 (*handlep set), 0 (none: use the broker), negative errno. */
+static int direct_resolve(struct b1c_bus *bus, const char *name, uint64_t *handlep)
+{
+	struct b1c_message *m = NULL;
+	struct message *reply = NULL;
+	struct direct_name *d = dname_find(bus, name);
+	uint32_t serial;
+	int r;
+
+	if (d) {
+		*handlep = d->handle;
+		return d->handle ? 1 : 0;
+	}
+	r = b1c_message_new_method_call(&m, DC_SERVICE_DBUS, DC_PATH_DBUS, "org.freedesktop.DBus.Bus1",
+					"GetDirectHandle", "s");
+	if (r < 0)
+		return r;
+	r = b1c_message_append(m, "s", name);
+	if (r == 0)
+		r = b1c_bus_send(bus, m, &serial);
+	b1c_message_unref(m);
+	if (r < 0)
+		return r;
+	r = wait_reply(bus, serial, 0, &reply);
+	if (r < 0)
+		return r;
+	if (reply->type == DC_MESSAGE_ERROR || bus->stash_serial != serial || !bus->stash_handle) {
+		/*
+		 * Not a native owner, or not allowed: the broker carries the
+		 * calls (remembered; a name without owner is asked again).
+		 */
+		bool remember = reply->type != DC_MESSAGE_ERROR || !reply->error_name ||
+				strcmp(reply->error_name, DC_ERROR_NAME_HAS_NO_OWNER);
+
+		message_unref(reply);
+		r = remember ? dname_add(bus, name, 0) : 0;
+		return r < 0 ? r : 0;
+	}
+	*handlep = bus->stash_handle;
+	bus->stash_serial = 0;
+	bus->stash_handle = 0;
+	message_unref(reply);
+	r = dname_add(bus, name, *handlep);
+	return r < 0 ? r : 1;
+}
+
+int b1c_bus_set_direct(struct b1c_bus *bus, bool enable)
+{
+	if (enable && !bus->direct_node)
+		return -EOPNOTSUPP;
+	bus->direct = enable;
+	return 0;
+}
+
+bool b1c_message_is_direct(const struct b1c_message *m)
+{
+	return m->direct_reply != 0;
+}
+
 int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
 {
 	int r;
@@ -597,6 +850,47 @@ int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
 		if (r < 0)
 			return r;
 	}
+	bus->last_direct = false;
+	if (m->direct_reply && m->msg->type != DC_MESSAGE_METHOD_CALL) {
+		/* A reply to a direct call goes back the same way. */
+		r = direct_send(bus, m->msg, m->direct_reply, false);
+		if (r == 0)
+			goto done;
+		/* the caller is gone: nobody to tell */
+		return r == -EHOSTUNREACH || r == -ENXIO ? 0 : r;
+	}
+	if (bus->direct && m->msg->type == DC_MESSAGE_METHOD_CALL &&
+	    is_unique_or_wellknown(m->msg->destination)) {
+		uint64_t h = 0;
+
+		r = direct_resolve(bus, m->msg->destination, &h);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			bool expects = message_expects_reply(m->msg);
+
+			r = direct_send(bus, m->msg, h, expects);
+			if (r == 0) {
+				if (expects && bus->n_dcalls < B1C_MAX_QUEUED) {
+					struct direct_call *v = realloc(bus->dcalls,
+						(bus->n_dcalls + 1) * sizeof(*v));
+
+					if (!v)
+						return -ENOMEM;
+					bus->dcalls = v;
+					v[bus->n_dcalls++] = (struct direct_call){
+						.serial = m->msg->serial, .handle = h };
+				}
+				bus->last_direct = true;
+				goto done;
+			}
+			if (r != -EHOSTUNREACH && r != -ENXIO)
+				return r;
+			/* The owner went away: forget the handle, ask the broker. */
+			dname_forget(bus, NULL, h);
+			bus1_peer_handle_release(bus->peer, h);
+		}
+	}
 	r = bus_send_msg(bus, m->msg);
 	if (r == -EHOSTUNREACH) {
 		bus->dead = true;
@@ -604,9 +898,109 @@ int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
 	}
 	if (r < 0)
 		return r;
+done:
 	if (serial)
 		*serial = m->msg->serial;
 	return 0;
+}
+
+static int queue_push(struct b1c_bus *bus, struct message *msg);
+
+/* Answer a direct call we refuse, straight back to the caller. */
+static void direct_refuse(struct b1c_bus *bus, const struct message *call, uint64_t reply,
+			  const char *name, const char *text)
+{
+	struct message_builder b;
+	struct message *e = NULL;
+
+	if (!reply || !message_expects_reply(call))
+		return;
+	message_builder_init_error(&b, call, name, "s");
+	dc_writer_write(&b.body, "s", text);
+	if (++bus->serial == 0)
+		bus->serial = 1;
+	if (message_builder_seal(&b, bus->serial, &e) == 0)
+		(void)direct_send(bus, e, reply, false);
+	message_builder_deinit(&b);
+	message_unref(e);
+}
+
+/* A direct call whose callee went away: NoReply, as the broker would say. */
+static int direct_lost(struct b1c_bus *bus, uint64_t handle)
+{
+	dname_forget(bus, NULL, handle);
+	for (size_t i = 0; i < bus->n_dcalls;) {
+		struct direct_call c = bus->dcalls[i];
+		struct message_builder b;
+		struct message *e = NULL;
+		int r;
+
+		if (c.handle != handle) {
+			i++;
+			continue;
+		}
+		bus->dcalls[i] = bus->dcalls[--bus->n_dcalls];
+		message_builder_init(&b, DC_MESSAGE_ERROR, "s");
+		b.error_name = DC_ERROR_NO_REPLY;
+		b.reply_serial = c.serial;
+		b.sender = DC_SERVICE_DBUS;
+		b.flags |= DC_FLAG_NO_REPLY_EXPECTED;
+		dc_writer_write(&b.body, "s", "The direct callee went away without replying");
+		r = message_builder_seal(&b, 1, &e);
+		message_builder_deinit(&b);
+		if (r)
+			return r < 0 ? r : -EINVAL;
+		/* Received next, like any reply (a waiting call sees it). */
+		{
+			struct message **v = realloc(bus->synth, (bus->n_synth + 1) * sizeof(*v));
+
+			if (!v) {
+				message_unref(e);
+				return -ENOMEM;
+			}
+			bus->synth = v;
+			v[bus->n_synth++] = e;
+		}
+	}
+	return 0;
+}
+
+/* The broker's own notices to us (arriving at our client node). */
+static bool broker_notice(struct b1c_bus *bus, const struct message *msg)
+{
+	struct dc_reader r;
+	const char *name = NULL;
+
+	if (msg->type != DC_MESSAGE_SIGNAL || !msg->sender || strcmp(msg->sender, DC_SERVICE_DBUS) ||
+	    !msg->interface || !msg->member)
+		return false;
+	if (!strcmp(msg->interface, "org.freedesktop.DBus.Bus1") &&
+	    !strcmp(msg->member, "DirectPolicy") && !strcmp(msg->signature, "au")) {
+		/* The full set each time. */
+		if (message_get_body_reader(msg, &r) == 0 && dc_reader_enter(&r, 'a') == 0) {
+			size_t n = 0;
+			uint32_t *v = NULL, u;
+
+			while (dc_reader_at_end(&r) == 0 && n < 4096 &&
+			       dc_reader_read(&r, "u", &u) == 0) {
+				uint32_t *t = realloc(v, (n + 1) * sizeof(*v));
+
+				if (!t)
+					break;
+				v = t;
+				v[n++] = u;
+			}
+			free(bus->uids);
+			bus->uids = v;
+			bus->n_uids = n;
+		}
+		return true;
+	}
+	if (!strcmp(msg->interface, DC_INTERFACE_DBUS) && !strcmp(msg->signature, "s") &&
+	    (!strcmp(msg->member, "NameAcquired") || !strcmp(msg->member, "NameLost")) &&
+	    message_get_body_reader(msg, &r) == 0 && dc_reader_read(&r, "s", &name) == 0 && name)
+		names_update(bus, name, msg->member[4] == 'A');
+	return false;
 }
 
 /* Receive one message from the peer: 1 (*msgp set), 0 (none), negative errno. */
@@ -616,8 +1010,17 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 	int r;
 
 	for (;;) {
+		struct message *msg = NULL;
+		uint64_t keep = 0;
+		bool direct;
+
 		if (bus->dead)
 			return -ECONNRESET;
+		if (bus->n_synth) {
+			*msgp = bus->synth[0];
+			memmove(bus->synth, bus->synth + 1, --bus->n_synth * sizeof(*bus->synth));
+			return 1;
+		}
 		r = bus1_peer_recv(bus->peer, 0, &bm);
 		if (r == -EAGAIN)
 			return 0;
@@ -628,13 +1031,29 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 				bus->dead = true;
 				return -ECONNRESET;
 			}
+			/* A direct callee went away. */
+			r = direct_lost(bus, bm.destination);
+			bus1_peer_handle_release(bus->peer, bm.destination);
+			if (r < 0)
+				return r;
 			continue;
 		}
-		for (size_t i = 0; i < bm.n_handles; i++)
-			if (bm.handles[i] != BUS1_HANDLE_INVALID)
-				bus1_peer_handle_release(bus->peer, bm.handles[i]);
+		direct = bus->direct_node && bm.destination == bus->direct_node;
 		/* Takes the fds in all cases. */
-		r = message_new_from_data(msgp, bm.data, bm.n_bytes, bm.fds, bm.n_fds);
+		r = message_new_from_data(&msg, bm.data, bm.n_bytes, bm.fds, bm.n_fds);
+		if (r == 0 && bm.n_handles && bm.handles[0] != BUS1_HANDLE_INVALID) {
+			/*
+			 * The only handles we keep: the callee's direct node in the
+			 * broker's GetDirectHandle reply, the caller's in a direct call.
+			 */
+			if (direct ? msg->type == DC_MESSAGE_METHOD_CALL :
+			    msg->type == DC_MESSAGE_METHOD_RETURN && msg->sender &&
+			    !strcmp(msg->sender, DC_SERVICE_DBUS))
+				keep = bm.handles[0];
+		}
+		for (size_t i = 0; i < bm.n_handles; i++)
+			if (bm.handles[i] != BUS1_HANDLE_INVALID && bm.handles[i] != keep)
+				bus1_peer_handle_release(bus->peer, bm.handles[i]);
 		bus1_peer_msg_release(bus->peer, &bm);
 		if (r < 0)
 			return r;
@@ -645,7 +1064,60 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 					"(%zu bytes, error %d)\n", (size_t)bm.n_bytes, r);
 			continue;
 		}
-		return 1;
+		if (!direct) {
+			if (keep) {
+				if (bus->stash_handle && bus->stash_handle != keep)
+					bus1_peer_handle_release(bus->peer, bus->stash_handle);
+				bus->stash_serial = msg->reply_serial;
+				bus->stash_handle = keep;
+			}
+			if (broker_notice(bus, msg)) {
+				message_unref(msg);
+				continue;
+			}
+			*msgp = msg;
+			return 1;
+		}
+
+		/*
+		 * Straight from another native client: no broker checked it. The
+		 * kernel-stamped uid must be one the broker allowed, and a call must
+		 * be for a name we own; replies only to our direct calls.
+		 */
+		if (msg->type == DC_MESSAGE_METHOD_CALL) {
+			if (!bus->n_uids) {
+				/* The broker revoked every handle (a policy reload). */
+				direct_refuse(bus, msg, keep, B1C_ERROR_DIRECT_REVOKED,
+					      "Direct handles were revoked; ask the bus again");
+				message_unref(msg);
+				continue;
+			}
+			if (!uid_allowed(bus, bm.uid)) {
+				direct_refuse(bus, msg, keep, DC_ERROR_ACCESS_DENIED,
+					      "The bus policy does not allow this caller");
+				message_unref(msg);
+				continue;
+			}
+			if (!owns_name(bus, msg->destination)) {
+				direct_refuse(bus, msg, keep, DC_ERROR_SERVICE_UNKNOWN,
+					      "The name is not owned here any more");
+				message_unref(msg);
+				continue;
+			}
+			r = dmsg_add(bus, msg, keep);
+			if (r < 0) {
+				message_unref(msg);
+				return r;
+			}
+			*msgp = msg;
+			return 1;
+		}
+		if ((msg->type == DC_MESSAGE_METHOD_RETURN || msg->type == DC_MESSAGE_ERROR) &&
+		    dcall_take(bus, msg->reply_serial)) {
+			*msgp = msg;
+			return 1;
+		}
+		message_unref(msg);
 	}
 }
 
@@ -693,7 +1165,7 @@ int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec)
 
 	if (bus->dead)
 		return -ECONNRESET;
-	if (bus->q_n)
+	if (bus->q_n || bus->n_synth)
 		return 0;
 	timeout = timeout_usec == UINT64_MAX ? -1 :
 		  (int)((timeout_usec + 999) / 1000 > 0x7fffffff ? 0x7fffffff :
@@ -756,6 +1228,32 @@ static int wait_reply(struct b1c_bus *bus, uint32_t serial, uint64_t timeout_use
 	}
 }
 
+/*
+ * @err answers the direct call @call, and the callee's library (not the
+ * service) refused it: the name moved on (ServiceUnknown) or the broker
+ * revoked the handles (DirectRevoked). Forget the handle; the caller resends
+ * the call once, the broker deciding again. Either way the call was not run.
+ */
+static bool direct_retry(struct b1c_bus *bus, const struct message *call, const struct message *err)
+{
+	struct direct_name *d;
+
+	if (err->type != DC_MESSAGE_ERROR || !err->sender || !err->error_name ||
+	    !call->destination || !strcmp(err->sender, DC_SERVICE_DBUS))
+		return false;
+	if (!strcmp(err->error_name, DC_ERROR_SERVICE_UNKNOWN)) {
+		dname_forget(bus, call->destination, 0);
+		return true;
+	}
+	if (!strcmp(err->error_name, B1C_ERROR_DIRECT_REVOKED)) {
+		/* Every name that leads to this callee. */
+		d = dname_find(bus, call->destination);
+		dname_forget(bus, call->destination, d ? d->handle : 0);
+		return true;
+	}
+	return false;
+}
+
 int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
 		 struct b1c_message **reply)
 {
@@ -769,6 +1267,16 @@ int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_us
 	r = wait_reply(bus, serial, timeout_usec, &msg);
 	if (r < 0)
 		return r;
+	if (bus->last_direct && direct_retry(bus, m->msg, msg)) {
+		/* Ask the broker again, once. */
+		message_unref(msg);
+		r = b1c_bus_send(bus, m, &serial);
+		if (r < 0)
+			return r;
+		r = wait_reply(bus, serial, timeout_usec, &msg);
+		if (r < 0)
+			return r;
+	}
 	*reply = message_wrap(msg);
 	if (!*reply) {
 		message_unref(msg);
@@ -786,7 +1294,13 @@ int b1c_bus_call_async(struct b1c_bus *bus, struct b1c_message *m, b1c_handler_t
 	r = b1c_bus_send(bus, m, &h.serial);
 	if (r < 0)
 		return r;
-	return handler_vec_add(&bus->pending, &h);
+	/* As b1c_bus_call(): a direct call refused by the callee's library is resent once. */
+	if (bus->last_direct)
+		h.call = b1c_message_ref(m);
+	r = handler_vec_add(&bus->pending, &h);
+	if (r < 0)
+		b1c_message_unref(h.call);
+	return r;
 }
 
 /* --------------------------------------------------------------- dispatch */
@@ -822,12 +1336,31 @@ static int send_error(struct b1c_bus *bus, struct b1c_message *call, const char 
 
 static int dispatch(struct b1c_bus *bus, struct message *msg)
 {
+	uint64_t reply = dmsg_take(bus, msg);
 	struct b1c_message *m = message_wrap(msg);
 	int r = 0;
 
 	if (!m) {
 		message_unref(msg);
 		return -ENOMEM;
+	}
+	m->direct_reply = reply;
+	if (msg->type == DC_MESSAGE_ERROR) {
+		for (size_t i = 0; i < bus->pending.n; i++) {
+			struct b1c_handler *h = &bus->pending.v[i];
+			struct b1c_message *call = h->call;
+
+			if (h->serial != msg->reply_serial || !call)
+				continue;
+			if (!direct_retry(bus, call->msg, msg))
+				break;
+			/* Resent once, whichever way it goes now; the handler gets that reply. */
+			h->call = NULL;
+			r = b1c_bus_send(bus, call, &h->serial);
+			b1c_message_unref(call);
+			b1c_message_unref(m);
+			return r < 0 ? r : 1;
+		}
 	}
 	for (size_t i = 0; i < bus->filters.n; i++) {
 		b1c_message_rewind(m);
@@ -1223,8 +1756,10 @@ static int bootstrap(struct b1c_bus *bus)
 		return r;
 	}
 	r = message_get_body_reader(reply, &reader);
-	if (r == 0 && strcmp(reply->signature, "tt") == 0)
-		r = dc_reader_read(&reader, "tt", &bus_handle, &node);
+	if (r == 0 && strcmp(reply->signature, "ttt") == 0)
+		r = dc_reader_read(&reader, "ttt", &bus_handle, &node, &bus->direct_node);
+	else if (r == 0 && strcmp(reply->signature, "tt") == 0)
+		r = dc_reader_read(&reader, "tt", &bus_handle, &node);	/* no direct path */
 	else
 		r = -EPROTO;
 	message_unref(reply);
@@ -1314,6 +1849,18 @@ struct b1c_bus *b1c_bus_free(struct b1c_bus *bus)
 	while ((msg = queue_pop(bus)))
 		message_unref(msg);
 	free(bus->queue);
+	for (size_t i = 0; i < bus->n_dnames; i++)
+		free(bus->dnames[i].name);
+	free(bus->dnames);
+	free(bus->dmsgs);
+	free(bus->dcalls);
+	for (size_t i = 0; i < bus->n_synth; i++)
+		message_unref(bus->synth[i]);
+	free(bus->synth);
+	free(bus->uids);
+	for (size_t i = 0; i < bus->n_names; i++)
+		free(bus->names[i]);
+	free(bus->names);
 	handler_vec_free(&bus->filters);
 	handler_vec_free(&bus->objects);
 	handler_vec_free(&bus->matches);

@@ -73,6 +73,25 @@ int b1c_bus_process(struct b1c_bus *bus);
 /* Wait until a message is ready or @timeout_usec passed (UINT64_MAX: forever). */
 int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec);
 
+/*
+ * The direct path (docs/native-protocol.md): once enabled, method calls to a
+ * name owned by another native client go straight to it through the kernel
+ * (the broker hands out the handle if its policy allows, once per name), and
+ * the reply comes back the same way. Calls to anything else, or refused by
+ * the broker, still go through the broker. -EOPNOTSUPP if the broker gave
+ * this connection no direct node.
+ */
+int b1c_bus_set_direct(struct b1c_bus *bus, bool enable);
+/*
+ * A callee's library answers a direct call with this error after the broker
+ * revoked its direct handles (the bus policy was reloaded). b1c_bus_call()
+ * and b1c_bus_call_async() then forget the handle, ask the broker again and
+ * resend the call once (as after ServiceUnknown from a name's old owner).
+ */
+#define B1C_ERROR_DIRECT_REVOKED "org.freedesktop.DBus.Bus1.Error.DirectRevoked"
+/* Whether @m (a received method call) came straight from its caller. */
+bool b1c_message_is_direct(const struct b1c_message *m);
+
 /* Send (seals @m with the next serial, written to *@serial if not NULL). */
 int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial);
 /*

@@ -30,6 +30,7 @@
 #include "dbus-compat/address.h"
 #include "dbus-compat/message.h"
 #include "bus1-client.h"
+#include "libbus1.h"
 
 #define SVC_NAME "org.bus1.test.Native"
 #define SVC_PATH "/org/bus1/test"
@@ -199,6 +200,27 @@ static int svc_method(struct b1c_bus *bus, struct b1c_message *m, void *userdata
 	if (!strcmp(member, "Sender")) {
 		return b1c_bus_reply(bus, m, "s", b1c_message_get_sender(m)) ?: 1;
 	}
+	if (!strcmp(member, "How"))
+		return b1c_bus_reply(bus, m, "s", b1c_message_is_direct(m) ? "direct" :
+				     "brokered") ?: 1;
+	if (!strcmp(member, "Whoami"))
+		return b1c_bus_reply(bus, m, "s", b1c_bus_get_unique_name(bus)) ?: 1;
+	if (!strcmp(member, "Release")) {
+		struct b1c_message *c = NULL, *r = NULL;
+		int k;
+
+		check_r(b1c_message_new_method_call(&c, "org.freedesktop.DBus",
+						    "/org/freedesktop/DBus",
+						    "org.freedesktop.DBus", "ReleaseName", "s"));
+		check_r(b1c_message_append(c, "s", SVC_NAME));
+		k = b1c_bus_call(bus, c, 0, &r);
+		check(k == 0);
+		b1c_message_unref(c);
+		b1c_message_unref(r);
+		return b1c_bus_reply(bus, m, "s", "released") ?: 1;
+	}
+	if (!strcmp(member, "Secret"))
+		return b1c_bus_reply(bus, m, "s", "the secret") ?: 1;
 	if (!strcmp(member, "Die"))
 		_exit(0);	/* mid-call: the caller must get NoReply */
 	if (!strcmp(member, "Quit")) {
@@ -221,7 +243,7 @@ static void run_loop(struct b1c_bus *bus, bool *quit)
 	}
 }
 
-static pid_t start_native_service(void)
+static pid_t start_named_service(const char *name)
 {
 	pid_t pid = fork();
 
@@ -230,12 +252,17 @@ static pid_t start_native_service(void)
 		struct b1c_bus *bus = open_native();
 
 		check_r(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
-		check(b1c_bus_request_name(bus, SVC_NAME, 0) == 1);
+		check(b1c_bus_request_name(bus, name, 0) == 1);
 		run_loop(bus, &svc_quit);
 		b1c_bus_free(bus);
 		_exit(0);
 	}
 	return pid;
+}
+
+static pid_t start_native_service(void)
+{
+	return start_named_service(SVC_NAME);
 }
 
 static void stop_service(struct b1c_bus *bus, const char *name, pid_t pid)
@@ -945,11 +972,17 @@ static double now_sec(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double bench_native(const char *dest, int n)
+static double bench_native_mode(const char *dest, int n, bool direct)
 {
 	struct b1c_bus *bus = open_native();
 	char out[64];
 	double t;
+
+	if (direct) {
+		check_r(b1c_bus_set_direct(bus, true));
+		check(call_echo(bus, dest, "How", NULL, out, sizeof(out)) == 0);
+		check(!strcmp(out, "direct"));
+	}
 
 	check(call_echo(bus, dest, "Echo", "warm-up", out, sizeof(out)) == 0);
 	t = now_sec();
@@ -958,6 +991,11 @@ static double bench_native(const char *dest, int n)
 	t = now_sec() - t;
 	b1c_bus_free(bus);
 	return n / t;
+}
+
+static double bench_native(const char *dest, int n)
+{
+	return bench_native_mode(dest, n, false);
 }
 
 static double bench_socket(const char *dest, int n)
@@ -987,27 +1025,93 @@ static double bench_socket(const char *dest, int n)
  * Round trips through the broker: native and socket (sd-bus) callers to
  * native and socket services, in one bus, one guest run. Prints calls/s.
  */
+/* Start dbus-daemon (the reference bus) in this guest; returns its pid, sets the address. */
+static pid_t start_dbus_daemon(void)
+{
+	static char addr[512];
+	int p[2];
+	pid_t pid;
+	ssize_t k;
+	char fdarg[32];
+
+	check(pipe(p) == 0);
+	pid = fork();
+	check(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		snprintf(fdarg, sizeof(fdarg), "--print-address=%d", p[1]);
+		execlp("dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile",
+		       "--address=unix:tmpdir=/tmp", fdarg, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	k = read(p[0], addr, sizeof(addr) - 1);
+	close(p[0]);
+	check(k > 0);
+	addr[k] = 0;
+	addr[strcspn(addr, "\n")] = 0;
+	check(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
+	return pid;
+}
+
+/*
+ * Round trips, one guest run: native clients through bus1-broker (brokered
+ * and direct), socket clients (sd-bus) through bus1-broker, and the same
+ * socket clients through dbus-daemon. Prints calls/s and ratios.
+ */
 static int run_bench(int n)
 {
 	struct b1c_bus *bus = open_native();
-	pid_t nsvc = start_native_service(), ssvc = start_socket_service();
-	double nn, ns, sn, ss;
+	pid_t nsvc = start_native_service(), ssvc = start_socket_service(), dd;
+	double nn, nd, ns, sn, ss, dds;
+	const char *broker_addr = getenv("DBUS_SESSION_BUS_ADDRESS");
+	char *saved = strdup(broker_addr ? broker_addr : "");
 
 	wait_for_name(bus, SVC_NAME, true);
 	wait_for_name(bus, SOCK_NAME, true);
 	nn = bench_native(SVC_NAME, n);
+	nd = bench_native_mode(SVC_NAME, n, true);
 	ss = bench_socket(SOCK_NAME, n);
 	ns = bench_native(SOCK_NAME, n);
 	sn = bench_socket(SVC_NAME, n);
-	printf("round trips through bus1-broker, %d calls each (calls/s):\n", n);
-	printf("  native -> native  %9.0f\n", nn);
-	printf("  socket -> socket  %9.0f   (sd-bus both sides)\n", ss);
-	printf("  native -> socket  %9.0f\n", ns);
-	printf("  socket -> native  %9.0f\n", sn);
-	printf("  ratio native/socket (both sides): %.2f\n", nn / ss);
 	stop_service(bus, SVC_NAME, nsvc);
 	stop_service(bus, SOCK_NAME, ssvc);
 	b1c_bus_free(bus);
+
+	/* The reference: the same socket clients on dbus-daemon, same guest. */
+	dd = start_dbus_daemon();
+	{
+		sd_bus *b = NULL;
+
+		ssvc = start_socket_service();
+		check_r(sd_bus_open_user(&b));
+		for (int i = 0; i < 500; i++) {
+			if (sd_bus_call_method(b, SOCK_NAME, SVC_PATH, SVC_IFACE, "Echo", NULL,
+					       NULL, "s", "up") >= 0)
+				break;
+			usleep(10000);
+		}
+		dds = bench_socket(SOCK_NAME, n);
+		check_r(sd_bus_call_method(b, SOCK_NAME, SVC_PATH, SVC_IFACE, "Quit", NULL, NULL,
+					   ""));
+		sd_bus_unref(b);
+		waitpid(ssvc, NULL, 0);
+	}
+	kill(dd, SIGTERM);
+	waitpid(dd, NULL, 0);
+	setenv("DBUS_SESSION_BUS_ADDRESS", saved, 1);
+	free(saved);
+
+	printf("round trips, %d calls each, one guest run (calls/s):\n", n);
+	printf("  native -> native, direct (bus1 only)   %9.0f\n", nd);
+	printf("  native -> native, via bus1-broker      %9.0f\n", nn);
+	printf("  socket -> socket, via bus1-broker      %9.0f   (sd-bus both sides)\n", ss);
+	printf("  native -> socket, via bus1-broker      %9.0f\n", ns);
+	printf("  socket -> native, via bus1-broker      %9.0f\n", sn);
+	printf("  socket -> socket, via dbus-daemon      %9.0f   (sd-bus both sides)\n", dds);
+	printf("ratios: direct/brokered-native %.2f, direct/socket-broker %.2f, "
+	       "direct/dbus-daemon %.2f, brokered-native/socket-broker %.2f, "
+	       "socket-broker/dbus-daemon %.2f\n", nd / nn, nd / ss, nd / dds, nn / ss, ss / dds);
 	return 0;
 }
 
@@ -1052,6 +1156,863 @@ static void test_churn(void)
 	}
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
+}
+
+/* ------------------------------------------------------------ stress */
+
+/*
+ * Many native clients bootstrap concurrently while signals are multicast to
+ * native and socket subscribers, connectors die with calls in flight and
+ * names come and go (NameOwnerChanged multicasts). Every bootstrap must
+ * finish in time (a stalled broker shows as a Hello without reply: the
+ * broker's peer is dumped then), and every subscriber gets every signal.
+ * STRESS_ROUNDS=N repeats the whole case (for loops in a loaded guest).
+ */
+#define STORM_IFACE "org.bus1.test.Storm"
+#define STORM_RULE "type='signal',interface='" STORM_IFACE "',member='Tick'"
+#define STORM_EMITTERS 2
+#define STORM_SIGNALS 400
+#define STORM_SUBS 4
+#define STORM_CONNECTORS 6
+#define STORM_ROUNDS 25
+
+static int on_storm(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
+{
+	unsigned *next = userdata;
+	uint32_t who, seq;
+
+	check_r(b1c_message_read(m, "uu", &who, &seq));
+	check(who < STORM_EMITTERS);
+	if (seq != next[who])
+		fail("storm: emitter %u: got %u, expected %u", who, seq, next[who]);
+	next[who]++;
+	return 1;
+}
+
+static int on_sd_storm(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	unsigned *next = userdata;
+	uint32_t who, seq;
+
+	check_r(sd_bus_message_read(m, "uu", &who, &seq));
+	check(who < STORM_EMITTERS);
+	if (seq != next[who])
+		fail("storm: socket subscriber, emitter %u: got %u, expected %u", who, seq,
+		     next[who]);
+	next[who]++;
+	return 1;
+}
+
+static bool storm_done(const unsigned *next)
+{
+	for (int i = 0; i < STORM_EMITTERS; i++)
+		if (next[i] < STORM_SIGNALS)
+			return false;
+	return true;
+}
+
+/* Open with a bound on the bootstrap: a stall is reported, not waited out. */
+static struct b1c_bus *open_native_timed(const char *what)
+{
+	double t0 = now_sec();
+	struct b1c_bus *bus = open_native();
+	double dt = now_sec() - t0;
+
+	if (dt > 15)
+		fail("%s: bootstrap took %.1f s", what, dt);
+	return bus;
+}
+
+static pid_t start_storm_subscriber(int index, bool native, int ready_fd)
+{
+	pid_t pid = fork();
+
+	check(pid >= 0);
+	if (pid == 0) {
+		unsigned next[STORM_EMITTERS] = {};
+
+		alarm(80);
+		if (native) {
+			struct b1c_bus *bus = open_native_timed("subscriber");
+
+			check_r(b1c_bus_add_match(bus, STORM_RULE, on_storm, next));
+			check(write(ready_fd, "r", 1) == 1);
+			while (!storm_done(next)) {
+				int r = b1c_bus_process(bus);
+
+				check_r(r);
+				if (!r)
+					check_r(b1c_bus_wait(bus, 1000000));
+			}
+			b1c_bus_free(bus);
+		} else {
+			sd_bus *bus = NULL;
+
+			check_r(sd_bus_open_user(&bus));
+			check_r(sd_bus_add_match(bus, NULL, STORM_RULE, on_sd_storm, next));
+			check(write(ready_fd, "r", 1) == 1);
+			while (!storm_done(next)) {
+				int r = sd_bus_process(bus, NULL);
+
+				check_r(r);
+				if (!r)
+					check_r(sd_bus_wait(bus, 1000000));
+			}
+			sd_bus_unref(bus);
+		}
+		(void)index;
+		_exit(0);
+	}
+	return pid;
+}
+
+static pid_t start_storm_emitter(uint32_t who)
+{
+	pid_t pid = fork();
+
+	check(pid >= 0);
+	if (pid == 0) {
+		struct b1c_bus *bus = open_native_timed("emitter");
+
+		alarm(80);
+		for (uint32_t i = 0; i < STORM_SIGNALS; i++) {
+			check_r(b1c_bus_emit_signal(bus, SVC_PATH, STORM_IFACE, "Tick", "uu",
+						    who, i));
+			/* Now and then a round trip, so the emitter cannot run away. */
+			if (i % 50 == 49)
+				b1c_message_unref(call_driver(bus, "GetId", NULL));
+		}
+		b1c_message_unref(call_driver(bus, "GetId", NULL));
+		b1c_bus_free(bus);
+		_exit(0);
+	}
+	return pid;
+}
+
+static pid_t start_storm_connector(int k)
+{
+	pid_t pid = fork();
+
+	check(pid >= 0);
+	if (pid == 0) {
+		alarm(80);
+		for (int i = 0; i < STORM_ROUNDS; i++) {
+			struct b1c_bus *b = open_native_timed("connector");
+			char name[64];
+
+			switch (i % 3) {
+			case 0:
+				b1c_message_unref(call_driver(b, "GetId", NULL));
+				break;
+			case 1:
+				/* A name that goes with the connection: NameOwnerChanged. */
+				snprintf(name, sizeof(name), "org.bus1.test.Storm.C%d", k);
+				check(b1c_bus_request_name(b, name, 0) == 1);
+				break;
+			case 2: {
+				/* Leave with a call in flight, its reply never read. */
+				struct b1c_message *m = NULL;
+
+				check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus",
+								    "/org/freedesktop/DBus",
+								    "org.freedesktop.DBus",
+								    "ListNames", ""));
+				check_r(b1c_bus_send(b, m, NULL));
+				b1c_message_unref(m);
+				break;
+			}
+			}
+			b1c_bus_free(b);
+		}
+		_exit(0);
+	}
+	return pid;
+}
+
+static void storm_round(struct b1c_bus *bus)
+{
+	pid_t subs[STORM_SUBS], em[STORM_EMITTERS], conns[STORM_CONNECTORS];
+	int status, ready[2];
+	char c;
+
+	check(pipe(ready) == 0);
+	for (int i = 0; i < STORM_SUBS; i++)
+		subs[i] = start_storm_subscriber(i, i != STORM_SUBS - 1, ready[1]);
+	for (int i = 0; i < STORM_SUBS; i++)
+		check(read(ready[0], &c, 1) == 1);
+	close(ready[0]);
+	close(ready[1]);
+	/* The matches are in place once a round trip of ours went through. */
+	b1c_message_unref(call_driver(bus, "GetId", NULL));
+
+	for (int i = 0; i < STORM_CONNECTORS; i++)
+		conns[i] = start_storm_connector(i);
+	for (uint32_t i = 0; i < STORM_EMITTERS; i++)
+		em[i] = start_storm_emitter(i);
+
+	for (int i = 0; i < STORM_CONNECTORS; i++) {
+		check(waitpid(conns[i], &status, 0) == conns[i]);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail("storm connector %d failed (status %d)", i, status);
+	}
+	for (int i = 0; i < STORM_EMITTERS; i++) {
+		check(waitpid(em[i], &status, 0) == em[i]);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail("storm emitter %d failed (status %d)", i, status);
+	}
+	for (int i = 0; i < STORM_SUBS; i++) {
+		check(waitpid(subs[i], &status, 0) == subs[i]);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail("storm subscriber %d failed (status %d)", i, status);
+	}
+	/* The bus still answers a fresh native client. */
+	b1c_bus_free(open_native_timed("after the storm"));
+}
+
+static void test_stress(void)
+{
+	struct b1c_bus *bus = open_native();
+	const char *s = getenv("STRESS_ROUNDS");
+	int rounds = s ? atoi(s) : 1;
+
+	if (rounds > 1)
+		alarm(0);
+	for (int i = 0; i < rounds; i++) {
+		storm_round(bus);
+		if (rounds > 1)
+			fprintf(stderr, "stress round %d ok\n", i + 1);
+	}
+	b1c_bus_free(bus);
+}
+
+/* ------------------------------------------------------------- quota */
+
+/*
+ * Native clients that never read. The broker bounds what stays unread for
+ * one native client as it bounds a socket's output queue (docs/bus1-broker.1,
+ * max_outgoing_bytes; for native clients also at most 1/8 of the kernel's
+ * per-user quota, which all of them share): a method call that does not fit
+ * fails with LimitsExceeded to its caller, a signal that does not fit
+ * disconnects the receiver, and what a disconnected client left unread is
+ * taken back from the kernel (its quota returns at once).
+ */
+#define QUOTA_IFACE "org.bus1.test.Quota"
+#define QUOTA_RULE "type='signal',interface='" QUOTA_IFACE "',member='Tick'"
+#define QUOTA_SIGNALS 2300
+#define QUOTA_CALLS 160
+#define QUOTA_CALL_SIZE (256 * 1024)
+
+/* The kernel's accounting of our uid (the broker's too: one user in the guest). */
+static void kernel_usage(uint64_t *bytes, uint64_t *messages, uint64_t *quota_messages)
+{
+	struct bus1_cmd_peer_query q = {};
+	int fd = open("/dev/bus1", O_RDWR | O_CLOEXEC);
+
+	check(fd >= 0);
+	check(ioctl(fd, BUS1_CMD_PEER_QUERY, &q) == 0);
+	close(fd);
+	*bytes = q.used_bytes;
+	*messages = q.used_messages;
+	if (quota_messages)
+		*quota_messages = q.quota_messages;
+}
+
+static pid_t start_lazy(const char *name, bool subscribe)
+{
+	int ready[2];
+	pid_t pid;
+	char c;
+
+	check(pipe(ready) == 0);
+	pid = fork();
+	check(pid >= 0);
+	if (pid == 0) {
+		struct b1c_bus *bus = open_native();
+
+		close(ready[0]);
+		if (subscribe)
+			check_r(b1c_bus_add_match(bus, QUOTA_RULE, on_native_signal, NULL));
+		check(b1c_bus_request_name(bus, name, 0) == 1);
+		check(write(ready[1], "r", 1) == 1);
+		/* Never reads again; holds its peer open until killed. */
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	check(read(ready[0], &c, 1) == 1);
+	close(ready[0]);
+	return pid;
+}
+
+static int quota_refused, quota_other;
+
+static int on_quota_reply(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
+{
+	const char *e = b1c_message_get_error_name(m);
+
+	if (e && !strcmp(e, "org.freedesktop.DBus.Error.LimitsExceeded"))
+		quota_refused++;
+	else
+		quota_other++;
+	return 1;
+}
+
+static int quota_seen;
+
+static int on_quota_tick(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
+{
+	uint32_t seq;
+
+	check_r(b1c_message_read(m, "u", &seq));
+	if (seq != (uint32_t)quota_seen)
+		fail("quota reader: tick %u, expected %d", seq, quota_seen);
+	quota_seen++;
+	return 1;
+}
+
+static void test_quota(void)
+{
+	struct b1c_bus *bus = open_native();
+	pid_t lazy_calls, lazy_signals, reader;
+	uint64_t bytes, msgs, quota_msgs, base_msgs, base_bytes;
+	char *big = malloc(QUOTA_CALL_SIZE + 1);
+	int status, ready[2];
+	char c;
+
+	check(big);
+	memset(big, 'q', QUOTA_CALL_SIZE);
+	big[QUOTA_CALL_SIZE] = 0;
+	kernel_usage(&base_bytes, &base_msgs, &quota_msgs);
+
+	/* 1. Calls to a service that never reads: refused once its queue is full. */
+	lazy_calls = start_lazy("org.bus1.test.LazyCalls", false);
+	for (int i = 0; i < QUOTA_CALLS; i++) {
+		struct b1c_message *m = NULL;
+
+		check_r(b1c_message_new_method_call(&m, "org.bus1.test.LazyCalls", SVC_PATH,
+						    SVC_IFACE, "Echo", "s"));
+		check_r(b1c_message_append(m, "s", big));
+		check_r(b1c_bus_call_async(bus, m, on_quota_reply, NULL));
+		b1c_message_unref(m);
+		/* Let the errors come back as we go (and the broker keep up). */
+		while (b1c_bus_process(bus) > 0)
+			;
+	}
+	b1c_message_unref(call_driver(bus, "GetId", NULL));
+	while (b1c_bus_process(bus) > 0)
+		;
+	fprintf(stderr, "quota: %d of %d calls of %d KiB refused\n", quota_refused, QUOTA_CALLS,
+		QUOTA_CALL_SIZE / 1024);
+	if (quota_refused < QUOTA_CALLS / 8 || quota_other)
+		fail("calls to a non-reading service: %d refused, %d other replies",
+		     quota_refused, quota_other);
+	/* Refused callers, not a disconnected service (as for socket services). */
+	check(name_has_owner(bus, "org.bus1.test.LazyCalls"));
+	kernel_usage(&bytes, &msgs, NULL);
+	fprintf(stderr, "quota: kernel usage with the call queue full: %llu KiB, %llu messages\n",
+		(unsigned long long)(bytes / 1024), (unsigned long long)msgs);
+	if (bytes > base_bytes + 40ULL * 1024 * 1024)
+		fail("one non-reading client holds %llu KiB of the uid's quota",
+		     (unsigned long long)((bytes - base_bytes) / 1024));
+
+	/* 2. Signals to a subscriber that never reads: it is disconnected. */
+	lazy_signals = start_lazy("org.bus1.test.LazySignals", true);
+	check(pipe(ready) == 0);
+	reader = fork();
+	check(reader >= 0);
+	if (reader == 0) {
+		struct b1c_bus *b = open_native();
+
+		close(ready[0]);
+		alarm(80);
+		check_r(b1c_bus_add_match(b, QUOTA_RULE, on_quota_tick, NULL));
+		check(write(ready[1], "r", 1) == 1);
+		while (quota_seen < QUOTA_SIGNALS) {
+			int r = b1c_bus_process(b);
+
+			check_r(r);
+			if (!r)
+				check_r(b1c_bus_wait(b, 1000000));
+		}
+		b1c_bus_free(b);
+		_exit(0);
+	}
+	close(ready[1]);
+	check(read(ready[0], &c, 1) == 1);
+	close(ready[0]);
+	for (uint32_t i = 0; i < QUOTA_SIGNALS; i++) {
+		check_r(b1c_bus_emit_signal(bus, SVC_PATH, QUOTA_IFACE, "Tick", "u", i));
+		if (i % 100 == 99)
+			b1c_message_unref(call_driver(bus, "GetId", NULL));
+	}
+	check(waitpid(reader, &status, 0) == reader);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("the reading subscriber failed (status %d)", status);
+	wait_for_name(bus, "org.bus1.test.LazySignals", false);
+	/* What it left unread was taken back, though its peer is still open. */
+	kernel_usage(&bytes, &msgs, NULL);
+	fprintf(stderr, "quota: kernel usage after the disconnect: %llu KiB, %llu messages "
+		"(quota %llu)\n", (unsigned long long)(bytes / 1024), (unsigned long long)msgs,
+		(unsigned long long)quota_msgs);
+	if (msgs > base_msgs + QUOTA_CALLS + 64)
+		fail("%llu messages still charged after the non-reader was disconnected",
+		     (unsigned long long)msgs);
+
+	/* The service that never read goes away: everything is returned. */
+	kill(lazy_signals, SIGKILL);
+	kill(lazy_calls, SIGKILL);
+	check(waitpid(lazy_signals, &status, 0) == lazy_signals);
+	check(waitpid(lazy_calls, &status, 0) == lazy_calls);
+	wait_for_name(bus, "org.bus1.test.LazyCalls", false);
+	kernel_usage(&bytes, &msgs, NULL);
+	if (msgs > base_msgs + 16)
+		fail("%llu messages still charged at the end", (unsigned long long)msgs);
+	free(big);
+	b1c_bus_free(bus);
+}
+
+/* ------------------------------------------------- the kernel side of it */
+
+/*
+ * HANDLE_QUERY, plain and with RECLAIM, on raw peers (what the broker
+ * uses for the limits above): a sender sees what is unread at a node, and
+ * takes back its own unread messages (only its own, only to that node).
+ */
+static void test_kernel_reclaim(void)
+{
+	struct bus1_peer *a = NULL, *b = NULL, *r = NULL;
+	struct bus1_cmd_handle_query q;
+	uint64_t node = BUS1_HANDLE_CREATE, a_to_r = 0, b_to_r = 0, node2 = BUS1_HANDLE_CREATE;
+	uint64_t a_to_r2 = 0, bytes0, msgs0, bytes, msgs;
+	char data[100] = "reclaim";
+	struct iovec iov = { data, sizeof(data) };
+	struct bus1_msg m;
+
+	check_r(bus1_peer_new(&a));
+	check_r(bus1_peer_new(&b));
+	check_r(bus1_peer_new(&r));
+	kernel_usage(&bytes0, &msgs0, NULL);
+	/* r owns two nodes; a holds handles to both, b to the first. */
+	check_r(bus1_peer_handle_transfer(r, a, &node, &a_to_r));
+	check_r(bus1_peer_handle_transfer(r, b, &node, &b_to_r));
+	check_r(bus1_peer_handle_transfer(r, a, &node2, &a_to_r2));
+
+	for (int i = 0; i < 5; i++)
+		check_r(bus1_peer_send(a, 0, &a_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+	check_r(bus1_peer_send(a, 0, &a_to_r2, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+	check_r(bus1_peer_send(b, 0, &b_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+
+	check_r(bus1_peer_handle_query(a, a_to_r, &q));
+	check(q.n_messages == 6 && q.n_bytes >= 6 * sizeof(data) && !q.n_fds && !q.n_handles);
+	check_r(bus1_peer_handle_query(a, a_to_r2, &q));
+	check(q.n_messages == 1);
+	kernel_usage(&bytes, &msgs, NULL);
+	check(msgs == msgs0 + 7);
+
+	/* r reads one of a's: 5 left at the first node. */
+	check_r(bus1_peer_recv(r, 0, &m));
+	check(m.type == BUS1_MSG_DATA && m.destination == node);
+	check_r(bus1_peer_msg_release(r, &m));
+	check_r(bus1_peer_handle_query(b, b_to_r, &q));
+	check(q.n_messages == 5);
+
+	/* a takes back its 4 unread ones there; b's and the other node's stay. */
+	check_r(bus1_peer_handle_reclaim(a, a_to_r));
+	check_r(bus1_peer_handle_query(b, b_to_r, &q));
+	check(q.n_messages == 1);
+	check_r(bus1_peer_handle_query(a, a_to_r, &q));		/* the handle stays */
+	check(q.n_messages == 1);
+	check_r(bus1_peer_handle_release(a, a_to_r));
+	check(bus1_peer_handle_query(a, a_to_r, &q) == -ENXIO);
+	check_r(bus1_peer_handle_query(a, a_to_r2, &q));
+	check(q.n_messages == 1);
+	kernel_usage(&bytes, &msgs, NULL);
+	check(msgs == msgs0 + 2);
+
+	/* What r receives now, in send order: a's to the second node, then b's. */
+	check_r(bus1_peer_recv(r, 0, &m));
+	check(m.type == BUS1_MSG_DATA && m.destination == node2);
+	check_r(bus1_peer_msg_release(r, &m));
+	check_r(bus1_peer_recv(r, 0, &m));
+	check(m.type == BUS1_MSG_DATA && m.destination == node);
+	check_r(bus1_peer_msg_release(r, &m));
+	check(bus1_peer_recv(r, 0, &m) == -EAGAIN);
+	check_r(bus1_peer_handle_query(b, b_to_r, &q));
+	check(q.n_messages == 0 && q.n_bytes == 0);
+
+	/* Bad input. */
+	check(bus1_peer_handle_query(a, 0x12345678, &q) == -ENXIO);
+	{
+		struct bus1_cmd_handle_query bad = { .flags = 2, .handle = a_to_r2 };
+		struct bus1_cmd_handle_release rel = { .flags = 1, .handle = a_to_r2 };
+
+		check(ioctl(bus1_peer_get_fd(a), BUS1_CMD_HANDLE_QUERY, &bad) < 0 &&
+		      errno == EINVAL);
+		check(ioctl(bus1_peer_get_fd(a), BUS1_CMD_HANDLE_RELEASE, &rel) < 0 &&
+		      errno == EINVAL);
+	}
+	bus1_peer_free(a);
+	bus1_peer_free(b);
+	bus1_peer_free(r);
+	kernel_usage(&bytes, &msgs, NULL);
+	check(msgs == msgs0 && bytes == bytes0);
+}
+
+/* ------------------------------------------------------------ direct path */
+
+/*
+ * Direct calls (docs/native-protocol.md): the caller gets the owner's direct
+ * handle from the broker once, then calls and replies cross the kernel once.
+ * The callee checks the kernel-stamped uid against what the broker published
+ * to it; a name that moves on, or a callee that dies, invalidates the handle.
+ */
+static void test_direct(void)
+{
+	struct b1c_bus *bus = open_native();
+	char out[256], svc1_name[64], svc2_name[64];
+	pid_t svc = start_native_service(), svc2, child;
+	int status;
+
+	wait_for_name(bus, SVC_NAME, true);
+	check_r(b1c_bus_set_direct(bus, true));
+
+	/* Calls, errors and replies straight between the two clients. */
+	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	if (strcmp(out, "direct"))
+		fail("call by name went %s", out);
+	check(call_echo(bus, SVC_NAME, "Echo", "straight", out, sizeof(out)) == 0);
+	check(!strcmp(out, "straight"));
+	check(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
+	check(!strcmp(out, b1c_bus_get_unique_name(bus)));
+	check(call_echo(bus, SVC_NAME, "Fail", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	check(!strcmp(out, "org.bus1.test.Error.Failed: failed on purpose"));
+	check(call_echo(bus, SVC_NAME, "NoSuchMethod", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	check(!strncmp(out, "org.freedesktop.DBus.Error.UnknownMethod", 40));
+	check(call_echo(bus, SVC_NAME, "Whoami", NULL, svc1_name, sizeof(svc1_name)) == 0);
+	/* By unique name too. */
+	check(call_echo(bus, svc1_name, "How", NULL, out, sizeof(out)) == 0);
+	check(!strcmp(out, "direct"));
+
+	/*
+	 * Policy on the direct path: a process of another uid that got hold of
+	 * the handle (here: it inherits our peer) is refused by the callee, which
+	 * the broker told which uids may call it.
+	 */
+	child = fork();
+	check(child >= 0);
+	if (child == 0) {
+		check(setgid(65534) == 0 && setuid(65534) == 0);
+		check(call_echo(bus, SVC_NAME, "Echo", "sneaky", out, sizeof(out)) ==
+		      B1C_CALL_ERROR);
+		if (strncmp(out, "org.freedesktop.DBus.Error.AccessDenied", 39))
+			fail("a direct call from uid 65534: %s", out);
+		_exit(0);
+	}
+	check(waitpid(child, &status, 0) == child);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("direct policy child failed (status %d)", status);
+	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	check(!strcmp(out, "direct"));
+
+	/* The name moves to another owner: the next call reaches the new one. */
+	check(call_echo(bus, SVC_NAME, "Release", NULL, out, sizeof(out)) == 0);
+	svc2 = start_native_service();
+	wait_for_name(bus, SVC_NAME, true);
+	check(call_echo(bus, SVC_NAME, "Whoami", NULL, svc2_name, sizeof(svc2_name)) == 0);
+	if (!strcmp(svc1_name, svc2_name))
+		fail("the call by name still reached the old owner %s", svc1_name);
+	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	check(!strcmp(out, "direct"));
+
+	/* The callee dies mid-call: NoReply; then the name is gone. */
+	check(call_echo(bus, SVC_NAME, "Die", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, "org.freedesktop.DBus.Error.NoReply", 34))
+		fail("direct call to a dying callee: %s", out);
+	check(waitpid(svc2, &status, 0) == svc2);
+	wait_for_name(bus, SVC_NAME, false);
+	check(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	check(!strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41));
+
+	/* Socket owners have no direct node: the broker carries the call. */
+	{
+		pid_t ssvc = start_socket_service();
+
+		wait_for_name(bus, SOCK_NAME, true);
+		check(call_echo(bus, SOCK_NAME, "Echo", "via the broker", out, sizeof(out)) == 0);
+		check(!strcmp(out, "via the broker"));
+		stop_service(bus, SOCK_NAME, ssvc);
+	}
+	kill(svc, SIGKILL);
+	waitpid(svc, NULL, 0);
+	b1c_bus_free(bus);
+}
+
+/* ------------------------------------------- the direct path and the policy */
+
+#define POL_DENIED "org.bus1.test.Denied"
+#define POL_MEMBER "org.bus1.test.Member"
+#define POL_OPEN "org.bus1.test.Open"
+
+/*
+ * A config for a broker of our own: a session bus that allows everything,
+ * then @rules (more <policy> elements, applied after the default one).
+ */
+static void write_config(const char *path, const char *rules)
+{
+	char tmp[256];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = fopen(tmp, "w");
+	check(f);
+	fprintf(f, "<busconfig>\n  <type>session</type>\n"
+		"  <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/>"
+		"<allow eavesdrop=\"true\"/><allow own=\"*\"/></policy>\n  %s\n</busconfig>\n",
+		rules);
+	check(fclose(f) == 0);
+	check(rename(tmp, path) == 0);
+}
+
+/*
+ * Start $BUS_BINARY (run-with-bus.sh exports it) with @config on a socket in
+ * tmpdir, and point $DBUS_SESSION_BUS_ADDRESS of this case (and of the
+ * services it forks) there.
+ */
+static pid_t start_broker(const char *config)
+{
+	const char *bin = getenv("BUS_BINARY");
+	char sock[128], cfg[300], addr[200];
+	pid_t pid;
+
+	check(bin);
+	snprintf(sock, sizeof(sock), "%s/policy-%d.sock", tmpdir, (int)getpid());
+	snprintf(cfg, sizeof(cfg), "--config-file=%s", config);
+	snprintf(addr, sizeof(addr), "unix:path=%s", sock);
+	unlink(sock);
+	pid = fork();
+	check(pid >= 0);
+	if (pid == 0) {
+		char a[220];
+
+		snprintf(a, sizeof(a), "--address=%s", addr);
+		execl(bin, bin, cfg, "--nofork", a, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; access(sock, F_OK) < 0; i++) {
+		if (i > 500 || waitpid(pid, NULL, WNOHANG) == pid)
+			fail("the broker with %s did not start", config);
+		usleep(10000);
+	}
+	check(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
+	return pid;
+}
+
+static void stop_broker(pid_t pid)
+{
+	int status;
+
+	check(kill(pid, SIGTERM) == 0);
+	check(waitpid(pid, &status, 0) == pid);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("the policy broker exited with status %d", status);
+}
+
+/* GetDirectHandle(@name) by hand: 0 (a handle) or the error name in @out. */
+static int get_direct_handle(struct b1c_bus *bus, const char *name, char *out, size_t n_out)
+{
+	struct b1c_message *m = NULL, *reply = NULL;
+	int r;
+
+	check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+					    "org.freedesktop.DBus.Bus1", "GetDirectHandle", "s"));
+	check_r(b1c_message_append(m, "s", name));
+	r = b1c_bus_call(bus, m, 0, &reply);
+	check_r(r);
+	snprintf(out, n_out, "%s", r == B1C_CALL_ERROR ? b1c_message_get_error_name(reply) : "");
+	b1c_message_unref(m);
+	b1c_message_unref(reply);
+	return r;
+}
+
+#define ACCESS_DENIED "org.freedesktop.DBus.Error.AccessDenied"
+
+/*
+ * GetDirectHandle under a policy: refused with AccessDenied where the
+ * brokered path says AccessDenied too; refused with NotSupported where a
+ * rule names a member (the callee could not apply it), so the library takes
+ * the broker, which applies the rule; granted where nothing stands in the way.
+ */
+static void test_direct_policy(void)
+{
+	char config[128], out[256];
+	pid_t broker, s_denied, s_member, s_open;
+	struct b1c_bus *bus;
+
+	snprintf(config, sizeof(config), "%s/policy-%d.conf", tmpdir, (int)getpid());
+	/* Deny for our uid (root; the broker runs as root too) only. */
+	write_config(config,
+		     "<policy user=\"root\"><deny send_destination=\"" POL_DENIED "\"/></policy>\n"
+		     "  <policy context=\"default\"><deny send_destination=\"" POL_MEMBER "\" "
+		     "send_interface=\"" SVC_IFACE "\" send_member=\"Secret\"/></policy>");
+	broker = start_broker(config);
+	bus = open_native();
+	s_denied = start_named_service(POL_DENIED);
+	s_member = start_named_service(POL_MEMBER);
+	s_open = start_named_service(POL_OPEN);
+	wait_for_name(bus, POL_DENIED, true);
+	wait_for_name(bus, POL_MEMBER, true);
+	wait_for_name(bus, POL_OPEN, true);
+
+	/* 1. Denied: the broker refuses the handle and the brokered call alike. */
+	check(get_direct_handle(bus, POL_DENIED, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strcmp(out, ACCESS_DENIED))
+		fail("GetDirectHandle(%s): %s", POL_DENIED, out);
+	check(call_echo(bus, POL_DENIED, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
+		fail("brokered call to %s: %s", POL_DENIED, out);
+	check_r(b1c_bus_set_direct(bus, true));
+	check(call_echo(bus, POL_DENIED, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
+		fail("direct-enabled call to %s: %s", POL_DENIED, out);
+
+	/* 2. A rule on one member: no handle; the member is denied, the others work. */
+	check(get_direct_handle(bus, POL_MEMBER, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strcmp(out, "org.freedesktop.DBus.Error.NotSupported"))
+		fail("GetDirectHandle(%s): %s", POL_MEMBER, out);
+	check(call_echo(bus, POL_MEMBER, "Secret", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
+		fail("call to the denied member: %s", out);
+	check(call_echo(bus, POL_MEMBER, "Echo", "allowed", out, sizeof(out)) == 0);
+	check(!strcmp(out, "allowed"));
+	check(call_echo(bus, POL_MEMBER, "How", NULL, out, sizeof(out)) == 0);
+	if (strcmp(out, "brokered"))
+		fail("a call to %s (member rule) went %s", POL_MEMBER, out);
+
+	/* 3. Nothing in the way: direct, and Secret is answered there. */
+	check(get_direct_handle(bus, POL_OPEN, out, sizeof(out)) == 0);
+	check(call_echo(bus, POL_OPEN, "How", NULL, out, sizeof(out)) == 0);
+	if (strcmp(out, "direct"))
+		fail("a call to %s went %s", POL_OPEN, out);
+	check(call_echo(bus, POL_OPEN, "Secret", NULL, out, sizeof(out)) == 0);
+	check(!strcmp(out, "the secret"));
+
+	kill(s_denied, SIGKILL);
+	kill(s_member, SIGKILL);
+	kill(s_open, SIGKILL);
+	waitpid(s_denied, NULL, 0);
+	waitpid(s_member, NULL, 0);
+	waitpid(s_open, NULL, 0);
+	b1c_bus_free(bus);
+	stop_broker(broker);
+}
+
+static int async_n;
+static char async_out[256];
+
+static int on_async_text(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
+{
+	const char *s = NULL;
+
+	if (b1c_message_get_type(m) == B1C_MESSAGE_ERROR)
+		snprintf(async_out, sizeof(async_out), "%s", b1c_message_get_error_name(m));
+	else if (b1c_message_read(m, "s", &s) == 0)
+		snprintf(async_out, sizeof(async_out), "%s", s);
+	else
+		snprintf(async_out, sizeof(async_out), "(no text)");
+	async_n++;
+	return 1;
+}
+
+/* b1c_bus_call_async() of SVC_IFACE.@member; waits for the handler; the reply text. */
+static const char *call_async_wait(struct b1c_bus *bus, const char *dest, const char *member)
+{
+	struct b1c_message *m = NULL;
+	int n = async_n;
+
+	check_r(b1c_message_new_method_call(&m, dest, SVC_PATH, SVC_IFACE, member, ""));
+	check_r(b1c_bus_call_async(bus, m, on_async_text, NULL));
+	b1c_message_unref(m);
+	for (int i = 0; async_n == n; i++) {
+		int r = b1c_bus_process(bus);
+
+		check_r(r);
+		if (r == 0)
+			check_r(b1c_bus_wait(bus, 100000));
+		if (i > 100000)
+			fail("no async reply to %s", member);
+	}
+	check(async_n == n + 1);
+	return async_out;
+}
+
+/*
+ * The policy is reloaded while direct handles are out: the callees are told
+ * to refuse them (DirectRevoked), the callers' libraries ask the broker again
+ * and get its new verdict; sync and async calls alike. And async calls, like
+ * sync ones, follow a name to its new owner.
+ */
+static void test_direct_reload(void)
+{
+	char config[128], out[256], svc1_name[64], svc2_name[64];
+	pid_t broker, svc, svc2, other;
+	struct b1c_bus *bus;
+	const char *s;
+
+	snprintf(config, sizeof(config), "%s/reload-%d.conf", tmpdir, (int)getpid());
+	write_config(config, "");
+	broker = start_broker(config);
+	bus = open_native();
+	svc = start_native_service();
+	other = start_named_service(POL_OPEN);
+	wait_for_name(bus, SVC_NAME, true);
+	wait_for_name(bus, POL_OPEN, true);
+	check_r(b1c_bus_set_direct(bus, true));
+
+	/* 4. Async after ServiceUnknown from the old owner: resent to the new one. */
+	check(call_echo(bus, SVC_NAME, "Whoami", NULL, svc1_name, sizeof(svc1_name)) == 0);
+	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	check(!strcmp(out, "direct"));
+	check(call_echo(bus, SVC_NAME, "Release", NULL, out, sizeof(out)) == 0);
+	svc2 = start_native_service();
+	wait_for_name(bus, SVC_NAME, true);
+	s = call_async_wait(bus, SVC_NAME, "Whoami");
+	snprintf(svc2_name, sizeof(svc2_name), "%s", s);
+	if (!strcmp(svc2_name, svc1_name) || svc2_name[0] != ':')
+		fail("async call after the name moved: %s (old owner %s)", svc2_name, svc1_name);
+	check(!strcmp(call_async_wait(bus, SVC_NAME, "How"), "direct"));
+	kill(svc, SIGKILL);
+	waitpid(svc, NULL, 0);
+	check(!strcmp(call_async_wait(bus, POL_OPEN, "How"), "direct"));
+
+	/* 3. Reload to a config denying SVC_NAME: the next direct calls are refused. */
+	write_config(config, "<policy context=\"default\"><deny send_destination=\"" SVC_NAME
+		     "\"/></policy>");
+	b1c_message_unref(call_driver(bus, "ReloadConfig", NULL));
+	check(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
+		fail("a direct call after the reload to a denying config: %s", out);
+	check(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	check(!strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)));
+	/* Revoked as well, and still allowed: asked again, direct again (async). */
+	check(!strcmp(call_async_wait(bus, POL_OPEN, "How"), "direct"));
+
+	/* A member rule arrives by reload: the callee's handle goes, the broker decides. */
+	write_config(config, "<policy context=\"default\"><deny send_destination=\"" POL_OPEN
+		     "\" send_interface=\"" SVC_IFACE "\" send_member=\"Secret\"/></policy>");
+	b1c_message_unref(call_driver(bus, "ReloadConfig", NULL));
+	s = call_async_wait(bus, POL_OPEN, "Secret");
+	if (strcmp(s, ACCESS_DENIED))
+		fail("async call of a member denied by reload: %s", s);
+	check(call_echo(bus, POL_OPEN, "How", NULL, out, sizeof(out)) == 0);
+	if (strcmp(out, "brokered"))
+		fail("a call to %s after a member rule was loaded went %s", POL_OPEN, out);
+
+	kill(svc2, SIGKILL);
+	kill(other, SIGKILL);
+	waitpid(svc2, NULL, 0);
+	waitpid(other, NULL, 0);
+	b1c_bus_free(bus);
+	stop_broker(broker);
 }
 
 /* ------------------------------------------------------- a bad bootstrap */
@@ -1214,6 +2175,12 @@ static const struct {
 	{ "multicast-once", test_multicast_once },
 	{ "bus1ctl", test_bus1ctl },
 	{ "churn", test_churn },
+	{ "stress", test_stress },
+	{ "quota", test_quota },
+	{ "kernel-reclaim", test_kernel_reclaim },
+	{ "direct", test_direct },
+	{ "direct-policy", test_direct_policy },
+	{ "direct-reload", test_direct_reload },
 };
 
 int main(int argc, char **argv)
