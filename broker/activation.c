@@ -1271,6 +1271,13 @@ oom:
 	return -ENOMEM;
 }
 
+bool activation_is_activatable(struct activation *a, const char *name)
+{
+	if (a->systemd_activation && !strcmp(name, ACTIVATION_SYSTEMD_NAME))
+		return true;
+	return lookup_service(a, name) != NULL;
+}
+
 int activation_start(struct activation *a, void *sender, struct message *msg, const char *name,
 		     bool auto_start)
 {

@@ -205,6 +205,15 @@ int activation_set_address(struct activation *a, const char *address);
 /* The activatable names, sorted (ListActivatableNames). Never NULL. */
 const struct bus_services *activation_services(const struct activation *a);
 
+/*
+ * Whether activation_start() would find something to start for @name: a
+ * .service file (the directories are rescanned if they changed), or systemd
+ * itself under --systemd-activation. The router asks before the send policy
+ * check of an auto-start, because dbus-daemon answers ServiceUnknown for a
+ * name no .service file provides before it looks at the policy.
+ */
+bool activation_is_activatable(struct activation *a, const char *name);
+
 /**
  * activation_start() - StartServiceByName or auto-start
  * @sender:	the caller (opaque; activation_sender_gone() drops its requests)

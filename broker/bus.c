@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <systemd/sd-daemon.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
 #include "broker/connection.h"
@@ -109,6 +110,9 @@ static void bus_apply_config(struct bus *bus, const struct bus_config *config)
 				if (c->authenticated && connection_setup_policy(c) < 0)
 					log_warn("cannot apply the new policy to %s",
 						 connection_name(c));
+			if (native_rules_update(&bus->native_rules, config) < 0)
+				log_warn("no direct path for native clients: out of memory");
+			native_policy_changed(bus->native);
 		}
 
 		/* Rescans the service directories; pending activations keep running. */
@@ -124,15 +128,54 @@ static int bus_set_error(struct bus *bus, char *msg)
 	return 1;
 }
 
+static int bus_link_listener(struct bus *bus, struct listener *l);
+
+/*
+ * "systemd:" (dbus-daemon's socket activation address, as in dbus.service's
+ * --address=systemd:): one listener per socket systemd passed (LISTEN_FDS).
+ */
+static int bus_add_systemd_listeners(struct bus *bus)
+{
+	int n = sd_listen_fds(1);
+
+	if (n <= 0) {
+		char *msg = strdup(n < 0 ? "systemd: cannot read the passed sockets (LISTEN_FDS)" :
+				   "systemd: address given, but systemd passed no socket");
+
+		return msg ? bus_set_error(bus, msg) : -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		struct listener *l = NULL;
+		char *err = NULL;
+		int r = listener_new_fd(&l, bus, SD_LISTEN_FDS_START + i, &err);
+
+		if (r)
+			return r < 0 ? r : bus_set_error(bus, err);
+		r = bus_link_listener(bus, l);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int bus_add_listener(struct bus *bus, const char *address)
 {
 	struct listener *l = NULL;
-	char *err = NULL, *joined;
+	char *err = NULL;
 	int r;
 
+	if (!strcmp(address, "systemd:"))
+		return bus_add_systemd_listeners(bus);
 	r = listener_new(&l, bus, address, &err);
 	if (r)
 		return r < 0 ? r : bus_set_error(bus, err);
+	return bus_link_listener(bus, l);
+}
+
+static int bus_link_listener(struct bus *bus, struct listener *l)
+{
+	char *joined;
+
 	list_append(&bus->listeners, &l->link);
 	if (bus->address) {
 		if (asprintf(&joined, "%s;%s", bus->address, l->address) < 0)
@@ -361,6 +404,7 @@ struct bus *bus_free(struct bus *bus)
 	bus_free_dead(bus);
 	/* After the connections: they release their bus1 nodes first. */
 	bus->native = native_free(bus->native);
+	bus->native_rules = native_rules_free(bus->native_rules);
 	while (!list_is_empty(&bus->listeners))
 		listener_free(list_first_entry(&bus->listeners, struct listener, link));
 	bus->flush = sd_event_source_disable_unref(bus->flush);
@@ -416,7 +460,7 @@ int bus_accept(struct bus *bus, int fd)
 	struct connection *conn;
 
 	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections) {
-		/* dbus-daemon drops a connection too: here the new one. */
+		/* The listeners stop accepting at the limit; this is the fallback. */
 		log_warn("too many incomplete connections (max_incomplete_connections=%lld)",
 			 (long long)bus->limits.max_incomplete_connections);
 		close(fd);

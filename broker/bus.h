@@ -76,6 +76,7 @@ struct bus {
 	struct config_reload *reload;	/* ReloadConfig, SIGHUP, inotify (reload.h) */
 	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
 	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
+	struct native_rules *native_rules; /* the policy for the direct path (native.h) */
 
 	struct list_node listeners;
 	struct list_node connections;	/* every connection, in accept order */

@@ -4,10 +4,12 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include "broker/bus.h"
@@ -15,6 +17,20 @@
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "dbus-compat/address.h"
+#include <systemd/sd-daemon.h>
+
+/* A listener not yet bound to a socket; NULL when out of memory. */
+static struct listener *listener_alloc(struct bus *bus)
+{
+	struct listener *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->bus = bus;
+	l->fd = -1;
+	list_init(&l->link);
+	return l;
+}
 
 int listener_new(struct listener **listenerp, struct bus *bus, const char *address,
 		 char **errorp)
@@ -25,12 +41,9 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
 	size_t i;
 	int r;
 
-	l = calloc(1, sizeof(*l));
+	l = listener_alloc(bus);
 	if (!l)
 		return -ENOMEM;
-	l->bus = bus;
-	l->fd = -1;
-	list_init(&l->link);
 
 	r = address_list_parse(&list, address, &last_error);
 	if (r) {
@@ -71,6 +84,48 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
 	return 0;
 }
 
+int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char **errorp)
+{
+	_cleanup_(listener_freep) struct listener *l = NULL;
+	_cleanup_free_ char *esc = NULL;
+	struct sockaddr_un sa = {};
+	socklen_t len = sizeof(sa);
+	bool abstract;
+	int fl;
+
+	if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0 ||
+	    len <= offsetof(struct sockaddr_un, sun_path)) {
+		if (asprintf(errorp, "inherited socket %d is not a listening unix stream socket "
+			     "(only those are supported)", fd) < 0)
+			return -ENOMEM;
+		return 1;
+	}
+	/* The loop accepts until EAGAIN: a blocking socket would stall the bus. */
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+
+	abstract = sa.sun_path[0] == '\0';
+	len -= offsetof(struct sockaddr_un, sun_path);
+	esc = abstract ? address_escape(sa.sun_path + 1, len - 1) :
+			 address_escape(sa.sun_path, strnlen(sa.sun_path, len));
+	if (!esc)
+		return -ENOMEM;
+
+	l = listener_alloc(bus);
+	if (!l)
+		return -ENOMEM;
+	if (asprintf(&l->address, "unix:%s=%s,guid=%s", abstract ? "abstract" : "path", esc,
+		     bus->guid) < 0)
+		return -ENOMEM;
+	/* Owned from here on; the socket file belongs to systemd: never unlinked. */
+	l->fd = fd;
+	*listenerp = steal_ptr(l);
+	return 0;
+}
+
 struct listener *listener_free(struct listener *l)
 {
 	if (!l)
@@ -90,6 +145,8 @@ struct listener *listener_free(struct listener *l)
 
 /* How long accepting pauses when the process is out of fds or memory. */
 #define LISTENER_RETRY_USEC (100 * 1000)
+/* How often a listener paused at max_incomplete_connections looks again. */
+#define LISTENER_FULL_RETRY_USEC (5 * 1000)
 
 static int listener_retry(sd_event_source *s, uint64_t usec, void *userdata)
 {
@@ -105,19 +162,20 @@ static int listener_retry(sd_event_source *s, uint64_t usec, void *userdata)
  * would spin (and log) at full speed. Stop watching the socket and look again
  * after a short delay; pending clients wait in the kernel's backlog.
  */
-static int listener_pause(struct listener *l, int error)
+static int listener_pause(struct listener *l, int error, uint64_t usec)
 {
 	int r;
 
 	if (l->retry)
 		return 0;
-	log_warn("accept failed: %s; pausing new connections for %d ms", strerror(error),
-		 LISTENER_RETRY_USEC / 1000);
+	if (error)
+		log_warn("accept failed: %s; pausing new connections for %d ms", strerror(error),
+			 LISTENER_RETRY_USEC / 1000);
 	r = sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
 	if (r < 0)
 		return r;
 	return sd_event_add_time_relative(l->bus->event, &l->retry, CLOCK_MONOTONIC,
-					  LISTENER_RETRY_USEC, 0, listener_retry, l);
+					  usec, 0, listener_retry, l);
 }
 
 static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -127,7 +185,21 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 
 	/* Accept a bounded batch per wakeup so connecting clients cannot starve traffic. */
 	for (i = 0; i < 32; i++) {
-		int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int cfd;
+
+		/*
+		 * At max_incomplete_connections, stop accepting, as dbus-daemon
+		 * does (fd.o #80919): new clients wait in the backlog until a
+		 * stalled one authenticates or hits auth_timeout, instead of
+		 * being refused. Checked again after the retry delay.
+		 */
+		if (l->bus->n_incomplete >= (unsigned int)l->bus->limits.max_incomplete_connections) {
+			r = listener_pause(l, 0, LISTENER_FULL_RETRY_USEC);
+			if (r < 0)
+				log_err("cannot pause accepting: %s", strerror(-r));
+			return 0;
+		}
+		cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (cfd < 0) {
 			if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
@@ -135,7 +207,7 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
 				/* Out of resources: keep running, try again later. */
-				r = listener_pause(l, errno);
+				r = listener_pause(l, errno, LISTENER_RETRY_USEC);
 				if (r < 0)
 					log_err("cannot pause accepting: %s", strerror(-r));
 				return 0;

@@ -38,6 +38,17 @@ struct listener {
  */
 int listener_new(struct listener **listenerp, struct bus *bus, const char *address,
 		 char **errorp);
+/**
+ * listener_new_fd() - a listener on an inherited listening socket
+ * @fd:		an AF_UNIX SOCK_STREAM socket that listens (socket activation,
+ *		the "systemd:" address); owned by the listener on success
+ *
+ * The socket is made non-blocking; its file is never unlinked (systemd owns
+ * it). The connectable address is derived from getsockname().
+ * Return: 0, 1 (not a listening unix stream socket, see *errorp) or -errno.
+ */
+int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char **errorp);
+
 struct listener *listener_free(struct listener *listener);
 DEFINE_CLEANUP_FUNC(struct listener *, listener_free);
 

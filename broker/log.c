@@ -1,20 +1,40 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Logging to stderr and/or syslog. See log.h.
+ * Logging to stderr and/or syslog, with priorities for the journal. See log.h.
  */
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <syslog.h>
+#include <unistd.h>
 #include "broker/log.h"
 
 static enum log_target log_target = LOG_TARGET_STDERR;
 static bool log_opened;
+static bool log_journal;
+
+bool log_stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char extra;
+
+	/* systemd sets JOURNAL_STREAM=DEV:INODE of the stream it connected. */
+	if (!e || sscanf(e, "%llu:%llu%c", &dev, &ino, &extra) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void log_setup(enum log_target target)
 {
 	log_target = target;
+	log_journal = log_stderr_is_journal();
 	if (target != LOG_TARGET_STDERR && !log_opened) {
 		openlog("bus1-broker", LOG_PID, LOG_DAEMON);
 		log_opened = true;
@@ -28,7 +48,15 @@ void log_printf(int priority, const char *fmt, ...)
 
 	if (log_target != LOG_TARGET_SYSLOG) {
 		va_start(ap, fmt);
-		fprintf(stderr, "bus1-broker: ");
+		/*
+		 * journald reads "<N>" at the start of a line as its priority
+		 * (SyslogLevelPrefix=, on by default); the unit name already says
+		 * who is talking, so no program prefix then.
+		 */
+		if (log_journal)
+			fprintf(stderr, "<%d>", priority & LOG_PRIMASK);
+		else
+			fprintf(stderr, "bus1-broker: ");
 		vfprintf(stderr, fmt, ap);
 		fputc('\n', stderr);
 		va_end(ap);

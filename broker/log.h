@@ -6,7 +6,8 @@
  *
  * The broker logs to stderr, to syslog or to both, like dbus-daemon with
  * --nosyslog / --syslog-only / --syslog. Messages are single lines; callers
- * do not add a newline.
+ * do not add a newline. Under systemd, syslog() reaches the journal through
+ * /dev/log and stderr through the service's stream (with priorities, below).
  */
 
 #include <stdbool.h>
@@ -18,7 +19,13 @@ enum log_target {
 	LOG_TARGET_BOTH,
 };
 
+/*
+ * Under systemd (stderr is the stream named by JOURNAL_STREAM), stderr lines
+ * start with "<N>", the syslog priority, which journald stores as PRIORITY=
+ * instead of printing it; otherwise they start with "bus1-broker: ".
+ */
 void log_setup(enum log_target target);
+bool log_stderr_is_journal(void);
 void log_printf(int priority, const char *fmt, ...) _printf_(2, 3);
 
 /* syslog priorities, without pulling <syslog.h> into every file. */

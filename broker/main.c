@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <systemd/sd-daemon.h>
 #include "config.h"
 #include "broker/bus.h"
 #include "broker/cli.h"
@@ -265,11 +266,30 @@ int main(int argc, char **argv)
 				strerror(-r));
 			return EXIT_FAILURE;
 		}
+		/*
+		 * dbus-daemon refuses to start when <apparmor mode="required"/>
+		 * and the kernel has no AppArmor. bus1-broker never mediates with
+		 * AppArmor (nor SELinux), so "required" can never be met.
+		 */
+		if (config->apparmor == BUS_CONFIG_APPARMOR_REQUIRED) {
+			fprintf(stderr, "Failed to start message bus: AppArmor mediation required "
+				"but not present (bus1-broker does not implement it)\n");
+			return EXIT_FAILURE;
+		}
 		if (config->syslog && cli.syslog == CLI_SYSLOG_DEFAULT)
 			log_setup(LOG_TARGET_BOTH);
 		if (!cli.nopidfile)
 			pidfile = config->pidfile;
 	}
+
+	/* An LSM that would mediate D-Bus for dbus-daemon does not here: say so. */
+	if (access("/sys/fs/selinux/enforce", F_OK) == 0)
+		log_warn("SELinux is enabled, but bus1-broker does not mediate messages with it: "
+			 "only the <policy> rules apply");
+	if (config && config->apparmor != BUS_CONFIG_APPARMOR_DISABLED &&
+	    access("/sys/kernel/security/apparmor", F_OK) == 0)
+		log_warn("AppArmor is enabled, but bus1-broker does not mediate messages with it: "
+			 "only the <policy> rules apply");
 
 	opts.config = config;
 	opts.config_file = cli.config_file;
@@ -291,6 +311,22 @@ int main(int argc, char **argv)
 		}
 		if (!(config && config->keep_umask))
 			umask(022);
+	}
+
+	/*
+	 * From here on others learn that the bus is up (address, pid file,
+	 * READY=1) and may signal it at once (systemd's ExecReload=, a test's
+	 * SIGTERM) before bus_run() sets up its signalfd: hold the signals
+	 * pending until then instead of dying of the default action.
+	 */
+	{
+		sigset_t mask;
+
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGTERM);
+		sigaddset(&mask, SIGINT);
+		sigaddset(&mask, SIGHUP);
+		(void)sigprocmask(SIG_BLOCK, &mask, NULL);
 	}
 
 	if (pidfile) {
@@ -323,7 +359,19 @@ int main(int argc, char **argv)
 		ready_fd = safe_close(ready_fd);
 	}
 
+	/*
+	 * Type=notify: ready once clients can connect (the sockets listen; they
+	 * queue in the backlog until the loop runs). A forked bus reports its
+	 * own pid. Without NOTIFY_SOCKET this does nothing.
+	 */
+	if (do_fork)
+		(void)sd_notifyf(0, "MAINPID=%d\nREADY=1\nSTATUS=Serving %s", (int)getpid(),
+				 bus_get_address(bus));
+	else
+		(void)sd_notifyf(0, "READY=1\nSTATUS=Serving %s", bus_get_address(bus));
+
 	r = bus_run(bus);
+	(void)sd_notify(0, "STOPPING=1");
 	if (pidfile)
 		unlink(pidfile);
 	if (r < 0) {

@@ -12,6 +12,7 @@
 #include <sys/inotify.h>
 #include <time.h>
 #include <unistd.h>
+#include <systemd/sd-daemon.h>
 #include "broker/reload.h"
 
 #define RELOAD_DEFAULT_DEBOUNCE_USEC (100ULL * 1000)
@@ -245,7 +246,29 @@ fail:
 	return ret;
 }
 
+static int config_reload_do(struct config_reload *r, char **errorp);
+
+/*
+ * Type=notify(-reload): systemd sees RELOADING=1 (with the time, which
+ * Type=notify-reload requires) before and READY=1 after every reload,
+ * successful or not, as dbus-daemon reports them. No-ops without NOTIFY_SOCKET.
+ */
 int config_reload_run(struct config_reload *r, char **errorp)
+{
+	struct timespec ts;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	(void)sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=Reloading configuration",
+			 (unsigned long long)ts.tv_sec * 1000000ULL +
+			 (unsigned long long)ts.tv_nsec / 1000);
+	ret = config_reload_do(r, errorp);
+	(void)sd_notifyf(0, "READY=1\nSTATUS=%s", ret ? "Configuration reload failed, old one kept" :
+			 "Configuration reloaded");
+	return ret;
+}
+
+static int config_reload_do(struct config_reload *r, char **errorp)
 {
 	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
 	_cleanup_free_ char *error = NULL;

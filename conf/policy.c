@@ -40,6 +40,7 @@ struct bus_policy {
 	struct rule_list by_default;
 	struct rule_list mandatory;
 	struct rule_list console[2];	/* [0]: at_console="false", [1]: "true" */
+	struct bus_console console_detect;	/* who is at the console (console.h) */
 	struct id_rules *users;		/* sorted by id */
 	size_t n_users;
 	struct id_rules *groups;	/* sorted by id */
@@ -200,6 +201,7 @@ int bus_policy_new(struct bus_policy **policyp, const struct bus_config *config)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	bus_console_init_default(&p->console_detect);
 
 	list_for_each_entry(f, &config->files, link)
 		n++;
@@ -476,6 +478,24 @@ int bus_client_policy_new(struct bus_client_policy **clientp, const struct bus_p
 
 	*clientp = steal_ptr(c);
 	return 0;
+}
+
+void bus_policy_set_console(struct bus_policy *policy, const struct bus_console *console)
+{
+	policy->console_detect = *console;
+}
+
+bool bus_policy_has_console_rules(const struct bus_policy *policy)
+{
+	return policy->console[0].n > 0 || policy->console[1].n > 0;
+}
+
+int bus_policy_uid_at_console(const struct bus_policy *policy, uint32_t uid)
+{
+	/* Without at_console rules the answer changes nothing: spare logind the call. */
+	if (!policy || !bus_policy_has_console_rules(policy))
+		return 0;
+	return bus_console_check(&policy->console_detect, uid);
 }
 
 /* "a.b" matches "a.b" and "a.b.c", not "a.bc". */

@@ -42,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "conf/config.h"
+#include "conf/console.h"
 #include "util/macro.h"
 
 struct bus_policy;
@@ -72,9 +73,33 @@ bool bus_policy_check_connect(const struct bus_policy *policy, uint32_t uid,
 			      const struct bus_policy_rule **rulep);
 
 /**
+ * bus_policy_uid_at_console() - is @uid at the console, for at_console rules?
+ *
+ * Decided by the policy's console detection (console.h; by default what
+ * dbus-daemon does: logind seats, else nothing) when the policy has
+ * at_console rules at all; 0 without asking anyone otherwise. Call it when a
+ * connection's client policy is built (connect and reload), not per message.
+ * @policy may be NULL (no policy: 0).
+ *
+ * Return: 1 at the console, 0 not, negative errno when logind's answer failed
+ * (callers treat it as "not at the console").
+ */
+int bus_policy_uid_at_console(const struct bus_policy *policy, uint32_t uid);
+
+/* Whether any <policy at_console=...> rule exists. */
+bool bus_policy_has_console_rules(const struct bus_policy *policy);
+
+/*
+ * Replace the console detection (tests inject a fake seats function or
+ * directories). The strings in @console must outlive @policy.
+ */
+void bus_policy_set_console(struct bus_policy *policy, const struct bus_console *console);
+
+/**
  * bus_client_policy_new() - the rules that apply to one connection
  * @uid, @gids, @n_gids: the peer's credentials (gids in the order to apply)
- * @at_console:	whether @uid is at the console (selects at_console rules)
+ * @at_console:	whether @uid is at the console (selects at_console rules;
+ *		normally bus_policy_uid_at_console() > 0)
  * Return: 0 or -ENOMEM. The client policy refers to @policy, which must
  * outlive it.
  */

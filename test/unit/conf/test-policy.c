@@ -14,6 +14,7 @@
 
 #include "conf/config.h"
 #include "conf/policy.h"
+#include "policy-reference.h"
 #include "test.h"
 
 static struct bus_policy *compile(const char *text)
@@ -577,134 +578,6 @@ static void random_rule(char **buf, size_t *len)
 		       rand() % 5 ? PICK(pool_names) : "*");
 	}
 	append(buf, len, "/>\n");
-}
-
-struct ref_msg {
-	struct bus_policy_message m;
-	const char *names[3];
-	struct bus_policy_peer peer;
-	bool use_peer;
-	bool eavesdropping;
-	const char *own;
-};
-
-/* the client's rule list in dbus-daemon's order */
-static size_t ref_rules(const struct bus_config *c, uint32_t uid, const uint32_t *gids,
-			size_t n_gids, bool console, const struct bus_policy_rule **out)
-{
-	const struct bus_policy_rule *r;
-	size_t n = 0;
-
-	list_for_each_entry(r, &c->rules, link)
-		if (r->scope == BUS_POLICY_SCOPE_DEFAULT)
-			out[n++] = r;
-	for (size_t g = 0; g < n_gids; g++)
-		list_for_each_entry(r, &c->rules, link)
-			if (r->scope == BUS_POLICY_SCOPE_GROUP && r->scope_id == gids[g])
-				out[n++] = r;
-	list_for_each_entry(r, &c->rules, link)
-		if (r->scope == BUS_POLICY_SCOPE_USER && r->scope_id == uid)
-			out[n++] = r;
-	list_for_each_entry(r, &c->rules, link)
-		if (r->scope == BUS_POLICY_SCOPE_CONSOLE && r->scope_id == console)
-			out[n++] = r;
-	list_for_each_entry(r, &c->rules, link)
-		if (r->scope == BUS_POLICY_SCOPE_MANDATORY)
-			out[n++] = r;
-	return n;
-}
-
-static bool ref_prefix(const char *name, const char *prefix)
-{
-	size_t l = strlen(prefix);
-
-	return strncmp(name, prefix, l) == 0 && (name[l] == 0 || name[l] == '.');
-}
-
-static bool ref_owns(const struct ref_msg *x, const char *field, const char *name, bool prefix)
-{
-	if (!x->use_peer)
-		return field && (prefix ? ref_prefix(field, name) : strcmp(field, name) == 0);
-	for (size_t i = 0; i < x->peer.n_names; i++)
-		if (prefix ? ref_prefix(x->peer.names[i], name) : strcmp(x->peer.names[i], name) == 0)
-			return true;
-	return false;
-}
-
-static bool ref_common(const struct bus_policy_rule *r, const struct bus_policy_message *m,
-		       bool eavesdrop)
-{
-	bool rr = r->requested_reply == BUS_TRISTATE_UNSET ? r->allow
-							   : r->requested_reply == BUS_TRISTATE_TRUE;
-
-	if (r->message_type && r->message_type != m->type)
-		return false;
-	if (m->is_reply) {
-		if (!m->requested_reply && r->allow && rr && !eavesdrop)
-			return false;
-		if (m->requested_reply && !r->allow && !rr)
-			return false;
-	}
-	if (r->path && m->path && strcmp(r->path, m->path))
-		return false;
-	if (r->interface && ((!m->interface && r->allow) ||
-			     (m->interface && strcmp(r->interface, m->interface))))
-		return false;
-	if (r->member && m->member && strcmp(r->member, m->member))
-		return false;
-	if (r->error && m->error_name && strcmp(r->error, m->error_name))
-		return false;
-	return true;
-}
-
-static int ref_check(const struct bus_policy_rule **rules, size_t n, int type,
-		     const struct ref_msg *x, const struct bus_policy_rule **rulep)
-{
-	const struct bus_policy_message *m = &x->m;
-	bool allowed = false;
-
-	*rulep = NULL;
-	for (size_t i = 0; i < n; i++) {
-		const struct bus_policy_rule *r = rules[i];
-		bool ev = r->eavesdrop == BUS_TRISTATE_TRUE;
-
-		if ((int)r->type != type)
-			continue;
-		if (type == BUS_POLICY_RULE_OWN) {
-			if (r->name && (r->name_is_prefix ? !ref_prefix(x->own, r->name)
-							  : strcmp(x->own, r->name)))
-				continue;
-		} else if (type == BUS_POLICY_RULE_SEND) {
-			if (!ref_common(r, m, ev))
-				continue;
-			if (r->broadcast != BUS_TRISTATE_UNSET &&
-			    (!m->destination && m->type == BUS_MESSAGE_TYPE_SIGNAL) !=
-			    (r->broadcast == BUS_TRISTATE_TRUE))
-				continue;
-			if (r->name && !ref_owns(x, m->destination, r->name, r->name_is_prefix))
-				continue;
-			if (m->n_fds < r->min_fds || m->n_fds > r->max_fds)
-				continue;
-		} else {
-			bool eavesdropping = x->eavesdropping && m->destination;
-
-			if (r->message_type && r->message_type != m->type)
-				continue;
-			if (eavesdropping && r->allow && !ev)
-				continue;
-			if (!eavesdropping && !r->allow && ev)
-				continue;
-			if (!ref_common(r, m, ev))
-				continue;
-			if (r->name && !ref_owns(x, m->sender, r->name, false))
-				continue;
-			if (m->n_fds < r->min_fds || m->n_fds > r->max_fds)
-				continue;
-		}
-		allowed = r->allow;
-		*rulep = r;
-	}
-	return allowed;
 }
 
 static const char *maybe(const char *const *pool, size_t n)
