@@ -257,8 +257,9 @@ int connection_setup_policy(struct connection *conn)
 	    !bus_policy_check_connect(bus->policy, (uint32_t)conn->uid, gids, n,
 				      (uint32_t)bus->uid, &rule))
 		return 1;
+	/* at_console: decided now (connect, reload), as dbus-daemon; see conf/console.h */
 	r = bus_client_policy_new(&conn->policy, bus->policy, (uint32_t)conn->uid, gids, n,
-				  false);
+				  bus_policy_uid_at_console(bus->policy, (uint32_t)conn->uid) > 0);
 	return r < 0 ? r : 0;
 }
 
@@ -368,11 +369,31 @@ static int connection_read_frames(struct connection *conn)
 			return 1;
 		}
 
-		/* One copy: from the socket buffer straight into the message. */
-		r = message_new_incoming(&msg, size);
-		if (r < 0)
-			return r;
-		r = socket_take_frame(conn->socket, message_incoming_data(msg), &fds, &n_fds);
+		if (size > SOCKET_FRAME_LARGE) {
+			/*
+			 * A large frame arrived in a buffer of its own: the
+			 * message adopts it, its bytes are never copied.
+			 */
+			struct socket_frame frame;
+
+			r = socket_read_frame(conn->socket, &frame);
+			if (!r) {
+				r = message_new_adopted(&msg, frame.data, frame.n_data);
+				if (r < 0) {
+					socket_frame_deinit(&frame);
+					return r;
+				}
+				fds = steal_ptr(frame.fds);
+				n_fds = frame.n_fds;
+			}
+		} else {
+			/* One copy: from the socket buffer straight into the message. */
+			r = message_new_incoming(&msg, size);
+			if (r < 0)
+				return r;
+			r = socket_take_frame(conn->socket, message_incoming_data(msg), &fds,
+					      &n_fds);
+		}
 		if (r) {
 			message_unref(msg);
 			if (r < 0)
@@ -458,6 +479,9 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 			/* Nothing new arrived: the socket is drained for now. */
 			if (socket_get_buffered_bytes(conn->socket) == before && r == 0 &&
 			    !conn->eof)
+				break;
+			/* A short read: the next one would most likely be EAGAIN. */
+			if (r == 0 && !conn->eof && socket_is_drained(conn->socket))
 				break;
 		}
 		if (conn->eof) {

@@ -67,6 +67,7 @@ static struct message *message_alloc(size_t storage)
 	m->n_refs = 1;
 	m->signature = "";
 	m->storage_size = storage;
+	m->data = m->storage;
 	return m;
 }
 
@@ -79,6 +80,23 @@ int message_new_incoming(struct message **ret, size_t size)
 	m = message_alloc(size);
 	if (!m)
 		return -ENOMEM;
+	*ret = m;
+	return 0;
+}
+
+int message_new_adopted(struct message **ret, void *data, size_t size)
+{
+	struct message *m;
+
+	if (size < DC_FIXED_HEADER_SIZE || size > DC_MAX_MESSAGE_SIZE)
+		return -EINVAL;
+	m = message_alloc(0);
+	if (!m)
+		return -ENOMEM;
+	/* The buffer is the whole message: header and body point into it. */
+	m->data = data;
+	m->data_owned = data;
+	m->storage_size = size;
 	*ret = m;
 	return 0;
 }
@@ -109,6 +127,7 @@ struct message *message_unref(struct message *m)
 		close_fds(m->fds, m->n_fds);
 		free(m->fds);
 		free(m->body_owned);
+		free(m->data_owned);
 	}
 	free(m);
 	return NULL;
@@ -197,7 +216,7 @@ static int check_required(const struct message *m)
 }
 
 /*
- * Walk the header fields a(yv) of m->storage, from offset 16 to @fields_end
+ * Walk the header fields a(yv) of m->data, from offset 16 to @fields_end
  * (the array's end). This is the per-message hot path, so known fields are
  * decoded directly: every field starts 8-aligned, with the code, the variant
  * signature (1, type, NUL) and the value at offset 4, which is 4-aligned as
@@ -206,7 +225,7 @@ static int check_required(const struct message *m)
  */
 static int parse_header(struct message *m, size_t fields_end)
 {
-	const uint8_t *d = m->storage;
+	const uint8_t *d = m->data;
 	size_t pos = DC_FIXED_HEADER_SIZE, i;
 	uint32_t seen = 0;
 	int k;
@@ -317,26 +336,26 @@ int message_parse(struct message *m, const int *fds, size_t n_fds)
 		m->n_fds = n_fds;
 	}
 
-	k = message_frame_size(m->storage, m->storage_size, &total);
+	k = message_frame_size(m->data, m->storage_size, &total);
 	if (k)
 		return k;
 	if (total != m->storage_size)
 		return DC_E_SIZE_MISMATCH;
 
-	m->endian = (char)m->storage[0];
-	m->type = m->storage[1];
-	m->flags = m->storage[2];
-	m->serial = dc_load_u32(m->storage + 8, m->endian);
-	fields_len = dc_load_u32(m->storage + 12, m->endian);
+	m->endian = (char)m->data[0];
+	m->type = m->data[1];
+	m->flags = m->data[2];
+	m->serial = dc_load_u32(m->data + 8, m->endian);
+	fields_len = dc_load_u32(m->data + 12, m->endian);
 	if (m->type == DC_MESSAGE_INVALID)
 		return DC_E_MESSAGE_TYPE;
 	if (m->serial == 0)
 		return DC_E_SERIAL;
 
 	fields_end = DC_FIXED_HEADER_SIZE + fields_len;
-	m->header = m->storage;
+	m->header = m->data;
 	m->header_size = ALIGN_TO(fields_end, (size_t)8);
-	m->body = m->storage + m->header_size;
+	m->body = m->data + m->header_size;
 	m->body_size = m->storage_size - m->header_size;
 
 	k = parse_header(m, fields_end);

@@ -100,7 +100,9 @@ struct message {
 	uint32_t arg_offset[DC_MAX_MATCH_ARGS];	/* string offsets in body */
 
 	bool parsed;			/* message_parse() succeeded */
-	size_t storage_size;
+	uint8_t *data;			/* incoming: the whole message (storage or adopted) */
+	void *data_owned;		/* message_new_adopted(): the buffer, freed with m */
+	size_t storage_size;		/* incoming: size of the message at data */
 	uint8_t storage[];		/* incoming: the whole message */
 };
 
@@ -126,8 +128,21 @@ int message_new_incoming(struct message **ret, size_t size);
 
 static inline void *message_incoming_data(struct message *m)
 {
-	return m->storage;
+	return m->data;
 }
+
+/**
+ * message_new_adopted() - a message whose bytes are an existing buffer
+ * @data: @size bytes from malloc(), already holding the whole message
+ * @size: 16 .. DC_MAX_MESSAGE_SIZE (else -EINVAL)
+ *
+ * For large messages received into a buffer of their own (socket.h): the
+ * message takes the buffer over instead of copying it, and free()s it when
+ * the last reference goes. On success the buffer belongs to the message; on
+ * failure it stays the caller's. Then message_parse(), as for
+ * message_new_incoming().
+ */
+int message_new_adopted(struct message **ret, void *data, size_t size);
 
 /**
  * message_parse() - validate and index an incoming message

@@ -23,10 +23,17 @@
 #define SO_PEERPIDFD 77
 #endif
 
-/* First read size of a connection; grows while reads fill the buffer. */
+/* Size of the per-thread read buffer shared by all sockets (see below). */
+#define SOCKET_SCRATCH_SIZE SOCKET_FRAME_LARGE
+/* What a socket's own buffer holds beyond an incomplete header or SASL line. */
 #define SOCKET_READ_MIN (16U * 1024U)
-/* Largest read size used for small messages. */
-#define SOCKET_READ_MAX (128U * 1024U)
+/*
+ * A large frame's buffer is allocated for the whole frame once its header is
+ * in, up to this size; beyond it, the buffer grows (doubling) with the data
+ * that arrives, so a bare header claiming 128 MiB pins no more than this
+ * much address space (untouched pages cost no memory).
+ */
+#define SOCKET_LARGE_PREALLOC (4U * 1024U * 1024U)
 /*
  * Legitimate peers never have more than a couple of fd batches pending (see
  * socket_dispatch_read()); more means someone is hoarding fds in our process.
@@ -48,12 +55,18 @@ struct socket {
 	bool eof;
 	bool violation;
 
-	/* Input: buffered bytes are in[in_start..in_end). */
+	/*
+	 * Input: buffered bytes are in[in_start..in_end). @in is NULL while
+	 * nothing is buffered, the thread's scratch buffer while @in_scratch,
+	 * else a buffer of the socket's own.
+	 */
 	uint8_t *in;
 	size_t in_alloc;
 	size_t in_start;
 	size_t in_end;
-	size_t read_size;
+	bool in_scratch;
+	/* The last read took less than it offered room for (see socket.h). */
+	bool in_drained;
 	/* Stream offset of in[in_start]. */
 	uint64_t in_offset;
 
@@ -65,6 +78,27 @@ struct socket {
 	size_t out_bytes;
 	size_t out_fds;
 };
+
+/*
+ * Input buffering. Between two wakeups almost every connection has nothing
+ * buffered: whatever arrived formed complete messages, which the owner took.
+ * Keeping a read buffer per connection would cost memory for nothing, so a
+ * socket with nothing buffered reads into a buffer shared by all sockets of
+ * the thread (the scratch buffer, SOCKET_SCRATCH_SIZE bytes), and the owner
+ * takes the frames straight out of it. Only bytes left behind (an incomplete
+ * frame or SASL line) need storage of their own: they stay in the scratch
+ * buffer until another socket reads (scratch_user tells whose bytes are
+ * there), and are then moved into a buffer sized for them. A socket keeps a
+ * buffer of its own only while it holds such a remainder.
+ *
+ * A frame above SOCKET_FRAME_LARGE is received into a buffer of its own that
+ * ends with the frame (reads never go past its end), so socket_read_frame()
+ * hands that buffer out instead of copying the frame.
+ *
+ * Sockets are used by one thread at a time; the scratch buffer is per thread.
+ */
+static __thread uint8_t *scratch;
+static __thread struct socket *scratch_user;
 
 /* ---- credentials ------------------------------------------------------ */
 
@@ -248,10 +282,24 @@ int socket_new(struct socket **socketp, int fd)
 	}
 
 	s->fd = steal_fd(&fd_owned);
-	s->read_size = SOCKET_READ_MIN;
 	list_init(&s->out_queue);
 	*socketp = s;
 	return 0;
+}
+
+/* Forget the input buffer; nothing may be buffered any more. */
+static void socket_release_input(struct socket *s)
+{
+	if (s->in_scratch) {
+		if (scratch_user == s)
+			scratch_user = NULL;
+		s->in_scratch = false;
+	} else {
+		free(s->in);
+	}
+	s->in = NULL;
+	s->in_alloc = 0;
+	s->in_start = s->in_end = 0;
 }
 
 static void batch_free(struct fd_batch *b)
@@ -309,7 +357,7 @@ struct socket *socket_free(struct socket *s)
 
 	socket_drop_batches(s);
 	free(s->batches);
-	free(s->in);
+	socket_release_input(s);
 	socket_creds_deinit(&s->creds);
 	safe_close(s->fd);
 	free(s);
@@ -331,37 +379,158 @@ size_t socket_get_buffered_bytes(const struct socket *s)
 	return s->in_end - s->in_start;
 }
 
+bool socket_is_drained(const struct socket *s)
+{
+	return s->in_drained;
+}
+
 /* ---- reading ----------------------------------------------------------- */
 
-/* Move the buffered bytes to the front of the buffer. */
-static void socket_compact(struct socket *s)
+/*
+ * Give the buffered bytes a buffer of the socket's own with @alloc bytes
+ * (>= the buffered bytes), starting at its front. A buffer of its own is
+ * resized in place (realloc() of a large block moves no data); bytes in the
+ * scratch buffer are copied out.
+ */
+static int socket_own_input(struct socket *s, size_t alloc)
 {
-	if (s->in_start == 0)
-		return;
-	memmove(s->in, s->in + s->in_start, s->in_end - s->in_start);
-	s->in_end -= s->in_start;
+	size_t n = s->in_end - s->in_start;
+	uint8_t *p;
+
+	if (s->in_scratch) {
+		p = malloc(alloc);
+		if (!p)
+			return -ENOMEM;
+		memcpy(p, s->in + s->in_start, n);
+		if (scratch_user == s)
+			scratch_user = NULL;
+		s->in_scratch = false;
+	} else {
+		if (s->in_start > 0)
+			memmove(s->in, s->in + s->in_start, n);
+		s->in_start = 0;
+		s->in_end = n;
+		if (alloc == s->in_alloc)
+			return 0;
+		p = realloc(s->in, alloc);
+		if (!p)
+			return -ENOMEM;
+	}
+	s->in = p;
+	s->in_alloc = alloc;
 	s->in_start = 0;
+	s->in_end = n;
+	return 0;
 }
 
 /*
- * Make at least @min_free bytes free behind the buffered input; if the buffer
- * has to grow, grow it to @alloc_free (>= @min_free) free bytes, so small
- * shortfalls do not cause a realloc() per read.
+ * Size of the buffer of its own for a remainder of @buffered bytes. A large
+ * frame: the whole frame (up to SOCKET_LARGE_PREALLOC, beyond that twice what
+ * is buffered), and nothing after it. Otherwise the rest of the frame and
+ * room for SOCKET_READ_MIN more bytes: a peer that leaves remainders is busy,
+ * and reads the size of one remainder would double the recvmsg() calls; the
+ * buffer goes once everything in it has been taken.
  */
-static int socket_reserve(struct socket *s, size_t min_free, size_t alloc_free)
+static size_t remainder_alloc(size_t frame_size, size_t buffered)
 {
-	uint8_t *p;
+	if (frame_size > SOCKET_LARGE_PREALLOC)
+		return MIN(frame_size, MAX((size_t)SOCKET_LARGE_PREALLOC, 2 * buffered));
+	if (frame_size > SOCKET_FRAME_LARGE)
+		return frame_size;
+	return MAX(frame_size, buffered + SOCKET_READ_MIN);
+}
 
-	if (s->in_alloc - s->in_end >= min_free)
+static int socket_front_frame_size(struct socket *s, size_t *sizep);
+
+/*
+ * Make the scratch buffer the input buffer of @s, which has nothing buffered.
+ * The bytes another socket left there are moved into a buffer of its own
+ * first, sized for the rest of their frame, so that its next read does not
+ * have to move them again.
+ */
+static int socket_use_scratch(struct socket *s)
+{
+	struct socket *u = scratch_user;
+	size_t size = 0;
+	int r;
+
+	if (!scratch) {
+		scratch = malloc(SOCKET_SCRATCH_SIZE);
+		if (!scratch)
+			return -ENOMEM;
+	}
+	if (u && u != s) {
+		if (u->in_end > u->in_start) {
+			/* A broken header is reported when @u reads again. */
+			if (!u->framing || socket_front_frame_size(u, &size))
+				size = 0;
+			r = socket_own_input(u, remainder_alloc(size, u->in_end - u->in_start));
+			if (r < 0)
+				return r;
+		} else {
+			socket_release_input(u);
+		}
+	}
+	socket_release_input(s);
+	s->in = scratch;
+	s->in_alloc = SOCKET_SCRATCH_SIZE;
+	s->in_scratch = true;
+	scratch_user = s;
+	return 0;
+}
+
+/*
+ * Prepare the input buffer for one read and return how many bytes it may
+ * take (in *maxp): the socket's buffered input stays in place or moves, as
+ * the comment on scratch explains. @frame_size is the size of the frame at
+ * the front (0 while its header is incomplete, or in raw mode).
+ */
+static int socket_prepare_read(struct socket *s, size_t frame_size, size_t *maxp)
+{
+	size_t buffered = s->in_end - s->in_start, alloc;
+	int r;
+
+	if (buffered == 0) {
+		r = socket_use_scratch(s);
+		if (r < 0)
+			return r;
+		*maxp = s->in_alloc;
 		return 0;
-	socket_compact(s);
-	if (s->in_alloc - s->in_end >= min_free)
+	}
+
+	if (frame_size > SOCKET_FRAME_LARGE) {
+		/*
+		 * A large frame: its own buffer, ending with the frame. The
+		 * whole frame up to SOCKET_LARGE_PREALLOC, then doubling.
+		 */
+		if (s->in_scratch || s->in_start > 0 || s->in_end == s->in_alloc) {
+			r = socket_own_input(s, remainder_alloc(frame_size, buffered));
+			if (r < 0)
+				return r;
+		}
+		*maxp = MIN(s->in_alloc - s->in_end, frame_size - buffered);
 		return 0;
-	p = realloc(s->in, s->in_end + alloc_free);
-	if (!p)
-		return -ENOMEM;
-	s->in = p;
-	s->in_alloc = s->in_end + alloc_free;
+	}
+
+	if (s->in_scratch) {
+		/* Still ours: read on behind the remainder. */
+		if (s->in_start > 0) {
+			memmove(s->in, s->in + s->in_start, buffered);
+			s->in_start = 0;
+			s->in_end = buffered;
+		}
+		*maxp = s->in_alloc - s->in_end;
+		return 0;
+	}
+
+	/* A remainder in its own buffer: make room (compact, then grow). */
+	alloc = remainder_alloc(frame_size, buffered);
+	if (s->in_alloc - s->in_end < alloc - buffered) {
+		r = socket_own_input(s, MAX(alloc, s->in_alloc));
+		if (r < 0)
+			return r;
+	}
+	*maxp = s->in_alloc - s->in_end;
 	return 0;
 }
 
@@ -415,7 +584,7 @@ int socket_dispatch_read(struct socket *s)
 		uint8_t buf[CMSG_SPACE(sizeof(int) * SOCKET_FDS_MAX)];
 	} control;
 	int fds[SOCKET_FDS_MAX];
-	size_t n_fds = 0, buffered = s->in_end - s->in_start, space;
+	size_t n_fds = 0, buffered = s->in_end - s->in_start, space, size = 0;
 	struct cmsghdr *cmsg;
 	struct msghdr msg;
 	struct iovec iov;
@@ -428,42 +597,21 @@ int socket_dispatch_read(struct socket *s)
 	if (s->eof)
 		return SOCKET_E_EOF;
 
+	s->in_drained = false;
 	if (s->framing) {
-		size_t size;
-
 		r = socket_front_frame_size(s, &size);
 		if (r)
 			return socket_violation(s);
 		if (size && buffered >= size)
 			return 0; /* a complete frame waits; let the owner take it */
-
-		if (size > SOCKET_READ_MAX) {
-			size_t remaining = size - buffered;
-
-			/*
-			 * A large message: grow the buffer geometrically with
-			 * the data that actually arrives (a bare header must
-			 * not make us allocate 128 MiB), ending exactly with
-			 * the frame so it can be handed out without a copy.
-			 */
-			socket_compact(s);
-			r = socket_reserve(s, MIN(remaining, (size_t)SOCKET_READ_MAX),
-					   MIN(remaining, MAX(buffered, (size_t)SOCKET_READ_MAX)));
-		} else {
-			/* size is 0 while the header is incomplete */
-			size_t need = size > buffered ? size - buffered : 0;
-
-			r = socket_reserve(s, MAX(need, s->read_size / 2), MAX(need, s->read_size));
-		}
-	} else {
-		if (buffered >= SOCKET_RAW_MAX)
-			return 0;
-		r = socket_reserve(s, s->read_size / 2, s->read_size);
+	} else if (buffered >= SOCKET_RAW_MAX) {
+		return 0;
 	}
+
+	r = socket_prepare_read(s, size, &space);
 	if (r < 0)
 		return r;
 
-	space = s->in_alloc - s->in_end;
 	iov.iov_base = s->in + s->in_end;
 	iov.iov_len = space;
 	memset(&msg, 0, sizeof(msg));
@@ -474,7 +622,11 @@ int socket_dispatch_read(struct socket *s)
 
 	n = recvmsg(s->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0) {
-		if (errno == EAGAIN || errno == EINTR)
+		if (errno == EAGAIN) {
+			s->in_drained = true;
+			return 0;
+		}
+		if (errno == EINTR)
 			return 0;
 		if (errno == ECONNRESET) {
 			s->eof = true;
@@ -509,10 +661,7 @@ int socket_dispatch_read(struct socket *s)
 
 	start = s->in_offset + buffered;
 	s->in_end += (size_t)n;
-
-	/* Reads that fill the buffer suggest a busy peer: read more next time. */
-	if ((size_t)n == space && s->read_size < SOCKET_READ_MAX)
-		s->read_size *= 2;
+	s->in_drained = (size_t)n < space;
 
 	if (n_fds > 0) {
 		if (s->n_batches >= SOCKET_BATCHES_MAX) {
@@ -540,7 +689,7 @@ void socket_consume_raw(struct socket *s, size_t n)
 	s->in_start += n;
 	s->in_offset += n;
 	if (s->in_start == s->in_end)
-		s->in_start = s->in_end = 0;
+		socket_release_input(s);
 
 	/*
 	 * fds that came with bytes the authentication layer consumed can never
@@ -588,11 +737,15 @@ static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int 
 			    size_t *n_fdsp)
 {
 	_cleanup_free_ int *fds = NULL;
-	size_t n_fds = 0;
+	size_t i, k, n_fds = 0;
 
-	while (s->n_batches > 0) {
-		struct fd_batch *b = s->batches[0];
-		int *v;
+	/*
+	 * Decide first which batches are the frame's, then take them: a
+	 * violation or ENOMEM half-way must not lose fds already taken out of
+	 * the batches (socket_violation() closes only what is still queued).
+	 */
+	for (k = 0; k < s->n_batches; k++) {
+		const struct fd_batch *b = s->batches[k];
 
 		if (b->end <= start)
 			return socket_violation(s); /* no frame started in it */
@@ -600,14 +753,19 @@ static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int 
 			break; /* a later frame starts inside that read */
 		if (b->start > start)
 			return socket_violation(s); /* fds in the middle of a message */
-
-		v = realloc(fds, (n_fds + b->n_fds) * sizeof(int));
-		if (!v)
+		n_fds += b->n_fds;
+	}
+	if (n_fds > 0) {
+		fds = malloc(n_fds * sizeof(int));
+		if (!fds)
 			return -ENOMEM;
-		fds = v;
+	}
+	for (i = 0, n_fds = 0; i < k; i++) {
+		struct fd_batch *b = socket_pop_batch(s);
+
 		memcpy(fds + n_fds, b->fds, b->n_fds * sizeof(int));
 		n_fds += b->n_fds;
-		free(socket_pop_batch(s));
+		free(b);
 	}
 
 	*fdsp = steal_ptr(fds);
@@ -631,15 +789,8 @@ int socket_take_frame(struct socket *s, void *dst, int **fdsp, size_t *n_fdsp)
 	memcpy(dst, s->in + s->in_start, size);
 	s->in_start += size;
 	s->in_offset += size;
-	if (s->in_start == s->in_end) {
-		s->in_start = s->in_end = 0;
-		/* Do not keep a huge buffer around after a huge message. */
-		if (s->in_alloc > 2 * SOCKET_READ_MAX) {
-			free(s->in);
-			s->in = NULL;
-			s->in_alloc = 0;
-		}
-	}
+	if (s->in_start == s->in_end)
+		socket_release_input(s);
 	return 0;
 }
 
@@ -654,8 +805,11 @@ int socket_read_frame(struct socket *s, struct socket_frame *frame)
 	if (r)
 		return r;
 
-	if (s->in_start == 0 && s->in_end == size && size > SOCKET_READ_MAX) {
-		/* The buffer holds exactly this message: hand it over. */
+	if (size > SOCKET_FRAME_LARGE && !s->in_scratch && s->in_start == 0 && s->in_end == size) {
+		/*
+		 * The buffer holds exactly this message (always so for a large
+		 * one, see socket_prepare_read()): hand it over.
+		 */
 		r = socket_claim_fds(s, s->in_offset, s->in_offset + size, &fds, &n_fds);
 		if (r)
 			return r;

@@ -46,8 +46,20 @@
  * 8 + body length (offset 4), in the byte order named by byte 0 ('l' or 'B').
  * Frames larger than SOCKET_FRAME_MAX (the spec's 128 MiB), a protocol version
  * other than 1 and field arrays above 64 MiB are rejected before anything is
- * allocated for them; the input buffer of a large message grows with the data
- * that actually arrives. Other header contents are not validated here.
+ * allocated for them. Other header contents are not validated here.
+ *
+ * Input memory: a socket with nothing buffered reads into a buffer shared by
+ * all sockets of the thread, and frames are taken straight out of it; only a
+ * remainder (an incomplete frame or SASL line) gets a buffer of the socket's
+ * own (room for the rest of its frame and 16 KiB more to read on), freed as
+ * soon as everything in it has been taken. So an idle connection holds no
+ * input buffer. A frame larger than SOCKET_FRAME_LARGE is
+ * received into a buffer of its own holding exactly that frame (allocated
+ * whole up to 4 MiB once the header is in, beyond that growing with the data
+ * that arrives), and socket_read_frame() hands that buffer out without a copy.
+ * Consequently a pointer from socket_peek_raw() is valid only until the next
+ * call into ANY socket of the thread, and a socket must be used by one thread
+ * at a time (the shared buffer is per thread).
  *
  * File descriptors: every recvmsg() uses MSG_CMSG_CLOEXEC; received fds are
  * owned by the socket until handed out with a frame, and closed on every other
@@ -81,6 +93,11 @@
 #define SOCKET_FRAME_HEADER 16U
 /* Most fds one sendmsg()/recvmsg() can carry (kernel SCM_MAX_FD). */
 #define SOCKET_FDS_MAX 253U
+/*
+ * Frames above this size are received into a buffer of their own, which
+ * socket_read_frame() hands out without copying (the caller adopts it).
+ */
+#define SOCKET_FRAME_LARGE (128U * 1024U)
 /* Largest amount of raw (pre-BEGIN) input buffered before reading stops. */
 #define SOCKET_RAW_MAX (64U * 1024U)
 
@@ -243,7 +260,7 @@ int socket_dispatch_read(struct socket *socket);
  * whole message has arrived).
  *
  * Return: the buffered, not yet consumed bytes, valid until the next call
- * that modifies the socket.
+ * that modifies this socket or reads from any socket of the thread.
  */
 const void *socket_peek_raw(const struct socket *socket, size_t *np);
 
@@ -263,6 +280,11 @@ void socket_start_framing(struct socket *socket);
  * socket_read_frame() - take the next complete message
  * @socket:	socket in framing mode
  * @frame:	output; owned by the caller on success
+ *
+ * A frame above SOCKET_FRAME_LARGE is handed out in the buffer it was
+ * received into (no copy); smaller frames are copied into a new allocation
+ * (socket_peek_frame() + socket_take_frame() into the caller's memory is the
+ * cheaper way for those).
  *
  * Return: 0 with @frame filled; SOCKET_E_AGAIN if no complete frame is
  *         buffered (call socket_dispatch_read() when EPOLLIN fires);
@@ -298,6 +320,16 @@ int socket_take_frame(struct socket *socket, void *dst, int **fdsp, size_t *n_fd
 
 /* Bytes buffered (raw or framing mode) and not yet handed out. */
 size_t socket_get_buffered_bytes(const struct socket *socket);
+
+/*
+ * The last socket_dispatch_read() found the kernel's queue empty, or took
+ * less than it had room for: another read right away would most likely
+ * find nothing (EAGAIN), so the owner can wait for EPOLLIN instead. A read
+ * that ended early at a segment carrying fds looks the same; the
+ * level-triggered EPOLLIN then fires again. False after a call that did not
+ * read (a complete frame was waiting).
+ */
+bool socket_is_drained(const struct socket *socket);
 
 /**
  * socket_queue() - append an entry to the write queue
