@@ -6,9 +6,13 @@
 # The bus runs with --session (or --config-file=FILE) --nofork and listens on
 # unix:tmpdir=<private dir>; its address is taken from --print-address. The
 # command sees DBUS_SESSION_BUS_ADDRESS (and DBUS_STARTER_ADDRESS), BUS_PID and
-# BUS_BINARY. The test fails if the command fails or if the bus died during
-# the test (a crash must never pass). Set BUS_BINARY_OVERRIDE=dbus-daemon to
-# run the same test against the reference implementation.
+# BUS_BINARY. The test fails if the command fails, if the bus died during
+# the test (a crash must never pass), or if the bus, stopped with SIGTERM
+# afterwards, does not exit with status 0 within BUS_STOP_TIMEOUT seconds
+# (default 60) or its log shows a sanitizer report (ASan, LSan, UBSan): a leak
+# or error in the bus, found at exit, fails the test it happened in. Set
+# BUS_BINARY_OVERRIDE=dbus-daemon to run the same test against the reference
+# implementation.
 set -u
 bus="${BUS_BINARY_OVERRIDE:-$1}"
 shift
@@ -54,6 +58,37 @@ rc=$?
 
 if ! kill -0 "$pid" 2>/dev/null; then
     echo "run-with-bus: the bus died during the test" >&2
+    rc=1
+fi
+
+# Stop the bus the way a session manager does and look at how it ends: the
+# sanitizers' exit-time checks (LeakSanitizer) only run on a clean exit. An
+# exited child stays a zombie (state Z) until it is waited for.
+kill -TERM "$pid" 2>/dev/null
+state=R
+for _ in $(seq 1 $((${BUS_STOP_TIMEOUT:-60} * 10))); do
+    state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null)
+    [ -z "$state" ] || [ "$state" = Z ] && break
+    sleep 0.1
+done
+if [ -n "$state" ] && [ "$state" != Z ]; then
+    echo "run-with-bus: the bus did not exit within ${BUS_STOP_TIMEOUT:-60} s of SIGTERM" >&2
+    kill -KILL "$pid" 2>/dev/null
+fi
+wait "$pid"
+status=$?
+pid=
+if [ $status -ne 0 ]; then
+    if [ $status -gt 128 ]; then
+        echo "run-with-bus: the bus was killed by signal $((status - 128)) after SIGTERM" >&2
+    else
+        echo "run-with-bus: the bus exited with status $status on SIGTERM" >&2
+    fi
+    rc=1
+fi
+if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: UndefinedBehaviorSanitizer" \
+        "$dir/bus.log"; then
+    echo "run-with-bus: sanitizer report in the bus log" >&2
     rc=1
 fi
 if [ $rc -ne 0 ]; then

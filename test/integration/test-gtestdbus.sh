@@ -2,11 +2,11 @@
 # GLib's GTestDBus starts "dbus-daemon" from PATH with its own config file and
 # --print-address: with bus1-broker in its place, a GDBus client works on it.
 #
-#   test-gtestdbus.sh BUS_BINARY
+#   test-gtestdbus.sh BUS_BINARY   (BUS_BINARY_OVERRIDE, if set, replaces it)
 set -eu
 dir=$(mktemp -d /tmp/bus1-gtd.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
-ln -s "$(realpath "$1")" "$dir/dbus-daemon"
+ln -s "$(realpath "${BUS_BINARY_OVERRIDE:-$1}")" "$dir/dbus-daemon"
 PATH="$dir:$PATH" timeout 60 /usr/bin/python3 - <<'PY'
 from gi.repository import Gio
 t = Gio.TestDBus.new(Gio.TestDBusFlags.NONE)

@@ -1,16 +1,21 @@
 #!/bin/bash
-# Run the integration tests (or any meson suite) with the bus under valgrind
-# memcheck, and fail if any bus process had a memcheck error or leak.
+# Run the integration tests (or any meson suite) with the bus, and the C
+# client programs of the run-session tests, under valgrind memcheck, and fail
+# if any of those processes had a memcheck error or a definite/indirect leak.
 #
 #   test/stress/run-under-valgrind.sh BUILD_DIR [SUITE...]   (default: integration)
 #
-# run-with-bus.sh (test/integration) starts "$BUS_BINARY_OVERRIDE" when set,
-# as one word, and does not look at the bus's exit status; so this script
-# points it at a wrapper named bus1-broker (the tests recognise the bus by
-# that name) that execs valgrind, and reads valgrind's logs afterwards. The
-# stress tests take BUS_WRAPPER instead and check the exit status themselves.
-# Tests that start the bus without run-with-bus.sh (cli, run-session-*) still
-# run the plain binary.
+# The build must not be sanitizer-instrumented (CI uses the gcc build).
+# run-with-bus.sh, test-run-session.sh and test-gtestdbus.sh start
+# "$BUS_BINARY_OVERRIDE" when set, as one word; this script points it at a
+# wrapper named bus1-broker (the tests recognise the bus by that name) that
+# execs valgrind, and reads valgrind's logs afterwards (run-with-bus.sh also
+# fails a test whose bus does not exit with 0 on SIGTERM, which valgrind's
+# --error-exitcode turns into a failure too). test-run-session.sh puts
+# PEER_WRAPPER before its libdbus, GDBus and sd-bus peers. The stress tests
+# take BUS_WRAPPER and check the exit status themselves. Only test-cli.sh
+# still runs the plain binary (it checks pids and timings that a wrapper
+# changes). VALGRIND_JOBS (default 2) tests run at a time.
 set -u
 build=$(cd "${1:?usage: $0 BUILD_DIR [SUITE...]}" && pwd)
 shift
@@ -30,20 +35,24 @@ args=()
 for s in "${suites[@]}"; do args+=(--suite "$s"); done
 BUS_BINARY_OVERRIDE="$dir/bin/bus1-broker" \
 BUS_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=1 --log-file=$dir/logs/vg-stress.%p" \
-    meson test -C "$build" --num-processes 1 -t 4 "${args[@]}"
+PEER_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=1 --log-file=$dir/logs/peer.%p" \
+    meson test -C "$build" --num-processes "${VALGRIND_JOBS:-2}" -t 4 --print-errorlogs \
+    --logbase valgrindlog "${args[@]}"
 rc=$?
 
 bad=0
 n=0
-for f in "$dir"/logs/vg*; do
+peers=0
+for f in "$dir"/logs/*; do
     [ -e "$f" ] || continue
-    n=$((n + 1))
+    case "$f" in */peer.*) peers=$((peers + 1)) ;; *) n=$((n + 1)) ;; esac
     if ! grep -q "ERROR SUMMARY: 0 errors" "$f"; then
         echo "=== $f" >&2
         cat "$f" >&2
         bad=$((bad + 1))
     fi
 done
-echo "valgrind: $n bus processes checked, $bad with errors or leaks (logs: $dir/logs)"
+echo "valgrind: $n bus and $peers client processes checked, $bad with errors or leaks (logs: $dir/logs)"
 [ $n -gt 0 ] || { echo "valgrind: no bus ran under valgrind" >&2; exit 1; }
-[ $rc -eq 0 ] && [ $bad -eq 0 ]
+[ $rc -eq 0 ] && [ $bad -eq 0 ] || exit 1
+rm -rf "$dir"

@@ -24,6 +24,9 @@
 #   --mem SIZE       guest memory (default 1G)
 #   --timeout SEC    kill the command after SEC seconds; the guest gets 60 s more (default 300)
 #   --env NAME=VAL   set a variable for the command (repeatable)
+#   --outdir DIR     give the command a writable directory whose contents come back: the guest
+#                    sees it as $BUS1_VM_OUT (empty at start); after the run, whatever the command
+#                    left there is copied into DIR on the host (also when the command failed)
 #   --keep           keep the per-run results directory
 #   --verbose        print the guest output and timing even on success
 #   --probe          only check that a guest can be booted: print the kernel version, exit 0 (or
@@ -42,6 +45,7 @@ smp=1
 mem=1G
 timeout_s=${BUS1_VM_TIMEOUT:-300}
 keep=0
+outdir=
 verbose=0
 probe=0
 envs=()
@@ -58,6 +62,7 @@ while [ $# -gt 0 ]; do
 	--mem) mem=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--env) envs+=("$2"); shift 2 ;;
+	--outdir) outdir=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--verbose) verbose=1; shift ;;
 	--probe) probe=1; shift ;;
@@ -186,6 +191,11 @@ cleanup() {
 trap cleanup EXIT
 
 cp "$srcdir/guest-stage2.sh" "$results/stage2.sh"
+if [ -n "$outdir" ]; then
+	mkdir -p "$outdir" "$results/out"
+	outdir=$(realpath "$outdir")
+	envs+=("BUS1_VM_OUT=/vm-results/out")
+fi
 {
 	printf 'JOB_MODULE=%q\n' "$module"
 	printf 'JOB_CWD=%q\n' "$PWD"
@@ -217,6 +227,10 @@ timeout -s KILL $((timeout_s + 60)) "$qemu" \
 	</dev/null >"$results/qemu.log" 2>&1 || qemu_rc=$?
 end=$(date +%s.%N)
 elapsed=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+if [ -n "$outdir" ]; then
+	cp -R "$results/out/." "$outdir/" ||
+		echo "$me: could not copy the guest's output files to $outdir" >&2
+fi
 
 # ---- verdict -----------------------------------------------------------------------------------
 
