@@ -26,6 +26,9 @@
  *            return native_connect(bus->native, conn, msg, &conn->native);
  *  - connection_queue(): if (conn->native) return native_conn_queue(conn->native, msg);
  *  - connection_close(): conn->native = native_conn_free(conn->native);
+ *  - bus_apply_config(), after a new policy: native_rules_update(
+ *    &bus->native_rules, config) and native_policy_changed(bus->native);
+ *    bus_free(): native_rules_free(bus->native_rules);
  *  - router_dispatch(), driver calls after the policy check: if
  *    native_is_get_direct_handle(m), native_get_direct_handle() with the
  *    router's send/receive policy check as the callback (the direct path).

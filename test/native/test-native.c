@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <linux/bus1.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include "dbus-compat/address.h"
 #include "dbus-compat/message.h"
 #include "bus1-client.h"
@@ -1798,7 +1799,19 @@ static pid_t start_broker(const char *config)
 		execl(bin, bin, cfg, "--nofork", a, (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; access(sock, F_OK) < 0; i++) {
+	/* Up when it accepts connections (the socket file exists before listen()). */
+	for (int i = 0;; i++) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int ok;
+
+		check(fd >= 0);
+		check(strlen(sock) < sizeof(sa.sun_path));
+		memcpy(sa.sun_path, sock, strlen(sock) + 1);
+		ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		close(fd);
+		if (ok)
+			break;
 		if (i > 500 || waitpid(pid, NULL, WNOHANG) == pid)
 			fail("the broker with %s did not start", config);
 		usleep(10000);

@@ -43,6 +43,16 @@ EDITS = [
      '\t/* The bus1 bootstrap comes before Hello (docs/native-protocol.md). */\n'
      '\tif (!conn->registered && native_is_connect(msg))\n'
      '\t\treturn native_connect(conn->bus->native, conn, msg, &conn->native);\n', 'before'),
+    ('bus.h', '\tstruct native *native;',
+     '\tstruct native_rules *native_rules; /* the policy for the direct path (native.h) */\n',
+     'line-after'),
+    ('bus.c', '\t\t\t\t\tlog_warn("cannot apply the new policy to %s",\n'
+     '\t\t\t\t\t\t connection_name(c));\n',
+     '\t\t\tif (native_rules_update(&bus->native_rules, config) < 0)\n'
+     '\t\t\t\tlog_warn("no direct path for native clients: out of memory");\n'
+     '\t\t\tnative_policy_changed(bus->native);\n', 'after'),
+    ('bus.c', '\tbus->native = native_free(bus->native);\n',
+     '\tbus->native_rules = native_rules_free(bus->native_rules);\n', 'after'),
     ('meson.build', 'bus1_broker = executable(',
      "# The bus1 transport (owner: native engineer; native.h, docs/native-protocol.md).\n"
      "broker_sources += files('native.c')\nbroker_deps += dep_libbus1\n", 'before'),
