@@ -47,6 +47,13 @@ struct delivery {
 
 #define DELIVERY_CACHE_MAX 4096
 
+/*
+ * True while connection_io() dispatches input: it flushes every connection
+ * on the flush list when it is done, so queueing needs no deferred flush
+ * (which would cost two sd-event updates per message).
+ */
+static bool connection_dispatching;
+
 static struct delivery *delivery_free_list;
 static size_t delivery_n_free;
 
@@ -105,6 +112,19 @@ void connection_uncharge(struct connection *conn, enum user_slot slot, uint64_t 
 		amount = c->amount;
 	user_counters_uncharge(&c->user->counters, slot, amount);
 	c->amount -= amount;
+}
+
+int connection_charge_message(struct connection *conn, uint64_t bytes, uint64_t n_fds)
+{
+	int r;
+
+	r = connection_charge(conn, USER_SLOT_BYTES, bytes);
+	if (r)
+		return r;
+	r = connection_charge(conn, USER_SLOT_FDS, n_fds);
+	if (r)
+		connection_uncharge(conn, USER_SLOT_BYTES, bytes);
+	return r;
 }
 
 void connection_overflow(struct connection *conn)
@@ -172,12 +192,8 @@ int connection_queue(struct connection *conn, struct message *msg)
 		    conn->n_queued_fds + msg->n_fds > conn->bus->max_queued_fds)
 			return CONNECTION_E_QUOTA;
 	}
-	if (connection_charge(conn, USER_SLOT_BYTES, size))
+	if (connection_charge_message(conn, size, msg->n_fds))
 		return CONNECTION_E_QUOTA;
-	if (msg->n_fds && connection_charge(conn, USER_SLOT_FDS, msg->n_fds)) {
-		connection_uncharge(conn, USER_SLOT_BYTES, size);
-		return CONNECTION_E_QUOTA;
-	}
 
 	d = delivery_alloc();
 	if (!d) {
@@ -212,7 +228,10 @@ int connection_queue(struct connection *conn, struct message *msg)
 	if (conn->n_queued_bytes > conn->peak_queued_bytes)
 		conn->peak_queued_bytes = conn->n_queued_bytes;
 	conn->n_outgoing++;
-	bus_schedule_flush(conn->bus, conn);
+	if (!connection_dispatching)
+		bus_schedule_flush(conn->bus, conn);
+	else if (!list_node_is_linked(&conn->flush_link))
+		list_append(&conn->bus->flush_list, &conn->flush_link);
 	return 0;
 }
 
@@ -508,7 +527,9 @@ static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *use
 	struct connection *conn = userdata;
 	struct bus *bus = conn->bus;
 
+	connection_dispatching = true;
 	connection_io_work(s, fd, revents, userdata);
+	connection_dispatching = false;
 	/* @conn may be freed from here on. */
 	bus_flush_now(bus);
 	return 0;

@@ -148,6 +148,8 @@ uint32_t bus_next_serial(struct bus *bus);
  */
 int connection_charge(struct connection *conn, enum user_slot slot, uint64_t amount);
 void connection_uncharge(struct connection *conn, enum user_slot slot, uint64_t amount);
+/* Charge a queued message's bytes and fds, both or neither: 0 or USER_E_QUOTA. */
+int connection_charge_message(struct connection *conn, uint64_t bytes, uint64_t n_fds);
 
 /*
  * (Re)build the connection's client policy from bus->policy. Return 0, 1 if

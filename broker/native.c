@@ -302,12 +302,8 @@ int native_conn_queue(struct native_conn *nc, struct message *msg)
 		native_conn_refresh(nc);
 	if (native_conn_over(nc, size, msg->n_fds))
 		return CONNECTION_E_QUOTA;
-	if (connection_charge(conn, USER_SLOT_BYTES, size))
+	if (connection_charge_message(conn, size, msg->n_fds))
 		return CONNECTION_E_QUOTA;
-	if (msg->n_fds && connection_charge(conn, USER_SLOT_FDS, msg->n_fds)) {
-		connection_uncharge(conn, USER_SLOT_BYTES, size);
-		return CONNECTION_E_QUOTA;
-	}
 	nc->charged_bytes += size;
 	nc->charged_fds += msg->n_fds;
 	nc->q_bytes += size;

@@ -231,6 +231,26 @@ static int svc_method(struct b1c_bus *bus, struct b1c_message *m, void *userdata
 	return 0;
 }
 
+/* Dispatch what is queued on @bus, or wait up to @timeout_usec for more. */
+static void native_step(struct b1c_bus *bus, uint64_t timeout_usec)
+{
+	int r = b1c_bus_process(bus);
+
+	check_r(r);
+	if (r == 0)
+		check_r(b1c_bus_wait(bus, timeout_usec));
+}
+
+/* The same for an sd-bus connection. */
+static void sd_step(sd_bus *bus, uint64_t timeout_usec)
+{
+	int r = sd_bus_process(bus, NULL);
+
+	check_r(r);
+	if (r == 0)
+		check_r(sd_bus_wait(bus, timeout_usec));
+}
+
 static void run_loop(struct b1c_bus *bus, bool *quit)
 {
 	while (!*quit) {
@@ -392,13 +412,8 @@ static void test_native_call(void)
 	check_r(b1c_message_append(m, "ii", 40, 2));
 	check_r(b1c_bus_call_async(bus, m, on_async_reply, NULL));
 	b1c_message_unref(m);
-	for (int i = 0; i < 500 && !async_done; i++) {
-		int r = b1c_bus_process(bus);
-
-		check_r(r);
-		if (!r)
-			check_r(b1c_bus_wait(bus, 10000));
-	}
+	for (int i = 0; i < 500 && !async_done; i++)
+		native_step(bus, 10000);
 	check(async_done == 1);
 
 	/* fd passing through bus1, both ways through the broker. */
@@ -529,13 +544,8 @@ static pid_t start_socket_service(void)
 		check_r(sd_bus_add_object_vtable(bus, NULL, SVC_PATH, SVC_IFACE, sd_vtable,
 						 &quit));
 		check_r(sd_bus_request_name(bus, SOCK_NAME, 0));
-		while (!quit) {
-			int r = sd_bus_process(bus, NULL);
-
-			check_r(r);
-			if (!r)
-				check_r(sd_bus_wait(bus, 1000000));
-		}
+		while (!quit)
+			sd_step(bus, 1000000);
 		sd_bus_flush(bus);
 		sd_bus_unref(bus);
 		_exit(0);
@@ -656,13 +666,8 @@ static pid_t start_subscriber(int index, bool native)
 
 			check_r(b1c_bus_add_match(bus, SIG_RULE, on_native_signal, &s));
 			check(b1c_bus_request_name(bus, name, 0) == 1);
-			while (s.n < sub_expect) {
-				int r = b1c_bus_process(bus);
-
-				check_r(r);
-				if (!r)
-					check_r(b1c_bus_wait(bus, 1000000));
-			}
+			while (s.n < sub_expect)
+				native_step(bus, 1000000);
 			b1c_bus_free(bus);
 		} else {
 			sd_bus *bus = NULL;
@@ -670,13 +675,8 @@ static pid_t start_subscriber(int index, bool native)
 			check_r(sd_bus_open_user(&bus));
 			check_r(sd_bus_add_match(bus, NULL, SIG_RULE, on_sd_signal, &s));
 			check_r(sd_bus_request_name(bus, name, 0));
-			while (s.n < sub_expect) {
-				int r = sd_bus_process(bus, NULL);
-
-				check_r(r);
-				if (!r)
-					check_r(sd_bus_wait(bus, 1000000));
-			}
+			while (s.n < sub_expect)
+				sd_step(bus, 1000000);
 			sd_bus_unref(bus);
 		}
 		fclose(s.log);
@@ -880,13 +880,8 @@ static void test_name_owner_changed(void)
 	svc = start_native_service();
 	wait_for_name(bus, SVC_NAME, true);
 	stop_service(bus, SVC_NAME, svc);
-	for (int i = 0; i < 500 && noc_seen < 2; i++) {
-		int r = b1c_bus_process(bus);
-
-		check_r(r);
-		if (!r)
-			check_r(b1c_bus_wait(bus, 10000));
-	}
+	for (int i = 0; i < 500 && noc_seen < 2; i++)
+		native_step(bus, 10000);
 	check(noc_seen == 2);
 	b1c_bus_free(bus);
 }
@@ -1238,13 +1233,8 @@ static pid_t start_storm_subscriber(int index, bool native, int ready_fd)
 
 			check_r(b1c_bus_add_match(bus, STORM_RULE, on_storm, next));
 			check(write(ready_fd, "r", 1) == 1);
-			while (!storm_done(next)) {
-				int r = b1c_bus_process(bus);
-
-				check_r(r);
-				if (!r)
-					check_r(b1c_bus_wait(bus, 1000000));
-			}
+			while (!storm_done(next))
+				native_step(bus, 1000000);
 			b1c_bus_free(bus);
 		} else {
 			sd_bus *bus = NULL;
@@ -1252,13 +1242,8 @@ static pid_t start_storm_subscriber(int index, bool native, int ready_fd)
 			check_r(sd_bus_open_user(&bus));
 			check_r(sd_bus_add_match(bus, NULL, STORM_RULE, on_sd_storm, next));
 			check(write(ready_fd, "r", 1) == 1);
-			while (!storm_done(next)) {
-				int r = sd_bus_process(bus, NULL);
-
-				check_r(r);
-				if (!r)
-					check_r(sd_bus_wait(bus, 1000000));
-			}
+			while (!storm_done(next))
+				sd_step(bus, 1000000);
 			sd_bus_unref(bus);
 		}
 		(void)index;
@@ -1528,13 +1513,8 @@ static void test_quota(void)
 		alarm(80);
 		check_r(b1c_bus_add_match(b, QUOTA_RULE, on_quota_tick, NULL));
 		check(write(ready[1], "r", 1) == 1);
-		while (quota_seen < QUOTA_SIGNALS) {
-			int r = b1c_bus_process(b);
-
-			check_r(r);
-			if (!r)
-				check_r(b1c_bus_wait(b, 1000000));
-		}
+		while (quota_seen < QUOTA_SIGNALS)
+			native_step(b, 1000000);
 		b1c_bus_free(b);
 		_exit(0);
 	}
@@ -1946,11 +1926,7 @@ static const char *call_async_wait(struct b1c_bus *bus, const char *dest, const 
 	check_r(b1c_bus_call_async(bus, m, on_async_text, NULL));
 	b1c_message_unref(m);
 	for (int i = 0; async_n == n; i++) {
-		int r = b1c_bus_process(bus);
-
-		check_r(r);
-		if (r == 0)
-			check_r(b1c_bus_wait(bus, 100000));
+		native_step(bus, 100000);
 		if (i > 100000)
 			fail("no async reply to %s", member);
 	}
