@@ -81,6 +81,12 @@ struct bus {
 	struct list_node listeners;
 	struct list_node connections;	/* every connection, in accept order */
 	struct list_node flush_list;	/* connections with output queued */
+	/*
+	 * True while connection_io() dispatches a connection's input: it flushes
+	 * the whole flush list when done, so queueing then needs no deferred
+	 * flush (which would cost two sd-event updates per message).
+	 */
+	bool dispatching_input;
 	struct list_node monitors;	/* connections that called BecomeMonitor */
 	struct list_node dead_list;	/* closed connections, freed after dispatch */
 	struct list_node overflow_list;	/* connections to close for not reading */

@@ -47,13 +47,6 @@ struct delivery {
 
 #define DELIVERY_CACHE_MAX 4096
 
-/*
- * True while connection_io() dispatches input: it flushes every connection
- * on the flush list when it is done, so queueing needs no deferred flush
- * (which would cost two sd-event updates per message).
- */
-static bool connection_dispatching;
-
 static struct delivery *delivery_free_list;
 static size_t delivery_n_free;
 
@@ -228,7 +221,7 @@ int connection_queue(struct connection *conn, struct message *msg)
 	if (conn->n_queued_bytes > conn->peak_queued_bytes)
 		conn->peak_queued_bytes = conn->n_queued_bytes;
 	conn->n_outgoing++;
-	if (!connection_dispatching)
+	if (!conn->bus->dispatching_input)
 		bus_schedule_flush(conn->bus, conn);
 	else if (!list_node_is_linked(&conn->flush_link))
 		list_append(&conn->bus->flush_list, &conn->flush_link);
@@ -527,9 +520,9 @@ static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *use
 	struct connection *conn = userdata;
 	struct bus *bus = conn->bus;
 
-	connection_dispatching = true;
+	bus->dispatching_input = true;
 	connection_io_work(s, fd, revents, userdata);
-	connection_dispatching = false;
+	bus->dispatching_input = false;
 	/* @conn may be freed from here on. */
 	bus_flush_now(bus);
 	return 0;

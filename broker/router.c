@@ -203,6 +203,20 @@ static uint64_t now_usec(void)
 	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/*
+ * The time of the current loop iteration, for reply deadlines: sd-event took
+ * it when it woke up, so no clock read per call (a deadline seconds away does
+ * not care about the microseconds of this dispatch).
+ */
+static uint64_t loop_now_usec(struct bus *bus)
+{
+	uint64_t usec;
+
+	if (bus->event && sd_event_now(bus->event, CLOCK_MONOTONIC, &usec) >= 0)
+		return usec;
+	return now_usec();
+}
+
 void router_fill_match(struct match_message *mm, struct message *msg, struct connection *sender,
 		       struct connection *recipient)
 {
@@ -585,7 +599,8 @@ static int router_reply_timer_cb(sd_event_source *s, uint64_t usec, void *userda
 /* Keep one timer armed at the oldest pending call's deadline (reply_timeout). */
 void router_arm_reply_timer(struct bus *bus)
 {
-	uint64_t deadline = reply_registry_next_deadline(bus->replies);
+	uint64_t deadline = reply_registry_next_deadline(bus->replies), armed;
+	int enabled;
 
 	if (!bus->event)
 		return;
@@ -600,6 +615,15 @@ void router_arm_reply_timer(struct bus *bus)
 			log_warn("cannot arm the reply timeout");
 		return;
 	}
+	/*
+	 * Already armed no later than the oldest deadline: leave it. Calls come
+	 * in deadline order, so re-arming for each one would cost two sd-event
+	 * updates per call; an early expiry finds nothing due and re-arms here.
+	 */
+	if (sd_event_source_get_enabled(bus->reply_timer, &enabled) >= 0 &&
+	    enabled != SD_EVENT_OFF &&
+	    sd_event_source_get_time(bus->reply_timer, &armed) >= 0 && armed <= deadline)
+		return;
 	sd_event_source_set_time(bus->reply_timer, deadline);
 	sd_event_source_set_enabled(bus->reply_timer, SD_EVENT_ONESHOT);
 }
@@ -688,6 +712,7 @@ static int router_unicast(struct connection *conn, struct message *m, bool resum
 	struct bus *bus = conn->bus;
 	struct connection *target;
 	struct reply_slot *slot = NULL;
+	struct list_node *last;
 	struct destset set;
 	int r;
 
@@ -748,7 +773,7 @@ static int router_unicast(struct connection *conn, struct message *m, bool resum
 		}
 		if (message_expects_reply(m)) {
 			r = reply_registry_add(bus->replies, &conn->replies, &target->replies,
-					       m->serial, now_usec());
+					       m->serial, loop_now_usec(bus));
 			if (r == REPLY_E_EXISTS) {
 				router_capture(resumed, bus, m, conn, target);
 				return router_send_error(conn, m, DC_ERROR_ACCESS_DENIED,
@@ -762,8 +787,12 @@ static int router_unicast(struct connection *conn, struct message *m, bool resum
 			} else if (r < 0) {
 				return r;
 			}
-			slot = reply_registry_find(bus->replies, &conn->replies,
-						   &target->replies, m->serial);
+			/* reply_registry_add() appends the new slot to the caller's calls. */
+			last = list_last(&conn->replies.calls);
+			slot = last ? list_entry(last, struct reply_slot, caller_link) : NULL;
+			if (!slot || slot->callee != &target->replies || slot->serial != m->serial)
+				slot = reply_registry_find(bus->replies, &conn->replies,
+							   &target->replies, m->serial);
 			if (bus->replies->timeout_usec)
 				router_arm_reply_timer(bus);
 		}

@@ -228,6 +228,7 @@ static int parse_header(struct message *m, size_t fields_end)
 	const uint8_t *d = m->data;
 	size_t pos = DC_FIXED_HEADER_SIZE, i;
 	uint32_t seen = 0;
+	bool plain = true;
 	int k;
 
 	while (pos < fields_end) {
@@ -249,6 +250,10 @@ static int parse_header(struct message *m, size_t fields_end)
 		code = d[pos];
 		if (code == DC_FIELD_INVALID)
 			return DC_E_FIELD_CODE;
+
+		/* Fields that stitching drops or replaces. */
+		if (code > DC_FIELD_MAX || code == DC_FIELD_SENDER)
+			plain = false;
 
 		if (code > FIELD_LAST_TYPED) {
 			struct dc_reader r;
@@ -314,6 +319,7 @@ static int parse_header(struct message *m, size_t fields_end)
 	for (i = fields_end; i < m->header_size; ++i)
 		if (d[i])
 			return DC_E_PADDING;
+	m->fields_plain = plain;
 	return 0;
 }
 
@@ -564,16 +570,96 @@ static void write_header(struct message *m, const struct header_fields *h, size_
 	memset(p + off, 0, m->header_size - off);
 }
 
-int message_stitch_sender(struct message *m, const char *sender, struct message **ret)
+/* @p (a field of @m, or NULL, or a constant) moved to the same offset in @n's header. */
+static const char *field_moved(const struct message *m, const struct message *n, const char *p)
+{
+	const uint8_t *u = (const uint8_t *)p;
+
+	if (!u || u < m->header || u >= m->header + m->header_size)
+		return p;
+	return (const char *)n->header + (u - m->header);
+}
+
+/*
+ * Stitch a header whose fields are all kept (message_parse() saw no SENDER
+ * and no unknown field), which is what clients send: the fields are copied
+ * as they are, in their order, and SENDER goes after them (as dbus-daemon
+ * appends it). Every field starts 8-aligned and the padding was checked to be
+ * zero, so the copied bytes stay valid at the same offsets.
+ */
+static int stitch_plain(struct message *m, const char *sender, size_t sender_len,
+			struct message **ret)
+{
+	size_t old = m->header_size, flen, hsize, off;
+	struct message *n, *owner;
+	uint8_t *p;
+
+	if (sender)
+		flen = old - DC_FIXED_HEADER_SIZE + 4 + 4 + sender_len + 1;
+	else
+		flen = dc_load_u32(m->header + 12, m->endian);
+	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
+	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
+		return -EMSGSIZE;
+
+	n = message_alloc(hsize);
+	if (!n)
+		return -ENOMEM;
+	owner = m->parent ? m->parent : m;
+	n->parent = message_ref(owner);
+	n->endian = m->endian;
+	n->type = m->type;
+	n->flags = m->flags;
+	n->serial = m->serial;
+	n->header = n->storage;
+	n->header_size = hsize;
+	n->body = m->body;
+	n->body_size = m->body_size;
+	n->fds = m->fds;
+	n->n_fds = m->n_fds;
+
+	p = n->header;
+	memcpy(p, m->header, old);
+	n->path = field_moved(m, n, m->path);
+	n->interface = field_moved(m, n, m->interface);
+	n->member = field_moved(m, n, m->member);
+	n->error_name = field_moved(m, n, m->error_name);
+	n->destination = field_moved(m, n, m->destination);
+	n->signature = field_moved(m, n, m->signature);
+	n->reply_serial = m->reply_serial;
+	n->unix_fds = m->unix_fds;
+	if (sender) {
+		put_u32(p + 12, (uint32_t)flen, m->endian);
+		off = old;
+		p[off] = DC_FIELD_SENDER;
+		p[off + 1] = 1;
+		p[off + 2] = 's';
+		p[off + 3] = 0;
+		put_u32(p + off + 4, (uint32_t)sender_len, m->endian);
+		memcpy(p + off + 8, sender, sender_len + 1);
+		n->sender = (const char *)p + off + 8;
+		off += 8 + sender_len + 1;
+		memset(p + off, 0, hsize - off);
+	}
+
+	/* same body: the argument cache stays valid */
+	if (m->args_parsed) {
+		n->args_parsed = true;
+		n->n_args = m->n_args;
+		memcpy(n->arg_type, m->arg_type, sizeof(n->arg_type));
+		memcpy(n->arg_offset, m->arg_offset, sizeof(n->arg_offset));
+	}
+	n->parsed = true;
+	*ret = n;
+	return 0;
+}
+
+/* Any other header: rebuilt from the known fields, unknown ones dropped. */
+static int stitch_rewrite(struct message *m, const char *sender, struct message **ret)
 {
 	struct header_fields h = {};
 	struct message *n, *owner;
 	size_t flen, hsize;
-
-	if (sender && !validate_bus_name(sender, strlen(sender)))
-		return -EINVAL;
-	if (!m->parsed)
-		return -EINVAL;
 
 	h.str[DC_FIELD_PATH] = m->path;
 	h.str[DC_FIELD_INTERFACE] = m->interface;
@@ -618,6 +704,19 @@ int message_stitch_sender(struct message *m, const char *sender, struct message 
 	n->parsed = true;
 	*ret = n;
 	return 0;
+}
+
+int message_stitch_sender(struct message *m, const char *sender, struct message **ret)
+{
+	size_t sender_len = sender ? strlen(sender) : 0;
+
+	if (sender && !validate_bus_name(sender, sender_len))
+		return -EINVAL;
+	if (!m->parsed)
+		return -EINVAL;
+	if (m->fields_plain)
+		return stitch_plain(m, sender, sender_len, ret);
+	return stitch_rewrite(m, sender, ret);
 }
 
 /* ------------------------------------------------------------- building */

@@ -100,6 +100,7 @@ struct message {
 	uint32_t arg_offset[DC_MAX_MATCH_ARGS];	/* string offsets in body */
 
 	bool parsed;			/* message_parse() succeeded */
+	bool fields_plain;		/* parsed, no SENDER and no unknown field */
 	uint8_t *data;			/* incoming: the whole message (storage or adopted) */
 	void *data_owned;		/* message_new_adopted(): the buffer, freed with m */
 	size_t storage_size;		/* incoming: size of the message at data */
@@ -236,7 +237,10 @@ int message_get_body_reader(const struct message *m, struct dc_reader *r);
  * Builds a new header in @m's byte order holding @m's known fields except
  * SENDER (unknown fields are dropped), then SENDER; the body and fds are
  * shared with @m (the copy holds a reference to @m). Only the header is
- * copied. The result is a complete, parsed message.
+ * copied. The result is a complete, parsed message. When @m as received
+ * holds neither SENDER nor unknown fields (what clients send), its fields
+ * are copied byte for byte in their order; otherwise the header is rebuilt
+ * in field-code order.
  *
  * Return: 0 or -ENOMEM / -EINVAL.
  */

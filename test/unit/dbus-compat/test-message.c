@@ -591,6 +591,98 @@ static void test_stitch(void)
 	}
 }
 
+/*
+ * A header as clients send it (no SENDER, no unknown field, fields in any
+ * order): stitching copies the fields as they are and appends SENDER.
+ */
+static void test_stitch_plain(void)
+{
+	int e;
+
+	for (e = 0; e < 2; ++e) {
+		const struct field f[] = {
+			{ DC_FIELD_PATH, 'o', "/org/example/Obj" },
+			{ DC_FIELD_MEMBER, 's', "Echo" },
+			{ DC_FIELD_SIGNATURE, 'g', "uu" },
+			{ DC_FIELD_INTERFACE, 's', "org.example.Iface" },
+			{ DC_FIELD_DESTINATION, 's', "org.example.Dest" },
+		};
+		struct message *m = NULL, *s = NULL, *s2 = NULL, *p = NULL, *none = NULL;
+		struct iovec iov[2];
+		uint8_t *wire;
+		size_t n, bn, flen;
+		void *body = body_u32s(endians[e], "uu", 3, 4, &bn);
+		uint8_t *d = raw(endians[e], DC_MESSAGE_METHOD_CALL, DC_FLAG_NO_AUTO_START, 9, f, 5,
+				 body, bn, &n);
+		const char *arg;
+
+		CHECK_EQ(message_new_from_data(&m, d, n, NULL, 0), 0);
+		CHECK_EQ(message_get_arg(m, 1, &arg), 0);
+		CHECK_EQ(message_stitch_sender(m, ":1.12345", &s), 0);
+		CHECK(s->header != m->header);
+		CHECK(s->body == m->body);
+		CHECK_STR(s->sender, ":1.12345");
+		CHECK_STR(s->path, "/org/example/Obj");
+		CHECK_STR(s->interface, "org.example.Iface");
+		CHECK_STR(s->member, "Echo");
+		CHECK_STR(s->destination, "org.example.Dest");
+		CHECK_STR(s->signature, "uu");
+		CHECK_EQ(s->flags, DC_FLAG_NO_AUTO_START);
+		/* the fields point into the copy's own header */
+		CHECK((const uint8_t *)s->member > s->header &&
+		      (const uint8_t *)s->member < s->header + s->header_size);
+		CHECK((const uint8_t *)s->sender < s->header + s->header_size);
+
+		/* the original fields byte for byte, then SENDER */
+		message_get_iovec(s, iov);
+		CHECK_EQ(iov[0].iov_len % 8, 0);
+		CHECK(!memcmp(iov[0].iov_base, m->header, 12));
+		CHECK(!memcmp((uint8_t *)iov[0].iov_base + 16, m->header + 16, m->header_size - 16));
+		CHECK_EQ(((uint8_t *)iov[0].iov_base)[m->header_size], DC_FIELD_SENDER);
+		flen = dc_load_u32((uint8_t *)iov[0].iov_base + 12, endians[e]);
+		CHECK_EQ(flen, m->header_size - 16 + 8 + strlen(":1.12345") + 1);
+		CHECK_EQ(iov[0].iov_len, 16 + ALIGN_TO(flen, (size_t)8));
+
+		/* it re-parses to the same message */
+		wire = malloc(iov[0].iov_len + iov[1].iov_len);
+		memcpy(wire, iov[0].iov_base, iov[0].iov_len);
+		memcpy(wire + iov[0].iov_len, iov[1].iov_base, iov[1].iov_len);
+		CHECK_EQ(message_new_from_data(&p, wire, iov[0].iov_len + iov[1].iov_len, NULL, 0),
+			 0);
+		CHECK_STR(p->sender, ":1.12345");
+		CHECK_STR(p->path, "/org/example/Obj");
+		CHECK_STR(p->interface, "org.example.Iface");
+		CHECK_STR(p->member, "Echo");
+		CHECK_STR(p->destination, "org.example.Dest");
+		CHECK_EQ(p->serial, 9);
+		CHECK_EQ(message_get_arg(p, 1, &arg), 0);
+		message_unref(p);
+		free(wire);
+
+		/* a stitched copy holds SENDER: stitching it again rebuilds the header */
+		CHECK_EQ(message_stitch_sender(s, ":1.2", &s2), 0);
+		CHECK_STR(s2->sender, ":1.2");
+		CHECK_STR(s2->member, "Echo");
+		CHECK(s2->parent == m);
+
+		/* no sender: the header unchanged */
+		CHECK_EQ(message_stitch_sender(m, NULL, &none), 0);
+		CHECK(!none->sender);
+		message_get_iovec(none, iov);
+		CHECK_EQ(iov[0].iov_len, m->header_size);
+		CHECK(!memcmp(iov[0].iov_base, m->header, m->header_size));
+		CHECK_STR(none->destination, "org.example.Dest");
+
+		message_unref(m);
+		message_unref(s);
+		CHECK_STR(s2->path, "/org/example/Obj");
+		message_unref(s2);
+		message_unref(none);
+		free(d);
+		free(body);
+	}
+}
+
 static void test_builder(void)
 {
 	struct message_builder b;
@@ -773,6 +865,7 @@ int main(void)
 	test_body_errors();
 	test_fds();
 	test_stitch();
+	test_stitch_plain();
 	test_builder();
 	test_args();
 	printf("message: ok\n");
