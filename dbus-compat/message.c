@@ -581,32 +581,17 @@ static const char *field_moved(const struct message *m, const struct message *n,
 }
 
 /*
- * Stitch a header whose fields are all kept (message_parse() saw no SENDER
- * and no unknown field), which is what clients send: the fields are copied
- * as they are, in their order, and SENDER goes after them (as dbus-daemon
- * appends it). Every field starts 8-aligned and the padding was checked to be
- * zero, so the copied bytes stay valid at the same offsets.
+ * A new message for @m's stitched copy: @hsize bytes of header of its own
+ * (the caller writes them), and @m's body, fds and argument cache, shared
+ * through a reference on the message that owns them.
  */
-static int stitch_plain(struct message *m, const char *sender, size_t sender_len,
-			struct message **ret)
+static struct message *stitch_new(struct message *m, size_t hsize)
 {
-	size_t old = m->header_size, flen, hsize, off;
-	struct message *n, *owner;
-	uint8_t *p;
+	struct message *n = message_alloc(hsize);
 
-	if (sender)
-		flen = old - DC_FIXED_HEADER_SIZE + 4 + 4 + sender_len + 1;
-	else
-		flen = dc_load_u32(m->header + 12, m->endian);
-	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
-	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
-		return -EMSGSIZE;
-
-	n = message_alloc(hsize);
 	if (!n)
-		return -ENOMEM;
-	owner = m->parent ? m->parent : m;
-	n->parent = message_ref(owner);
+		return NULL;
+	n->parent = message_ref(m->parent ? m->parent : m);
 	n->endian = m->endian;
 	n->type = m->type;
 	n->flags = m->flags;
@@ -617,7 +602,42 @@ static int stitch_plain(struct message *m, const char *sender, size_t sender_len
 	n->body_size = m->body_size;
 	n->fds = m->fds;
 	n->n_fds = m->n_fds;
+	/* same body: the argument cache stays valid */
+	if (m->args_parsed) {
+		n->args_parsed = true;
+		n->n_args = m->n_args;
+		memcpy(n->arg_type, m->arg_type, sizeof(n->arg_type));
+		memcpy(n->arg_offset, m->arg_offset, sizeof(n->arg_offset));
+	}
+	n->parsed = true;
+	return n;
+}
 
+/*
+ * Stitch a header whose fields are all kept (message_parse() saw no SENDER
+ * and no unknown field), which is what clients send: the fields are copied
+ * as they are, in their order, and SENDER goes after them (as dbus-daemon
+ * appends it). Every field starts 8-aligned and the padding was checked to be
+ * zero, so the copied bytes stay valid at the same offsets.
+ */
+static int stitch_plain(struct message *m, const char *sender, size_t sender_len,
+			struct message **ret)
+{
+	size_t old = m->header_size, flen, hsize, off;
+	struct message *n;
+	uint8_t *p;
+
+	if (sender)
+		flen = old - DC_FIXED_HEADER_SIZE + 4 + 4 + sender_len + 1;
+	else
+		flen = dc_load_u32(m->header + 12, m->endian);
+	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
+	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
+		return -EMSGSIZE;
+
+	n = stitch_new(m, hsize);
+	if (!n)
+		return -ENOMEM;
 	p = n->header;
 	memcpy(p, m->header, old);
 	n->path = field_moved(m, n, m->path);
@@ -642,14 +662,6 @@ static int stitch_plain(struct message *m, const char *sender, size_t sender_len
 		memset(p + off, 0, hsize - off);
 	}
 
-	/* same body: the argument cache stays valid */
-	if (m->args_parsed) {
-		n->args_parsed = true;
-		n->n_args = m->n_args;
-		memcpy(n->arg_type, m->arg_type, sizeof(n->arg_type));
-		memcpy(n->arg_offset, m->arg_offset, sizeof(n->arg_offset));
-	}
-	n->parsed = true;
 	*ret = n;
 	return 0;
 }
@@ -658,7 +670,7 @@ static int stitch_plain(struct message *m, const char *sender, size_t sender_len
 static int stitch_rewrite(struct message *m, const char *sender, struct message **ret)
 {
 	struct header_fields h = {};
-	struct message *n, *owner;
+	struct message *n;
 	size_t flen, hsize;
 
 	h.str[DC_FIELD_PATH] = m->path;
@@ -676,32 +688,11 @@ static int stitch_rewrite(struct message *m, const char *sender, struct message 
 	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
 		return -EMSGSIZE;
 
-	n = message_alloc(hsize);
+	n = stitch_new(m, hsize);
 	if (!n)
 		return -ENOMEM;
-
-	owner = m->parent ? m->parent : m;
-	n->parent = message_ref(owner);
-	n->endian = m->endian;
-	n->type = m->type;
-	n->flags = m->flags;
-	n->serial = m->serial;
-	n->header = n->storage;
-	n->header_size = hsize;
-	n->body = m->body;
-	n->body_size = m->body_size;
-	n->fds = m->fds;
-	n->n_fds = m->n_fds;
 	write_header(n, &h, flen);
 
-	/* same body: the argument cache stays valid */
-	if (m->args_parsed) {
-		n->args_parsed = true;
-		n->n_args = m->n_args;
-		memcpy(n->arg_type, m->arg_type, sizeof(n->arg_type));
-		memcpy(n->arg_offset, m->arg_offset, sizeof(n->arg_offset));
-	}
-	n->parsed = true;
 	*ret = n;
 	return 0;
 }
