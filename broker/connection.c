@@ -452,6 +452,40 @@ static int connection_read_frames(struct connection *conn)
 	}
 }
 
+static int connection_pending_fd_timeout(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct connection *conn = userdata;
+
+	connection_close(conn, "held file descriptors in an incomplete message for longer "
+			       "than pending_fd_timeout");
+	return 0;
+}
+
+/*
+ * pending_fd_timeout, as dbus-daemon has it: the clock starts when fds are
+ * first held for an incomplete message and stops when no fds are held any
+ * more; a client that keeps fds in a half-sent message past it is
+ * disconnected (the fds count against the user's quota meanwhile).
+ */
+static void connection_watch_pending_fds(struct connection *conn)
+{
+	struct bus *bus = conn->bus;
+	uint64_t now;
+
+	if (!socket_holds_fds(conn->socket)) {
+		conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
+		return;
+	}
+	if (conn->pending_fd_timer || bus->limits.pending_fd_timeout <= 0)
+		return;
+	sd_event_now(bus->event, CLOCK_MONOTONIC, &now);
+	if (sd_event_add_time(bus->event, &conn->pending_fd_timer, CLOCK_MONOTONIC,
+			      now + (uint64_t)bus->limits.pending_fd_timeout * 1000, 0,
+			      connection_pending_fd_timeout, conn) < 0)
+		/* Not fatal: the fds stay bounded by the per-user quota. */
+		log_warn("cannot arm pending_fd_timeout for a connection");
+}
+
 static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct connection *conn = userdata;
@@ -500,6 +534,8 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 			connection_close(conn, NULL);
 			return 0;
 		}
+		if (conn->authenticated)
+			connection_watch_pending_fds(conn);
 	}
 	connection_update_events(conn);
 	return 0;
@@ -632,6 +668,7 @@ void connection_close(struct connection *conn, const char *reason)
 
 	conn->io = sd_event_source_disable_unref(conn->io);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
+	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
 	list_unlink(&conn->flush_link);
 	list_unlink(&conn->overflow_link);
 	if (!conn->authenticated)
@@ -658,6 +695,7 @@ struct connection *connection_free(struct connection *conn)
 	list_unlink(&conn->overflow_link);
 	conn->io = sd_event_source_disable_unref(conn->io);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
+	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
 	/* Releases queued deliveries, which uncharge conn->user. */
 	conn->socket = socket_free(conn->socket);
 	sasl_server_deinit(&conn->sasl);

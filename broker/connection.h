@@ -50,6 +50,7 @@ struct connection {
 	struct native_conn *native;	/* bus1 transport after the bootstrap (native.h) */
 	sd_event_source *io;
 	sd_event_source *auth_timer;
+	sd_event_source *pending_fd_timer; /* fds held in an incomplete message */
 	uint32_t io_events;		/* events currently requested */
 	struct sasl_server sasl;
 

@@ -384,6 +384,11 @@ bool socket_is_drained(const struct socket *s)
 	return s->in_drained;
 }
 
+bool socket_holds_fds(const struct socket *s)
+{
+	return s->n_batches > 0;
+}
+
 /* ---- reading ----------------------------------------------------------- */
 
 /*

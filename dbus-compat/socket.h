@@ -332,6 +332,17 @@ size_t socket_get_buffered_bytes(const struct socket *socket);
 bool socket_is_drained(const struct socket *socket);
 
 /**
+ * socket_holds_fds() - whether received fds wait for the rest of their frame
+ * @socket:	the socket
+ *
+ * After every complete frame has been taken, true if file descriptors that
+ * arrived with the bytes of an incomplete frame are held (the peer sent the
+ * start of a message carrying fds and has not sent the rest yet). The bus
+ * bounds how long with pending_fd_timeout.
+ */
+bool socket_holds_fds(const struct socket *socket);
+
+/**
  * socket_queue() - append an entry to the write queue
  * @socket:	socket
  * @entry:	filled-in entry; must not be queued elsewhere

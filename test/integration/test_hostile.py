@@ -264,7 +264,47 @@ def test_auth_timeout():
     s.close()
 
 
+def test_pending_fd_timeout():
+    """pending_fd_timeout (1 s here): a client that sends the start of a
+    message carrying an fd and stalls is disconnected; one that completes its
+    message in time, or stalls without fds, is not."""
+    c = bystander()
+    fds_before = bus_fd_count()
+    r, w = os.pipe()
+    m = marshal(METHOD_CALL, 7, {FIELD_PATH: "/org/freedesktop/DBus",
+                                 FIELD_INTERFACE: "org.freedesktop.DBus.Peer",
+                                 FIELD_MEMBER: "Ping", FIELD_DESTINATION: "org.freedesktop.DBus",
+                                 FIELD_UNIX_FDS: 1}, "h", (0,))
+
+    # completed in time: served, and still connected after the timeout
+    ok = Raw()
+    ok.send_raw(m[:20], [r])
+    time.sleep(0.3)
+    ok.send_raw(m[20:])
+    eq(ok.wait_reply(7)[3].get(5), 7, "a completed message is answered")
+    assert not ok.is_closed(1.5), "disconnected although its message was complete"
+
+    # stalled without fds: not this limit's business
+    nofd = Raw()
+    nofd.send_raw(m[:20])
+
+    # stalled with an fd: disconnected after about a second
+    bad = Raw()
+    t0 = time.monotonic()
+    bad.send_raw(m[:20], [r])
+    assert bad.is_closed(8), "fds held in an incomplete message past pending_fd_timeout"
+    held = time.monotonic() - t0
+    assert 0.8 <= held < 6, held
+    assert not nofd.is_closed(0.2), "a partial message without fds was cut off"
+    os.close(r)
+    os.close(w)
+    for x in (ok, nofd, bad):
+        x.close()
+    wait_for(lambda: bus_fd_count() <= fds_before, what="the bus let go of the fds")
+    still_fine(c)
+
+
 run([test_garbage_after_auth, test_garbage_during_auth, test_invalid_message,
      test_oversized_message, test_too_many_fds_in_one_message, test_fd_flood_to_non_reader,
      test_non_reader_is_disconnected, test_limits_exceeded, test_pending_replies_limit,
-     test_reply_timeout, test_auth_timeout])
+     test_reply_timeout, test_auth_timeout, test_pending_fd_timeout])
