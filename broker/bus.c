@@ -266,11 +266,26 @@ static const struct config_reload_ops bus_reload_ops = {
 };
 
 /* More connections need more fds: raise the soft limit to the hard one. */
+/*
+ * Like dbus-daemon: try to raise both limits to 65536 (which needs
+ * CAP_SYS_RESOURCE when above the hard limit), else at least the soft limit
+ * to the hard one. Never lowered.
+ */
+#define BUS_FD_LIMIT 65536
+
 static void raise_fd_limit(void)
 {
-	struct rlimit rl;
+	struct rlimit rl, want;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < BUS_FD_LIMIT || rl.rlim_max < BUS_FD_LIMIT) {
+		want.rlim_cur = rl.rlim_cur > BUS_FD_LIMIT ? rl.rlim_cur : BUS_FD_LIMIT;
+		want.rlim_max = rl.rlim_max > BUS_FD_LIMIT ? rl.rlim_max : BUS_FD_LIMIT;
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}

@@ -52,7 +52,10 @@ def test_garbage_during_auth():
     assert r.is_closed(), "no NUL accepted"
     r.close()
     r = Raw(auth=False)
-    r.send_raw(b"\0" + b"A" * 70000)  # an endless line
+    try:
+        r.send_raw(b"\0" + b"A" * 70000)  # an endless line
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # cut off while still writing: what is being tested
     assert r.is_closed(), "endless SASL line accepted"
     r.close()
     still_fine(by)

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -241,6 +243,13 @@ void sbus_start(struct sbus *bus, const char *binary, const char *config, unsign
 
 			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 				_exit(127);
+			/*
+			 * The bus raises its limit as dbus-daemon does, past the
+			 * hard one with CAP_SYS_RESOURCE: keep that capability
+			 * out of the bus so the limit holds (fails harmlessly
+			 * without CAP_SETPCAP, when it could not raise it anyway).
+			 */
+			(void)prctl(PR_CAPBSET_DROP, CAP_SYS_RESOURCE, 0, 0, 0);
 		}
 		logfd = open(bus->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (logfd < 0 || dup2(logfd, 2) < 0 || dup2(pipefd[1], 3) < 0)
