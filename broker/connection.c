@@ -344,6 +344,27 @@ static void close_fds(int *fds, size_t n)
 	free(fds);
 }
 
+int connection_dispatch_incoming(struct connection *conn, struct message *msg, const int *fds,
+				 size_t n_fds)
+{
+	int r;
+
+	/* The message owns the fds from here on, in all cases. */
+	r = message_parse(msg, fds, n_fds);
+	if (r > 0) {
+		log_info("disconnecting %s: invalid message: %s",
+			 conn->registered ? connection_name(conn) : "(inactive)",
+			 dc_invalid_to_string(r));
+		connection_close(conn, NULL);
+	} else if (r == 0) {
+		conn->n_incoming++;
+		conn->bus->n_messages++;
+		r = router_dispatch(conn, msg);
+	}
+	message_unref(msg);
+	return r;
+}
+
 /* Take and dispatch every complete message. Returns 0, 1 (closed) or -errno. */
 static int connection_read_frames(struct connection *conn)
 {
@@ -426,26 +447,9 @@ static int connection_read_frames(struct connection *conn)
 			return 1;
 		}
 
-		/* The message owns the fds from here on, in all cases. */
-		r = message_parse(msg, fds, n_fds);
+		r = connection_dispatch_incoming(conn, msg, fds, n_fds);
 		free(fds);
-		if (r < 0) {
-			message_unref(msg);
-			return r;
-		}
-		if (r > 0) {
-			log_info("disconnecting %s: invalid message: %s",
-				 conn->registered ? connection_name(conn) : "(inactive)",
-				 dc_invalid_to_string(r));
-			message_unref(msg);
-			connection_close(conn, NULL);
-			return 1;
-		}
-		conn->n_incoming++;
-		bus->n_messages++;
-		r = router_dispatch(conn, msg);
-		message_unref(msg);
-		if (r < 0)
+		if (r)
 			return r;
 		if (conn->closed)
 			return 1;

@@ -149,6 +149,14 @@ uint32_t bus_next_serial(struct bus *bus);
  */
 int connection_charge(struct connection *conn, enum user_slot slot, uint64_t amount);
 void connection_uncharge(struct connection *conn, enum user_slot slot, uint64_t amount);
+/*
+ * Parse @msg, which takes over the @n_fds fds in @fds (not the array), and
+ * route it; consumes @msg. 0 when routed, 1 when the message was invalid and
+ * the connection is closed for it, or -errno.
+ */
+int connection_dispatch_incoming(struct connection *conn, struct message *msg, const int *fds,
+				 size_t n_fds);
+
 /* Charge a queued message's bytes and fds, both or neither: 0 or USER_E_QUOTA. */
 int connection_charge_message(struct connection *conn, uint64_t bytes, uint64_t n_fds);
 

@@ -400,25 +400,8 @@ static int native_input(struct native *native, const struct bus1_msg *bm)
 		return r;
 	}
 	memcpy(message_incoming_data(msg), bm->data, size);
-	/* The message owns the fds from here on. */
-	r = message_parse(msg, bm->fds, bm->n_fds);
-	if (r < 0) {
-		message_unref(msg);
-		return r;
-	}
-	if (r > 0) {
-		log_info("disconnecting %s: invalid message: %s",
-			 conn->registered ? connection_name(conn) : "(inactive)",
-			 dc_invalid_to_string(r));
-		message_unref(msg);
-		connection_close(conn, NULL);
-		return 0;
-	}
-	conn->n_incoming++;
-	bus->n_messages++;
-	r = router_dispatch(conn, msg);
-	message_unref(msg);
-	return r;
+	r = connection_dispatch_incoming(conn, msg, bm->fds, bm->n_fds);
+	return r < 0 ? r : 0;
 }
 
 static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
