@@ -581,16 +581,21 @@ static const char *field_moved(const struct message *m, const struct message *n,
 }
 
 /*
- * A new message for @m's stitched copy: @hsize bytes of header of its own
- * (the caller writes them), and @m's body, fds and argument cache, shared
- * through a reference on the message that owns them.
+ * A new message for @m's stitched copy: a header of its own with room for
+ * @flen bytes of fields (the caller writes it), and @m's body, fds and
+ * argument cache, shared through a reference on the message that owns them.
+ * -EMSGSIZE if the new header makes the message too large.
  */
-static struct message *stitch_new(struct message *m, size_t hsize)
+static int stitch_new(struct message *m, size_t flen, struct message **np)
 {
-	struct message *n = message_alloc(hsize);
+	size_t hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
+	struct message *n;
 
+	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
+		return -EMSGSIZE;
+	n = message_alloc(hsize);
 	if (!n)
-		return NULL;
+		return -ENOMEM;
 	n->parent = message_ref(m->parent ? m->parent : m);
 	n->endian = m->endian;
 	n->type = m->type;
@@ -610,7 +615,8 @@ static struct message *stitch_new(struct message *m, size_t hsize)
 		memcpy(n->arg_offset, m->arg_offset, sizeof(n->arg_offset));
 	}
 	n->parsed = true;
-	return n;
+	*np = n;
+	return 0;
 }
 
 /*
@@ -623,21 +629,18 @@ static struct message *stitch_new(struct message *m, size_t hsize)
 static int stitch_plain(struct message *m, const char *sender, size_t sender_len,
 			struct message **ret)
 {
-	size_t old = m->header_size, flen, hsize, off;
+	size_t old = m->header_size, flen, off;
 	struct message *n;
 	uint8_t *p;
+	int r;
 
 	if (sender)
 		flen = old - DC_FIXED_HEADER_SIZE + 4 + 4 + sender_len + 1;
 	else
 		flen = dc_load_u32(m->header + 12, m->endian);
-	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
-	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
-		return -EMSGSIZE;
-
-	n = stitch_new(m, hsize);
-	if (!n)
-		return -ENOMEM;
+	r = stitch_new(m, flen, &n);
+	if (r < 0)
+		return r;
 	p = n->header;
 	memcpy(p, m->header, old);
 	n->path = field_moved(m, n, m->path);
@@ -659,7 +662,7 @@ static int stitch_plain(struct message *m, const char *sender, size_t sender_len
 		memcpy(p + off + 8, sender, sender_len + 1);
 		n->sender = (const char *)p + off + 8;
 		off += 8 + sender_len + 1;
-		memset(p + off, 0, hsize - off);
+		memset(p + off, 0, n->header_size - off);
 	}
 
 	*ret = n;
@@ -671,7 +674,8 @@ static int stitch_rewrite(struct message *m, const char *sender, struct message 
 {
 	struct header_fields h = {};
 	struct message *n;
-	size_t flen, hsize;
+	size_t flen;
+	int r;
 
 	h.str[DC_FIELD_PATH] = m->path;
 	h.str[DC_FIELD_INTERFACE] = m->interface;
@@ -684,13 +688,9 @@ static int stitch_rewrite(struct message *m, const char *sender, struct message 
 	h.u32[DC_FIELD_UNIX_FDS] = m->unix_fds;
 
 	flen = fields_size(&h);
-	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
-	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
-		return -EMSGSIZE;
-
-	n = stitch_new(m, hsize);
-	if (!n)
-		return -ENOMEM;
+	r = stitch_new(m, flen, &n);
+	if (r < 0)
+		return r;
 	write_header(n, &h, flen);
 
 	*ret = n;
