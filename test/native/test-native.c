@@ -566,25 +566,23 @@ static void test_native_to_socket(void)
 	b1c_bus_free(bus);
 }
 
-static void test_monitor(void)
+/*
+ * Run a monitor (@argv, looked up in PATH unless it names a path) with its
+ * output in @path, and wait until it has printed something: by then it is
+ * subscribed.
+ */
+static pid_t monitor_start(const char *path, char *const argv[])
 {
-	struct b1c_bus *bus = open_native();
-	char path[128], cmd[256], out[256], buf[65536];
-	pid_t svc = start_native_service(), mon;
-	int fd;
-	ssize_t n;
+	pid_t mon = fork();
 
-	wait_for_name(bus, SVC_NAME, true);
-	snprintf(path, sizeof(path), "%s/monitor.out", tmpdir);
-	mon = fork();
 	check(mon >= 0);
 	if (mon == 0) {
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
 		dup2(fd, 1);
-		execlp("dbus-monitor", "dbus-monitor", "--session", (char *)NULL);
+		execvp(argv[0], argv);
 		_exit(127);
 	}
-	/* dbus-monitor has become a monitor once it owns no name but... wait for output. */
 	for (int i = 0; i < 500; i++) {
 		struct stat st;
 
@@ -592,18 +590,39 @@ static void test_monitor(void)
 			break;
 		usleep(10000);
 	}
-	usleep(200000);
-	check(call_echo(bus, SVC_NAME, "Echo", "seen-by-monitor", out, sizeof(out)) == 0);
+	return mon;
+}
+
+/* Give the monitor time to print what it saw, stop it, and read its output. */
+static void monitor_stop(pid_t mon, const char *path, char *buf, size_t size)
+{
+	ssize_t n;
+	int fd;
+
 	usleep(300000);
 	kill(mon, SIGTERM);
 	waitpid(mon, NULL, 0);
-
 	fd = open(path, O_RDONLY);
 	check(fd >= 0);
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, size - 1);
 	check(n > 0);
 	buf[n] = 0;
 	close(fd);
+}
+
+static void test_monitor(void)
+{
+	struct b1c_bus *bus = open_native();
+	char *const dbus_monitor_argv[] = { "dbus-monitor", "--session", NULL };
+	char path[128], cmd[256], out[256], buf[65536];
+	pid_t svc = start_native_service(), mon;
+
+	wait_for_name(bus, SVC_NAME, true);
+	snprintf(path, sizeof(path), "%s/monitor.out", tmpdir);
+	mon = monitor_start(path, dbus_monitor_argv);
+	usleep(200000);
+	check(call_echo(bus, SVC_NAME, "Echo", "seen-by-monitor", out, sizeof(out)) == 0);
+	monitor_stop(mon, path, buf, sizeof(buf));
 	snprintf(cmd, sizeof(cmd), "sender=%s", b1c_bus_get_unique_name(bus));
 	if (!strstr(buf, "member=Echo") || !strstr(buf, "seen-by-monitor") || !strstr(buf, cmd))
 		fail("dbus-monitor did not see the native call:\n%s", buf);
@@ -919,37 +938,14 @@ static void test_bus1ctl(void)
 
 	/* bus1ctl monitor (a native monitor) sees a call between two native clients. */
 	{
+		char *const monitor_argv[] = { (char *)ctl, "monitor", NULL };
 		char path[128], buf[65536];
 		pid_t mon;
-		int fd;
-		ssize_t n;
 
 		snprintf(path, sizeof(path), "%s/bus1ctl-monitor.out", tmpdir);
-		mon = fork();
-		check(mon >= 0);
-		if (mon == 0) {
-			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-			dup2(fd, 1);
-			execl(ctl, "bus1ctl", "monitor", (char *)NULL);
-			_exit(127);
-		}
-		for (int i = 0; i < 500; i++) {
-			struct stat st;
-
-			if (stat(path, &st) == 0 && st.st_size > 0)
-				break;
-			usleep(10000);
-		}
+		mon = monitor_start(path, monitor_argv);
 		check(call_echo(bus, SVC_NAME, "Echo", "seen-by-bus1ctl", out, sizeof(out)) == 0);
-		usleep(300000);
-		kill(mon, SIGTERM);
-		waitpid(mon, NULL, 0);
-		fd = open(path, O_RDONLY);
-		check(fd >= 0);
-		n = read(fd, buf, sizeof(buf) - 1);
-		check(n > 0);
-		buf[n] = 0;
-		close(fd);
+		monitor_stop(mon, path, buf, sizeof(buf));
 		if (!strstr(buf, "monitoring as :1.") || !strstr(buf, "member=Echo") ||
 		    !strstr(buf, "\"seen-by-bus1ctl\""))
 			fail("bus1ctl monitor output:\n%s", buf);
