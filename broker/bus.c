@@ -68,12 +68,24 @@ static void bus_config_warn(void *userdata, const char *message)
 }
 
 /* Apply the parts of a configuration that can change at runtime. */
+static void bus_resume_listeners(struct bus *bus)
+{
+	struct listener *l;
+
+	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections)
+		return;
+	list_for_each_entry(l, &bus->listeners, link)
+		listener_resume(l);
+}
+
 static void bus_apply_config(struct bus *bus, const struct bus_config *config)
 {
 	if (config)
 		bus->limits = config->limits;
 	else
 		bus_config_limits_init(&bus->limits);
+	/* A reload may have raised max_incomplete_connections. */
+	bus_resume_listeners(bus);
 	bus->max_queued_bytes = MIN((unsigned long long)bus->limits.max_outgoing_bytes,
 				    BUS_QUEUE_BYTES_CAP);
 	bus->max_queued_fds = MIN((unsigned long long)bus->limits.max_outgoing_unix_fds,
@@ -482,6 +494,12 @@ int bus_accept(struct bus *bus, int fd)
 		return 0;
 	}
 	return connection_new(&conn, bus, fd);
+}
+
+void bus_incomplete_done(struct bus *bus)
+{
+	bus->n_incomplete--;
+	bus_resume_listeners(bus);
 }
 
 void bus_schedule_flush(struct bus *bus, struct connection *conn)

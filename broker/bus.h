@@ -141,6 +141,12 @@ void bus_flush_now(struct bus *bus);
 /* @conn has output queued: make sure it is flushed after this batch. */
 void bus_schedule_flush(struct bus *bus, struct connection *conn);
 
+/*
+ * One connection less that has not finished authenticating (it did, or it
+ * went away): listeners paused at max_incomplete_connections resume.
+ */
+void bus_incomplete_done(struct bus *bus);
+
 /* The connection owning @name (unique or primary owner of a well-known name), or NULL. */
 struct connection *bus_resolve(struct bus *bus, const char *name);
 

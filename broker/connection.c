@@ -325,7 +325,7 @@ static int connection_authenticate(struct connection *conn)
 		sasl_server_deinit(&conn->sasl);
 		socket_start_framing(conn->socket);
 		conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
-		conn->bus->n_incomplete--;
+		bus_incomplete_done(conn->bus);
 		r = connection_setup_policy(conn);
 		if (r < 0)
 			return r;
@@ -676,7 +676,7 @@ void connection_close(struct connection *conn, const char *reason)
 	list_unlink(&conn->flush_link);
 	list_unlink(&conn->overflow_link);
 	if (!conn->authenticated)
-		bus->n_incomplete--;
+		bus_incomplete_done(bus);
 
 	/* The client sees its connection node destroyed. */
 	conn->native = native_conn_free(conn->native);

@@ -145,8 +145,6 @@ struct listener *listener_free(struct listener *l)
 
 /* How long accepting pauses when the process is out of fds or memory. */
 #define LISTENER_RETRY_USEC (100 * 1000)
-/* How often a listener paused at max_incomplete_connections looks again. */
-#define LISTENER_FULL_RETRY_USEC (5 * 1000)
 
 static int listener_retry(sd_event_source *s, uint64_t usec, void *userdata)
 {
@@ -162,20 +160,28 @@ static int listener_retry(sd_event_source *s, uint64_t usec, void *userdata)
  * would spin (and log) at full speed. Stop watching the socket and look again
  * after a short delay; pending clients wait in the kernel's backlog.
  */
-static int listener_pause(struct listener *l, int error, uint64_t usec)
+static int listener_pause(struct listener *l, int error)
 {
 	int r;
 
 	if (l->retry)
 		return 0;
-	if (error)
-		log_warn("accept failed: %s; pausing new connections for %d ms", strerror(error),
-			 LISTENER_RETRY_USEC / 1000);
+	log_warn("accept failed: %s; pausing new connections for %d ms", strerror(error),
+		 LISTENER_RETRY_USEC / 1000);
 	r = sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
 	if (r < 0)
 		return r;
 	return sd_event_add_time_relative(l->bus->event, &l->retry, CLOCK_MONOTONIC,
-					  usec, 0, listener_retry, l);
+					  LISTENER_RETRY_USEC, 0, listener_retry, l);
+}
+
+void listener_resume(struct listener *l)
+{
+	if (!l->full)
+		return;
+	l->full = false;
+	if (sd_event_source_set_enabled(l->io, SD_EVENT_ON) < 0)
+		log_err("cannot resume accepting on %s", l->address);
 }
 
 static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -191,12 +197,15 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 		 * At max_incomplete_connections, stop accepting, as dbus-daemon
 		 * does (fd.o #80919): new clients wait in the backlog until a
 		 * stalled one authenticates or hits auth_timeout, instead of
-		 * being refused. Checked again after the retry delay.
+		 * being refused. The bus resumes the listener
+		 * (listener_resume()) once below the limit again.
 		 */
 		if (l->bus->n_incomplete >= (unsigned int)l->bus->limits.max_incomplete_connections) {
-			r = listener_pause(l, 0, LISTENER_FULL_RETRY_USEC);
+			r = sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
 			if (r < 0)
 				log_err("cannot pause accepting: %s", strerror(-r));
+			else
+				l->full = true;
 			return 0;
 		}
 		cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -207,7 +216,7 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
 			    errno == ENOMEM) {
 				/* Out of resources: keep running, try again later. */
-				r = listener_pause(l, errno, LISTENER_RETRY_USEC);
+				r = listener_pause(l, errno);
 				if (r < 0)
 					log_err("cannot pause accepting: %s", strerror(-r));
 				return 0;

@@ -22,6 +22,7 @@ struct listener {
 	int fd;
 	sd_event_source *io;
 	sd_event_source *retry;		/* accept paused: out of fds/memory */
+	bool full;			/* accept paused: max_incomplete_connections */
 	char *address;			/* connectable address, with guid= */
 	char *unlink_path;		/* socket file to remove at exit, or NULL */
 };
@@ -54,3 +55,11 @@ DEFINE_CLEANUP_FUNC(struct listener *, listener_free);
 
 /* Register with the bus' event loop. Return: 0 or negative errno. */
 int listener_attach(struct listener *listener);
+
+/*
+ * listener_resume() - accept again after a pause at max_incomplete_connections
+ *
+ * The bus calls it when an incomplete connection authenticates or goes away,
+ * or a reload raises the limit. A no-op for a listener not paused for that.
+ */
+void listener_resume(struct listener *listener);
