@@ -67,7 +67,7 @@ static void bus_config_warn(void *userdata, const char *message)
 	log_warn("%s", message);
 }
 
-/* Apply the parts of a configuration that can change at runtime. */
+/* Listeners paused at max_incomplete_connections accept again below it. */
 static void bus_resume_listeners(struct bus *bus)
 {
 	struct listener *l;
@@ -78,6 +78,7 @@ static void bus_resume_listeners(struct bus *bus)
 		listener_resume(l);
 }
 
+/* Apply the parts of a configuration that can change at runtime. */
 static void bus_apply_config(struct bus *bus, const struct bus_config *config)
 {
 	if (config)
@@ -140,7 +141,23 @@ static int bus_set_error(struct bus *bus, char *msg)
 	return 1;
 }
 
-static int bus_link_listener(struct bus *bus, struct listener *l);
+static int bus_link_listener(struct bus *bus, struct listener *l)
+{
+	char *joined;
+
+	list_append(&bus->listeners, &l->link);
+	if (bus->address) {
+		if (asprintf(&joined, "%s;%s", bus->address, l->address) < 0)
+			return -ENOMEM;
+		free(bus->address);
+		bus->address = joined;
+	} else {
+		bus->address = strdup(l->address);
+		if (!bus->address)
+			return -ENOMEM;
+	}
+	return 0;
+}
 
 /*
  * "systemd:" (dbus-daemon's socket activation address, as in dbus.service's
@@ -184,23 +201,6 @@ static int bus_add_listener(struct bus *bus, const char *address)
 	return bus_link_listener(bus, l);
 }
 
-static int bus_link_listener(struct bus *bus, struct listener *l)
-{
-	char *joined;
-
-	list_append(&bus->listeners, &l->link);
-	if (bus->address) {
-		if (asprintf(&joined, "%s;%s", bus->address, l->address) < 0)
-			return -ENOMEM;
-		free(bus->address);
-		bus->address = joined;
-	} else {
-		bus->address = strdup(l->address);
-		if (!bus->address)
-			return -ENOMEM;
-	}
-	return 0;
-}
 
 /* ------------------------------------------------ activation <-> bus glue */
 
@@ -277,9 +277,8 @@ static const struct config_reload_ops bus_reload_ops = {
 	.log = bus_activation_log,
 };
 
-/* More connections need more fds: raise the soft limit to the hard one. */
 /*
- * Like dbus-daemon: try to raise both limits to 65536 (which needs
+ * More connections need more fds. Like dbus-daemon: try to raise both limits to 65536 (which needs
  * CAP_SYS_RESOURCE when above the hard limit), else at least the soft limit
  * to the hard one. Never lowered.
  */
