@@ -418,6 +418,9 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 			log_err("bus1 receive failed: %s", strerror(-r));
 			return sd_event_exit(native->bus->event, r);
 		}
+		/* The broker keeps no count of who holds its nodes. */
+		if (bm.type == BUS1_MSG_NODE_RELEASE)
+			continue;
 		if (bm.type == BUS1_MSG_NODE_DESTROY) {
 			struct native_conn *nc = find_by_client(native, bm.destination);
 

@@ -1026,6 +1026,9 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 			return 0;
 		if (r < 0)
 			return r;
+		/* Nobody else holding a node of ours needs no action. */
+		if (bm.type == BUS1_MSG_NODE_RELEASE)
+			continue;
 		if (bm.type == BUS1_MSG_NODE_DESTROY) {
 			if (bm.destination == bus->bus_handle) {
 				bus->dead = true;

@@ -9,6 +9,7 @@
  *   quota_messages	messages a user may have in flight
  *   quota_handles	handles a user may have in flight
  *   quota_fds		fds a user may have in flight
+ *   quota_objects	nodes and handles the peers of a user may hold
  *   max_destinations	destinations of one SEND
  *   max_handles	handles carried by one message (and nodes per destroy)
  *   max_fds		fds carried by one message
@@ -20,6 +21,7 @@
 #include <linux/module.h>
 #include <linux/poll.h>
 #include <linux/sizes.h>
+#include "gc.h"
 #include "peer.h"
 #include "stats.h"
 #include "pool.h"
@@ -32,11 +34,32 @@ unsigned long bus1_quota_bytes = SZ_256M;
 unsigned int bus1_quota_messages = 16383;
 unsigned int bus1_quota_handles = 65536;
 unsigned int bus1_quota_fds = 4096;
+unsigned int bus1_quota_objects = 65536;
 unsigned int bus1_max_destinations = 4096;
 unsigned int bus1_max_handles = 4096;
 unsigned int bus1_max_fds = 253;
 
-module_param_named(pool_size, bus1_pool_size, ulong, 0644);
+/* The pool size is checked on every write, not only at load. */
+static int bus1_param_set_pool_size(const char *val, const struct kernel_param *kp)
+{
+	unsigned long v;
+	int r;
+
+	r = kstrtoul(val, 0, &v);
+	if (r < 0)
+		return r;
+	if (v < PAGE_SIZE || v > SZ_256M)
+		return -EINVAL;
+	*(unsigned long *)kp->arg = v;
+	return 0;
+}
+
+static const struct kernel_param_ops bus1_param_pool_size_ops = {
+	.set	= bus1_param_set_pool_size,
+	.get	= param_get_ulong,
+};
+
+module_param_cb(pool_size, &bus1_param_pool_size_ops, &bus1_pool_size, 0644);
 MODULE_PARM_DESC(pool_size, "Per-peer pool size in bytes (at most 256 MiB)");
 module_param_named(quota_bytes, bus1_quota_bytes, ulong, 0644);
 MODULE_PARM_DESC(quota_bytes, "Pool bytes one user may have in flight");
@@ -46,6 +69,8 @@ module_param_named(quota_handles, bus1_quota_handles, uint, 0644);
 MODULE_PARM_DESC(quota_handles, "Handles one user may have in flight");
 module_param_named(quota_fds, bus1_quota_fds, uint, 0644);
 MODULE_PARM_DESC(quota_fds, "File descriptors one user may have in flight");
+module_param_named(quota_objects, bus1_quota_objects, uint, 0644);
+MODULE_PARM_DESC(quota_objects, "Nodes and handles the peers of one user may hold");
 module_param_named(max_destinations, bus1_max_destinations, uint, 0644);
 MODULE_PARM_DESC(max_destinations, "Destinations of one message");
 module_param_named(max_handles, bus1_max_handles, uint, 0644);
@@ -61,7 +86,16 @@ static int bus1_fop_open(struct inode *inode, struct file *file)
 	if (IS_ERR(peer))
 		return PTR_ERR(peer);
 	file->private_data = peer;
+	peer->file = file;
+	bus1_gc_add_peer(peer);
 	return stream_open(inode, file);
+}
+
+/* Every close of an fd: the last outside reference may be gone (gc.h). */
+static int bus1_fop_flush(struct file *file, fl_owner_t id)
+{
+	bus1_gc_kick();
+	return 0;
 }
 
 static int bus1_fop_release(struct inode *inode, struct file *file)
@@ -71,6 +105,7 @@ static int bus1_fop_release(struct inode *inode, struct file *file)
 	/* ESHUTDOWN if PEER_DISCONNECT already did it */
 	bus1_peer_disconnect(peer);
 	bus1_peer_unref(peer);
+	bus1_gc_kick();
 	return 0;
 }
 
@@ -98,8 +133,8 @@ static int bus1_fop_mmap(struct file *file, struct vm_area_struct *vma)
 	struct bus1_peer *peer = file->private_data;
 
 	/*
-	 * No peer lock here: mmap_lock is held, and the peer lock is held
-	 * around user copies elsewhere. The pool's file and size are constant.
+	 * No peer lock here: nothing else needs one, the pool's file and size
+	 * are constant.
 	 */
 	if (READ_ONCE(peer->disconnected))
 		return -ESHUTDOWN;
@@ -114,6 +149,7 @@ static long bus1_fop_ioctl(struct file *file, unsigned int cmd, unsigned long ar
 const struct file_operations bus1_fops = {
 	.owner		= THIS_MODULE,
 	.open		= bus1_fop_open,
+	.flush		= bus1_fop_flush,
 	.release	= bus1_fop_release,
 	.poll		= bus1_fop_poll,
 	.mmap		= bus1_fop_mmap,
@@ -177,6 +213,7 @@ static int __init bus1_modinit(void)
 static void __exit bus1_modexit(void)
 {
 	misc_deregister(&bus1_misc);
+	bus1_gc_exit();
 	bus1_stats_destroy();
 }
 

@@ -16,6 +16,7 @@
 #include "node.h"
 #include "peer.h"
 #include "pool.h"
+#include "gc.h"
 #include "stats.h"
 
 /**
@@ -35,7 +36,7 @@ struct bus1_message *bus1_message_new(struct bus1_user *user, size_t n_bytes,
 {
 	struct bus1_message *message;
 
-	message = kzalloc(sizeof(*message), GFP_KERNEL);
+	message = kzalloc(sizeof(*message), GFP_KERNEL_ACCOUNT);
 	if (!message)
 		return ERR_PTR(-ENOMEM);
 
@@ -44,12 +45,12 @@ struct bus1_message *bus1_message_new(struct bus1_user *user, size_t n_bytes,
 	message->n_handles = n_handles;
 	message->n_fds = n_fds;
 	if (n_handles) {
-		message->nodes = kvcalloc(n_handles, sizeof(*message->nodes), GFP_KERNEL);
+		message->nodes = kvcalloc(n_handles, sizeof(*message->nodes), GFP_KERNEL_ACCOUNT);
 		if (!message->nodes)
 			goto err;
 	}
 	if (n_fds) {
-		message->files = kvcalloc(n_fds, sizeof(*message->files), GFP_KERNEL);
+		message->files = kvcalloc(n_fds, sizeof(*message->files), GFP_KERNEL_ACCOUNT);
 		if (!message->files)
 			goto err;
 	}
@@ -83,11 +84,14 @@ static void bus1_message_free(struct kref *ref)
 	struct bus1_message *message = container_of(ref, struct bus1_message, ref);
 	size_t i;
 
-	for (i = 0; i < message->n_handles; i++)
+	for (i = 0; i < message->n_handles && message->nodes[i]; i++) {
+		bus1_node_uncarry(message->nodes[i]);
 		bus1_node_unref(message->nodes[i]);
+	}
 	for (i = 0; i < message->n_fds; i++)
 		if (message->files[i])
 			fput(message->files[i]);
+	bus1_gc_untrack(message->n_unix);
 	kvfree(message->nodes);
 	kvfree(message->files);
 	put_pid(message->tid);
@@ -99,7 +103,7 @@ static void bus1_message_free(struct kref *ref)
 }
 
 /**
- * bus1_message_unref() - drop a reference (no peer lock held)
+ * bus1_message_unref() - drop a reference (no lock held)
  * @message:	message or NULL
  *
  * Return: NULL
@@ -151,7 +155,7 @@ struct bus1_entry *bus1_entry_new_data(struct bus1_peer *peer, struct bus1_messa
 {
 	struct bus1_entry *entry;
 
-	entry = bus1_entry_new(peer, BUS1_ENTRY_DATA, GFP_KERNEL);
+	entry = bus1_entry_new(peer, BUS1_ENTRY_DATA, GFP_KERNEL_ACCOUNT);
 	if (!entry)
 		return NULL;
 	entry->message = bus1_message_ref(message);
@@ -173,8 +177,27 @@ struct bus1_entry *bus1_entry_new_notify(struct bus1_peer *peer, u64 handle_id)
 {
 	struct bus1_entry *entry;
 
-	entry = bus1_entry_new(peer, BUS1_ENTRY_NODE_DESTROY, GFP_KERNEL | __GFP_NOFAIL);
+	entry = bus1_entry_new(peer, BUS1_ENTRY_NODE_DESTROY,
+			       GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
 	entry->handle_id = handle_id;
+	return entry;
+}
+
+/**
+ * bus1_entry_new_release() - create a node release notification
+ * @node:	the node nothing remote refers to any more
+ *
+ * Like destruction notifications, it must not be lost, and is small.
+ *
+ * Return: the entry, for the node's owner.
+ */
+struct bus1_entry *bus1_entry_new_release(struct bus1_node *node)
+{
+	struct bus1_entry *entry;
+
+	entry = bus1_entry_new(node->owner, BUS1_ENTRY_NODE_RELEASE,
+			       GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
+	entry->node = bus1_node_ref(node);
 	return entry;
 }
 
@@ -265,8 +288,11 @@ void bus1_entry_unlink(struct bus1_entry *entry, bool publish)
 
 	lockdep_assert_held(&peer->lock);
 
-	if (bus1_queue_node_is_queued(&entry->qnode))
+	if (bus1_queue_node_is_queued(&entry->qnode)) {
 		bus1_queue_remove(&peer->queue, &entry->qnode);
+		if (entry->message && entry->message->n_unix)
+			peer->n_unix_entries--;
+	}
 	if (entry->slice) {
 		if (publish)
 			bus1_pool_publish(&peer->pool, entry->slice);

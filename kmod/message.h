@@ -13,7 +13,7 @@
  * Every destination gets a bus1_entry: its link into the destination
  * peer's queue, a reference on the message, the destination node, the slice
  * reserved in the destination's pool and the charge taken for it. Node
- * destruction notifications are entries without a message.
+ * destruction and release notifications are entries without a message.
  *
  * A data entry's slice holds, in order: the data (padded to 8 bytes), one
  * __u64 per carried handle and one __u32 per carried fd. The sender writes the
@@ -42,6 +42,7 @@ struct pid;
 enum bus1_entry_type {
 	BUS1_ENTRY_DATA,
 	BUS1_ENTRY_NODE_DESTROY,
+	BUS1_ENTRY_NODE_RELEASE,
 };
 
 /**
@@ -54,6 +55,7 @@ enum bus1_entry_type {
  * @n_bytes:	data size
  * @n_handles:	number of carried nodes
  * @n_fds:	number of carried files
+ * @n_unix:	how many of them are AF_UNIX sockets (see gc.h)
  * @nodes:	carried nodes (references)
  * @files:	carried files (references)
  */
@@ -66,6 +68,7 @@ struct bus1_message {
 	size_t n_bytes;
 	size_t n_handles;
 	size_t n_fds;
+	size_t n_unix;
 	struct bus1_node **nodes;
 	struct file **files;
 };
@@ -77,7 +80,7 @@ struct bus1_message {
  * @peer:	destination peer (a reference)
  * @type:	BUS1_ENTRY_*
  * @message:	DATA: the message (a reference)
- * @node:	DATA: the destination node (a reference)
+ * @node:	DATA and NODE_RELEASE: the destination node (a reference)
  * @slice:	DATA: the slice reserved in the destination's pool, or NULL
  * @charge:	DATA: what is charged to the message's user
  * @charged:	DATA: whether @charge is currently charged
@@ -105,6 +108,7 @@ size_t bus1_message_slice_size(const struct bus1_message *message);
 struct bus1_entry *bus1_entry_new_data(struct bus1_peer *peer, struct bus1_message *message,
 				       struct bus1_node *node);
 struct bus1_entry *bus1_entry_new_notify(struct bus1_peer *peer, u64 handle_id);
+struct bus1_entry *bus1_entry_new_release(struct bus1_node *node);
 int bus1_entry_reserve(struct bus1_entry *entry);
 int bus1_entry_copy_data(struct bus1_entry *entry, struct iov_iter *iter);
 void bus1_entry_unlink(struct bus1_entry *entry, bool publish);

@@ -7,9 +7,11 @@
 #include <linux/lockdep.h>
 #include <linux/slab.h>
 #include "uapi/linux/bus1.h"
+#include "message.h"
 #include "node.h"
 #include "peer.h"
 #include "stats.h"
+#include "tx.h"
 
 static void bus1_node_free(struct kref *ref)
 {
@@ -19,6 +21,8 @@ static void bus1_node_free(struct kref *ref)
 	WARN_ON(!node->destroying);
 	/* queued entries hold node references: none can be left */
 	WARN_ON(node->queued.messages || node->queued.bytes);
+	WARN_ON(node->remote);
+	bus1_user_uncharge_objects(node->owner->user, 1);
 	bus1_peer_unref(node->owner);
 	mutex_destroy(&node->lock);
 	kfree(node);
@@ -92,21 +96,27 @@ static u64 bus1_handle_next_id(struct bus1_peer *peer, bool remote)
  * bus1_handle_create_node() - create a node and its owner's handle
  * @peer:	the new node's owner (locked)
  *
- * Return: the owner's new handle, or ERR_PTR(-ENOMEM).
+ * Both are charged to the owner's user (two objects).
+ *
+ * Return: the owner's new handle, ERR_PTR(-EDQUOT) or ERR_PTR(-ENOMEM).
  */
 struct bus1_handle *bus1_handle_create_node(struct bus1_peer *peer)
 {
 	struct bus1_handle *handle;
 	struct bus1_node *node;
+	int r;
 
 	lockdep_assert_held(&peer->lock);
 
-	node = kzalloc(sizeof(*node), GFP_KERNEL);
-	if (!node)
-		return ERR_PTR(-ENOMEM);
-	handle = kzalloc(sizeof(*handle), GFP_KERNEL);
-	if (!handle) {
+	r = bus1_user_charge_objects(peer->user, 2);
+	if (r < 0)
+		return ERR_PTR(r);
+	node = kzalloc(sizeof(*node), GFP_KERNEL_ACCOUNT);
+	handle = kzalloc(sizeof(*handle), GFP_KERNEL_ACCOUNT);
+	if (!node || !handle) {
+		kfree(handle);
 		kfree(node);
+		bus1_user_uncharge_objects(peer->user, 2);
 		return ERR_PTR(-ENOMEM);
 	}
 
@@ -177,12 +187,15 @@ static struct bus1_handle *bus1_handle_find_node(struct bus1_peer *peer,
  * @peer:	the future holder (locked)
  * @node:	the node
  *
+ * A new handle is charged to the holder's user (one object).
+ *
  * Return: the existing or new handle, ERR_PTR(-EHOSTUNREACH) if the peer has
- * none and the node is destroyed, or ERR_PTR(-ENOMEM).
+ * none and the node is destroyed, ERR_PTR(-EDQUOT) or ERR_PTR(-ENOMEM).
  */
 struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node *node)
 {
 	struct bus1_handle *handle;
+	int r;
 
 	lockdep_assert_held(&peer->lock);
 
@@ -190,17 +203,25 @@ struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node
 	if (handle)
 		return handle;
 
-	handle = kzalloc(sizeof(*handle), GFP_KERNEL);
-	if (!handle)
+	r = bus1_user_charge_objects(peer->user, 1);
+	if (r < 0)
+		return ERR_PTR(r);
+	handle = kzalloc(sizeof(*handle), GFP_KERNEL_ACCOUNT);
+	if (!handle) {
+		bus1_user_uncharge_objects(peer->user, 1);
 		return ERR_PTR(-ENOMEM);
+	}
 
 	mutex_lock(&node->lock);
 	if (node->dead) {
 		mutex_unlock(&node->lock);
 		kfree(handle);
+		bus1_user_uncharge_objects(peer->user, 1);
 		return ERR_PTR(-EHOSTUNREACH);
 	}
 	list_add_tail(&handle->link, &node->holders);
+	if (node->owner != peer)
+		node->remote++;
 	mutex_unlock(&node->lock);
 
 	bus1_stat_inc(BUS1_STAT_HANDLES);
@@ -211,16 +232,33 @@ struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node
 	return handle;
 }
 
+/*
+ * Drop one remote reference (node lock held). Return whether the owner is
+ * due a NODE_RELEASE: nothing but its own handle is left of a live node.
+ */
+static bool bus1_node_drop_remote(struct bus1_node *node)
+{
+	lockdep_assert_held(&node->lock);
+	if (WARN_ON(!node->remote))
+		return false;
+	return !--node->remote && !node->dead;
+}
+
 /**
  * bus1_handle_release() - drop a handle
  * @handle:	handle; its holder must be locked
  *
  * Does not destroy the node, even if @handle is the owner's: callers decide.
+ *
+ * Return: NULL, or a reference to the node if it was the last remote
+ * reference to a live node: the caller must then call
+ * bus1_node_notify_release() once it holds no lock, and drop the reference.
  */
-void bus1_handle_release(struct bus1_handle *handle)
+struct bus1_node *bus1_handle_release(struct bus1_handle *handle)
 {
 	struct bus1_peer *peer = handle->holder;
 	struct bus1_node *node = handle->node;
+	bool notify = false;
 
 	lockdep_assert_held(&peer->lock);
 
@@ -228,10 +266,75 @@ void bus1_handle_release(struct bus1_handle *handle)
 	rb_erase(&handle->rb_node, &peer->handles_by_node);
 	mutex_lock(&node->lock);
 	list_del(&handle->link);
+	if (node->owner != peer)
+		notify = bus1_node_drop_remote(node);
 	mutex_unlock(&node->lock);
 	kfree(handle);
 	bus1_stat_dec(BUS1_STAT_HANDLES);
+	bus1_user_uncharge_objects(peer->user, 1);
+	if (notify)
+		return node;	/* the handle's reference goes to the caller */
 	bus1_node_unref(node);
+	return NULL;
+}
+
+/**
+ * bus1_node_notify_release() - tell a node's owner nothing remote is left
+ * @node:	the node (the caller holds a reference)
+ * @causer:	the peer whose release, disconnect or freed message dropped the
+ *		last remote reference, or the owner; the notification is
+ *		ordered as a message it sends now would be (the caller holds a
+ *		reference)
+ *
+ * Runs without any lock held. Nothing is queued if the owner disconnected
+ * or the node is being destroyed meanwhile.
+ */
+void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer)
+{
+	struct bus1_entry *entry;
+	struct bus1_tx tx;
+
+	might_sleep();
+	entry = bus1_entry_new_release(node);
+	bus1_tx_init(&tx, causer);
+	if (bus1_tx_stage(&tx, entry) < 0) {
+		bus1_entry_free(entry);
+		return;
+	}
+	bus1_tx_timestamp(&tx);
+	bus1_tx_commit(&tx);
+}
+
+/**
+ * bus1_node_carry() - count a message carrying a node
+ * @node:	node, put into a message being sent
+ *
+ * A carried node counts as a remote reference until the message is freed
+ * (bus1_node_uncarry()), so the owner is not told it was released while a
+ * handle to it is still on its way.
+ */
+void bus1_node_carry(struct bus1_node *node)
+{
+	mutex_lock(&node->lock);
+	node->remote++;
+	mutex_unlock(&node->lock);
+}
+
+/**
+ * bus1_node_uncarry() - a message carrying a node is freed
+ * @node:	node (the caller holds a reference)
+ *
+ * Must be called without any lock held: it may send NODE_RELEASE.
+ */
+void bus1_node_uncarry(struct bus1_node *node)
+{
+	bool notify;
+
+	mutex_lock(&node->lock);
+	notify = bus1_node_drop_remote(node);
+	mutex_unlock(&node->lock);
+	if (notify)
+		bus1_node_notify_release(node, node->owner);
 }
 
 /**
@@ -263,7 +366,8 @@ void bus1_handle_discard_node(struct bus1_handle *handle)
 
 	node->destroying = true;
 	node->destroyed_ts = 0;
-	bus1_handle_release(handle);
+	/* the owner's own handle is never a remote reference */
+	WARN_ON(bus1_handle_release(handle));
 }
 
 /**

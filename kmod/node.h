@@ -22,10 +22,18 @@
  * moment was sent a NODE_DESTROY notification. Destroyed nodes stay in
  * memory while handles still name them, so ids stay stable until released.
  *
+ * Release notification: @remote counts the handles held by peers other than
+ * the owner plus the messages in flight that carry the node. When it drops
+ * to zero on a live node, the owner is sent a NODE_RELEASE entry, through a
+ * transaction of the peer that let go (so it is ordered after everything
+ * that peer sent before). Once nothing remote is left only the owner itself
+ * can hand the node out again, so the owner always knows whether a
+ * notification is still current.
+ *
  * Locking:
  * - A peer's handle trees and handle counter: the holding peer's lock.
  * - @destroying, @destroyed_ts and @queued: the owner peer's lock.
- * - @holders and @dead: the node's own mutex, taken inside a peer lock
+ * - @holders, @remote and @dead: the node's own mutex, taken inside a peer lock
  *   (peer lock -> node lock), never the other way round.
  */
 
@@ -53,6 +61,7 @@ struct bus1_peer;
  *			received are charged (owner's lock)
  * @lock:		protects @holders and @dead
  * @holders:		handles pointing at this node
+ * @remote:		remote handles plus carrying messages (see DOC)
  * @dead:		no new handles may be created
  */
 struct bus1_node {
@@ -66,6 +75,7 @@ struct bus1_node {
 	struct bus1_charge queued;
 	struct mutex lock;
 	struct list_head holders;
+	u64 remote;
 	bool dead;
 };
 
@@ -93,7 +103,10 @@ struct bus1_node *bus1_node_unref(struct bus1_node *node);
 struct bus1_handle *bus1_handle_create_node(struct bus1_peer *peer);
 struct bus1_handle *bus1_handle_lookup(struct bus1_peer *peer, u64 id);
 struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node *node);
-void bus1_handle_release(struct bus1_handle *handle);
+struct bus1_node *bus1_handle_release(struct bus1_handle *handle);
+void bus1_node_carry(struct bus1_node *node);
+void bus1_node_uncarry(struct bus1_node *node);
+void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer);
 void bus1_handle_discard_node(struct bus1_handle *handle);
 struct bus1_handle *bus1_handle_first(struct bus1_peer *peer);
 

@@ -19,6 +19,7 @@
 #include <linux/string.h>
 #include <linux/uaccess.h>
 #include <linux/uio.h>
+#include "gc.h"
 #include "message.h"
 #include "node.h"
 #include "peer.h"
@@ -40,7 +41,7 @@ struct bus1_peer *bus1_peer_new(void)
 	struct bus1_peer *peer;
 	int r;
 
-	peer = kzalloc(sizeof(*peer), GFP_KERNEL);
+	peer = kzalloc(sizeof(*peer), GFP_KERNEL_ACCOUNT);
 	if (!peer)
 		return ERR_PTR(-ENOMEM);
 
@@ -48,6 +49,8 @@ struct bus1_peer *bus1_peer_new(void)
 	kref_init(&peer->ref);
 	peer->id = atomic64_inc_return(&bus1_peer_ids);
 	mutex_init(&peer->lock);
+	mutex_init(&peer->recv_lock);
+	INIT_LIST_HEAD(&peer->gc_link);
 	init_waitqueue_head(&peer->waitq);
 	bus1_queue_init(&peer->queue);
 	peer->handles_by_id = RB_ROOT;
@@ -59,7 +62,7 @@ struct bus1_peer *bus1_peer_new(void)
 		peer->user = NULL;
 		goto err;
 	}
-	r = bus1_pool_init(&peer->pool);
+	r = bus1_pool_init(&peer->pool, &peer->lock);
 	if (r < 0)
 		goto err;
 	return peer;
@@ -77,9 +80,12 @@ static void bus1_peer_free(struct kref *ref)
 	WARN_ON(!peer->disconnected);
 	WARN_ON(!RB_EMPTY_ROOT(&peer->handles_by_id));
 	WARN_ON(!RB_EMPTY_ROOT(&peer->handles_by_node));
+	WARN_ON(!list_empty(&peer->gc_link));
+	WARN_ON(peer->n_unix_entries);
 	bus1_queue_deinit(&peer->queue);
 	bus1_pool_deinit(&peer->pool);
 	bus1_user_unref(peer->user);
+	mutex_destroy(&peer->recv_lock);
 	mutex_destroy(&peer->lock);
 	kfree(peer);
 	bus1_stat_dec(BUS1_STAT_PEERS);
@@ -193,17 +199,21 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	struct bus1_queue_node *qn;
 	struct bus1_handle *handle;
 	struct bus1_entry *entry;
+	struct bus1_node *node;
 	struct rb_node *n, *next;
 	LIST_HEAD(destroy);
 	LIST_HEAD(drop);
 
+	bus1_gc_lock_shared();
 	mutex_lock(&peer->lock);
 	if (peer->disconnected) {
 		mutex_unlock(&peer->lock);
+		bus1_gc_unlock_shared();
 		return -ESHUTDOWN;
 	}
 	if (disconnect)
 		WRITE_ONCE(peer->disconnected, true);
+	peer->flush_seq++;
 
 	/*
 	 * Destroy every owned node before its owner handle goes away. On a
@@ -223,16 +233,28 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 		mutex_lock(&peer->lock);
 	}
 
-	while ((handle = bus1_handle_first(peer)))
-		bus1_handle_release(handle);
+	while ((handle = bus1_handle_first(peer))) {
+		node = bus1_handle_release(handle);
+		if (node) {
+			mutex_unlock(&peer->lock);
+			bus1_node_notify_release(node, peer);
+			bus1_node_unref(node);
+			mutex_lock(&peer->lock);
+		}
+	}
 
-	/* staged entries belong to their transactions, which drop them */
+	/*
+	 * Staged entries belong to their transactions, which drop them; a
+	 * claimed one to its RECV, which sees @flush_seq move and drops it.
+	 */
 	for (n = rb_first_cached(&peer->queue.tree); n; n = next) {
 		next = rb_next(n);
 		qn = rb_entry(n, struct bus1_queue_node, rb);
 		if (!bus1_queue_node_is_committed(qn))
 			continue;
 		entry = container_of(qn, struct bus1_entry, qnode);
+		if (entry == peer->recv_claim)
+			continue;
 		bus1_entry_unlink(entry, false);
 		list_add_tail(&entry->tx_link, &drop);
 	}
@@ -243,6 +265,9 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	mutex_unlock(&peer->lock);
 
 	bus1_entry_free_list(&drop);
+	if (disconnect)
+		bus1_gc_remove_peer(peer);
+	bus1_gc_unlock_shared();
 	if (disconnect)
 		wake_up_interruptible_all(&peer->waitq);
 	return 0;
@@ -302,6 +327,8 @@ static int bus1_peer_ioctl_query(struct bus1_peer *peer, void __user *uarg)
 	cmd.used_messages = atomic64_read(&user->messages);
 	cmd.used_handles = atomic64_read(&user->handles);
 	cmd.used_fds = atomic64_read(&user->fds);
+	cmd.quota_objects = bus1_quota_objects;
+	cmd.used_objects = atomic64_read(&user->objects);
 	bus1_user_unref(user);
 
 	return copy_to_user(uarg, &cmd, sizeof(cmd)) ? -EFAULT : 0;
@@ -446,6 +473,7 @@ static void bus1_peer_reclaim(struct bus1_peer *sender, struct bus1_node *node)
 	struct rb_node *n, *next;
 	LIST_HEAD(drop);
 
+	bus1_gc_lock_shared();
 	mutex_lock(&owner->lock);
 	for (n = rb_first_cached(&owner->queue.tree); n; n = next) {
 		next = rb_next(n);
@@ -453,20 +481,23 @@ static void bus1_peer_reclaim(struct bus1_peer *sender, struct bus1_node *node)
 		if (!bus1_queue_node_is_committed(qn) || qn->sender != sender->id)
 			continue;
 		entry = container_of(qn, struct bus1_entry, qnode);
-		if (entry->type != BUS1_ENTRY_DATA || entry->node != node)
+		/* a claimed entry is being received right now: it stays */
+		if (entry->type != BUS1_ENTRY_DATA || entry->node != node ||
+		    entry == owner->recv_claim)
 			continue;
 		bus1_entry_unlink(entry, false);
 		list_add_tail(&entry->tx_link, &drop);
 	}
 	mutex_unlock(&owner->lock);
 	bus1_entry_free_list(&drop);
+	bus1_gc_unlock_shared();
 }
 
 static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 {
 	struct bus1_cmd_handle_release cmd;
+	struct bus1_node *node, *released = NULL;
 	struct bus1_handle *handle;
-	struct bus1_node *node;
 	LIST_HEAD(destroy);
 	int r = 0;
 
@@ -499,9 +530,13 @@ static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 			goto out;
 		}
 	}
-	bus1_handle_release(handle);
+	released = bus1_handle_release(handle);
 out:
 	mutex_unlock(&peer->lock);
+	if (released) {
+		bus1_node_notify_release(released, peer);
+		bus1_node_unref(released);
+	}
 	return r;
 }
 
@@ -651,15 +686,19 @@ static int bus1_peer_send_fds(struct bus1_message *message, const struct bus1_cm
 			r = -EBADF;
 			break;
 		}
-		/* a peer in its own queue would never be freed */
-		if (f->f_op == &bus1_fops) {
+		/* bus1 and io_uring fds could close reference cycles (gc.h) */
+		r = bus1_gc_check_file(f);
+		if (r < 0) {
 			fput(f);
-			r = -EOPNOTSUPP;
 			break;
 		}
+		message->n_unix += r;
 		message->files[i] = f;
+		r = 0;
 	}
 	kvfree(fds);
+	/* counted even on failure: the message puts what it holds when freed */
+	bus1_gc_track(message->n_unix);
 	return r;
 }
 
@@ -696,6 +735,7 @@ static int bus1_peer_send_handles(struct bus1_peer *peer, struct bus1_message *m
 			break;
 		}
 		message->nodes[i] = node;
+		bus1_node_carry(node);
 		if (c) {
 			__set_bit(i, created);
 			any = true;
@@ -709,17 +749,70 @@ static int bus1_peer_send_handles(struct bus1_peer *peer, struct bus1_message *m
 	return r;
 }
 
+/* Take an entry that was reserved (and maybe filled) but never staged back. */
+static void bus1_peer_discard_entry(struct bus1_entry *entry)
+{
+	mutex_lock(&entry->peer->lock);
+	bus1_entry_unlink(entry, false);
+	mutex_unlock(&entry->peer->lock);
+	bus1_entry_free(entry);
+}
+
+/*
+ * Reserve a slice for @message at the destination @dest (one of @peer's
+ * handle ids). Return the entry, or an ERR_PTR(): -ENOMEM fails the whole
+ * SEND, any other errno only this destination.
+ */
+static struct bus1_entry *bus1_peer_send_reserve(struct bus1_peer *peer,
+						 struct bus1_message *message, u64 dest)
+{
+	struct bus1_handle *handle;
+	struct bus1_entry *entry;
+	struct bus1_node *node;
+	int r;
+
+	mutex_lock(&peer->lock);
+	handle = peer->disconnected ? NULL : bus1_handle_lookup(peer, dest);
+	node = handle ? bus1_node_ref(handle->node) : NULL;
+	mutex_unlock(&peer->lock);
+	if (!node)
+		return ERR_PTR(-ENXIO);
+
+	entry = bus1_entry_new_data(node->owner, message, node);
+	bus1_node_unref(node);
+	if (!entry)
+		return ERR_PTR(-ENOMEM);
+	r = bus1_entry_reserve(entry);
+	if (r < 0) {
+		bus1_entry_free(entry);
+		return ERR_PTR(r);
+	}
+	return entry;
+}
+
+/*
+ * SEND in three steps, so that no destination waits on the sender's memory:
+ *
+ *   1. reserve a slice at every destination (charges, pool space);
+ *   2. copy the data into every slice, unlocked, nothing staged yet (a
+ *      large multicast or a sender whose memory faults slowly delays only
+ *      its own message), and write the per-destination errors back;
+ *   3. stage, timestamp and commit: short locked steps, no user memory.
+ *
+ * A destination that disconnects or whose node is destroyed between 1 and
+ * 3 is treated as if the message had been delivered and then dropped,
+ * which is what would happen a moment later anyway.
+ */
 static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 {
 	struct iovec iov_stack[UIO_FASTIOV], *iov = iov_stack;
+	struct bus1_entry *entries_stack[8], **entries = NULL;
 	struct bus1_message *message = NULL;
 	unsigned long *created = NULL;
 	u64 *dests = NULL, *ids = NULL;
 	struct bus1_cmd_send cmd;
-	struct bus1_handle *handle;
 	struct bus1_entry *entry;
 	struct bus1_user *user;
-	struct bus1_node *node;
 	struct iov_iter iter;
 	struct bus1_tx tx;
 	u64 dests_stack[8];
@@ -728,6 +821,9 @@ static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 	size_t i, n_failed = 0;
 	int r, first_error = 0;
 	ssize_t len;
+
+	BUILD_BUG_ON(ARRAY_SIZE(dests_stack) != ARRAY_SIZE(entries_stack) ||
+		     ARRAY_SIZE(errors_stack) != ARRAY_SIZE(entries_stack));
 
 	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
 		return -EFAULT;
@@ -762,11 +858,11 @@ static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 	if (cmd.n_destinations <= ARRAY_SIZE(dests_stack)) {
 		dests = dests_stack;
 		errors = errors_stack;
+		entries = entries_stack;
 		memset(errors_stack, 0, sizeof(errors_stack));
+		memset(entries_stack, 0, sizeof(entries_stack));
 		if (copy_from_user(dests, u64_to_user_ptr(cmd.ptr_destinations),
 				   cmd.n_destinations * sizeof(*dests))) {
-			dests = NULL;
-			errors = NULL;
 			r = -EFAULT;
 			goto out;
 		}
@@ -779,7 +875,8 @@ static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 			goto out;
 		}
 		errors = kvcalloc(cmd.n_destinations, sizeof(*errors), GFP_KERNEL);
-		if (!errors) {
+		entries = kvcalloc(cmd.n_destinations, sizeof(*entries), GFP_KERNEL);
+		if (!errors || !entries) {
 			r = -ENOMEM;
 			goto out;
 		}
@@ -826,54 +923,22 @@ static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 			goto out;
 	}
 
+	/* 1. reserve */
 	for (i = 0; i < cmd.n_destinations; i++) {
-		mutex_lock(&peer->lock);
-		handle = peer->disconnected ? NULL : bus1_handle_lookup(peer, dests[i]);
-		node = handle ? bus1_node_ref(handle->node) : NULL;
-		mutex_unlock(&peer->lock);
-		if (!node) {
-			r = -ENXIO;
-			goto failed;
+		entry = bus1_peer_send_reserve(peer, message, dests[i]);
+		if (IS_ERR(entry)) {
+			r = PTR_ERR(entry);
+			if (r == -ENOMEM)
+				goto out;
+			errors[i] = -r;
+			if (!n_failed++)
+				first_error = r;
+			continue;
 		}
-
-		entry = bus1_entry_new_data(node->owner, message, node);
-		bus1_node_unref(node);
-		if (!entry) {
-			r = -ENOMEM;
-			goto abort;
-		}
-
-		r = bus1_entry_reserve(entry);
-		if (r == -ENOMEM) {
-			bus1_entry_free(entry);
-			goto abort;
-		} else if (r < 0) {
-			bus1_entry_free(entry);
-			goto failed;
-		}
-
-		r = bus1_entry_copy_data(entry, &iter);
-		if (r >= 0)
-			r = bus1_tx_stage(&tx, entry);
-		if (r < 0) {
-			mutex_lock(&entry->peer->lock);
-			bus1_entry_unlink(entry, false);
-			mutex_unlock(&entry->peer->lock);
-			bus1_entry_free(entry);
-			if (r != -EHOSTUNREACH)
-				goto abort;
-			goto failed;
-		}
-		continue;
-
-failed:
-		errors[i] = -r;
-		if (!n_failed++)
-			first_error = r;
+		entries[i] = entry;
 	}
 
 	if (n_failed && !(cmd.flags & BUS1_SEND_FLAG_CONTINUE)) {
-		bus1_tx_abort(&tx);
 		for (i = 0; i < cmd.n_destinations; i++)
 			if (!errors[i])
 				errors[i] = ECANCELED;
@@ -884,20 +949,39 @@ failed:
 		goto out;
 	}
 
+	/* 2. copy, and report; nothing is staged yet */
+	for (i = 0; i < cmd.n_destinations; i++) {
+		if (!entries[i])
+			continue;
+		r = bus1_entry_copy_data(entries[i], &iter);
+		if (r < 0)
+			goto out;
+	}
 	if (cmd.ptr_errors && copy_to_user(u64_to_user_ptr(cmd.ptr_errors), errors,
 					   cmd.n_destinations * sizeof(*errors))) {
 		r = -EFAULT;
-		goto abort;
+		goto out;
 	}
 
+	/* 3. stage and commit */
+	bus1_gc_lock_shared();
+	for (i = 0; i < cmd.n_destinations; i++) {
+		entry = entries[i];
+		if (!entry)
+			continue;
+		entries[i] = NULL;
+		if (bus1_tx_stage(&tx, entry) < 0)
+			bus1_peer_discard_entry(entry);
+	}
 	bus1_tx_timestamp(&tx);
 	bus1_tx_commit(&tx);
+	bus1_gc_unlock_shared();
 	r = 0;
-	goto out;
 
-abort:
-	bus1_tx_abort(&tx);
 out:
+	for (i = 0; entries && i < cmd.n_destinations; i++)
+		if (entries[i])
+			bus1_peer_discard_entry(entries[i]);
 	if (r < 0 && created) {
 		mutex_lock(&peer->lock);
 		for_each_set_bit(i, created, cmd.n_handles)
@@ -907,6 +991,8 @@ out:
 	bitmap_free(created);
 	kvfree(ids);
 	bus1_message_unref(message);
+	if (entries != entries_stack)
+		kvfree(entries);
 	if (errors != errors_stack)
 		kvfree(errors);
 	if (dests != dests_stack)
@@ -928,162 +1014,258 @@ static void bus1_peer_recv_creds(struct bus1_cmd_recv *cmd, const struct bus1_me
 }
 
 /*
- * Translate the handles and reserve the fds of the front data message and
- * write them into its slice. On success the fds in @fds are reserved (not
- * installed) and must be installed or put back by the caller.
+ * What a RECV delivers, gathered under the peer lock from the claimed
+ * entry, so that the rest can run unlocked.
  */
-static int bus1_peer_recv_translate(struct bus1_peer *peer, struct bus1_entry *entry,
-				    bool install, int *fds)
+struct bus1_recv {
+	struct bus1_cmd_recv cmd;
+	struct bus1_entry *entry;
+	u64 flush_seq;
+	size_t n_fds;
+	struct file **files;	/* references, if fds are installed */
+	int *fds;
+	void *buf;		/* handle ids, then fd numbers */
+	size_t len;
+};
+
+static void bus1_recv_deinit(struct bus1_recv *rv)
 {
-	struct bus1_message *message = entry->message;
-	struct bus1_handle *handle;
-	size_t i, n_fds = 0, len;
-	void *buf;
-	u64 *ids;
-	u32 *slots;
-	int r;
+	size_t i;
 
-	lockdep_assert_held(&peer->lock);
-
-	len = message->n_handles * sizeof(u64) + message->n_fds * sizeof(u32);
-	if (!len)
-		return 0;
-	buf = kvmalloc(len, GFP_KERNEL);
-	if (!buf)
-		return -ENOMEM;
-	ids = buf;
-	slots = (u32 *)(ids + message->n_handles);
-
-	for (i = 0; i < message->n_handles; i++) {
-		handle = bus1_handle_acquire(peer, message->nodes[i]);
-		if (IS_ERR(handle)) {
-			r = PTR_ERR(handle);
-			if (r != -EHOSTUNREACH)
-				goto err;
-			ids[i] = BUS1_HANDLE_INVALID;
-		} else {
-			ids[i] = handle->id;
-		}
+	for (i = 0; rv->files && i < rv->n_fds; i++) {
+		if (rv->fds && rv->fds[i] >= 0)
+			put_unused_fd(rv->fds[i]);
+		fput(rv->files[i]);
 	}
-
-	for (i = 0; i < message->n_fds; i++) {
-		if (install) {
-			r = get_unused_fd_flags(O_CLOEXEC);
-			if (r < 0)
-				goto err;
-			fds[n_fds++] = r;
-			slots[i] = r;
-		} else {
-			slots[i] = (u32)-1;
-		}
-	}
-
-	r = bus1_pool_write_kvec(&peer->pool, entry->slice, ALIGN(message->n_bytes, 8), buf, len);
-	if (r < 0)
-		goto err;
-	kvfree(buf);
-	return 0;
-
-err:
-	while (n_fds)
-		put_unused_fd(fds[--n_fds]);
-	kvfree(buf);
-	return r;
+	kvfree(rv->files);
+	kvfree(rv->fds);
+	kvfree(rv->buf);
 }
 
-static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
+/*
+ * Claim the front entry and gather what RECV reports (locked). Handles are
+ * acquired here: a receiver over its object quota gets EDQUOT and the entry
+ * stays queued, with the handles acquired so far kept.
+ */
+static int bus1_peer_recv_claim(struct bus1_peer *peer, struct bus1_recv *rv,
+				struct list_head *drop)
 {
 	struct bus1_queue_node *qn;
 	struct bus1_entry *entry;
-	struct bus1_cmd_recv cmd;
-	bool install = false;
-	int *fds = NULL;
-	LIST_HEAD(drop);
-	u64 flags;
+	struct bus1_message *message;
+	struct bus1_handle *handle;
+	u64 flags = rv->cmd.flags;
+	bool install;
+	u64 *ids;
 	size_t i;
-	int r;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
-		return -EINVAL;
+	lockdep_assert_held(&peer->lock);
 
-	mutex_lock(&peer->lock);
-	if (peer->disconnected) {
-		r = -ESHUTDOWN;
-		goto out;
-	}
+	if (peer->disconnected)
+		return -ESHUTDOWN;
 
 	for (;;) {
 		qn = bus1_queue_peek(&peer->queue);
-		if (!qn) {
-			r = -EAGAIN;
-			goto out;
-		}
+		if (!qn)
+			return -EAGAIN;
 		entry = container_of(qn, struct bus1_entry, qnode);
 		/* sent to a node whose destruction is ordered before it: drop */
-		if (entry->type == BUS1_ENTRY_DATA && entry->node->destroying &&
+		if (entry->node && entry->node->destroying &&
 		    qn->timestamp > entry->node->destroyed_ts) {
 			bus1_entry_unlink(entry, false);
-			list_add_tail(&entry->tx_link, &drop);
+			list_add_tail(&entry->tx_link, drop);
 			continue;
 		}
 		break;
 	}
 
-	flags = cmd.flags;
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.flags = flags;
-	if (entry->type == BUS1_ENTRY_NODE_DESTROY) {
-		cmd.type = BUS1_MSG_NODE_DESTROY;
-		cmd.destination = entry->handle_id;
-		cmd.offset = BUS1_OFFSET_INVALID;
-		cmd.uid = (u32)-1;
-		cmd.gid = (u32)-1;
-		if (copy_to_user(uarg, &cmd, sizeof(cmd))) {
-			r = -EFAULT;
-			goto out;
+	memset(&rv->cmd, 0, sizeof(rv->cmd));
+	rv->cmd.flags = flags;
+	rv->flush_seq = peer->flush_seq;
+	if (entry->type != BUS1_ENTRY_DATA) {
+		if (entry->type == BUS1_ENTRY_NODE_DESTROY) {
+			rv->cmd.type = BUS1_MSG_NODE_DESTROY;
+			rv->cmd.destination = entry->handle_id;
+		} else {
+			rv->cmd.type = BUS1_MSG_NODE_RELEASE;
+			rv->cmd.destination = entry->node->owner_id;
 		}
-	} else {
-		install = entry->message->n_fds && !(cmd.flags & BUS1_RECV_FLAG_NO_FDS);
-		if (install) {
-			fds = kvmalloc_array(entry->message->n_fds, sizeof(*fds), GFP_KERNEL);
-			if (!fds) {
-				r = -ENOMEM;
-				goto out;
+		rv->cmd.offset = BUS1_OFFSET_INVALID;
+		rv->cmd.uid = (u32)-1;
+		rv->cmd.gid = (u32)-1;
+		rv->entry = entry;
+		peer->recv_claim = entry;
+		return 0;
+	}
+
+	message = entry->message;
+	install = message->n_fds && !(flags & BUS1_RECV_FLAG_NO_FDS);
+	rv->len = message->n_handles * sizeof(u64) + message->n_fds * sizeof(u32);
+	if (rv->len) {
+		rv->buf = kvmalloc(rv->len, GFP_KERNEL);
+		if (!rv->buf)
+			return -ENOMEM;
+	}
+	ids = rv->buf;
+	for (i = 0; i < message->n_handles; i++) {
+		handle = bus1_handle_acquire(peer, message->nodes[i]);
+		if (IS_ERR(handle)) {
+			/* destroyed before we got here: no handle */
+			if (PTR_ERR(handle) != -EHOSTUNREACH)
+				return PTR_ERR(handle);
+			ids[i] = BUS1_HANDLE_INVALID;
+		} else {
+			ids[i] = handle->id;
+		}
+	}
+	if (install) {
+		rv->files = kvmalloc_array(message->n_fds, sizeof(*rv->files), GFP_KERNEL);
+		if (!rv->files)
+			return -ENOMEM;
+		for (i = 0; i < message->n_fds; i++)
+			rv->files[i] = get_file(message->files[i]);
+		rv->n_fds = message->n_fds;
+	}
+
+	rv->cmd.type = BUS1_MSG_DATA;
+	rv->cmd.destination = entry->node->owner_id;
+	rv->cmd.offset = entry->slice->offset;
+	rv->cmd.n_bytes = message->n_bytes;
+	rv->cmd.n_handles = message->n_handles;
+	rv->cmd.n_fds = message->n_fds;
+	bus1_peer_recv_creds(&rv->cmd, message);
+	rv->entry = entry;
+	peer->recv_claim = entry;
+	return 0;
+}
+
+/*
+ * The unlocked part: reserve the fds, write handle ids and fd numbers into
+ * the slice (claimed, so nobody frees it) and copy the result to user space.
+ */
+static int bus1_peer_recv_deliver(struct bus1_peer *peer, struct bus1_recv *rv,
+				  void __user *uarg)
+{
+	struct bus1_entry *entry = rv->entry;
+	u32 *slots;
+	size_t i;
+	int r;
+
+	might_sleep();
+	lockdep_assert_not_held(&peer->lock);
+
+	if (rv->cmd.type == BUS1_MSG_DATA && rv->len) {
+		slots = (u32 *)((u64 *)rv->buf + rv->cmd.n_handles);
+		if (rv->files) {
+			rv->fds = kvmalloc_array(rv->n_fds, sizeof(*rv->fds), GFP_KERNEL);
+			if (!rv->fds)
+				return -ENOMEM;
+			for (i = 0; i < rv->n_fds; i++)
+				rv->fds[i] = -1;
+			for (i = 0; i < rv->n_fds; i++) {
+				r = get_unused_fd_flags(O_CLOEXEC);
+				if (r < 0)
+					return r;
+				rv->fds[i] = r;
 			}
 		}
-		r = bus1_peer_recv_translate(peer, entry, install, fds);
+		for (i = 0; i < rv->cmd.n_fds; i++)
+			slots[i] = rv->fds ? rv->fds[i] : (u32)-1;
+		r = bus1_pool_write_kvec(&peer->pool, entry->slice,
+					 ALIGN(rv->cmd.n_bytes, 8), rv->buf, rv->len);
 		if (r < 0)
-			goto out;
+			return r;
+	}
+	return copy_to_user(uarg, &rv->cmd, sizeof(rv->cmd)) ? -EFAULT : 0;
+}
 
-		cmd.type = BUS1_MSG_DATA;
-		cmd.destination = entry->node->owner_id;
-		cmd.offset = entry->slice->offset;
-		cmd.n_bytes = entry->message->n_bytes;
-		cmd.n_handles = entry->message->n_handles;
-		cmd.n_fds = entry->message->n_fds;
-		bus1_peer_recv_creds(&cmd, entry->message);
+/*
+ * Give up the claim (locked). On success the entry is dequeued unless this
+ * was a PEEK. If the peer was reset or disconnected meanwhile, the entry is
+ * dropped as the flush would have done: -ESHUTDOWN, or -ERESTART for a
+ * reset (RECV starts over).
+ */
+static int bus1_peer_recv_finish(struct bus1_peer *peer, struct bus1_recv *rv, int r,
+				 struct list_head *drop)
+{
+	struct bus1_entry *entry = rv->entry;
 
-		if (copy_to_user(uarg, &cmd, sizeof(cmd))) {
-			for (i = 0; install && i < entry->message->n_fds; i++)
-				put_unused_fd(fds[i]);
-			r = -EFAULT;
-			goto out;
+	lockdep_assert_held(&peer->lock);
+	WARN_ON(peer->recv_claim != entry);
+	peer->recv_claim = NULL;
+
+	if (peer->disconnected || peer->flush_seq != rv->flush_seq) {
+		bus1_entry_unlink(entry, false);
+		list_add_tail(&entry->tx_link, drop);
+		if (peer->disconnected) {
+			bus1_pool_trim(&peer->pool);
+			return -ESHUTDOWN;
 		}
-		for (i = 0; install && i < entry->message->n_fds; i++)
-			fd_install(fds[i], get_file(entry->message->files[i]));
+		return -ERESTART;
 	}
-
-	if (!(cmd.flags & BUS1_RECV_FLAG_PEEK)) {
+	if (r >= 0 && !(rv->cmd.flags & BUS1_RECV_FLAG_PEEK)) {
 		bus1_entry_unlink(entry, true);
-		list_add_tail(&entry->tx_link, &drop);
+		list_add_tail(&entry->tx_link, drop);
 	}
-	r = 0;
-out:
-	mutex_unlock(&peer->lock);
-	kvfree(fds);
-	bus1_entry_free_list(&drop);
+	return r;
+}
+
+static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_recv rv;
+	LIST_HEAD(drop);
+	u64 flags;
+	size_t i;
+	int r;
+
+	if (copy_from_user(&rv.cmd, uarg, sizeof(rv.cmd)))
+		return -EFAULT;
+	if (rv.cmd.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
+		return -EINVAL;
+	flags = rv.cmd.flags;
+
+	if (mutex_lock_interruptible(&peer->recv_lock))
+		return -EINTR;
+
+	do {
+		memset(&rv, 0, sizeof(rv));
+		rv.cmd.flags = flags;
+
+		bus1_gc_lock_shared();
+		mutex_lock(&peer->lock);
+		r = bus1_peer_recv_claim(peer, &rv, &drop);
+		if (r < 0 && rv.entry)
+			r = bus1_peer_recv_finish(peer, &rv, r, &drop);
+		mutex_unlock(&peer->lock);
+		bus1_entry_free_list(&drop);
+		bus1_gc_unlock_shared();
+		if (r < 0 || !rv.entry)
+			break;
+
+		r = bus1_peer_recv_deliver(peer, &rv, uarg);
+
+		bus1_gc_lock_shared();
+		mutex_lock(&peer->lock);
+		r = bus1_peer_recv_finish(peer, &rv, r, &drop);
+		mutex_unlock(&peer->lock);
+		bus1_entry_free_list(&drop);
+		bus1_gc_unlock_shared();
+
+		if (r >= 0) {
+			/* past the point of no return: the fds become the user's */
+			for (i = 0; rv.files && i < rv.n_fds; i++) {
+				fd_install(rv.fds[i], rv.files[i]);
+				rv.fds[i] = -1;
+				rv.files[i] = NULL;
+			}
+			rv.n_fds = 0;
+		}
+		bus1_recv_deinit(&rv);
+	} while (r == -ERESTART);
+
+	if (r < 0 && !rv.entry)
+		bus1_recv_deinit(&rv);
+	mutex_unlock(&peer->recv_lock);
 	return r;
 }
 

@@ -14,9 +14,22 @@
  * released, its queue flushed (charges returned) and its pool emptied;
  * nothing is queued for it any more, and every ioctl fails with ESHUTDOWN.
  *
- * Locking: @lock protects everything in the peer except @ref, @id, @user
- * and @pool's file and size, which are constant, and @waitq and @tx_seq. No code holds two peer locks at
- * once; the lock order is peer lock -> node lock.
+ * Receiving: RECV runs under @recv_lock, so one RECV at a time per peer. It
+ * *claims* the front entry under @lock (@recv_claim), then drops @lock for
+ * everything that touches user memory or the fd table (reserving fds,
+ * writing the pool, copy_to_user(), fd_install()), and takes @lock again
+ * to dequeue the entry. Reset, disconnect and reclaim leave a claimed entry
+ * alone; the receiver finds out (@disconnected, @flush_seq) and drops it
+ * itself. So a receiver whose memory faults for ever (userfaultfd, FUSE)
+ * holds up only its own peer's later RECVs, never a sender, a node
+ * destruction or another destination of a multicast.
+ *
+ * Locking: @lock protects everything in the peer except @ref, @id, @user,
+ * @file and @pool's file and size, which are constant, @waitq and @tx_seq,
+ * and @gc_link (the collector's list lock). No code holds two peer locks at
+ * once, and none copies from or to user memory, installs an fd or faults
+ * under one. The lock order is bus1_gc_rwsem (gc.h) -> peer lock -> node
+ * lock; @recv_lock comes before all of them.
  */
 
 #include <linux/kref.h>
@@ -27,6 +40,7 @@
 #include "pool.h"
 #include "queue.h"
 
+struct bus1_entry;
 struct bus1_user;
 struct file;
 
@@ -44,6 +58,12 @@ struct file;
  * @handles_by_id:	held handles, by id
  * @handles_by_node:	held handles, by node
  * @handle_counter:	last handle counter value used
+ * @file:		the peer's file (not a reference: it holds the peer)
+ * @gc_link:		link into the collector's list of connected peers
+ * @n_unix_entries:	queued entries whose message carries a unix socket
+ * @recv_lock:		serializes RECV
+ * @recv_claim:		the entry a RECV is delivering, or NULL
+ * @flush_seq:		number of resets and disconnects so far
  */
 struct bus1_peer {
 	struct kref ref;
@@ -58,6 +78,12 @@ struct bus1_peer {
 	struct rb_root handles_by_id;
 	struct rb_root handles_by_node;
 	u64 handle_counter;
+	struct file *file;
+	struct list_head gc_link;
+	size_t n_unix_entries;
+	struct mutex recv_lock;
+	struct bus1_entry *recv_claim;
+	u64 flush_seq;
 };
 
 /* Per-message limits, module parameters (main.c). */

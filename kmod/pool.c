@@ -6,10 +6,12 @@
 #include <linux/err.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <linux/lockdep.h>
 #include <linux/mm.h>
 #include <linux/shmem_fs.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
+#include "compat.h"
 #include "pool.h"
 #include "stats.h"
 
@@ -17,7 +19,7 @@ static struct bus1_slice *bus1_slice_new(size_t offset, size_t size)
 {
 	struct bus1_slice *slice;
 
-	slice = kmalloc(sizeof(*slice), GFP_KERNEL);
+	slice = kmalloc(sizeof(*slice), GFP_KERNEL_ACCOUNT);
 	if (!slice)
 		return NULL;
 	INIT_LIST_HEAD(&slice->entry);
@@ -126,10 +128,11 @@ static void bus1_pool_share_put(struct bus1_pool *pool, struct bus1_slice *slice
 /**
  * bus1_pool_init() - create the shmem file of a pool
  * @pool:	pool to initialize
+ * @lock:	the owning peer's lock, which protects the pool
  *
  * Return: 0 or a negative errno.
  */
-int bus1_pool_init(struct bus1_pool *pool)
+int bus1_pool_init(struct bus1_pool *pool, struct mutex *lock)
 {
 	struct bus1_slice *slice;
 	struct file *f;
@@ -142,6 +145,7 @@ int bus1_pool_init(struct bus1_pool *pool)
 	pool->allocated = 0;
 	pool->size = size;
 	pool->f = NULL;
+	pool->lock = lock;
 
 	slice = bus1_slice_new(0, size);
 	if (!slice)
@@ -204,6 +208,7 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
 	size_t avail;
 	struct rb_node *n;
 
+	lockdep_assert_held(pool->lock);
 	if (size > pool->size)
 		return ERR_PTR(-ENOSPC);
 	size = ALIGN(max_t(size_t, size, 8), 8);
@@ -220,7 +225,7 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
 		if (size <= avail && (share ? share->bytes : 0) + size > avail - size)
 			return ERR_PTR(-EDQUOT);
 		if (!share) {
-			new_share = kmalloc(sizeof(*new_share), GFP_KERNEL);
+			new_share = kmalloc(sizeof(*new_share), GFP_KERNEL_ACCOUNT);
 			if (!new_share)
 				return ERR_PTR(-ENOMEM);
 			RB_CLEAR_NODE(&new_share->rb);
@@ -300,6 +305,7 @@ void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
 	struct bus1_slice *prev, *next;
 	size_t dirty_start, dirty_end;
 
+	lockdep_assert_held(pool->lock);
 	if (WARN_ON(slice->free))
 		return;
 
@@ -345,6 +351,7 @@ void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
  */
 void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice)
 {
+	lockdep_assert_held(pool->lock);
 	WARN_ON(slice->free || slice->published);
 	slice->published = true;
 }
@@ -361,6 +368,7 @@ int bus1_pool_release_published(struct bus1_pool *pool, size_t offset)
 	struct rb_node *n = pool->busy_tree.rb_node;
 	struct bus1_slice *s;
 
+	lockdep_assert_held(pool->lock);
 	while (n) {
 		s = rb_entry(n, struct bus1_slice, rb);
 		if (offset < s->offset) {
@@ -388,6 +396,7 @@ void bus1_pool_flush(struct bus1_pool *pool)
 	struct bus1_slice *s;
 	struct rb_node *n;
 
+	lockdep_assert_held(pool->lock);
 	n = rb_first(&pool->busy_tree);
 	while (n) {
 		s = rb_entry(n, struct bus1_slice, rb);
@@ -407,8 +416,46 @@ void bus1_pool_flush(struct bus1_pool *pool)
  */
 void bus1_pool_trim(struct bus1_pool *pool)
 {
+	lockdep_assert_held(pool->lock);
 	if (!pool->allocated)
 		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, pool->size);
+}
+
+/*
+ * Copy @len bytes from @iter into the pool at @pos, page by page. The pages
+ * are looked up (allocated, for a hole) in the shmem file's page cache and
+ * written directly: no inode lock is held while the source is read, so a
+ * sender whose memory faults slowly (userfaultfd, FUSE) stalls only itself,
+ * never another writer of the same pool nor a punch-hole. Writers never
+ * overlap (each writes into its own busy slice), and only whole free pages
+ * are punched, so no lock is needed between them either. New pages are
+ * charged to the memory cgroup of the writing task.
+ */
+static int bus1_pool_copy(struct bus1_pool *pool, loff_t pos, struct iov_iter *iter,
+			  size_t len)
+{
+	struct address_space *mapping = pool->f->f_mapping;
+	struct page *page;
+	size_t off, n, copied;
+
+	while (len) {
+		off = offset_in_page(pos);
+		n = min_t(size_t, len, PAGE_SIZE - off);
+		page = shmem_read_mapping_page_gfp(mapping, pos >> PAGE_SHIFT,
+						   mapping_gfp_mask(mapping));
+		if (IS_ERR(page))
+			return PTR_ERR(page);
+		copied = copy_page_from_iter(page, off, n, iter);
+		/* shmem pages are only kept if dirty */
+		set_page_dirty(page);
+		put_page(page);
+		if (copied != n)
+			return -EFAULT;
+		pos += n;
+		len -= n;
+		cond_resched();
+	}
+	return 0;
 }
 
 /**
@@ -418,29 +465,21 @@ void bus1_pool_trim(struct bus1_pool *pool)
  * @offset:	offset inside the slice
  * @iter:	source (usually the sender's iovecs); advanced
  *
- * May run without the peer lock (see DOC).
+ * Runs without the peer lock (see DOC) and must: the source may be user
+ * memory.
  *
  * Return: 0, -EFAULT if the source could not be read completely, or another
  * negative errno.
  */
-ssize_t bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
-			     size_t offset, struct iov_iter *iter)
+int bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
+			 size_t offset, struct iov_iter *iter)
 {
 	size_t len = iov_iter_count(iter);
-	loff_t pos = slice->offset + offset;
-	ssize_t n;
 
+	might_sleep();
 	if (WARN_ON(offset > slice->size || len > slice->size - offset))
 		return -EINVAL;
-	if (!len)
-		return 0;
-
-	file_start_write(pool->f);
-	n = vfs_iter_write(pool->f, iter, &pos, 0);
-	file_end_write(pool->f);
-	if (n < 0)
-		return n;
-	return n == len ? 0 : -EFAULT;
+	return bus1_pool_copy(pool, slice->offset + offset, iter, len);
 }
 
 /**
@@ -456,18 +495,13 @@ ssize_t bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
 int bus1_pool_write_kvec(struct bus1_pool *pool, struct bus1_slice *slice,
 			 size_t offset, const void *data, size_t len)
 {
-	loff_t pos = slice->offset + offset;
-	ssize_t n;
+	struct kvec kv = { .iov_base = (void *)data, .iov_len = len };
+	struct iov_iter iter;
 
 	if (WARN_ON(offset > slice->size || len > slice->size - offset))
 		return -EINVAL;
-	if (!len)
-		return 0;
-
-	n = kernel_write(pool->f, data, len, &pos);
-	if (n < 0)
-		return n;
-	return n == len ? 0 : -EIO;
+	iov_iter_kvec(&iter, ITER_SOURCE, &kv, 1, len);
+	return bus1_pool_copy(pool, slice->offset + offset, &iter, len);
 }
 
 /**
@@ -488,7 +522,7 @@ int bus1_pool_mmap(struct bus1_pool *pool, struct vm_area_struct *vma)
 		return -EINVAL;
 
 	/* never let mprotect() make it writable (nor a private COW copy) */
-	vma->vm_flags &= ~VM_MAYWRITE;
+	vm_flags_clear(vma, VM_MAYWRITE);
 	vma_set_file(vma, pool->f);
 	return call_mmap(pool->f, vma);
 }

@@ -43,10 +43,13 @@
  *
  * Locking: the pool has no lock of its own. Every function except
  * bus1_pool_write_iter() and bus1_pool_write_kvec() requires the owning
- * peer's lock. The write functions only use the file and an offset inside a
- * slice the caller has allocated and not yet freed, and may run unlocked:
- * no other user touches that range while the slice is busy. The file itself
- * lives as long as the peer object (not just until disconnect).
+ * peer's lock (@lock, asserted). The write functions only use the file and
+ * an offset inside a slice the caller has allocated and not yet freed, and
+ * run unlocked: they read user memory, which may fault for as long as the
+ * user likes, and no other user touches that range while the slice is busy.
+ * They write the shmem pages directly, without the inode lock (see
+ * bus1_pool_copy()). The file itself lives as long as the peer object (not
+ * just until disconnect).
  */
 
 #include <linux/list.h>
@@ -56,6 +59,7 @@
 
 struct file;
 struct iov_iter;
+struct mutex;
 struct vm_area_struct;
 
 /**
@@ -100,6 +104,7 @@ struct bus1_slice {
  * @free_tree:	free slices, ordered by size
  * @busy_tree:	busy slices, ordered by offset
  * @shares:	shares of limited senders with busy slices, ordered by uid
+ * @lock:	the owning peer's lock
  */
 struct bus1_pool {
 	struct file *f;
@@ -109,11 +114,12 @@ struct bus1_pool {
 	struct rb_root free_tree;
 	struct rb_root busy_tree;
 	struct rb_root shares;
+	struct mutex *lock;
 };
 
 extern unsigned long bus1_pool_size;
 
-int bus1_pool_init(struct bus1_pool *pool);
+int bus1_pool_init(struct bus1_pool *pool, struct mutex *lock);
 void bus1_pool_deinit(struct bus1_pool *pool);
 struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool limited,
 				   kuid_t uid);
@@ -122,8 +128,8 @@ void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice);
 int bus1_pool_release_published(struct bus1_pool *pool, size_t offset);
 void bus1_pool_flush(struct bus1_pool *pool);
 void bus1_pool_trim(struct bus1_pool *pool);
-ssize_t bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
-			     size_t offset, struct iov_iter *iter);
+int bus1_pool_write_iter(struct bus1_pool *pool, struct bus1_slice *slice,
+			 size_t offset, struct iov_iter *iter);
 int bus1_pool_write_kvec(struct bus1_pool *pool, struct bus1_slice *slice,
 			 size_t offset, const void *data, size_t len);
 int bus1_pool_mmap(struct bus1_pool *pool, struct vm_area_struct *vma);

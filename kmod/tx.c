@@ -36,7 +36,8 @@ void bus1_tx_init(struct bus1_tx *tx, struct bus1_peer *sender)
  * On success the transaction owns the entry.
  *
  * Return: 0, or -EHOSTUNREACH if the destination is disconnected or the
- * destination node is being destroyed (the entry stays the caller's).
+ * destination node (DATA, NODE_RELEASE) is being destroyed (the entry stays
+ * the caller's).
  */
 int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry)
 {
@@ -45,15 +46,17 @@ int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry)
 
 	if (WARN_ON(tx->timestamp))
 		return -EINVAL;
+	lockdep_assert_not_held(&peer->lock);
 
 	mutex_lock(&peer->lock);
-	if (peer->disconnected ||
-	    (entry->type == BUS1_ENTRY_DATA && entry->node->destroying)) {
+	if (peer->disconnected || (entry->node && entry->node->destroying)) {
 		mutex_unlock(&peer->lock);
 		return -EHOSTUNREACH;
 	}
 	clock = bus1_queue_stage(&peer->queue, &entry->qnode, tx->sender->id, tx->seq,
 				 tx->index++);
+	if (entry->message && entry->message->n_unix)
+		peer->n_unix_entries++;
 	mutex_unlock(&peer->lock);
 
 	tx->clock = max(tx->clock, clock);
@@ -75,6 +78,7 @@ u64 bus1_tx_timestamp(struct bus1_tx *tx)
 {
 	struct bus1_peer *sender = tx->sender;
 
+	lockdep_assert_not_held(&sender->lock);
 	mutex_lock(&sender->lock);
 	tx->timestamp = max(sender->queue.clock, tx->clock) + 2;
 	bus1_queue_sync(&sender->queue, tx->timestamp);

@@ -4,6 +4,7 @@
  */
 
 #include <linux/err.h>
+#include <linux/lockdep.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
 #include "user.h"
@@ -70,6 +71,7 @@ static void bus1_user_release(struct kref *ref)
 {
 	struct bus1_user *user = container_of(ref, struct bus1_user, ref);
 
+	lockdep_assert_held(&bus1_user_lock);
 	rb_erase(&user->rb, &bus1_user_tree);
 	mutex_unlock(&bus1_user_lock);
 
@@ -78,6 +80,7 @@ static void bus1_user_release(struct kref *ref)
 	WARN_ON(atomic64_read(&user->messages));
 	WARN_ON(atomic64_read(&user->handles));
 	WARN_ON(atomic64_read(&user->fds));
+	WARN_ON(atomic64_read(&user->objects));
 	kfree(user);
 }
 
@@ -145,4 +148,26 @@ void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge
 	WARN_ON(atomic64_sub_return(charge->messages, &user->messages) < 0);
 	WARN_ON(atomic64_sub_return(charge->handles, &user->handles) < 0);
 	WARN_ON(atomic64_sub_return(charge->fds, &user->fds) < 0);
+}
+
+/**
+ * bus1_user_charge_objects() - charge nodes or handles to a user
+ * @user:	the user of the peer that will own or hold them
+ * @n:		how many objects
+ *
+ * Return: 0, or -EDQUOT if the user would exceed quota_objects.
+ */
+int bus1_user_charge_objects(struct bus1_user *user, unsigned int n)
+{
+	return bus1_user_add(&user->objects, n, bus1_quota_objects) ? 0 : -EDQUOT;
+}
+
+/**
+ * bus1_user_uncharge_objects() - return objects charged with bus1_user_charge_objects()
+ * @user:	the user charged
+ * @n:		how many objects
+ */
+void bus1_user_uncharge_objects(struct bus1_user *user, unsigned int n)
+{
+	WARN_ON(atomic64_sub_return(n, &user->objects) < 0);
 }

@@ -19,6 +19,13 @@
  * bytes of the receiver's pool as remain free, charged from slice allocation
  * until the slice is freed (released by the receiver, or dropped unreceived).
  *
+ * Objects are different: every node and every handle is charged, one each,
+ * to the user of the peer that owns the node or holds the handle (the
+ * opener's uid, as the object belongs to the peer, not to a task), from its
+ * creation until it is freed, against quota_objects. Without it one user
+ * could make the kernel allocate nodes until memory runs out; the slab
+ * memory is also charged to the allocating task's memory cgroup.
+ *
  * Users live in a global rb-tree keyed by kuid, protected by a mutex that is
  * only taken to look up, insert and remove users. A peer keeps the user of
  * its opener, so the send path only looks a user up when the sending task's
@@ -55,6 +62,7 @@ struct bus1_charge {
  * @messages:	messages in flight
  * @handles:	handles in flight
  * @fds:	fds in flight
+ * @objects:	nodes and handles held by the user's peers
  */
 struct bus1_user {
 	struct kref ref;
@@ -64,6 +72,7 @@ struct bus1_user {
 	atomic64_t messages;
 	atomic64_t handles;
 	atomic64_t fds;
+	atomic64_t objects;
 };
 
 /* Quota defaults, module parameters (main.c). */
@@ -71,6 +80,7 @@ extern unsigned long bus1_quota_bytes;
 extern unsigned int bus1_quota_messages;
 extern unsigned int bus1_quota_handles;
 extern unsigned int bus1_quota_fds;
+extern unsigned int bus1_quota_objects;
 
 struct bus1_user *bus1_user_ref_by_uid(kuid_t uid);
 struct bus1_user *bus1_user_ref(struct bus1_user *user);
@@ -97,5 +107,7 @@ static inline void bus1_charge_sub(struct bus1_charge *sum, const struct bus1_ch
 
 int bus1_user_charge(struct bus1_user *user, const struct bus1_charge *charge);
 void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge);
+int bus1_user_charge_objects(struct bus1_user *user, unsigned int n);
+void bus1_user_uncharge_objects(struct bus1_user *user, unsigned int n);
 
 #endif /* __BUS1_USER_H */

@@ -24,7 +24,7 @@ struct bus1_peer;
 
 /**
  * struct bus1_msg - a received message, as RECV reported it
- * @type:		BUS1_MSG_DATA or BUS1_MSG_NODE_DESTROY
+ * @type:		BUS1_MSG_DATA, BUS1_MSG_NODE_DESTROY or BUS1_MSG_NODE_RELEASE
  * @destination:	the receiver's handle the message was sent to
  * @offset:		pool offset of the slice (BUS1_OFFSET_INVALID if none)
  * @data:		the data, inside the read-only pool mapping (or NULL)

@@ -275,6 +275,11 @@ static void test_release(void)
 	ASSERT_OK(ioctl(b, BUS1_CMD_HANDLE_RELEASE, &r));
 	ASSERT_ERR(ioctl(b, BUS1_CMD_HANDLE_RELEASE, &r), ENXIO);
 	ASSERT_ERR(send_raw(b, hb, NULL), ENXIO);
+	/* b held the only remote handle: the owner hears of the release */
+	ASSERT_OK(ioctl(a, BUS1_CMD_RECV, &rv));
+	ASSERT_EQ(rv.type, BUS1_MSG_NODE_RELEASE);
+	ASSERT_EQ(rv.destination, ha);
+	ASSERT_EQ(rv.offset, BUS1_OFFSET_INVALID);
 	ASSERT_OK(send_raw(a, ha, NULL));
 	ASSERT_OK(ioctl(a, BUS1_CMD_RECV, &rv));
 	ASSERT_EQ(rv.type, BUS1_MSG_DATA);

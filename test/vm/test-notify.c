@@ -87,14 +87,15 @@ static void test_every_holder(void)
 static void test_close_notifies(void)
 {
 	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
-	uint64_t n1, n2, b1, b2, c1, x;
+	uint64_t n1, n2, b1, b2, c1, cn, x;
+	struct bus1_msg m;
 
 	kt_node(a, b, &n1, &b1);
 	kt_node(a, b, &n2, &b2);
 	x = n2;
 	ASSERT_OK(bus1_peer_handle_transfer(a, c, &x, &c1));
-	/* c owns a node a holds: a's close releases that handle, c hears nothing. */
-	kt_node(c, a, NULL, NULL);
+	/* c owns a node a holds: a's close releases that handle, c hears of it. */
+	kt_node(c, a, &cn, NULL);
 	bus1_peer_free(a);
 	{
 		struct bus1_msg m1, m2;
@@ -108,7 +109,11 @@ static void test_close_notifies(void)
 		       (m1.destination == b2 && m2.destination == b1));
 	}
 	kt_recv_none(b);
+	/* a destroys its nodes before it lets go of its handles */
 	expect_destroy(c, c1);
+	kt_recv(c, 0, &m);
+	ASSERT_EQ(m.type, BUS1_MSG_NODE_RELEASE);
+	ASSERT_EQ(m.destination, cn);
 	kt_recv_none(c);
 	bus1_peer_free(b);
 	bus1_peer_free(c);

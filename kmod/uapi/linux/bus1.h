@@ -49,6 +49,7 @@ enum {
 	BUS1_MSG_NONE		= 0,	/* never reported */
 	BUS1_MSG_DATA		= 1,	/* a message sent with SEND */
 	BUS1_MSG_NODE_DESTROY	= 2,	/* the node of a held handle is gone */
+	BUS1_MSG_NODE_RELEASE	= 3,	/* nobody else holds an owned node */
 };
 
 /**
@@ -67,6 +68,9 @@ enum {
  * @used_messages:	out: messages the caller's user has in flight now
  * @used_handles:	out: handles the caller's user has in flight now
  * @used_fds:		out: fds the caller's user has in flight now
+ * @quota_objects:	out: nodes and handles the peers of one user may hold
+ * @used_objects:	out: nodes and handles held now by the peers that the
+ *			caller's user opened
  *
  * A "user" is a real uid. Every message a task sends is charged, once per
  * destination, to the task's real uid at SEND; "the caller's user" is the
@@ -76,6 +80,15 @@ enum {
  * ALIGN(n_bytes, 8) + 8 * n_handles + 4 * n_fds, at least 8 (10 bytes,
  * 2 handles and 1 fd: 16 + 16 + 4 = 36); the slice itself is that rounded
  * up to a multiple of 8.
+ *
+ * Objects are charged differently: every node and every handle counts one
+ * against the user that opened the peer owning the node or holding the
+ * handle, from its creation until it is freed (a node lives until its
+ * last handle is gone). Creating a node therefore costs two (the node and
+ * its owner's handle). A call that would go over the quota fails with
+ * EDQUOT: SEND and HANDLE_TRANSFER creating a node, HANDLE_TRANSFER giving
+ * the destination a new handle, and RECV giving the receiver a new handle
+ * (the message then stays queued, as with EMFILE).
  */
 struct bus1_cmd_peer_query {
 	__u64 flags;
@@ -92,6 +105,8 @@ struct bus1_cmd_peer_query {
 	__u64 used_messages;
 	__u64 used_handles;
 	__u64 used_fds;
+	__u64 quota_objects;
+	__u64 used_objects;
 } __attribute__((__aligned__(8)));
 
 /**

@@ -1,0 +1,652 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Collecting reference cycles through queued files: see gc.h.
+ */
+
+#include <linux/atomic.h>
+#include <linux/dcache.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/hashtable.h>
+#include <linux/list.h>
+#include <linux/lockdep.h>
+#include <linux/magic.h>
+#include <linux/mutex.h>
+#include <linux/net.h>
+#include <linux/rbtree.h>
+#include <linux/rwsem.h>
+#include <linux/skbuff.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/string.h>
+#include <linux/workqueue.h>
+#include <net/af_unix.h>
+#include <net/scm.h>
+#include <net/sock.h>
+#include "gc.h"
+#include "message.h"
+#include "peer.h"
+
+static DECLARE_RWSEM(bus1_gc_rwsem);
+static DEFINE_MUTEX(bus1_gc_peers_lock);
+static LIST_HEAD(bus1_gc_peers);
+/* unix sockets carried by live messages */
+static atomic_long_t bus1_gc_n_unix = ATOMIC_LONG_INIT(0);
+
+#define BUS1_GC_DELAY_MIN	(HZ / 4)
+#define BUS1_GC_DELAY_MAX	(8 * HZ)
+#define BUS1_GC_DELAY_RETRY	(HZ / 10)
+
+static void bus1_gc_work_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(bus1_gc_work, bus1_gc_work_fn);
+/* delay of the next re-check while a cycle is possible (work item only) */
+static unsigned long bus1_gc_backoff = BUS1_GC_DELAY_MIN;
+
+/**
+ * bus1_gc_lock_shared() - enter a section that queues or dequeues files
+ *
+ * Held for reading around every change of which files are queued; never
+ * across a user copy or a wait for anything but bus1's own locks.
+ */
+void bus1_gc_lock_shared(void)
+{
+	down_read(&bus1_gc_rwsem);
+}
+
+/**
+ * bus1_gc_unlock_shared() - leave it
+ */
+void bus1_gc_unlock_shared(void)
+{
+	up_read(&bus1_gc_rwsem);
+}
+
+static bool bus1_gc_file_is_unix(struct file *f)
+{
+	struct socket *sock = sock_from_file(f);
+
+	return sock && sock->sk && sock->sk->sk_family == AF_UNIX;
+}
+
+static bool bus1_gc_file_is_io_uring(struct file *f)
+{
+	return f->f_inode->i_sb->s_magic == ANON_INODE_FS_MAGIC &&
+	       !strcmp(f->f_path.dentry->d_name.name, "[io_uring]");
+}
+
+/**
+ * bus1_gc_check_file() - may a file be carried by a message?
+ * @f:		the file
+ *
+ * Return: 0 for an ordinary file, 1 for an AF_UNIX socket (the caller
+ * counts it in the message), -EOPNOTSUPP for a bus1 fd or an io_uring fd.
+ */
+int bus1_gc_check_file(struct file *f)
+{
+	if (f->f_op == &bus1_fops || bus1_gc_file_is_io_uring(f))
+		return -EOPNOTSUPP;
+	return bus1_gc_file_is_unix(f) ? 1 : 0;
+}
+
+/**
+ * bus1_gc_kick() - something changed that may have closed a cycle
+ *
+ * Schedules a pass soon if any queue holds a unix socket.
+ */
+void bus1_gc_kick(void)
+{
+	if (atomic_long_read(&bus1_gc_n_unix) > 0)
+		mod_delayed_work(system_wq, &bus1_gc_work, BUS1_GC_DELAY_RETRY);
+}
+
+/**
+ * bus1_gc_track() - a message carrying unix sockets was created
+ * @n_unix:	how many it carries
+ */
+void bus1_gc_track(size_t n_unix)
+{
+	if (n_unix) {
+		atomic_long_add(n_unix, &bus1_gc_n_unix);
+		bus1_gc_kick();
+	}
+}
+
+/**
+ * bus1_gc_untrack() - such a message was freed
+ * @n_unix:	how many it carried
+ */
+void bus1_gc_untrack(size_t n_unix)
+{
+	if (n_unix)
+		WARN_ON(atomic_long_sub_return(n_unix, &bus1_gc_n_unix) < 0);
+}
+
+/**
+ * bus1_gc_add_peer() - make a new peer known to the collector
+ * @peer:	peer, connected
+ */
+void bus1_gc_add_peer(struct bus1_peer *peer)
+{
+	mutex_lock(&bus1_gc_peers_lock);
+	list_add_tail(&peer->gc_link, &bus1_gc_peers);
+	mutex_unlock(&bus1_gc_peers_lock);
+}
+
+/**
+ * bus1_gc_remove_peer() - forget a peer (at disconnect)
+ * @peer:	peer; its lock must not be held
+ */
+void bus1_gc_remove_peer(struct bus1_peer *peer)
+{
+	lockdep_assert_not_held(&peer->lock);
+	mutex_lock(&bus1_gc_peers_lock);
+	list_del_init(&peer->gc_link);
+	mutex_unlock(&bus1_gc_peers_lock);
+}
+
+/**
+ * bus1_gc_exit() - stop the collector (module exit; no peer is left)
+ */
+void bus1_gc_exit(void)
+{
+	cancel_delayed_work_sync(&bus1_gc_work);
+	WARN_ON(atomic_long_read(&bus1_gc_n_unix));
+}
+
+/* ---- one pass -------------------------------------------------------- */
+
+enum bus1_gc_type {
+	BUS1_GC_PEER,		/* key: the peer's file */
+	BUS1_GC_UNIX,		/* key: the socket's file */
+	BUS1_GC_MESSAGE,	/* key: the message */
+};
+
+struct bus1_gc_vertex {
+	struct hlist_node hnode;
+	struct list_head link;
+	void *key;
+	enum bus1_gc_type type;
+	bool reachable;
+	long count;
+	long inref;
+	size_t n_out;
+	size_t max_out;
+	struct bus1_gc_vertex **out;
+};
+
+struct bus1_gc {
+	DECLARE_HASHTABLE(table, 8);
+	struct list_head vertices;
+	struct file **buf;
+	size_t max_buf;
+	struct sock **socks;
+	size_t max_socks;
+};
+
+static struct bus1_gc_vertex *bus1_gc_find(struct bus1_gc *gc, void *key)
+{
+	struct bus1_gc_vertex *v;
+
+	hash_for_each_possible(gc->table, v, hnode, (unsigned long)key)
+		if (v->key == key)
+			return v;
+	return NULL;
+}
+
+/*
+ * The vertex of @key, created if new. For files, the caller passes its own
+ * reference, which a new vertex keeps and an existing one drops.
+ */
+static struct bus1_gc_vertex *bus1_gc_vertex(struct bus1_gc *gc, void *key,
+					     enum bus1_gc_type type)
+{
+	struct bus1_gc_vertex *v;
+
+	v = bus1_gc_find(gc, key);
+	if (v) {
+		if (type != BUS1_GC_MESSAGE)
+			fput(key);
+		return v;
+	}
+	v = kzalloc(sizeof(*v), GFP_KERNEL);
+	if (!v) {
+		if (type != BUS1_GC_MESSAGE)
+			fput(key);
+		return NULL;
+	}
+	v->key = key;
+	v->type = type;
+	hash_add(gc->table, &v->hnode, (unsigned long)key);
+	list_add_tail(&v->link, &gc->vertices);
+	return v;
+}
+
+static int bus1_gc_edge(struct bus1_gc_vertex *from, struct bus1_gc_vertex *to)
+{
+	struct bus1_gc_vertex **out;
+	size_t max;
+
+	if (from->n_out == from->max_out) {
+		max = max_t(size_t, 4, from->max_out * 2);
+		out = krealloc_array(from->out, max, sizeof(*out), GFP_KERNEL);
+		if (!out)
+			return -ENOMEM;
+		from->out = out;
+		from->max_out = max;
+	}
+	from->out[from->n_out++] = to;
+	to->inref++;
+	return 0;
+}
+
+static bool bus1_gc_wanted(struct file *f)
+{
+	return f->f_op == &bus1_fops || bus1_gc_file_is_unix(f);
+}
+
+/*
+ * Take a reference on every bus1 file and unix socket queued on @sk into
+ * gc->buf, from *n on. Return the number it would need (may exceed the
+ * buffer: then the caller grows it and starts over).
+ */
+static size_t bus1_gc_collect_queue(struct bus1_gc *gc, struct sock *sk, size_t n)
+{
+	struct scm_fp_list *fp;
+	struct sk_buff *skb;
+	int i;
+
+	spin_lock(&sk->sk_receive_queue.lock);
+	skb_queue_walk(&sk->sk_receive_queue, skb) {
+		fp = UNIXCB(skb).fp;
+		if (!fp)
+			continue;
+		for (i = 0; i < fp->count; i++) {
+			if (!bus1_gc_wanted(fp->fp[i]))
+				continue;
+			if (n < gc->max_buf)
+				gc->buf[n] = get_file(fp->fp[i]);
+			n++;
+		}
+	}
+	spin_unlock(&sk->sk_receive_queue.lock);
+	return n;
+}
+
+/* The not yet accepted connections of a listening socket, referenced. */
+static size_t bus1_gc_collect_embryos(struct bus1_gc *gc, struct sock *sk)
+{
+	struct sk_buff *skb;
+	size_t n = 0;
+
+	spin_lock(&sk->sk_receive_queue.lock);
+	skb_queue_walk(&sk->sk_receive_queue, skb) {
+		if (n < gc->max_socks) {
+			sock_hold(skb->sk);
+			gc->socks[n] = skb->sk;
+		}
+		n++;
+	}
+	spin_unlock(&sk->sk_receive_queue.lock);
+	return n;
+}
+
+static void bus1_gc_put_buf(struct bus1_gc *gc, size_t n)
+{
+	while (n--)
+		fput(gc->buf[n]);
+}
+
+static int bus1_gc_grow(void **buf, size_t *max, size_t need, size_t size)
+{
+	void *p;
+
+	kvfree(*buf);
+	*buf = NULL;
+	*max = 0;
+	p = kvmalloc_array(need, size, GFP_KERNEL);
+	if (!p)
+		return -ENOMEM;
+	*buf = p;
+	*max = need;
+	return 0;
+}
+
+/*
+ * Collect what is queued on the unix socket of @f into gc->buf (references).
+ * Return the count or a negative errno.
+ */
+static ssize_t bus1_gc_collect_unix(struct bus1_gc *gc, struct file *f)
+{
+	struct sock *sk = sock_from_file(f)->sk;
+	size_t i, n, n_socks;
+	int r;
+
+	if (READ_ONCE(sk->sk_state) != TCP_LISTEN) {
+		for (;;) {
+			n = bus1_gc_collect_queue(gc, sk, 0);
+			if (n <= gc->max_buf)
+				return n;
+			bus1_gc_put_buf(gc, gc->max_buf);
+			r = bus1_gc_grow((void **)&gc->buf, &gc->max_buf, 2 * n, sizeof(*gc->buf));
+			if (r < 0)
+				return r;
+		}
+	}
+
+	for (;;) {
+		n_socks = bus1_gc_collect_embryos(gc, sk);
+		if (n_socks <= gc->max_socks)
+			break;
+		for (i = 0; i < gc->max_socks; i++)
+			sock_put(gc->socks[i]);
+		r = bus1_gc_grow((void **)&gc->socks, &gc->max_socks, 2 * n_socks,
+				 sizeof(*gc->socks));
+		if (r < 0)
+			return r;
+	}
+	for (;;) {
+		n = 0;
+		for (i = 0; i < n_socks; i++)
+			n = bus1_gc_collect_queue(gc, gc->socks[i], n);
+		if (n <= gc->max_buf)
+			break;
+		bus1_gc_put_buf(gc, gc->max_buf);
+		r = bus1_gc_grow((void **)&gc->buf, &gc->max_buf, 2 * n, sizeof(*gc->buf));
+		if (r < 0)
+			break;
+	}
+	for (i = 0; i < n_socks; i++)
+		sock_put(gc->socks[i]);
+	return r < 0 ? r : n;
+}
+
+static int bus1_gc_scan_unix(struct bus1_gc *gc, struct bus1_gc_vertex *v)
+{
+	struct bus1_gc_vertex *to;
+	ssize_t i, n;
+	int r = 0;
+
+	n = bus1_gc_collect_unix(gc, v->key);
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		to = bus1_gc_vertex(gc, gc->buf[i], gc->buf[i]->f_op == &bus1_fops ?
+				    BUS1_GC_PEER : BUS1_GC_UNIX);
+		if (!to || (r = bus1_gc_edge(v, to)) < 0) {
+			bus1_gc_put_buf(gc, n - i - 1);
+			return -ENOMEM;
+		}
+	}
+	return r;
+}
+
+static int bus1_gc_scan_message(struct bus1_gc *gc, struct bus1_gc_vertex *v)
+{
+	struct bus1_message *message = v->key;
+	struct bus1_gc_vertex *to;
+	size_t i;
+
+	for (i = 0; i < message->n_fds; i++) {
+		/* bus1 fds are never carried, see bus1_gc_check_file() */
+		if (!message->files[i] || !bus1_gc_file_is_unix(message->files[i]))
+			continue;
+		to = bus1_gc_vertex(gc, get_file(message->files[i]), BUS1_GC_UNIX);
+		if (!to || bus1_gc_edge(v, to) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int bus1_gc_scan_peer(struct bus1_gc *gc, struct bus1_gc_vertex *v)
+{
+	struct bus1_peer *peer = ((struct file *)v->key)->private_data;
+	struct bus1_queue_node *qn;
+	struct bus1_gc_vertex *to;
+	struct bus1_entry *entry;
+	struct rb_node *n;
+	int r = 0;
+
+	mutex_lock(&peer->lock);
+	for (n = rb_first_cached(&peer->queue.tree); n && !r; n = rb_next(n)) {
+		qn = rb_entry(n, struct bus1_queue_node, rb);
+		entry = container_of(qn, struct bus1_entry, qnode);
+		if (!entry->message || !entry->message->n_unix)
+			continue;
+		to = bus1_gc_vertex(gc, entry->message, BUS1_GC_MESSAGE);
+		r = to ? bus1_gc_edge(v, to) : -ENOMEM;
+	}
+	mutex_unlock(&peer->lock);
+	return r;
+}
+
+static int bus1_gc_ptr_cmp(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Second look at a socket's queue: the same files must be there, and no
+ * file that is not a vertex yet. Return 1 if so, 0 if not, or an errno.
+ */
+static int bus1_gc_verify_unix(struct bus1_gc *gc, struct bus1_gc_vertex *v)
+{
+	struct bus1_gc_vertex **seen;
+	ssize_t i, n;
+	int r = 1;
+
+	n = bus1_gc_collect_unix(gc, v->key);
+	if (n < 0)
+		return n;
+	if (n != v->n_out) {
+		bus1_gc_put_buf(gc, n);
+		return 0;
+	}
+	seen = kvmalloc_array(n ?: 1, sizeof(*seen), GFP_KERNEL);
+	if (!seen) {
+		bus1_gc_put_buf(gc, n);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		seen[i] = bus1_gc_find(gc, gc->buf[i]);
+		if (!seen[i])
+			r = 0;
+	}
+	bus1_gc_put_buf(gc, n);
+	if (r) {
+		sort(seen, n, sizeof(*seen), bus1_gc_ptr_cmp, NULL);
+		sort(v->out, n, sizeof(*v->out), bus1_gc_ptr_cmp, NULL);
+		r = !memcmp(seen, v->out, n * sizeof(*seen));
+	}
+	kvfree(seen);
+	return r;
+}
+
+static long bus1_gc_count(struct bus1_gc_vertex *v)
+{
+	if (v->type == BUS1_GC_MESSAGE)
+		return kref_read(&((struct bus1_message *)v->key)->ref);
+	/* minus the collector's own reference */
+	return file_count((struct file *)v->key) - 1;
+}
+
+/* Mark everything reachable from @root. */
+static int bus1_gc_mark(struct bus1_gc_vertex *root, struct bus1_gc_vertex **stack)
+{
+	struct bus1_gc_vertex *v;
+	size_t i, top = 0;
+
+	if (root->reachable)
+		return 0;
+	root->reachable = true;
+	stack[top++] = root;
+	while (top) {
+		v = stack[--top];
+		for (i = 0; i < v->n_out; i++) {
+			if (v->out[i]->reachable)
+				continue;
+			v->out[i]->reachable = true;
+			stack[top++] = v->out[i];
+		}
+	}
+	return 0;
+}
+
+enum {
+	BUS1_GC_DONE,		/* no cycle is possible now */
+	BUS1_GC_SUSPECT,	/* a peer is queued on a socket: look again later */
+	BUS1_GC_RETRY,		/* the graph changed while scanned */
+};
+
+/*
+ * One pass. Garbage peers are returned on @dead (a reference on each file,
+ * through the vertices' keys: the caller disconnects them, then frees @gc).
+ */
+static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size_t *n_deadp)
+{
+	struct bus1_gc_vertex *v, **stack = NULL, **dead;
+	struct bus1_peer *peer;
+	size_t n = 0, n_dead = 0;
+	bool suspect = false;
+	int r = 0, ok;
+
+	lockdep_assert_held_write(&bus1_gc_rwsem);
+
+	/* roots: peers with unix sockets queued */
+	mutex_lock(&bus1_gc_peers_lock);
+	list_for_each_entry(peer, &bus1_gc_peers, gc_link) {
+		if (!READ_ONCE(peer->n_unix_entries))
+			continue;
+		/* a file being released is disconnected right after us */
+		if (!atomic_long_inc_not_zero(&peer->file->f_count))
+			continue;
+		if (!bus1_gc_vertex(gc, peer->file, BUS1_GC_PEER)) {
+			r = -ENOMEM;
+			break;
+		}
+	}
+	mutex_unlock(&bus1_gc_peers_lock);
+	if (r < 0)
+		return r;
+
+	/* the graph, breadth first: new vertices are appended as we go */
+	list_for_each_entry(v, &gc->vertices, link) {
+		switch (v->type) {
+		case BUS1_GC_PEER:
+			r = bus1_gc_scan_peer(gc, v);
+			break;
+		case BUS1_GC_MESSAGE:
+			r = bus1_gc_scan_message(gc, v);
+			break;
+		case BUS1_GC_UNIX:
+			r = bus1_gc_scan_unix(gc, v);
+			break;
+		}
+		if (r < 0)
+			return r;
+		v->count = bus1_gc_count(v);
+		n++;
+	}
+
+	/* the same view a second time, or give up for now */
+	list_for_each_entry(v, &gc->vertices, link) {
+		if (v->type == BUS1_GC_UNIX) {
+			ok = bus1_gc_verify_unix(gc, v);
+			if (ok <= 0)
+				return ok < 0 ? ok : BUS1_GC_RETRY;
+		}
+		if (bus1_gc_count(v) != v->count)
+			return BUS1_GC_RETRY;
+	}
+
+	stack = kvmalloc_array(n ?: 1, sizeof(*stack), GFP_KERNEL);
+	dead = kvmalloc_array(n ?: 1, sizeof(*dead), GFP_KERNEL);
+	if (!stack || !dead) {
+		kvfree(stack);
+		kvfree(dead);
+		return -ENOMEM;
+	}
+	list_for_each_entry(v, &gc->vertices, link)
+		if (v->count > v->inref)
+			bus1_gc_mark(v, stack);
+	list_for_each_entry(v, &gc->vertices, link) {
+		if (v->type != BUS1_GC_PEER)
+			continue;
+		if (!v->reachable)
+			dead[n_dead++] = v;
+		else if (v->inref)
+			suspect = true;
+	}
+	kvfree(stack);
+	*deadp = dead;
+	*n_deadp = n_dead;
+	return suspect ? BUS1_GC_SUSPECT : BUS1_GC_DONE;
+}
+
+static void bus1_gc_free(struct bus1_gc *gc)
+{
+	struct bus1_gc_vertex *v, *t;
+
+	list_for_each_entry_safe(v, t, &gc->vertices, link) {
+		if (v->type != BUS1_GC_MESSAGE)
+			fput(v->key);
+		kfree(v->out);
+		kfree(v);
+	}
+	kvfree(gc->buf);
+	kvfree(gc->socks);
+	kfree(gc);
+}
+
+static void bus1_gc_work_fn(struct work_struct *work)
+{
+	struct bus1_gc_vertex **dead = NULL;
+	struct bus1_peer *peer;
+	size_t i, n_dead = 0;
+	struct bus1_gc *gc;
+	int r;
+
+	if (atomic_long_read(&bus1_gc_n_unix) <= 0) {
+		bus1_gc_backoff = BUS1_GC_DELAY_MIN;
+		return;
+	}
+
+	gc = kzalloc(sizeof(*gc), GFP_KERNEL);
+	if (!gc) {
+		schedule_delayed_work(&bus1_gc_work, BUS1_GC_DELAY_MAX);
+		return;
+	}
+	hash_init(gc->table);
+	INIT_LIST_HEAD(&gc->vertices);
+
+	down_write(&bus1_gc_rwsem);
+	r = bus1_gc_pass(gc, &dead, &n_dead);
+	up_write(&bus1_gc_rwsem);
+
+	/*
+	 * Nobody can reach a dead peer any more, so nothing changes between
+	 * the pass and here; disconnecting drops its queue, which frees the
+	 * cycle once the collector's own references are put.
+	 */
+	for (i = 0; i < n_dead; i++) {
+		peer = ((struct file *)dead[i]->key)->private_data;
+		pr_debug("bus1: collecting peer %llu, unreachable\n", peer->id);
+		bus1_peer_disconnect(peer);
+	}
+	kvfree(dead);
+	bus1_gc_free(gc);
+
+	if (r == BUS1_GC_SUSPECT) {
+		schedule_delayed_work(&bus1_gc_work, bus1_gc_backoff);
+		bus1_gc_backoff = min_t(unsigned long, 2 * bus1_gc_backoff, BUS1_GC_DELAY_MAX);
+	} else if (r == BUS1_GC_RETRY || r < 0) {
+		schedule_delayed_work(&bus1_gc_work,
+				      r < 0 ? BUS1_GC_DELAY_MAX : BUS1_GC_DELAY_RETRY);
+	} else {
+		bus1_gc_backoff = BUS1_GC_DELAY_MIN;
+		/* collected peers freed sockets: look once more */
+		if (n_dead)
+			schedule_delayed_work(&bus1_gc_work, BUS1_GC_DELAY_RETRY);
+	}
+}
