@@ -22,6 +22,7 @@
 #include <linux/poll.h>
 #include <linux/sizes.h>
 #include "gc.h"
+#include "uapi/linux/bus1.h"
 #include "peer.h"
 #include "stats.h"
 #include "pool.h"
@@ -188,9 +189,41 @@ static void bus1_stats_destroy(void)
 		percpu_counter_destroy(&bus1_stats[i]);
 }
 
+/*
+ * The ioctl numbers encode the sizes of their structures, and the sizes are
+ * ABI: a field added without a new number, or padding that crept in, must
+ * not build.
+ */
+static void __init bus1_check_abi(void)
+{
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_PEER_DISCONNECT) != sizeof(__u64));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_PEER_QUERY) != sizeof(struct bus1_cmd_peer_query));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_PEER_RESET) != sizeof(struct bus1_cmd_peer_reset));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_HANDLE_TRANSFER) !=
+		     sizeof(struct bus1_cmd_handle_transfer));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_HANDLE_RELEASE) !=
+		     sizeof(struct bus1_cmd_handle_release));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_NODES_DESTROY) != sizeof(struct bus1_cmd_nodes_destroy));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_SLICE_RELEASE) != sizeof(struct bus1_cmd_slice_release));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_HANDLE_QUERY) != sizeof(struct bus1_cmd_handle_query));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_SEND) != sizeof(struct bus1_cmd_send));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_RECV) != sizeof(struct bus1_cmd_recv));
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_peer_query) != 128);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_peer_reset) != 8);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_handle_transfer) != 32);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_handle_release) != 16);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_nodes_destroy) != 24);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_slice_release) != 16);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_handle_query) != 48);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_send) != 80);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_recv) != 72);
+}
+
 static int __init bus1_modinit(void)
 {
 	int i, r;
+
+	bus1_check_abi();
 
 	if (bus1_pool_size < PAGE_SIZE || bus1_pool_size > SZ_256M) {
 		pr_err("bus1: pool_size must be between %lu and %u\n", PAGE_SIZE, SZ_256M);

@@ -269,6 +269,7 @@ int bus1_entry_copy_data(struct bus1_entry *entry, struct iov_iter *iter)
 {
 	struct iov_iter it = *iter;
 
+	lockdep_assert_not_held(&entry->peer->lock);
 	return bus1_pool_write_iter(&entry->peer->pool, entry->slice, 0, &it);
 }
 

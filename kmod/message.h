@@ -20,9 +20,11 @@
  * data; the receiver writes handle ids and fd numbers at RECV.
  *
  * Locking: bus1_entry_reserve() and bus1_entry_unlink() take or require the
- * destination peer's lock as documented; bus1_entry_free() and
- * bus1_message_unref() must be called without any peer lock held, because
- * dropping the last node or peer reference may free peers.
+ * destination peer's lock as documented; bus1_entry_copy_data() reads user
+ * memory and runs unlocked; bus1_entry_free() and bus1_message_unref() must
+ * be called without any peer lock held, because dropping the last node or
+ * peer reference may free peers, and freeing a message may send a
+ * NODE_RELEASE (node.h).
  */
 
 #include <linux/kref.h>

@@ -52,7 +52,7 @@ struct bus1_peer *bus1_peer_new(void)
 	mutex_init(&peer->recv_lock);
 	INIT_LIST_HEAD(&peer->gc_link);
 	init_waitqueue_head(&peer->waitq);
-	bus1_queue_init(&peer->queue);
+	bus1_queue_init(&peer->queue, &peer->lock);
 	peer->handles_by_id = RB_ROOT;
 	peer->handles_by_node = RB_ROOT;
 

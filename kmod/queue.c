@@ -5,6 +5,8 @@
 
 #include <linux/bug.h>
 #include <linux/kernel.h>
+#include <linux/lockdep.h>
+#include <linux/mutex.h>
 #include "queue.h"
 
 static int bus1_queue_node_compare(const struct bus1_queue_node *a,
@@ -47,11 +49,13 @@ static void bus1_queue_link(struct bus1_queue *queue, struct bus1_queue_node *qn
 /**
  * bus1_queue_init() - initialize a queue
  * @queue:	queue
+ * @lock:	the owning peer's lock, which protects the queue
  */
-void bus1_queue_init(struct bus1_queue *queue)
+void bus1_queue_init(struct bus1_queue *queue, struct mutex *lock)
 {
 	queue->tree = RB_ROOT_CACHED;
 	queue->clock = 0;
+	queue->lock = lock;
 }
 
 /**
@@ -76,6 +80,7 @@ void bus1_queue_deinit(struct bus1_queue *queue)
 u64 bus1_queue_stage(struct bus1_queue *queue, struct bus1_queue_node *qn,
 		     u64 sender, u64 seq, u64 index)
 {
+	lockdep_assert_held(queue->lock);
 	WARN_ON(bus1_queue_node_is_queued(qn));
 	qn->timestamp = queue->clock + 1;
 	qn->sender = sender;
@@ -99,6 +104,7 @@ bool bus1_queue_commit(struct bus1_queue *queue, struct bus1_queue_node *qn, u64
 {
 	bool was_ready = bus1_queue_peek(queue);
 
+	lockdep_assert_held(queue->lock);
 	WARN_ON(timestamp & 1);
 	WARN_ON(qn->timestamp >= timestamp || !(qn->timestamp & 1));
 
@@ -116,6 +122,7 @@ bool bus1_queue_commit(struct bus1_queue *queue, struct bus1_queue_node *qn, u64
  */
 void bus1_queue_remove(struct bus1_queue *queue, struct bus1_queue_node *qn)
 {
+	lockdep_assert_held(queue->lock);
 	if (WARN_ON(!bus1_queue_node_is_queued(qn)))
 		return;
 	rb_erase_cached(&qn->rb, &queue->tree);
@@ -132,6 +139,7 @@ void bus1_queue_remove(struct bus1_queue *queue, struct bus1_queue_node *qn)
  */
 u64 bus1_queue_sync(struct bus1_queue *queue, u64 timestamp)
 {
+	lockdep_assert_held(queue->lock);
 	queue->clock = max(queue->clock, timestamp);
 	return queue->clock;
 }
@@ -148,21 +156,9 @@ struct bus1_queue_node *bus1_queue_peek(struct bus1_queue *queue)
 	struct rb_node *n = rb_first_cached(&queue->tree);
 	struct bus1_queue_node *qn;
 
+	lockdep_assert_held(queue->lock);
 	if (!n)
 		return NULL;
 	qn = rb_entry(n, struct bus1_queue_node, rb);
 	return bus1_queue_node_is_committed(qn) ? qn : NULL;
-}
-
-/**
- * bus1_queue_first() - the first entry, staged or committed
- * @queue:	queue
- *
- * Return: the first entry or NULL.
- */
-struct bus1_queue_node *bus1_queue_first(struct bus1_queue *queue)
-{
-	struct rb_node *n = rb_first_cached(&queue->tree);
-
-	return n ? rb_entry(n, struct bus1_queue_node, rb) : NULL;
 }

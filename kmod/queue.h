@@ -47,14 +47,19 @@
  *   increasing timestamps, which gives per-sender FIFO order.
  *
  * A staged entry at the front of a queue blocks the queue only between the
- * two short locked steps of one transaction (data is copied into pools
- * before staging), so readers never wait on user memory.
+ * two short locked steps of one transaction: data is copied into the pools
+ * of all destinations before anything is staged, and nothing between
+ * staging and commit touches user memory, so readers never wait on user
+ * memory, not even on that of a large multicast's sender.
  *
- * Locking: every function requires the lock of the peer owning the queue.
+ * Locking: every function requires the lock of the peer owning the queue
+ * (@lock, asserted).
  */
 
 #include <linux/rbtree.h>
 #include <linux/types.h>
+
+struct mutex;
 
 /**
  * struct bus1_queue_node - an entry's link into a queue
@@ -76,10 +81,12 @@ struct bus1_queue_node {
  * struct bus1_queue - a peer's queue
  * @tree:	entries, ordered by (timestamp, sender, seq, index)
  * @clock:	the peer's clock (even)
+ * @lock:	the owning peer's lock
  */
 struct bus1_queue {
 	struct rb_root_cached tree;
 	u64 clock;
+	struct mutex *lock;
 };
 
 static inline bool bus1_queue_node_is_queued(const struct bus1_queue_node *qn)
@@ -92,7 +99,7 @@ static inline bool bus1_queue_node_is_committed(const struct bus1_queue_node *qn
 	return qn->timestamp && !(qn->timestamp & 1);
 }
 
-void bus1_queue_init(struct bus1_queue *queue);
+void bus1_queue_init(struct bus1_queue *queue, struct mutex *lock);
 void bus1_queue_deinit(struct bus1_queue *queue);
 u64 bus1_queue_stage(struct bus1_queue *queue, struct bus1_queue_node *qn,
 		     u64 sender, u64 seq, u64 index);
@@ -100,6 +107,5 @@ bool bus1_queue_commit(struct bus1_queue *queue, struct bus1_queue_node *qn, u64
 void bus1_queue_remove(struct bus1_queue *queue, struct bus1_queue_node *qn);
 u64 bus1_queue_sync(struct bus1_queue *queue, u64 timestamp);
 struct bus1_queue_node *bus1_queue_peek(struct bus1_queue *queue);
-struct bus1_queue_node *bus1_queue_first(struct bus1_queue *queue);
 
 #endif /* __BUS1_QUEUE_H */
