@@ -32,7 +32,7 @@
  *
  * Locking:
  * - A peer's handle trees and handle counter: the holding peer's lock.
- * - @destroying, @destroyed_ts and @queued: the owner peer's lock.
+ * - @destroying, @destroyed_* and @queued: the owner peer's lock.
  * - @holders, @remote and @dead: the node's own mutex, taken inside a peer lock
  *   (peer lock -> node lock), never the other way round.
  */
@@ -42,6 +42,7 @@
 #include <linux/mutex.h>
 #include <linux/rbtree.h>
 #include <linux/types.h>
+#include "queue.h"
 #include "user.h"
 
 struct bus1_peer;
@@ -54,6 +55,9 @@ struct bus1_peer;
  * @destroying:		destruction started; nothing new may be staged for it
  * @destroyed_ts:	commit timestamp of the destruction, U64_MAX before;
  *			the owner drops entries to this node ordered after it
+ * @destroyed_sender:	with @destroyed_seq, the rest of the destruction's
+ *			queue key (see bus1_node_destroyed_before())
+ * @destroyed_seq:	the destroying transaction's number
  * @destroy_link:	link into the destroyer's list (owner's lock; empty
  *			when not being destroyed)
  * @destroy_list:	that list's head, to detect duplicates (owner's lock)
@@ -70,6 +74,8 @@ struct bus1_node {
 	u64 owner_id;
 	bool destroying;
 	u64 destroyed_ts;
+	u64 destroyed_sender;
+	u64 destroyed_seq;
 	struct list_head destroy_link;
 	struct list_head *destroy_list;
 	struct bus1_charge queued;
@@ -97,6 +103,21 @@ struct bus1_handle {
 	struct bus1_peer *holder;
 	u64 id;
 };
+
+/*
+ * Is the queue entry @qn, sent to @node, ordered after @node's destruction
+ * (owner's lock held, @node destroying)? The whole key counts: another
+ * sender's transaction may commit with the destruction's timestamp.
+ */
+static inline bool bus1_node_destroyed_before(const struct bus1_node *node,
+					      const struct bus1_queue_node *qn)
+{
+	if (qn->timestamp != node->destroyed_ts)
+		return qn->timestamp > node->destroyed_ts;
+	if (qn->sender != node->destroyed_sender)
+		return qn->sender > node->destroyed_sender;
+	return qn->seq > node->destroyed_seq;
+}
 
 struct bus1_node *bus1_node_ref(struct bus1_node *node);
 struct bus1_node *bus1_node_unref(struct bus1_node *node);

@@ -162,8 +162,11 @@ static void bus1_peer_destroy_nodes(struct bus1_peer *owner, struct list_head *l
 
 	bus1_tx_timestamp(&tx);
 	mutex_lock(&owner->lock);
-	list_for_each_entry(node, list, destroy_link)
+	list_for_each_entry(node, list, destroy_link) {
 		node->destroyed_ts = tx.timestamp;
+		node->destroyed_sender = owner->id;
+		node->destroyed_seq = tx.seq;
+	}
 	mutex_unlock(&owner->lock);
 	bus1_tx_commit(&tx);
 
@@ -1071,7 +1074,7 @@ static int bus1_peer_recv_claim(struct bus1_peer *peer, struct bus1_recv *rv,
 		entry = container_of(qn, struct bus1_entry, qnode);
 		/* sent to a node whose destruction is ordered before it: drop */
 		if (entry->node && entry->node->destroying &&
-		    qn->timestamp > entry->node->destroyed_ts) {
+		    bus1_node_destroyed_before(entry->node, qn)) {
 			bus1_entry_unlink(entry, false);
 			list_add_tail(&entry->tx_link, drop);
 			continue;

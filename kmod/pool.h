@@ -11,9 +11,10 @@
  * refused and VM_MAYWRITE is cleared, so mprotect() cannot add write access
  * later. Only the kernel writes into a pool, through the shmem file.
  *
- * The pool is cut into slices. A slice is allocated when a message is staged
- * for the peer; the sender then copies the data straight from its own memory
- * into the slice (one copy per receiver, no bounce buffer), and the receiver
+ * The pool is cut into slices. A slice is reserved for a message before it is
+ * staged for the peer; the sender then copies the data straight from its own
+ * memory into the slice (one copy per receiver, no bounce buffer), before
+ * anything is staged, and the receiver
  * writes the translated handles and fds behind the data at RECV. A slice is
  * "in flight" until the receiver dequeues its message; from then on it is
  * "published" and belongs to the receiver until SLICE_RELEASE (or a reset).

@@ -25,7 +25,8 @@
  * Handle ids. Values 0 to 3 are reserved and never name a handle:
  *
  * BUS1_HANDLE_INVALID (~0): "no handle", written by RECV for a transferred
- *	handle whose node was destroyed before the message was received.
+ *	handle whose node was destroyed before the message was received, if
+ *	the receiver holds no handle to it (one that does reads its own id).
  * BUS1_HANDLE_CREATE (3): accepted wherever the caller passes one of its
  *	own handles into the kernel (HANDLE_TRANSFER's src_handle, SEND's
  *	handle array). A new node owned by the caller is created, together
@@ -253,7 +254,8 @@ struct bus1_cmd_slice_release {
  * them). It fails with the first failing destination's errno if a
  * destination failed without CONTINUE (nothing delivered), and with a
  * message-level errno (EINVAL, EFAULT, EBADF, EMSGSIZE, ENXIO for a bad
- * carried handle, EOPNOTSUPP for a carried bus1 fd, ENOMEM, ...) before any
+ * carried handle, EDQUOT for a CREATE over the object quota, EOPNOTSUPP for
+ * a carried bus1 or io_uring fd, ENOMEM, ...) before any
  * destination is looked at; @ptr_errors is then left untouched.
  */
 struct bus1_cmd_send {
@@ -284,9 +286,10 @@ struct bus1_cmd_send {
  * @type:		out: BUS1_MSG_*
  * @destination:	out: the receiver's handle id of the node the message
  *			was sent to (DATA: a node the receiver owns;
- *			NODE_DESTROY: the handle whose node is gone)
+ *			NODE_DESTROY: the handle whose node is gone;
+ *			NODE_RELEASE: the owner's handle of the node)
  * @offset:		out: pool offset of the message's slice, or
- *			BUS1_OFFSET_INVALID if it has none (NODE_DESTROY)
+ *			BUS1_OFFSET_INVALID if it has none (notifications)
  * @n_bytes:		out: size of the data at @offset
  * @n_handles:		out: number of __u64 handle ids, at
  *			@offset + ALIGN(@n_bytes, 8)
@@ -298,12 +301,15 @@ struct bus1_cmd_send {
  * @tid:		out: sender's thread id, likewise
  *
  * Fails with EAGAIN when no message is ready. Handles are translated into
- * the receiver's ids (BUS1_HANDLE_INVALID for a destroyed node) and fds
- * installed (close-on-exec) when the message is received, including with
- * PEEK (a second PEEK or RECV installs a second set). If fds cannot be
- * installed (EMFILE), the message stays queued. NODE_DESTROY messages carry
- * uid = gid = (__u32)-1 and pid = tid = 0. A dequeued DATA message's slice
- * belongs to the receiver until SLICE_RELEASE (also with zero bytes).
+ * the receiver's ids (BUS1_HANDLE_INVALID for a destroyed node the receiver
+ * holds no handle to) and fds installed (close-on-exec) when the message is
+ * received, including with PEEK (a second PEEK or RECV installs a second
+ * set). If fds cannot be installed (EMFILE) or a new handle would exceed the
+ * receiver's object quota (EDQUOT), the message stays queued. NODE_DESTROY
+ * and NODE_RELEASE messages carry uid = gid = (__u32)-1 and pid = tid = 0.
+ * A dequeued DATA message's slice belongs to the receiver until
+ * SLICE_RELEASE (also with zero bytes). One RECV runs at a time per peer; a
+ * second one waits (EINTR if a signal arrives meanwhile).
  */
 struct bus1_cmd_recv {
 	__u64 flags;
