@@ -271,6 +271,7 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	if (disconnect)
 		bus1_gc_remove_peer(peer);
 	bus1_gc_unlock_shared();
+	bus1_pool_punch(&peer->pool);
 	if (disconnect)
 		wake_up_interruptible_all(&peer->waitq);
 	return 0;
@@ -494,6 +495,7 @@ static void bus1_peer_reclaim(struct bus1_peer *sender, struct bus1_node *node)
 	mutex_unlock(&owner->lock);
 	bus1_entry_free_list(&drop);
 	bus1_gc_unlock_shared();
+	bus1_pool_punch(&owner->pool);
 }
 
 static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
@@ -758,6 +760,7 @@ static void bus1_peer_discard_entry(struct bus1_entry *entry)
 	mutex_lock(&entry->peer->lock);
 	bus1_entry_unlink(entry, false);
 	mutex_unlock(&entry->peer->lock);
+	bus1_pool_punch(&entry->peer->pool);
 	bus1_entry_free(entry);
 }
 
@@ -1272,18 +1275,9 @@ static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
 	return r;
 }
 
-/**
- * bus1_peer_ioctl() - dispatch an ioctl
- * @peer:	peer of the file
- * @cmd:	ioctl number
- * @arg:	its argument
- *
- * Return: 0 or a negative errno.
- */
-long bus1_peer_ioctl(struct bus1_peer *peer, unsigned int cmd, unsigned long arg)
+static long bus1_peer_ioctl_dispatch(struct bus1_peer *peer, unsigned int cmd,
+				     void __user *uarg)
 {
-	void __user *uarg = (void __user *)arg;
-
 	switch (cmd) {
 	case BUS1_CMD_PEER_DISCONNECT:
 		return bus1_peer_ioctl_disconnect(peer, uarg);
@@ -1307,4 +1301,22 @@ long bus1_peer_ioctl(struct bus1_peer *peer, unsigned int cmd, unsigned long arg
 		return bus1_peer_ioctl_recv(peer, uarg);
 	}
 	return -ENOTTY;
+}
+
+/**
+ * bus1_peer_ioctl() - dispatch an ioctl
+ * @peer:	peer of the file
+ * @cmd:	ioctl number
+ * @arg:	its argument
+ *
+ * Return: 0 or a negative errno.
+ */
+long bus1_peer_ioctl(struct bus1_peer *peer, unsigned int cmd, unsigned long arg)
+{
+	long r;
+
+	r = bus1_peer_ioctl_dispatch(peer, cmd, (void __user *)arg);
+	/* pool pages this call freed go back now that no lock is held */
+	bus1_pool_punch(&peer->pool);
+	return r;
 }

@@ -23,12 +23,14 @@ static struct bus1_slice *bus1_slice_new(size_t offset, size_t size)
 	if (!slice)
 		return NULL;
 	INIT_LIST_HEAD(&slice->entry);
+	INIT_LIST_HEAD(&slice->punch_link);
 	RB_CLEAR_NODE(&slice->rb);
 	slice->share = NULL;
 	slice->offset = offset;
 	slice->size = size;
 	slice->free = true;
 	slice->published = false;
+	slice->punching = false;
 	return slice;
 }
 
@@ -146,6 +148,8 @@ int bus1_pool_init(struct bus1_pool *pool, struct mutex *lock)
 	pool->size = size;
 	pool->f = NULL;
 	pool->lock = lock;
+	INIT_LIST_HEAD(&pool->punch_list);
+	pool->defer_punch = true;
 
 	slice = bus1_slice_new(0, size);
 	if (!slice)
@@ -287,35 +291,10 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
  */
 #define BUS1_POOL_KEEP		(512 * 1024)
 
-static void bus1_pool_punch(struct bus1_pool *pool, size_t start, size_t end)
-{
-	start = max_t(size_t, start, BUS1_POOL_KEEP);
-	if (end > start)
-		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			      start, end - start);
-}
-
-/**
- * bus1_pool_free() - free a busy slice
- * @pool:	pool the slice belongs to
- * @slice:	busy slice; it may be merged away and must not be used again
- */
-void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
+/* Merge a slice that just became free with its free neighbours; link the result. */
+static struct bus1_slice *bus1_pool_merge(struct bus1_pool *pool, struct bus1_slice *slice)
 {
 	struct bus1_slice *prev, *next;
-	size_t dirty_start, dirty_end;
-
-	lockdep_assert_held(pool->lock);
-	if (WARN_ON(slice->free))
-		return;
-
-	rb_erase(&slice->rb, &pool->busy_tree);
-	WARN_ON(pool->allocated < slice->size);
-	pool->allocated -= slice->size;
-	bus1_pool_share_put(pool, slice);
-	slice->published = false;
-	dirty_start = ALIGN_DOWN(slice->offset, PAGE_SIZE);
-	dirty_end = ALIGN(slice->offset + slice->size, PAGE_SIZE);
 
 	if (!list_is_first(&slice->entry, &pool->slices)) {
 		prev = list_prev_entry(slice, entry);
@@ -337,11 +316,125 @@ void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
 		}
 	}
 	bus1_pool_link_free(pool, slice);
+	return slice;
+}
+
+/*
+ * Give the pages [@start, @end) of the free slice @slice (linked, merged)
+ * back to the system. Punching takes the shmem inode lock and unmaps the
+ * receiver's mapping, which is not to be done under the peer lock every
+ * sender of this pool needs: the range is carved out as a *punching* slice
+ * (neither free nor busy, so nobody allocates it and no neighbour merges
+ * into it) and bus1_pool_punch() does the work unlocked. Without memory for
+ * the carving, or once the peer is disconnected, it is punched right here.
+ */
+static void bus1_pool_release_pages(struct bus1_pool *pool, struct bus1_slice *slice,
+				    size_t start, size_t end)
+{
+	struct bus1_slice *mid, *tail = NULL;
+
+	start = max_t(size_t, start, BUS1_POOL_KEEP);
+	if (end <= start)
+		return;
+	if (!pool->defer_punch)
+		goto now;
+
+	mid = bus1_slice_new(start, end - start);
+	if (!mid)
+		goto now;
+	if (end < slice->offset + slice->size) {
+		tail = bus1_slice_new(end, slice->offset + slice->size - end);
+		if (!tail) {
+			kfree(mid);
+			goto now;
+		}
+	}
+
+	rb_erase(&slice->rb, &pool->free_tree);
+	slice->size = start - slice->offset;
+	mid->free = false;
+	mid->punching = true;
+	list_add(&mid->entry, &slice->entry);
+	list_add_tail(&mid->punch_link, &pool->punch_list);
+	if (tail) {
+		list_add(&tail->entry, &mid->entry);
+		bus1_pool_link_free(pool, tail);
+	}
+	if (slice->size) {
+		bus1_pool_link_free(pool, slice);
+	} else {
+		list_del(&slice->entry);
+		kfree(slice);
+	}
+	return;
+
+now:
+	vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start);
+}
+
+/**
+ * bus1_pool_free() - free a busy slice
+ * @pool:	pool the slice belongs to
+ * @slice:	busy slice; it may be merged away and must not be used again
+ *
+ * Pages that become wholly free are released later, by bus1_pool_punch().
+ */
+void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
+{
+	size_t dirty_start, dirty_end;
+
+	lockdep_assert_held(pool->lock);
+	if (WARN_ON(slice->free || slice->punching))
+		return;
+
+	rb_erase(&slice->rb, &pool->busy_tree);
+	WARN_ON(pool->allocated < slice->size);
+	pool->allocated -= slice->size;
+	bus1_pool_share_put(pool, slice);
+	slice->published = false;
+	dirty_start = ALIGN_DOWN(slice->offset, PAGE_SIZE);
+	dirty_end = ALIGN(slice->offset + slice->size, PAGE_SIZE);
+
+	slice = bus1_pool_merge(pool, slice);
 
 	/* release the whole pages this slice touched that are now all free */
-	bus1_pool_punch(pool,
-			max(dirty_start, ALIGN(slice->offset, PAGE_SIZE)),
-			min(dirty_end, ALIGN_DOWN(slice->offset + slice->size, PAGE_SIZE)));
+	bus1_pool_release_pages(pool, slice,
+				max(dirty_start, ALIGN(slice->offset, PAGE_SIZE)),
+				min(dirty_end, ALIGN_DOWN(slice->offset + slice->size, PAGE_SIZE)));
+}
+
+/**
+ * bus1_pool_punch() - release the pages that bus1_pool_free() left to do
+ * @pool:	pool; the owning peer's lock must not be held
+ *
+ * Called by whoever freed slices of @pool, once unlocked. Cheap when there
+ * is nothing to do.
+ */
+void bus1_pool_punch(struct bus1_pool *pool)
+{
+	struct bus1_slice *s, *t;
+	LIST_HEAD(list);
+
+	lockdep_assert_not_held(pool->lock);
+	if (list_empty_careful(&pool->punch_list))
+		return;
+
+	mutex_lock(pool->lock);
+	list_splice_init(&pool->punch_list, &list);
+	mutex_unlock(pool->lock);
+
+	/* nobody touches a punching slice: neither free nor busy */
+	list_for_each_entry(s, &list, punch_link)
+		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      s->offset, s->size);
+
+	mutex_lock(pool->lock);
+	list_for_each_entry_safe(s, t, &list, punch_link) {
+		list_del_init(&s->punch_link);
+		s->punching = false;
+		bus1_pool_merge(pool, s);
+	}
+	mutex_unlock(pool->lock);
 }
 
 /**
@@ -417,6 +510,8 @@ void bus1_pool_flush(struct bus1_pool *pool)
 void bus1_pool_trim(struct bus1_pool *pool)
 {
 	lockdep_assert_held(pool->lock);
+	/* from now on, frees punch right away: nobody calls bus1_pool_punch() */
+	pool->defer_punch = false;
 	if (!pool->allocated)
 		vfs_fallocate(pool->f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, pool->size);
 }

@@ -24,7 +24,9 @@
  * free neighbours in O(1). Busy slices are in a tree ordered by offset, for
  * SLICE_RELEASE. Whole pages that become free are punched out of the shmem
  * file, so a pool only holds memory for what is in use (plus its first
- * 512 KiB once touched, where small messages keep coming and going).
+ * 512 KiB once touched, where small messages keep coming and going). The
+ * punching itself runs after the peer lock is dropped (bus1_pool_punch()),
+ * so that no sender waits on the receiver's page cache and mapping.
  *
  * Shares: a pool is a resource of its owner that other users fill. To keep
  * one foreign user from filling it for everybody, every busy slice is
@@ -79,21 +81,25 @@ struct bus1_pool_share {
 /**
  * struct bus1_slice - a range of a pool
  * @entry:	link into the pool's list of all slices, by offset
+ * @punch_link:	link into the pool's punch list while @punching
  * @rb:	link into the free tree (by size) or the busy tree (by offset)
  * @share:	busy: the share it is accounted to, or NULL (unlimited sender)
  * @offset:	offset in the pool
  * @size:	size in bytes (a multiple of 8, never 0)
  * @free:	whether the slice is free
  * @published:	busy and owned by the receiver (its message was dequeued)
+ * @punching:	free pages on their way back to the system (bus1_pool_punch())
  */
 struct bus1_slice {
 	struct list_head entry;
+	struct list_head punch_link;
 	struct rb_node rb;
 	struct bus1_pool_share *share;
 	size_t offset;
 	size_t size;
 	bool free : 1;
 	bool published : 1;
+	bool punching : 1;
 };
 
 /**
@@ -106,6 +112,8 @@ struct bus1_slice {
  * @busy_tree:	busy slices, ordered by offset
  * @shares:	shares of limited senders with busy slices, ordered by uid
  * @lock:	the owning peer's lock
+ * @punch_list:	punching slices, for bus1_pool_punch()
+ * @defer_punch: whether frees leave the punching to bus1_pool_punch()
  */
 struct bus1_pool {
 	struct file *f;
@@ -116,6 +124,8 @@ struct bus1_pool {
 	struct rb_root busy_tree;
 	struct rb_root shares;
 	struct mutex *lock;
+	struct list_head punch_list;
+	bool defer_punch;
 };
 
 extern unsigned long bus1_pool_size;
@@ -125,6 +135,7 @@ void bus1_pool_deinit(struct bus1_pool *pool);
 struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool limited,
 				   kuid_t uid);
 void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice);
+void bus1_pool_punch(struct bus1_pool *pool);
 void bus1_pool_publish(struct bus1_pool *pool, struct bus1_slice *slice);
 int bus1_pool_release_published(struct bus1_pool *pool, size_t offset);
 void bus1_pool_flush(struct bus1_pool *pool);

@@ -12,6 +12,28 @@
 #include <unistd.h>
 #include "libbus1.h"
 
+/*
+ * The kernel takes a structure's size from the ioctl number (a mismatch is ENOTTY), so a layout
+ * change must change the number too. Check both at compile time: every ioctl number encodes the
+ * size of the structure we pass, and each structure still has the size the uAPI was released
+ * with (a field added without updating the number, or padding that crept in, stops the build).
+ */
+#define BUS1_CHECK_CMD(_cmd, _type, _size)						\
+	_Static_assert(_IOC_SIZE(_cmd) == sizeof(_type),				\
+		       #_cmd " does not encode sizeof(" #_type ")");			\
+	_Static_assert(sizeof(_type) == (_size), "sizeof(" #_type ") != " #_size)
+
+BUS1_CHECK_CMD(BUS1_CMD_PEER_DISCONNECT, __u64, 8);
+BUS1_CHECK_CMD(BUS1_CMD_PEER_QUERY, struct bus1_cmd_peer_query, 128);
+BUS1_CHECK_CMD(BUS1_CMD_PEER_RESET, struct bus1_cmd_peer_reset, 8);
+BUS1_CHECK_CMD(BUS1_CMD_HANDLE_TRANSFER, struct bus1_cmd_handle_transfer, 32);
+BUS1_CHECK_CMD(BUS1_CMD_HANDLE_RELEASE, struct bus1_cmd_handle_release, 16);
+BUS1_CHECK_CMD(BUS1_CMD_NODES_DESTROY, struct bus1_cmd_nodes_destroy, 24);
+BUS1_CHECK_CMD(BUS1_CMD_SLICE_RELEASE, struct bus1_cmd_slice_release, 16);
+BUS1_CHECK_CMD(BUS1_CMD_HANDLE_QUERY, struct bus1_cmd_handle_query, 48);
+BUS1_CHECK_CMD(BUS1_CMD_SEND, struct bus1_cmd_send, 80);
+BUS1_CHECK_CMD(BUS1_CMD_RECV, struct bus1_cmd_recv, 72);
+
 struct bus1_peer {
 	int fd;
 	const void *pool;

@@ -4,6 +4,7 @@
  */
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -206,4 +207,79 @@ void kt_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *q)
 
 	if (r < 0)
 		kt_fail("PEER_QUERY: %s", strerror(-r));
+}
+
+long long kt_read_ll(const char *path)
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0) {
+		errno = n < 0 ? errno : ENODATA;
+		return -1;
+	}
+	buf[n] = 0;
+	return strtoll(buf, NULL, 10);
+}
+
+int kt_write_str(const char *path, const char *s)
+{
+	size_t len = strlen(s);
+	ssize_t n;
+	int fd, err;
+
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, len);
+	err = n < 0 ? errno : 0;
+	close(fd);
+	if (n < 0)
+		return -err;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+long long kt_meminfo_kb(const char *field)
+{
+	size_t len = strlen(field);
+	long long v = -1;
+	char line[256];
+	FILE *f;
+
+	f = fopen("/proc/meminfo", "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, field, len) && line[len] == ':') {
+			v = strtoll(line + len + 1, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+void kt_become(uid_t uid)
+{
+	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+	    setresuid(uid, uid, uid) < 0)
+		kt_fail("becoming uid %u: %m", (unsigned int)uid);
+}
+
+void kt_report(const char *tag, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stdout, "%s: %s: ", tag, kt_current);
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	fflush(stdout);
 }

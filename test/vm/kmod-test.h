@@ -157,3 +157,20 @@ void kt_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg);
 /* The peer's queue must be empty. */
 void kt_recv_none(struct bus1_peer *peer);
 void kt_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *q);
+
+/*
+ * Small helpers for tests that measure the kernel from outside (sysfs, procfs, cgroupfs) and
+ * act as unprivileged users.
+ */
+#include <sys/types.h>
+
+/* The first integer in the file @path, or -1 (errno set). */
+long long kt_read_ll(const char *path);
+/* Write @s to @path in one write(2) (sysfs, cgroupfs): 0 or -errno. */
+int kt_write_str(const char *path, const char *s);
+/* A field of /proc/meminfo in KiB ("Shmem", "SUnreclaim"), or -1 if there is none. */
+long long kt_meminfo_kb(const char *field);
+/* Become @uid for good: gid @uid, no supplementary groups, real/effective/saved uid @uid. */
+void kt_become(uid_t uid);
+/* One figure for a report, on its own line: "<tag>: <case>: ...". */
+void kt_report(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
