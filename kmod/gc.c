@@ -319,7 +319,7 @@ static ssize_t bus1_gc_collect_unix(struct bus1_gc *gc, struct file *f)
 {
 	struct sock *sk = sock_from_file(f)->sk;
 	size_t i, n, n_socks;
-	int r;
+	int r = 0;
 
 	if (READ_ONCE(sk->sk_state) != TCP_LISTEN) {
 		for (;;) {
@@ -373,7 +373,9 @@ static int bus1_gc_scan_unix(struct bus1_gc *gc, struct bus1_gc_vertex *v)
 		to = bus1_gc_vertex(gc, gc->buf[i], gc->buf[i]->f_op == &bus1_fops ?
 				    BUS1_GC_PEER : BUS1_GC_UNIX);
 		if (!to || (r = bus1_gc_edge(v, to)) < 0) {
-			bus1_gc_put_buf(gc, n - i - 1);
+			/* the rest of the collected references are still ours */
+			while (++i < n)
+				fput(gc->buf[i]);
 			return -ENOMEM;
 		}
 	}
