@@ -39,6 +39,8 @@ static atomic_long_t bus1_gc_n_unix = ATOMIC_LONG_INIT(0);
 
 static void bus1_gc_work_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(bus1_gc_work, bus1_gc_work_fn);
+/* when the pending pass is due, in jiffies */
+static atomic_long_t bus1_gc_due = ATOMIC_LONG_INIT(0);
 /* delay of the next re-check while a cycle is possible (work item only) */
 static unsigned long bus1_gc_backoff = BUS1_GC_DELAY_MIN;
 
@@ -95,8 +97,26 @@ int bus1_gc_check_file(struct file *f)
  */
 void bus1_gc_kick(void)
 {
-	if (atomic_long_read(&bus1_gc_n_unix) > 0)
-		mod_delayed_work(system_wq, &bus1_gc_work, BUS1_GC_DELAY_RETRY);
+	unsigned long due = jiffies + BUS1_GC_DELAY_RETRY;
+
+	if (atomic_long_read(&bus1_gc_n_unix) <= 0)
+		return;
+	/*
+	 * Only ever bring a pass forward: a stream of closes must not keep
+	 * pushing a pending one back.
+	 */
+	if (delayed_work_pending(&bus1_gc_work) &&
+	    !time_after((unsigned long)atomic_long_read(&bus1_gc_due), due))
+		return;
+	atomic_long_set(&bus1_gc_due, due);
+	mod_delayed_work(system_wq, &bus1_gc_work, BUS1_GC_DELAY_RETRY);
+}
+
+/* Schedule the next pass after @delay (the work item itself). */
+static void bus1_gc_schedule(unsigned long delay)
+{
+	atomic_long_set(&bus1_gc_due, jiffies + delay);
+	schedule_delayed_work(&bus1_gc_work, delay);
 }
 
 /**
@@ -616,7 +636,7 @@ static void bus1_gc_work_fn(struct work_struct *work)
 
 	gc = kzalloc(sizeof(*gc), GFP_KERNEL);
 	if (!gc) {
-		schedule_delayed_work(&bus1_gc_work, BUS1_GC_DELAY_MAX);
+		bus1_gc_schedule(BUS1_GC_DELAY_MAX);
 		return;
 	}
 	hash_init(gc->table);
@@ -640,15 +660,14 @@ static void bus1_gc_work_fn(struct work_struct *work)
 	bus1_gc_free(gc);
 
 	if (r == BUS1_GC_SUSPECT) {
-		schedule_delayed_work(&bus1_gc_work, bus1_gc_backoff);
+		bus1_gc_schedule(bus1_gc_backoff);
 		bus1_gc_backoff = min_t(unsigned long, 2 * bus1_gc_backoff, BUS1_GC_DELAY_MAX);
 	} else if (r == BUS1_GC_RETRY || r < 0) {
-		schedule_delayed_work(&bus1_gc_work,
-				      r < 0 ? BUS1_GC_DELAY_MAX : BUS1_GC_DELAY_RETRY);
+		bus1_gc_schedule(r < 0 ? BUS1_GC_DELAY_MAX : BUS1_GC_DELAY_RETRY);
 	} else {
 		bus1_gc_backoff = BUS1_GC_DELAY_MIN;
 		/* collected peers freed sockets: look once more */
 		if (n_dead)
-			schedule_delayed_work(&bus1_gc_work, BUS1_GC_DELAY_RETRY);
+			bus1_gc_schedule(BUS1_GC_DELAY_RETRY);
 	}
 }
