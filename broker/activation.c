@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 #include "broker/activation.h"
@@ -428,6 +429,7 @@ int activation_new(struct activation **ap, const struct activation_ops *ops, voi
 	if (!a->services)
 		goto oom;
 	list_init(&a->services->warnings);
+	list_init(&a->services->notes);
 
 	for (char **e = environ; e && *e; e++) {
 		char *copy;
@@ -548,9 +550,13 @@ int activation_attach(struct activation *a, sd_event *event)
 
 /* ------------------------------------------------------------- services */
 
+/*
+ * A service file refused (misnamed in a strict directory): dbus-daemon logs
+ * it at its security level, syslog's LOG_AUTH | LOG_NOTICE.
+ */
 static void services_warn(void *userdata, const char *message)
 {
-	act_log(userdata, 4, "%s", message);
+	act_log(userdata, LOG_AUTH | LOG_NOTICE, "%s", message);
 }
 
 /* Record the directories' mtimes, to know later whether a rescan can find more. */
@@ -801,11 +807,10 @@ static void send_error(struct activation *a, void *to, struct message *call, con
  * is freed. Entries are taken off one at a time, so that a callback dropping
  * a sender's entries (activation_sender_gone()) finds a consistent list.
  */
-static void pending_fail(struct pending *p, const char *name, const char *text)
+static void pending_fail_quiet(struct pending *p, const char *name, const char *text)
 {
 	struct activation *a = p->a;
 
-	act_log(a, 6, "Activated service '%s' failed: %s", p->name, text);
 	pending_detach(p);
 	while (!list_is_empty(&p->entries)) {
 		struct act_entry *e = list_first_entry(&p->entries, struct act_entry, link);
@@ -820,6 +825,12 @@ static void pending_fail(struct pending *p, const char *name, const char *text)
 	pending_free(p);
 }
 
+static void pending_fail(struct pending *p, const char *name, const char *text)
+{
+	act_log(p->a, 6, "Activated service '%s' failed: %s", p->name, text);
+	pending_fail_quiet(p, name, text);
+}
+
 _printf_(3, 4) static void pending_failf(struct pending *p, const char *name, const char *fmt, ...)
 {
 	_cleanup_free_ char *text = NULL;
@@ -829,10 +840,15 @@ _printf_(3, 4) static void pending_failf(struct pending *p, const char *name, co
 	va_start(ap, fmt);
 	r = vasprintf(&text, fmt, ap);
 	va_end(ap);
-	pending_fail(p, name, r >= 0 ? text : "activation failed");
+	/* The text is the log line too (dbus-daemon's timeout message). */
+	act_log(p->a, 6, "%s", r >= 0 ? text : "activation failed");
+	pending_fail_quiet(p, name, r >= 0 ? text : "activation failed");
 }
 
-/* A failed child fails every pending activation with the same Exec= (dbus-daemon). */
+/*
+ * A failed child fails every pending activation with the same Exec=, with its
+ * error; dbus-daemon logs the failure once, for the child's own name.
+ */
 static void pending_fail_same_exec(struct activation *a, const char *exec, const char *name,
 				   const char *text)
 {
@@ -847,7 +863,7 @@ static void pending_fail_same_exec(struct activation *a, const char *exec, const
 		}
 		if (!found)
 			return;
-		pending_fail(found, name, text);
+		pending_fail_quiet(found, name, text);
 	}
 }
 
@@ -948,9 +964,11 @@ static void child_exited(struct child *c, const siginfo_t *si)
 		return;
 	}
 	if (!p) {
-		/* Its activation ended already (it took the name, or timed out). */
-		act_log(a, 6, "Activated service '%s' ended: %s", c->name,
-			text ? text : error);
+		/*
+		 * Its activation ended already (it took the name, timed out, or
+		 * failed with another child of the same Exec=): nothing to
+		 * report, as dbus-daemon stops watching a child then.
+		 */
 		child_free(c);
 		return;
 	}
@@ -1208,7 +1226,7 @@ int activation_systemd_failure(struct activation *a, struct message *msg)
 		}
 		if (!found)
 			return 0;
-		pending_fail(found, error, text);
+		pending_fail_quiet(found, error, text);	/* logged once, above */
 	}
 }
 
@@ -1382,7 +1400,7 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 		/* Nobody else waits yet: the caller gets the error, the activation is gone. */
 		if (r > 0) {
 			act_log(a, 6, "Failed to activate service %s: %s", name, err.message);
-			pending_fail(p, err.name, err.message);
+			pending_fail_quiet(p, err.name, err.message);
 			r = 0;
 		} else {
 			pending_detach(p);

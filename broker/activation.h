@@ -137,8 +137,8 @@ void activation_error_deinit(struct activation_error *err);
  *		The broker: monitor_capture(bus, msg, sender, NULL).
  * @owner:	the unique name of the (primary) owner of @name, or NULL.
  * @next_serial: serial for a message the bus sends.
- * @log:	log a line (priority as syslog's: 3 err, 4 warning, 6 info). May
- *		be NULL.
+ * @log:	log a line (priority as syslog's: 3 err, 4 warning, 6 info, with
+ *		a facility for dbus-daemon's security messages). May be NULL.
  */
 struct activation_ops {
 	void (*send)(void *userdata, void *to, struct message *msg);
@@ -193,7 +193,7 @@ int activation_attach(struct activation *a, sd_event *event);
  * activation_configure() - apply a (new) configuration
  *
  * Copies everything and rescans the service directories (invalid files are
- * skipped with a logged warning, as dbus-daemon does). Pending activations
+ * skipped, logged as by dbus-daemon: see struct bus_services). Pending activations
  * keep running with what they started with. On failure nothing changes.
  * Return: 0 or -ENOMEM.
  */

@@ -29,6 +29,7 @@
 #include "conf/config.h"
 #include "conf/policy.h"
 #include "dbus-compat/address.h"
+#include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 
 /*
@@ -272,9 +273,34 @@ static int bus_reload_apply(void *userdata, const struct bus_config *config)
 	return 0;
 }
 
+/*
+ * After every reload (ReloadConfig, SIGHUP, a change in a watched directory),
+ * applied or not: the ActivatableServicesChanged broadcast, as dbus-daemon.
+ */
+static void bus_reload_done(void *userdata, int result)
+{
+	struct bus *bus = userdata;
+	_cleanup_message_ struct message *m = NULL;
+	struct message_builder b;
+	int r;
+
+	message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_DBUS,
+				    "ActivatableServicesChanged", "");
+	b.sender = DC_SERVICE_DBUS;
+	r = message_builder_seal(&b, bus_next_serial(bus), &m);
+	message_builder_deinit(&b);
+	if (r < 0) {
+		log_info("Unable to send signal that configuration has been reloaded: %s",
+			 strerror(-r));
+		return;
+	}
+	router_broadcast_from_driver(bus, m);
+}
+
 static const struct config_reload_ops bus_reload_ops = {
 	.apply = bus_reload_apply,
 	.log = bus_activation_log,
+	.reloaded = bus_reload_done,
 };
 
 /*
@@ -321,6 +347,7 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 	list_init(&bus->overflow_list);
 	bus->uid = getuid();
 	bus->pid = getpid();
+	bus->pidfd = -1;
 	bus->systemd_activation = opts->systemd_activation;
 
 	r = address_generate_guid(bus->guid);
@@ -339,6 +366,26 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 			return -ENOMEM;
 	}
 	bus->allow_anonymous = config && config->allow_anonymous;
+	/* <auth>: the mechanisms offered; none given: all of them (dbus-daemon). */
+	bus->auth_mechs = SASL_MECH_ALL;
+	if (config && !list_is_empty(&config->auth)) {
+		struct bus_config_string *a;
+
+		bus->auth_mechs = 0;
+		list_for_each_entry(a, &config->auth, link) {
+			unsigned int m = sasl_mech_from_name(a->str);
+			char *msg;
+
+			if (!m) {
+				if (asprintf(&msg, "Unsupported auth mechanism \"%s\" in bus config "
+					     "file detected. Supported mechanisms are \"EXTERNAL, "
+					     "DBUS_COOKIE_SHA1, ANONYMOUS\".", a->str) < 0)
+					return -ENOMEM;
+				return bus_set_error(bus, msg);
+			}
+			bus->auth_mechs |= m;
+		}
+	}
 
 	if (bus->bus_type && !strcmp(bus->bus_type, "system"))
 		user_limits_init_system(&ulimits);
@@ -452,6 +499,7 @@ struct bus *bus_free(struct bus *bus)
 	activation_free(bus->activation);
 	config_reload_free(bus->reload);
 	bus_policy_free(bus->policy);
+	safe_close(bus->pidfd);
 	free(bus->address);
 	free(bus->error);
 	free(bus->config_file);
@@ -481,7 +529,7 @@ struct connection *bus_resolve(struct bus *bus, const char *name)
 	return c->closed ? NULL : c;
 }
 
-int bus_accept(struct bus *bus, int fd)
+int bus_accept(struct bus *bus, int fd, const uint8_t *nonce)
 {
 	struct connection *conn;
 
@@ -492,7 +540,7 @@ int bus_accept(struct bus *bus, int fd)
 		close(fd);
 		return 0;
 	}
-	return connection_new(&conn, bus, fd);
+	return connection_new(&conn, bus, fd, nonce);
 }
 
 void bus_incomplete_done(struct bus *bus)

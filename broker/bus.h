@@ -68,8 +68,10 @@ struct bus {
 	char *bus_type;			/* "session", "system", ... or NULL */
 	bool systemd_activation;
 	bool allow_anonymous;
+	unsigned int auth_mechs;	/* SASL_MECH_* the <auth> elements allow */
 	uid_t uid;			/* of the bus process */
 	pid_t pid;
+	int pidfd;			/* of the bus process (its ProcessFD), -1: none yet */
 
 	struct bus_config_limits limits;
 	struct activation *activation;	/* .service files, pending activations (activation.h) */
@@ -103,12 +105,16 @@ struct bus {
 	size_t max_queued_bytes;
 	size_t max_queued_fds;
 
-	/* statistics for Debug.Stats */
+	/* statistics for Debug.Stats (driver.c has what each means) */
 	uint64_t n_messages;
 	unsigned int n_incomplete;
-	unsigned int n_active;
+	unsigned int n_active;		/* after Hello, monitors included */
 	unsigned int peak_names;
+	unsigned int peak_names_per_conn;
 	unsigned int peak_matches;
+	unsigned int peak_matches_per_conn;
+	uint32_t stats_serial;		/* GetStats calls so far */
+	uint32_t conn_stats_serial;	/* GetConnectionStats calls so far */
 };
 
 /**
@@ -129,8 +135,11 @@ const char *bus_get_error(struct bus *bus);
 /* Create the event loop, attach the listeners and run until SIGTERM/SIGINT. */
 int bus_run(struct bus *bus);
 
-/* A listener accepted @fd (owned by the callee from now on). */
-int bus_accept(struct bus *bus, int fd);
+/*
+ * A listener accepted @fd (owned by the callee from now on); @nonce: the
+ * ADDRESS_NONCE_LEN bytes the client must send first (nonce-tcp), or NULL.
+ */
+int bus_accept(struct bus *bus, int fd, const uint8_t *nonce);
 
 /*
  * Write out every dirty connection, close overflowing ones and free closed

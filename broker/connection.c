@@ -6,10 +6,16 @@
  */
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/log.h"
@@ -17,6 +23,7 @@
 #include "broker/native.h"
 #include "broker/router.h"
 #include "conf/policy.h"
+#include "dbus-compat/keyring.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 
@@ -49,6 +56,7 @@ struct delivery {
 
 static struct delivery *delivery_free_list;
 static size_t delivery_n_free;
+static size_t delivery_n_used;
 
 static struct delivery *delivery_alloc(void)
 {
@@ -57,13 +65,24 @@ static struct delivery *delivery_alloc(void)
 	if (d) {
 		delivery_free_list = d->next_free;
 		delivery_n_free--;
+		delivery_n_used++;
 		return d;
 	}
-	return malloc(sizeof(*d));
+	d = malloc(sizeof(*d));
+	if (d)
+		delivery_n_used++;
+	return d;
+}
+
+void connection_pool_stats(size_t *used_bytes, size_t *cached_bytes)
+{
+	*used_bytes = delivery_n_used * sizeof(struct delivery);
+	*cached_bytes = delivery_n_free * sizeof(struct delivery);
 }
 
 static void delivery_recycle(struct delivery *d)
 {
+	delivery_n_used--;
 	if (delivery_n_free >= DELIVERY_CACHE_MAX) {
 		free(d);
 		return;
@@ -81,6 +100,7 @@ static void delivery_release(struct socket_entry *entry)
 
 	conn->n_queued_bytes -= size;
 	conn->n_queued_fds -= d->msg->n_fds;
+	conn->n_queued_msgs--;
 	connection_uncharge(conn, USER_SLOT_BYTES, size);
 	if (d->msg->n_fds)
 		connection_uncharge(conn, USER_SLOT_FDS, d->msg->n_fds);
@@ -220,6 +240,9 @@ int connection_queue(struct connection *conn, struct message *msg)
 	}
 	if (conn->n_queued_bytes > conn->peak_queued_bytes)
 		conn->peak_queued_bytes = conn->n_queued_bytes;
+	if (conn->n_queued_fds > conn->peak_queued_fds)
+		conn->peak_queued_fds = conn->n_queued_fds;
+	conn->n_queued_msgs++;
 	conn->n_outgoing++;
 	if (!conn->bus->dispatching_input)
 		bus_schedule_flush(conn->bus, conn);
@@ -242,6 +265,52 @@ void connection_flush(struct connection *conn)
 	connection_update_events(conn);
 }
 
+/*
+ * The groups of a uid from the user database (primary first), for an
+ * identity that did not come with the socket (DBUS_COOKIE_SHA1, TCP), as
+ * dbus-daemon looks them up. An unknown user has none.
+ */
+static int groups_from_user_db(uid_t uid, uint32_t **gidsp, size_t *np)
+{
+	struct passwd pw, *res = NULL;
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_free_ gid_t *groups = NULL;
+	uint32_t *gids;
+	int ngroups = 64;
+
+	*gidsp = NULL;
+	*np = 0;
+	buf = malloc(16384);
+	if (!buf)
+		return -ENOMEM;
+	if (getpwuid_r(uid, &pw, buf, 16384, &res) || !res)
+		return 0;
+	for (;;) {
+		gid_t *g = realloc(groups, (size_t)ngroups * sizeof(*g));
+		int k = ngroups;
+
+		if (!g)
+			return -ENOMEM;
+		groups = g;
+		if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &k) >= 0) {
+			ngroups = k;
+			break;
+		}
+		if (k <= ngroups || k > 65536)
+			return 0;
+		ngroups = k;
+	}
+	gids = calloc((size_t)ngroups + 1, sizeof(*gids));
+	if (!gids)
+		return -ENOMEM;
+	gids[(*np)++] = (uint32_t)pw.pw_gid;
+	for (int i = 0; i < ngroups; i++)
+		if (groups[i] != pw.pw_gid)
+			gids[(*np)++] = (uint32_t)groups[i];
+	*gidsp = gids;
+	return 0;
+}
+
 int connection_setup_policy(struct connection *conn)
 {
 	const struct socket_creds *cr = socket_get_creds(conn->socket);
@@ -255,14 +324,20 @@ int connection_setup_policy(struct connection *conn)
 	if (!bus->policy)
 		return 0;
 
-	/* The primary group first, then the supplementary ones. */
-	gids = calloc(cr->n_groups + 1, sizeof(*gids));
-	if (!gids)
-		return -ENOMEM;
-	gids[n++] = (uint32_t)cr->gid;
-	for (size_t i = 0; i < cr->n_groups; i++)
-		if (cr->groups[i] != cr->gid)
-			gids[n++] = (uint32_t)cr->groups[i];
+	if (conn->socket_identity) {
+		/* The primary group first, then the supplementary ones. */
+		gids = calloc(cr->n_groups + 1, sizeof(*gids));
+		if (!gids)
+			return -ENOMEM;
+		gids[n++] = (uint32_t)cr->gid;
+		for (size_t i = 0; i < cr->n_groups; i++)
+			if (cr->groups[i] != cr->gid)
+				gids[n++] = (uint32_t)cr->groups[i];
+	} else if (conn->uid != (uid_t)-1) {
+		r = groups_from_user_db(conn->uid, &gids, &n);
+		if (r < 0)
+			return r;
+	}
 
 	/* Anonymous clients have no identity to check; the config allowed them. */
 	if (!conn->anonymous &&
@@ -271,8 +346,130 @@ int connection_setup_policy(struct connection *conn)
 		return 1;
 	/* at_console: decided now (connect, reload), as dbus-daemon; see conf/console.h */
 	r = bus_client_policy_new(&conn->policy, bus->policy, (uint32_t)conn->uid, gids, n,
+				  conn->uid != (uid_t)-1 &&
 				  bus_policy_uid_at_console(bus->policy, (uint32_t)conn->uid) > 0);
 	return r < 0 ? r : 0;
+}
+
+/*
+ * The home directory of this process' user: $HOME when it is that user's
+ * directory (as libdbus and GDBus clients use it), else the user database's.
+ */
+static char *own_home(void)
+{
+	const char *env = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	struct stat st;
+
+	if (env && env[0] == '/' && stat(env, &st) == 0 && st.st_uid == geteuid())
+		return strdup(env);
+	if (getpwuid_r(geteuid(), &pw, buf, sizeof(buf), &res) || !res || !res->pw_dir)
+		return NULL;
+	return strdup(res->pw_dir);
+}
+
+/*
+ * DBUS_COOKIE_SHA1 cookies: the keyring is in the home directory of the
+ * user the client names, and only this process' own user is vouched for
+ * (another user's home is theirs to tamper with, as libdbus reasons).
+ */
+static int connection_cookie_source(void *userdata, const char *identity,
+				    struct sasl_cookie *cookie)
+{
+	_cleanup_free_ char *home = NULL, *dir = NULL;
+	struct keyring_cookie kc;
+	unsigned long long v = 0;
+	uid_t uid;
+	int r;
+
+	(void)userdata;
+	if (identity[0] >= '0' && identity[0] <= '9') {
+		for (const char *p = identity; *p; p++) {
+			if (*p < '0' || *p > '9' || v > (uid_t)-1)
+				return 1;
+			v = v * 10 + (unsigned long long)(*p - '0');
+		}
+		if (v >= (uid_t)-1)
+			return 1;
+		uid = (uid_t)v;
+	} else {
+		struct passwd pw, *res = NULL;
+		char buf[4096];
+
+		if (getpwnam_r(identity, &pw, buf, sizeof(buf), &res) || !res)
+			return 1;
+		uid = res->pw_uid;
+	}
+	if (uid != geteuid())
+		return 1;
+
+	home = own_home();
+	if (!home)
+		return 1;
+	if (asprintf(&dir, "%s/.dbus-keyrings", home) < 0) {
+		dir = NULL;
+		return -ENOMEM;
+	}
+	r = keyring_get_cookie(dir, KEYRING_CONTEXT_DEFAULT, (int64_t)time(NULL), &kc);
+	if (r < 0 && r != -ENOMEM)
+		r = 1;
+	if (r)
+		goto out;
+	if (strlen(kc.secret) > SASL_COOKIE_SECRET_MAX) {
+		r = 1;
+		goto out;
+	}
+	cookie->uid = uid;
+	snprintf(cookie->context, sizeof(cookie->context), "%s", KEYRING_CONTEXT_DEFAULT);
+	cookie->id = kc.id;
+	memcpy(cookie->secret, kc.secret, strlen(kc.secret) + 1);
+out:
+	explicit_bzero(&kc, sizeof(kc));
+	return r;
+}
+
+int connection_get_pidfd(const struct connection *conn)
+{
+	return socket_get_creds(conn->socket)->pidfd;
+}
+
+void connection_set_native_pid(struct connection *conn, pid_t pid)
+{
+	int fd;
+
+	/* The bootstrapping process itself: its SO_PEERPIDFD names it already. */
+	if (pid <= 0 || (pid == conn->pid && connection_get_pidfd(conn) >= 0))
+		return;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	socket_set_pidfd(conn->socket, fd >= 0 ? fd : -1);
+	conn->pid = pid;
+}
+
+/*
+ * nonce-tcp: the first ADDRESS_NONCE_LEN bytes must be the listener's nonce
+ * (compared without an early exit). Returns 0 (done or more needed), 1 when
+ * the connection was closed for a wrong nonce.
+ */
+static int connection_check_nonce(struct connection *conn)
+{
+	const uint8_t *data;
+	size_t n, k;
+
+	data = socket_peek_raw(conn->socket, &n);
+	k = MIN(n, (size_t)conn->nonce_left);
+	for (size_t i = 0; i < k; i++)
+		conn->nonce_diff |= data[i] ^ conn->nonce[ADDRESS_NONCE_LEN - conn->nonce_left + i];
+	socket_consume_raw(conn->socket, k);
+	conn->nonce_left -= (uint8_t)k;
+	if (conn->nonce_left == 0) {
+		explicit_bzero(conn->nonce, sizeof(conn->nonce));
+		if (conn->nonce_diff) {
+			connection_close(conn, "wrong nonce (nonce-tcp)");
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* Send pending SASL replies (small; copied into the queue). */
@@ -300,6 +497,11 @@ static int connection_authenticate(struct connection *conn)
 	size_t n, consumed = 0;
 	int r;
 
+	if (conn->nonce_left) {
+		r = connection_check_nonce(conn);
+		if (r || conn->nonce_left)
+			return r;
+	}
 	data = socket_peek_raw(conn->socket, &n);
 	if (!n)
 		return 0;
@@ -318,9 +520,29 @@ static int connection_authenticate(struct connection *conn)
 		return 1;
 	}
 	if (r == SASL_SERVER_DONE) {
+		uid_t uid = sasl_server_get_uid(&conn->sasl);
+
 		conn->authenticated = true;
 		conn->unix_fds = sasl_server_unix_fd_agreed(&conn->sasl);
 		conn->anonymous = sasl_server_is_anonymous(&conn->sasl);
+		if (uid != (uid_t)-1 && uid != conn->uid) {
+			/*
+			 * DBUS_COOKIE_SHA1: the identity is the one proven, not
+			 * the socket's (a TCP peer has none). Nothing is charged
+			 * to the connection before Hello: move it to its user.
+			 */
+			struct user *u = NULL;
+
+			r = user_registry_ref_user(conn->bus->users, &u, uid);
+			if (r < 0)
+				return r;
+			for (int i = 0; i < _USER_SLOT_N; i++)
+				user_charge_release(&conn->charges[i]);
+			user_unref(conn->user);
+			conn->user = u;
+			conn->uid = uid;
+			conn->socket_identity = false;
+		}
 		/* Its buffers are not needed any more (memory per connection). */
 		sasl_server_deinit(&conn->sasl);
 		socket_start_framing(conn->socket);
@@ -344,25 +566,93 @@ static void close_fds(int *fds, size_t n)
 	free(fds);
 }
 
-int connection_dispatch_incoming(struct connection *conn, struct message *msg, const int *fds,
-				 size_t n_fds)
+/* Route @msg, for which message_parse*() returned @r (> 0: invalid); drops @msg. */
+static int connection_dispatch_parsed(struct connection *conn, struct message *msg, int r)
 {
-	int r;
-
-	/* The message owns the fds from here on, in all cases. */
-	r = message_parse(msg, fds, n_fds);
 	if (r > 0) {
 		log_info("disconnecting %s: invalid message: %s",
 			 conn->registered ? connection_name(conn) : "(inactive)",
 			 dc_invalid_to_string(r));
 		connection_close(conn, NULL);
 	} else if (r == 0) {
+		size_t size = message_get_size(msg), n_fds_in = msg->n_fds;
+
 		conn->n_incoming++;
 		conn->bus->n_messages++;
+		/* Debug.Stats: what the bus holds of its messages (IncomingBytes). */
+		conn->n_dispatching_bytes += size;
+		conn->n_dispatching_fds += n_fds_in;
+		if (conn->n_dispatching_bytes > conn->peak_dispatching_bytes)
+			conn->peak_dispatching_bytes = conn->n_dispatching_bytes;
+		if (conn->n_dispatching_fds > conn->peak_dispatching_fds)
+			conn->peak_dispatching_fds = conn->n_dispatching_fds;
 		r = router_dispatch(conn, msg);
+		conn->n_dispatching_bytes -= size;
+		conn->n_dispatching_fds -= n_fds_in;
 	}
 	message_unref(msg);
 	return r;
+}
+
+int connection_dispatch_incoming(struct connection *conn, struct message *msg, const int *fds,
+				 size_t n_fds)
+{
+	/* The message owns the fds from here on, in all cases. */
+	return connection_dispatch_parsed(conn, msg, message_parse(msg, fds, n_fds));
+}
+
+/*
+ * The fds a client sends on its socket form one stream, as for dbus-daemon
+ * (libdbus' message loader): a message takes its UNIX_FDS from the front of
+ * what arrived so far, and fds beyond that wait in conn->spare_fds for the
+ * next messages that declare fds. Fewer than UNIX_FDS is a protocol error,
+ * and so are more than max_message_unix_fds waiting (dbus-daemon's loader
+ * holds no more); waiting fds count for pending_fd_timeout and are closed
+ * with the connection. Takes @msg, the fds and the @fds array.
+ */
+static int connection_dispatch_frame(struct connection *conn, struct message *msg, int *fds,
+				     size_t n_fds)
+{
+	int *all = fds;
+	size_t n_all = n_fds, n_taken;
+	int r;
+
+	if (conn->n_spare_fds + n_fds > (size_t)conn->bus->limits.max_message_unix_fds) {
+		close_fds(fds, n_fds);
+		message_unref(msg);
+		connection_close(conn, "sent more file descriptors than max_message_unix_fds");
+		return 1;
+	}
+	if (conn->n_spare_fds > 0) {
+		if (n_fds > 0) {
+			int *v = realloc(conn->spare_fds,
+					 (conn->n_spare_fds + n_fds) * sizeof(*v));
+
+			if (!v) {
+				close_fds(fds, n_fds);
+				message_unref(msg);
+				return -ENOMEM;
+			}
+			memcpy(v + conn->n_spare_fds, fds, n_fds * sizeof(*v));
+			conn->spare_fds = v;
+			conn->n_spare_fds += n_fds;
+			free(fds);
+		}
+		all = steal_ptr(conn->spare_fds);
+		n_all = conn->n_spare_fds;
+		conn->n_spare_fds = 0;
+	}
+
+	/* The message owns the first n_taken fds, in all cases. */
+	r = message_parse_queued(msg, all, n_all, &n_taken);
+	if (n_taken < n_all) {
+		memmove(all, all + n_taken, (n_all - n_taken) * sizeof(*all));
+		conn->spare_fds = all;
+		conn->n_spare_fds = n_all - n_taken;
+	} else {
+		free(all);
+	}
+	return connection_dispatch_parsed(conn, msg, r);
 }
 
 /* Take and dispatch every complete message. Returns 0, 1 (closed) or -errno. */
@@ -440,15 +730,7 @@ static int connection_read_frames(struct connection *conn)
 			connection_close(conn, "sent file descriptors without negotiating them");
 			return 1;
 		}
-		if (n_fds > (size_t)bus->limits.max_message_unix_fds) {
-			close_fds(fds, n_fds);
-			message_unref(msg);
-			connection_close(conn, "message exceeds max_message_unix_fds");
-			return 1;
-		}
-
-		r = connection_dispatch_incoming(conn, msg, fds, n_fds);
-		free(fds);
+		r = connection_dispatch_frame(conn, msg, fds, n_fds);
 		if (r)
 			return r;
 		if (conn->closed)
@@ -460,23 +742,24 @@ static int connection_pending_fd_timeout(sd_event_source *s, uint64_t usec, void
 {
 	struct connection *conn = userdata;
 
-	connection_close(conn, "held file descriptors in an incomplete message for longer "
+	connection_close(conn, "held file descriptors that no message took for longer "
 			       "than pending_fd_timeout");
 	return 0;
 }
 
 /*
  * pending_fd_timeout, as dbus-daemon has it: the clock starts when fds are
- * first held for an incomplete message and stops when no fds are held any
- * more; a client that keeps fds in a half-sent message past it is
- * disconnected (the fds count against the user's quota meanwhile).
+ * first held for an incomplete message, or wait beyond the UNIX_FDS of the
+ * messages sent so far (connection_dispatch_frame()), and stops when no fds
+ * are held any more; a client that keeps fds there past it is disconnected
+ * (the fds count against the user's quota meanwhile).
  */
 static void connection_watch_pending_fds(struct connection *conn)
 {
 	struct bus *bus = conn->bus;
 	uint64_t now;
 
-	if (!socket_holds_fds(conn->socket)) {
+	if (!socket_holds_fds(conn->socket) && conn->n_spare_fds == 0) {
 		conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
 		return;
 	}
@@ -576,11 +859,11 @@ static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *user
 	return 0;
 }
 
-int connection_new(struct connection **connp, struct bus *bus, int fd)
+int connection_new(struct connection **connp, struct bus *bus, int fd, const uint8_t *nonce)
 {
 	struct connection *conn;
 	const struct socket_creds *creds;
-	unsigned int flags = SASL_SERVER_UNIX_FD;
+	unsigned int flags = 0;
 	uint64_t now;
 	int r;
 
@@ -604,12 +887,21 @@ int connection_new(struct connection **connp, struct bus *bus, int fd)
 	creds = socket_get_creds(conn->socket);
 	conn->uid = creds->uid;
 	conn->pid = creds->pid;
+	conn->socket_identity = creds->have_creds;
+	if (nonce) {
+		memcpy(conn->nonce, nonce, ADDRESS_NONCE_LEN);
+		conn->nonce_left = ADDRESS_NONCE_LEN;
+	}
 
+	/* fds travel on unix sockets only; TCP has no credentials for EXTERNAL. */
+	flags |= creds->have_creds ? SASL_SERVER_UNIX_FD : SASL_SERVER_NO_CREDENTIALS;
 	if (bus->allow_anonymous)
 		flags |= SASL_SERVER_ALLOW_ANONYMOUS;
 	r = sasl_server_init(&conn->sasl, conn->uid, bus->guid, flags);
 	if (r < 0)
 		goto fail;
+	sasl_server_set_mechanisms(&conn->sasl, bus->auth_mechs);
+	sasl_server_set_cookie_source(&conn->sasl, connection_cookie_source, conn);
 
 	/* The real id is assigned at Hello (driver_hello()). */
 	name_owner_init(&conn->owner, 0);
@@ -673,6 +965,8 @@ void connection_close(struct connection *conn, const char *reason)
 	conn->io = sd_event_source_disable_unref(conn->io);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
 	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
+	close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
+	conn->n_spare_fds = 0;
 	list_unlink(&conn->flush_link);
 	list_unlink(&conn->overflow_link);
 	if (!conn->authenticated)
@@ -700,6 +994,8 @@ struct connection *connection_free(struct connection *conn)
 	conn->io = sd_event_source_disable_unref(conn->io);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
 	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
+	close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
+	conn->n_spare_fds = 0;
 	/* Releases queued deliveries, which uncharge conn->user. */
 	conn->socket = socket_free(conn->socket);
 	sasl_server_deinit(&conn->sasl);

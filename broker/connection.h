@@ -31,6 +31,7 @@
 #include "broker/name.h"
 #include "broker/reply.h"
 #include "broker/user.h"
+#include "dbus-compat/address.h"
 #include "dbus-compat/sasl.h"
 #include "dbus-compat/socket.h"
 #include "util/list.h"
@@ -51,12 +52,19 @@ struct connection {
 	sd_event_source *io;
 	sd_event_source *auth_timer;
 	sd_event_source *pending_fd_timer; /* fds held in an incomplete message */
+	int *spare_fds;			/* fds sent beyond the UNIX_FDS of its messages, */
+	size_t n_spare_fds;		/* for the next ones (connection.c) */
 	uint32_t io_events;		/* events currently requested */
 	struct sasl_server sasl;
 
 	/* credentials */
-	uid_t uid;
-	pid_t pid;
+	uid_t uid;			/* (uid_t)-1: unknown (TCP, ANONYMOUS) */
+	pid_t pid;			/* 0: unknown */
+	bool socket_identity;		/* uid is the socket peer's: its groups apply */
+	/* nonce-tcp: the nonce the client must send before the SASL NUL byte */
+	uint8_t nonce[ADDRESS_NONCE_LEN];
+	uint8_t nonce_left;		/* bytes still expected */
+	uint8_t nonce_diff;		/* OR of the differences seen so far */
 	struct user *user;		/* accounting */
 	struct user_charge charges[_USER_SLOT_N];	/* what this connection holds */
 	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
@@ -85,17 +93,40 @@ struct connection {
 	uint64_t n_incoming;
 	uint64_t n_outgoing;
 	uint64_t peak_queued_bytes;
+	uint64_t peak_queued_fds;
+	size_t n_queued_msgs;		/* deliveries in the output queue */
+	size_t n_dispatching_bytes;	/* its message being routed now */
+	size_t n_dispatching_fds;
+	uint64_t peak_dispatching_bytes;
+	uint64_t peak_dispatching_fds;
+	unsigned int peak_names;	/* unique name + names owned or queued for */
+	unsigned int peak_matches;
 };
 
 /**
  * connection_new() - take over an accepted socket
  * @connp:	output (linked into the bus)
  * @bus:	the bus
- * @fd:	the accepted socket, owned by the connection from now on
+ * @fd:	the accepted socket (unix or TCP), owned by the connection from now on
+ * @nonce:	nonce-tcp: the ADDRESS_NONCE_LEN bytes the client must send
+ *		first (a wrong one closes the connection), or NULL
+ *
+ * The peer's pidfd (its ProcessFD) is taken now, with its credentials
+ * (socket_creds_query()); a TCP peer has no credentials: it is known by what
+ * it authenticates as (DBUS_COOKIE_SHA1) or not at all (ANONYMOUS).
  *
  * Return: 0 or negative errno.
  */
-int connection_new(struct connection **connp, struct bus *bus, int fd);
+int connection_new(struct connection **connp, struct bus *bus, int fd, const uint8_t *nonce);
+
+/* The peer's pidfd (owned by the connection), or -1 if unknown. */
+int connection_get_pidfd(const struct connection *conn);
+
+/*
+ * A native (bus1) connection's first message was stamped by the kernel with
+ * @pid: from now on the connection's process is that one (pid and pidfd).
+ */
+void connection_set_native_pid(struct connection *conn, pid_t pid);
 
 /* Free a closed connection (called by the bus after dispatch). */
 struct connection *connection_free(struct connection *conn);
@@ -124,6 +155,9 @@ enum {
 	CONNECTION_E_QUOTA,
 	CONNECTION_E_DEAD,
 };
+
+/* Bytes of queue entries (struct delivery) in use and kept for reuse, over all connections. */
+void connection_pool_stats(size_t *used_bytes, size_t *cached_bytes);
 
 /* Write out queued output (called by the bus' flush source). */
 void connection_flush(struct connection *conn);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
@@ -232,6 +234,7 @@ static int method_request_name(struct driver_call *c)
 	if (r > 0)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
 	router_sync_name_charge(conn);
+	driver_stats_names_changed(c->bus, conn);
 	/* The signals went out first (the registry emitted them), then the reply. */
 	return reply_u(c, reply);
 }
@@ -383,8 +386,7 @@ static int method_add_match(struct driver_call *c)
 	}
 	if (rule->eavesdrop)
 		c->bus->n_eavesdrop_rules++;
-	if (match_registry_count(c->bus->matches) > c->bus->peak_matches)
-		c->bus->peak_matches = match_registry_count(c->bus->matches);
+	driver_stats_matches_changed(c->bus, conn);
 	return reply_empty(c);
 }
 
@@ -489,6 +491,9 @@ static int method_get_connection_unix_user(struct driver_call *c)
 	r = lookup_conn(c, "UID", &name, &peer, &self);
 	if (r)
 		return r;
+	/* A TCP peer that authenticated with ANONYMOUS has no uid. */
+	if (!self && peer->uid == (uid_t)-1)
+		return driver_fail(c, DC_ERROR_FAILED, "Could not determine UID for '%s'", name);
 	return reply_u(c, self ? (uint32_t)c->bus->uid : (uint32_t)peer->uid);
 }
 
@@ -530,14 +535,47 @@ static void asv_s(struct dc_writer *w, const char *key, const char *v)
 	dc_writer_close(w);
 }
 
-static void asv_t(struct dc_writer *w, const char *key, uint64_t v)
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+
+/*
+ * A pidfd of the bus itself: pidfd_open(), or where that is missing (e.g.
+ * under valgrind) the peer pidfd of a socketpair, whose peer is us.
+ */
+static int open_own_pidfd(void)
 {
-	dc_writer_open(w, '{', NULL);
-	dc_writer_write(w, "s", key);
-	dc_writer_open(w, 'v', "t");
-	dc_writer_write(w, "t", v);
-	dc_writer_close(w);
-	dc_writer_close(w);
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	int sv[2];
+	socklen_t l = sizeof(fd);
+
+	if (fd >= 0)
+		return fd;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	if (getsockopt(sv[0], SOL_SOCKET, SO_PEERPIDFD, &fd, &l) < 0)
+		fd = -1;
+	close(sv[0]);
+	close(sv[1]);
+	return fd;
+}
+
+/*
+ * ProcessFD (dbus-daemon 1.15.8, dbus-broker 35): a pidfd of the process,
+ * attached to the reply, only for a caller that can receive fds.
+ */
+static void asv_process_fd(struct driver_call *c, struct message_builder *b, int *pidfd)
+{
+	if (*pidfd < 0 || !connection_can_receive_fds(c->conn))
+		return;
+	dc_writer_open(&b->body, '{', NULL);
+	dc_writer_write(&b->body, "s", "ProcessFD");
+	dc_writer_open(&b->body, 'v', "h");
+	dc_writer_write(&b->body, "h", (uint32_t)0);
+	dc_writer_close(&b->body);
+	dc_writer_close(&b->body);
+	b->fds = pidfd;
+	b->n_fds = 1;
 }
 
 static int method_get_connection_credentials(struct driver_call *c)
@@ -547,6 +585,7 @@ static int method_get_connection_credentials(struct driver_call *c)
 	struct message_builder b;
 	const char *name;
 	struct dc_writer *w;
+	int pidfd;
 	int r;
 
 	r = lookup_conn(c, "credentials", &name, &peer, &self);
@@ -558,10 +597,18 @@ static int method_get_connection_credentials(struct driver_call *c)
 	if (self) {
 		asv_u(w, "UnixUserID", (uint32_t)c->bus->uid);
 		asv_u(w, "ProcessID", (uint32_t)c->bus->pid);
+		/* Our own pidfd, opened once (after --fork, so of the bus itself). */
+		if (c->bus->pidfd < 0)
+			c->bus->pidfd = open_own_pidfd();
+		pidfd = c->bus->pidfd;
+		asv_process_fd(c, &b, &pidfd);
 	} else {
-		const struct socket_creds *cr = socket_get_creds(peer->socket);
+		/* Groups and label belong to the socket's peer, not to a proven identity. */
+		const struct socket_creds *cr = peer->socket_identity ?
+						socket_get_creds(peer->socket) : NULL;
 
-		asv_u(w, "UnixUserID", (uint32_t)peer->uid);
+		if (peer->uid != (uid_t)-1)
+			asv_u(w, "UnixUserID", (uint32_t)peer->uid);
 		if (cr) {
 			/* The primary group first, then the supplementary ones, no duplicates. */
 			_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
@@ -593,6 +640,8 @@ static int method_get_connection_credentials(struct driver_call *c)
 			dc_writer_close(w);
 			dc_writer_close(w);
 		}
+		pidfd = connection_get_pidfd(peer);
+		asv_process_fd(c, &b, &pidfd);
 	}
 	dc_writer_close(w);
 	return reply_send(c, &b);
@@ -723,6 +772,8 @@ static int method_become_monitor(struct driver_call *c)
 	if (r < 0)
 		goto out;
 	r = monitor_become(c->conn, rules, n);
+	if (r >= 0 && !c->conn->closed)
+		driver_stats_matches_changed(c->bus, c->conn);
 out:
 	for (i = 0; i < n; i++)
 		if (rules[i])
@@ -743,23 +794,93 @@ static int method_ping(struct driver_call *c)
 
 /* ----------------------------------------------------------------- Stats */
 
+/*
+ * org.freedesktop.DBus.Debug.Stats reports the keys of dbus-daemon 1.14
+ * (bus/stats.c), with its meanings:
+ *  - BusNames: entries in name queues, every connection's unique name
+ *    included (a connection owning two names and queued for a third counts
+ *    4); monitors have none. MatchRules: AddMatch rules, monitors' filters
+ *    included. Peak*: the highest value seen; Peak*PerConnection: the most
+ *    one connection ever had.
+ *  - ActiveConnections: connections after Hello, monitors included;
+ *    IncompleteConnections: before it.
+ *  - Serial: how many times the method was called before (one counter for
+ *    GetStats, one for GetConnectionStats).
+ *  - ListMemPool{Used,Cached,Allocated}Bytes: dbus-daemon's pool of list
+ *    nodes; here the pool of output queue entries (struct delivery): bytes
+ *    in use, kept for reuse, and both.
+ * GetConnectionStats: Outgoing* is the output queue (messages, bytes, fds
+ * queued and not yet written, with peaks); Incoming* is what the bus holds
+ * of the connection's messages. The broker routes each message as soon as
+ * it is read, so IncomingMessages is 0 and Incoming{Bytes,FDs} count the
+ * message being routed (the caller's own call, for itself); once queued, a
+ * message counts against its receivers' Outgoing* only (dbus-daemon also
+ * keeps charging its sender until it is written).
+ */
+
+static uint32_t conn_bus_names(const struct connection *conn)
+{
+	return (uint32_t)conn->owner.n_ownerships + (conn->owner.registry ? 1 : 0);
+}
+
+/* After a name request (or Hello) of @conn: raise the peaks. */
+void driver_stats_names_changed(struct bus *bus, struct connection *conn)
+{
+	uint32_t total = (uint32_t)(bus->names->n_ownerships + hmap_size(&bus->names->uniques));
+	uint32_t mine = conn_bus_names(conn);
+
+	if (total > bus->peak_names)
+		bus->peak_names = total;
+	if (mine > conn->peak_names)
+		conn->peak_names = mine;
+	if (mine > bus->peak_names_per_conn)
+		bus->peak_names_per_conn = mine;
+}
+
+static uint32_t bus_match_rules(struct bus *bus)
+{
+	return (uint32_t)(match_registry_count(bus->matches) +
+			  match_registry_count(bus->monitor_matches));
+}
+
+/* After AddMatch or BecomeMonitor of @conn: raise the peaks. */
+void driver_stats_matches_changed(struct bus *bus, struct connection *conn)
+{
+	uint32_t total = bus_match_rules(bus);
+	uint32_t mine = (uint32_t)conn->matches.n_rules;
+
+	if (total > bus->peak_matches)
+		bus->peak_matches = total;
+	if (mine > conn->peak_matches)
+		conn->peak_matches = mine;
+	if (mine > bus->peak_matches_per_conn)
+		bus->peak_matches_per_conn = mine;
+}
+
 static int method_get_stats(struct driver_call *c)
 {
 	struct bus *bus = c->bus;
 	struct message_builder b;
 	struct dc_writer *w;
+	size_t used, cached;
 
+	connection_pool_stats(&used, &cached);
 	reply_init(c, &b, "a{sv}");
 	w = &b.body;
 	dc_writer_open(w, 'a', NULL);
-	asv_u(w, "Serial", bus_next_serial(bus));
+	asv_u(w, "Serial", bus->stats_serial++);
+	asv_u(w, "ListMemPoolUsedBytes", (uint32_t)used);
+	asv_u(w, "ListMemPoolCachedBytes", (uint32_t)cached);
+	asv_u(w, "ListMemPoolAllocatedBytes", (uint32_t)(used + cached));
 	asv_u(w, "ActiveConnections", bus->n_active);
 	asv_u(w, "IncompleteConnections", bus->n_incomplete);
-	asv_u(w, "MatchRules", (uint32_t)match_registry_count(bus->matches));
+	asv_u(w, "MatchRules", bus_match_rules(bus));
 	asv_u(w, "PeakMatchRules", bus->peak_matches);
-	asv_u(w, "BusNames", (uint32_t)bus->names->n_names);
+	asv_u(w, "PeakMatchRulesPerConnection", bus->peak_matches_per_conn);
+	asv_u(w, "BusNames", (uint32_t)(bus->names->n_ownerships +
+					hmap_size(&bus->names->uniques)));
 	asv_u(w, "PeakBusNames", bus->peak_names);
-	asv_t(w, "MessagesRouted", bus->n_messages);
+	asv_u(w, "PeakBusNamesPerConnection", bus->peak_names_per_conn);
 	dc_writer_close(w);
 	return reply_send(c, &b);
 }
@@ -783,16 +904,22 @@ static int method_get_connection_stats(struct driver_call *c)
 	reply_init(c, &b, "a{sv}");
 	w = &b.body;
 	dc_writer_open(w, 'a', NULL);
-	asv_u(w, "Serial", bus_next_serial(c->bus));
+	asv_u(w, "Serial", c->bus->conn_stats_serial++);
+	asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
+	asv_u(w, "PeakMatchRules", peer->peak_matches);
+	asv_u(w, "BusNames", conn_bus_names(peer));
+	asv_u(w, "PeakBusNames", peer->peak_names);
 	asv_s(w, "UniqueName", connection_name(peer));
-	asv_u(w, "IncomingMessages", (uint32_t)peer->n_incoming);
-	asv_u(w, "OutgoingMessages", (uint32_t)peer->n_outgoing);
+	asv_u(w, "IncomingMessages", 0);
+	asv_u(w, "IncomingBytes", (uint32_t)peer->n_dispatching_bytes);
+	asv_u(w, "IncomingFDs", (uint32_t)peer->n_dispatching_fds);
+	asv_u(w, "PeakIncomingBytes", (uint32_t)peer->peak_dispatching_bytes);
+	asv_u(w, "PeakIncomingFDs", (uint32_t)peer->peak_dispatching_fds);
+	asv_u(w, "OutgoingMessages", (uint32_t)peer->n_queued_msgs);
 	asv_u(w, "OutgoingBytes", (uint32_t)peer->n_queued_bytes);
 	asv_u(w, "OutgoingFDs", (uint32_t)peer->n_queued_fds);
 	asv_u(w, "PeakOutgoingBytes", (uint32_t)peer->peak_queued_bytes);
-	asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
-	asv_u(w, "BusNames", (uint32_t)peer->owner.n_ownerships);
-	asv_u(w, "PendingReplies", (uint32_t)peer->replies.n_pending);
+	asv_u(w, "PeakOutgoingFDs", (uint32_t)peer->peak_queued_fds);
 	dc_writer_close(w);
 	return reply_send(c, &b);
 }
@@ -947,6 +1074,8 @@ static const struct driver_interface interfaces[] = {
 	  "    </signal>\n"
 	  "    <signal name=\"NameAcquired\">\n"
 	  "      <arg type=\"s\"/>\n"
+	  "    </signal>\n"
+	  "    <signal name=\"ActivatableServicesChanged\">\n"
 	  "    </signal>\n",
 	  IFACE_ANY_PATH | IFACE_UNINTERESTING, dbus_properties },
 	{ DC_INTERFACE_PROPERTIES, properties_methods,
@@ -967,6 +1096,8 @@ static const struct driver_interface interfaces[] = {
 static int prop_features(struct driver_call *c, struct dc_writer *w)
 {
 	dc_writer_open(w, 'a', NULL);
+	/* Broadcast after every reload (bus.c), as dbus-daemon >= 1.13.14 does. */
+	dc_writer_write(w, "s", "ActivatableServicesChanged");
 	/* Unknown header fields are dropped when the sender is stitched. */
 	dc_writer_write(w, "s", "HeaderFiltering");
 	if (c->bus->systemd_activation)
@@ -1337,5 +1468,8 @@ int driver_hello(struct connection *conn, struct message *msg)
 	r = driver_finish(&c, reply_s(&c, connection_name(conn)));
 	if (r < 0)
 		return r;
-	return name_registry_add_unique(bus->names, &conn->owner);
+	r = name_registry_add_unique(bus->names, &conn->owner);
+	if (r >= 0)
+		driver_stats_names_changed(bus, conn);
+	return r;
 }

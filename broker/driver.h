@@ -38,3 +38,11 @@ int driver_dispatch_peer(struct connection *conn, struct message *msg);
 
 /* The introspection XML of the driver object at @path (malloc()ed). */
 int driver_introspect_xml(char **xmlp, const char *path);
+
+/*
+ * Debug.Stats peaks: call after @conn gained a name (Hello, RequestName) or
+ * match rules (AddMatch, BecomeMonitor).
+ */
+struct bus;
+void driver_stats_names_changed(struct bus *bus, struct connection *conn);
+void driver_stats_matches_changed(struct bus *bus, struct connection *conn);

@@ -27,7 +27,6 @@ static struct listener *listener_alloc(struct bus *bus)
 	if (!l)
 		return NULL;
 	l->bus = bus;
-	l->fd = -1;
 	list_init(&l->link);
 	return l;
 }
@@ -58,10 +57,20 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
 
 	r = 1;
 	for (i = 0; i < list.n_entries; i++) {
+		const struct address *a = &list.entries[i];
 		char *err = NULL;
 
-		r = address_listen(&list.entries[i], bus->guid, &l->fd, &l->address,
-				   &l->unlink_path, &err);
+		l->tcp = l->has_nonce = false;
+		if (a->kind == ADDRESS_TCP || a->kind == ADDRESS_NONCE_TCP) {
+			r = address_listen_tcp(a, bus->guid, l->fds, &l->n_fds, &l->address,
+					       l->nonce, &l->nonce_file, &err);
+			l->tcp = true;
+			l->has_nonce = a->kind == ADDRESS_NONCE_TCP;
+		} else {
+			r = address_listen(a, bus->guid, &l->fds[0], &l->address,
+					   &l->unlink_path, &err);
+			l->n_fds = r == 0 ? 1 : 0;
+		}
 		if (r == 0)
 			break;
 		if (r < 0) {
@@ -121,7 +130,8 @@ int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char *
 		     bus->guid) < 0)
 		return -ENOMEM;
 	/* Owned from here on; the socket file belongs to systemd: never unlinked. */
-	l->fd = fd;
+	l->fds[0] = fd;
+	l->n_fds = 1;
 	*listenerp = steal_ptr(l);
 	return 0;
 }
@@ -131,16 +141,42 @@ struct listener *listener_free(struct listener *l)
 	if (!l)
 		return NULL;
 	list_unlink(&l->link);
-	sd_event_source_disable_unref(l->io);
+	for (size_t i = 0; i < l->n_fds; i++) {
+		sd_event_source_disable_unref(l->ios[i]);
+		close(l->fds[i]);
+	}
 	sd_event_source_disable_unref(l->retry);
-	if (l->fd >= 0)
-		close(l->fd);
 	if (l->unlink_path)
 		unlink(l->unlink_path);
+	if (l->nonce_file) {
+		char *slash = strrchr(l->nonce_file, '/');
+
+		unlink(l->nonce_file);
+		if (slash) {
+			*slash = '\0';
+			rmdir(l->nonce_file);
+		}
+	}
+	explicit_bzero(l->nonce, sizeof(l->nonce));
+	free(l->nonce_file);
 	free(l->unlink_path);
 	free(l->address);
 	free(l);
 	return NULL;
+}
+
+/* Watch all sockets, or none. */
+static int listener_enable(struct listener *l, int on)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < l->n_fds; i++) {
+		int k = sd_event_source_set_enabled(l->ios[i], on);
+
+		if (k < 0)
+			r = k;
+	}
+	return r;
 }
 
 /* How long accepting pauses when the process is out of fds or memory. */
@@ -151,7 +187,7 @@ static int listener_retry(sd_event_source *s, uint64_t usec, void *userdata)
 	struct listener *l = userdata;
 
 	l->retry = sd_event_source_disable_unref(l->retry);
-	return sd_event_source_set_enabled(l->io, SD_EVENT_ON);
+	return listener_enable(l, SD_EVENT_ON);
 }
 
 /*
@@ -168,7 +204,7 @@ static int listener_pause(struct listener *l, int error)
 		return 0;
 	log_warn("accept failed: %s; pausing new connections for %d ms", strerror(error),
 		 LISTENER_RETRY_USEC / 1000);
-	r = sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
+	r = listener_enable(l, SD_EVENT_OFF);
 	if (r < 0)
 		return r;
 	return sd_event_add_time_relative(l->bus->event, &l->retry, CLOCK_MONOTONIC,
@@ -180,7 +216,7 @@ void listener_resume(struct listener *l)
 	if (!l->full)
 		return;
 	l->full = false;
-	if (sd_event_source_set_enabled(l->io, SD_EVENT_ON) < 0)
+	if (listener_enable(l, SD_EVENT_ON) < 0)
 		log_err("cannot resume accepting on %s", l->address);
 }
 
@@ -201,7 +237,7 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 		 * (listener_resume()) once below the limit again.
 		 */
 		if (l->bus->n_incomplete >= (unsigned int)l->bus->limits.max_incomplete_connections) {
-			r = sd_event_source_set_enabled(l->io, SD_EVENT_OFF);
+			r = listener_enable(l, SD_EVENT_OFF);
 			if (r < 0)
 				log_err("cannot pause accepting: %s", strerror(-r));
 			else
@@ -224,7 +260,7 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			log_err("accept failed: %s", strerror(errno));
 			return 0;
 		}
-		r = bus_accept(l->bus, cfd);
+		r = bus_accept(l->bus, cfd, l->has_nonce ? l->nonce : NULL);
 		if (r < 0)
 			log_warn("cannot set up new connection: %s", strerror(-r));
 	}
@@ -233,5 +269,12 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 
 int listener_attach(struct listener *l)
 {
-	return sd_event_add_io(l->bus->event, &l->io, l->fd, EPOLLIN, listener_io, l);
+	for (size_t i = 0; i < l->n_fds; i++) {
+		int r = sd_event_add_io(l->bus->event, &l->ios[i], l->fds[i], EPOLLIN,
+					listener_io, l);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }

@@ -4,14 +4,22 @@
 /**
  * DOC: Listening sockets
  *
- * A listener owns one listening unix socket (from one <listen> element or the
- * --address option) and accepts connections into the bus. The socket is
- * created by listener_new(), before the event loop exists (and before
- * --fork), so that an unusable address fails the start-up; listener_attach()
- * registers it with the event loop later.
+ * A listener owns the listening sockets of one address (one <listen> element
+ * or the --address option): one unix socket, or for tcp: and nonce-tcp: one
+ * socket per address its host name resolves to, as dbus-daemon does. It
+ * accepts connections into the bus. The sockets are created by
+ * listener_new(), before the event loop exists (and before --fork), so that
+ * an unusable address fails the start-up; listener_attach() registers them
+ * with the event loop later.
+ *
+ * A nonce-tcp listener owns its nonce file (and the directory made for it),
+ * removed when the listener is freed; its connections must send the nonce
+ * before anything else (connection_new()).
  */
 
+#include <stdint.h>
 #include <systemd/sd-event.h>
+#include "dbus-compat/address.h"
 #include "util/list.h"
 
 struct bus;
@@ -19,12 +27,17 @@ struct bus;
 struct listener {
 	struct bus *bus;
 	struct list_node link;		/* in bus->listeners */
-	int fd;
-	sd_event_source *io;
+	int fds[ADDRESS_TCP_FDS_MAX];
+	sd_event_source *ios[ADDRESS_TCP_FDS_MAX];
+	size_t n_fds;
 	sd_event_source *retry;		/* accept paused: out of fds/memory */
 	bool full;			/* accept paused: max_incomplete_connections */
+	bool tcp;			/* tcp: or nonce-tcp: */
+	bool has_nonce;			/* nonce-tcp: */
+	uint8_t nonce[ADDRESS_NONCE_LEN];
 	char *address;			/* connectable address, with guid= */
 	char *unlink_path;		/* socket file to remove at exit, or NULL */
+	char *nonce_file;		/* nonce file to remove at exit (and its dir) */
 };
 
 /**

@@ -50,7 +50,7 @@ int monitor_become(struct connection *conn, struct match_rule **rules, size_t n_
 		name_registry_remove_unique(bus->names, &conn->owner);
 	router_sync_name_charge(conn);
 	reply_owner_flush(&conn->replies, router_noreply, bus);
-	bus->n_active--;
+	/* Still an active connection (dbus-daemon's count and limit). */
 	conn->monitor = true;
 
 	list_append(&bus->monitors, &conn->monitor_link);

@@ -281,6 +281,7 @@ static struct name_ownership *ownership_new(struct name *name, struct name_owner
 	list_init(&o->name_link);
 	list_append(&owner->ownerships, &o->owner_link);
 	owner->n_ownerships++;
+	name->registry->n_ownerships++;
 	return o;
 }
 
@@ -291,6 +292,7 @@ static void ownership_free(struct name_ownership *o)
 	o->name->n_queued--;
 	list_unlink(&o->owner_link);
 	o->owner->n_ownerships--;
+	o->name->registry->n_ownerships--;
 	free(o);
 }
 

@@ -163,6 +163,7 @@ struct name_registry {
 	struct hmap uniques;        /* struct name_owner by unique_name */
 	struct list_node name_list; /* all struct name, creation order (ListNames) */
 	size_t n_names;
+	size_t n_ownerships;        /* queue entries of all names (Debug.Stats) */
 	name_event_fn event_fn;
 	void *userdata;
 };

@@ -366,6 +366,9 @@ static int native_input(struct native *native, const struct bus1_msg *bm)
 		connection_close(conn, "bus1 message stamped with a different uid");
 		return 0;
 	}
+	if (!nc->have_creds)
+		/* The first bus1 message (Hello): its process is the connection's. */
+		connection_set_native_pid(conn, (pid_t)bm->pid);
 	nc->have_creds = true;
 	nc->uid = bm->uid;
 	nc->gid = bm->gid;
@@ -932,12 +935,18 @@ int native_new(struct native **nativep, struct bus *bus)
 	int r;
 
 	*nativep = NULL;
-	if (!path)
-		path = "/dev/bus1";
-	if (access(path, F_OK) < 0) {
-		log_info("%s not found: serving socket clients only", path);
+	/*
+	 * No /dev/bus1 is the normal case on a kernel without the module: not
+	 * worth a line at every start (dbus-daemon prints nothing either). A
+	 * device named explicitly and missing is.
+	 */
+	if (access(path ? path : "/dev/bus1", F_OK) < 0) {
+		if (path)
+			log_info("%s not found: serving socket clients only", path);
 		return 0;
 	}
+	if (!path)
+		path = "/dev/bus1";
 
 	native = calloc(1, sizeof(*native));
 	if (!native)

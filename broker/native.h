@@ -53,7 +53,9 @@ struct native_rules;
 
 /*
  * Open /dev/bus1 (or $BUS1_BROKER_DEVICE) and attach to the bus' event loop.
- * Without the device, *nativep is NULL, one line is logged and 0 returned.
+ * Without the device, *nativep is NULL and 0 is returned; nothing is logged
+ * unless $BUS1_BROKER_DEVICE named it ("PATH not found: serving socket
+ * clients only"). A device that exists but cannot be opened is a warning.
  * Return: 0 or negative errno.
  */
 int native_new(struct native **nativep, struct bus *bus);

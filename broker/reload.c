@@ -263,6 +263,8 @@ int config_reload_run(struct config_reload *r, char **errorp)
 			 (unsigned long long)ts.tv_sec * 1000000ULL +
 			 (unsigned long long)ts.tv_nsec / 1000);
 	ret = config_reload_do(r, errorp);
+	if (r->ops->reloaded)
+		r->ops->reloaded(r->userdata, ret);
 	(void)sd_notifyf(0, "READY=1\nSTATUS=%s", ret ? "Configuration reload failed, old one kept" :
 			 "Configuration reloaded");
 	return ret;

@@ -37,10 +37,14 @@ struct config_reload;
  *		negative errno (reported as the reload's failure; the bus must
  *		then still be consistent).
  * @log:	log a line (syslog priority: 3 err, 4 warning, 6 info); may be NULL
+ * @reloaded:	after every reload attempt, applied or not, with the result of
+ *		config_reload_run(); may be NULL (dbus-daemon broadcasts
+ *		ActivatableServicesChanged at this point, whatever the outcome)
  */
 struct config_reload_ops {
 	int (*apply)(void *userdata, const struct bus_config *config);
 	void (*log)(void *userdata, int priority, const char *text);
+	void (*reloaded)(void *userdata, int result);
 };
 
 /**

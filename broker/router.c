@@ -662,7 +662,7 @@ void router_connection_gone(struct connection *conn)
 		(void)match_registry_drop_unique(bus->matches, connection_name(conn),
 						 router_rule_dropped, bus);
 	}
-	if (conn->registered && !conn->monitor)
+	if (conn->registered)	/* monitors included */
 		bus->n_active--;
 
 	/* Callers waiting on this connection get NoReply, its own calls vanish. */
@@ -871,6 +871,41 @@ static int router_native_policy(struct connection *from, struct connection *to,
 			     &send_side);
 }
 
+/*
+ * A message before Hello, as dbus-daemon 1.14 treats it (its security check
+ * lets an inactive connection send nothing but Hello to the driver):
+ *  - no destination: a method call gets the bus' Peer interface (or
+ *    UnknownMethod), a reply or error is dropped, as after Hello;
+ *  - anything else is shown to monitors as sent by ":not.active.yet"; then
+ *    one for org.freedesktop.DBus, whatever its type and flags, gets
+ *    AccessDenied (to ":not.active.yet") and the connection stays: Hello may
+ *    follow. A signal without destination, or anything for another
+ *    destination, closes the connection.
+ */
+#define ROUTER_INACTIVE_SENDER ":not.active.yet"
+
+static int router_dispatch_unregistered(struct connection *conn, struct message *msg)
+{
+	_cleanup_message_ struct message *m = NULL;
+	int r;
+
+	if (!msg->destination && msg->type == DC_MESSAGE_METHOD_CALL)
+		return driver_dispatch_peer(conn, msg);
+	if (!msg->destination && msg->type != DC_MESSAGE_SIGNAL)
+		return 0;
+
+	r = message_stitch_sender(msg, ROUTER_INACTIVE_SENDER, &m);
+	if (r < 0)
+		return r;
+	monitor_capture(conn->bus, m, conn, NULL);
+	if (!m->destination || strcmp(m->destination, DC_SERVICE_DBUS)) {
+		connection_close(conn, "a message other than Hello() before Hello()");
+		return 0;
+	}
+	return router_send_error_force(conn, m, DC_ERROR_ACCESS_DENIED,
+		"Client tried to send a message other than Hello without being registered");
+}
+
 int router_dispatch(struct connection *conn, struct message *msg)
 {
 	_cleanup_message_ struct message *m = NULL;
@@ -884,10 +919,8 @@ int router_dispatch(struct connection *conn, struct message *msg)
 	if (!conn->registered && native_is_connect(msg))
 		return native_connect(conn->bus->native, conn, msg, &conn->native);
 	if (!conn->registered) {
-		if (!is_hello(msg)) {
-			connection_close(conn, "the first message must be Hello()");
-			return 0;
-		}
+		if (!is_hello(msg))
+			return router_dispatch_unregistered(conn, msg);
 		return driver_hello(conn, msg);
 	}
 

@@ -403,16 +403,25 @@ DEFINE_CLEANUP_FUNC(struct bus_service *, bus_service_free);
  *
  * Built by bus_services_load() from bus_config.servicedirs: directories in
  * order, *.service files in strcmp() order inside each; the first definition
- * of a name wins. Invalid files, files in a STRICT_NAMING directory whose
- * name is not NAME.service, and duplicates are skipped with a warning
- * (struct bus_config_string in @warnings). Missing directories are ignored.
- * Lookup is by binary search; bus_services_get(i) iterates in name order
- * (ListActivatableNames).
+ * of a name wins. Skipped files are reported in one of two lists (struct
+ * bus_config_string), as dbus-daemon 1.14 reports them:
+ *  - @warnings, also passed to warn(): what dbus-daemon logs. A file in a
+ *    STRICT_NAMING directory whose name is not NAME.service ("Service file
+ *    \"PATH\" should have been named \"NAME.service\": not loading it"), and
+ *    the end of a scan past the file limit.
+ *  - @notes, not passed to warn(): what dbus-daemon skips silently (only its
+ *    verbose debug build prints it). Invalid or unreadable files ("FILE:LINE:
+ *    message"), unreadable directories, and a second file for a name already
+ *    defined ("PATH: Service NAME already exists in activation entry list
+ *    (FIRST-PATH), ignoring"), e.g. two notification daemons installed.
+ * Missing directories are ignored. Lookup is by binary search;
+ * bus_services_get(i) iterates in name order (ListActivatableNames).
  */
 struct bus_services {
 	struct bus_service **by_name;	/* sorted by name */
 	size_t n_services;
 	struct list_node warnings;
+	struct list_node notes;
 };
 
 int bus_services_load(struct bus_services **servicesp, const struct list_node *servicedirs,

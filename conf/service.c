@@ -387,6 +387,7 @@ struct bus_services *bus_services_free(struct bus_services *services)
 		bus_service_free(services->by_name[i]);
 	free(services->by_name);
 	bus_config_strings_clear(&services->warnings);
+	bus_config_strings_clear(&services->notes);
 	free(services);
 	return NULL;
 }
@@ -422,6 +423,21 @@ _printf_(2, 3) static int scan_warn(struct scan *scan, const char *fmt, ...)
 	return conf_strings_append(&scan->services->warnings, NULL, 0, msg);
 }
 
+/* What dbus-daemon skips without logging: recorded, not passed to warn(). */
+_printf_(2, 3) static int scan_note(struct scan *scan, const char *fmt, ...)
+{
+	_cleanup_free_ char *msg = NULL;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -ENOMEM;
+	return conf_strings_append(&scan->services->notes, NULL, 0, msg);
+}
+
 static int cmp_strp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -451,7 +467,7 @@ static int scan_file(struct scan *scan, const struct bus_config_servicedir *dir,
 	if (r < 0)
 		return r;
 	if (r > 0)
-		return scan_warn(scan, "%s", error);
+		return scan_note(scan, "%s", error);
 
 	if (dir->flags & BUS_CONFIG_SERVICEDIR_STRICT_NAMING) {
 		size_t n = strlen(s->name);
@@ -488,7 +504,7 @@ static int scan_dir(struct scan *scan, const struct bus_config_servicedir *dir)
 	if (!d) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return 0;
-		return scan_warn(scan, "Failed to open service directory \"%s\": %s", dir->path,
+		return scan_note(scan, "Failed to open service directory \"%s\": %s", dir->path,
 				 strerror(errno));
 	}
 	while ((errno = 0, de = readdir(d))) {
@@ -521,7 +537,7 @@ static int scan_dir(struct scan *scan, const struct bus_config_servicedir *dir)
 		n++;
 	}
 	if (r == 0 && errno != 0)
-		r = scan_warn(scan, "Failed to read service directory \"%s\": %s", dir->path,
+		r = scan_note(scan, "Failed to read service directory \"%s\": %s", dir->path,
 			      strerror(errno));
 	if (r < 0)
 		goto out;
@@ -561,7 +577,7 @@ static int scan_finish(struct scan *scan)
 
 		if (prev && strcmp(prev->name, s->name) == 0) {
 			if (r == 0)
-				r = scan_warn(scan,
+				r = scan_note(scan,
 					      "%s: Service %s already exists in activation entry list (%s), ignoring",
 					      s->path, s->name, prev->path);
 			bus_service_free(s);
@@ -584,6 +600,7 @@ int bus_services_load(struct bus_services **servicesp, const struct list_node *s
 	if (!services)
 		return -ENOMEM;
 	list_init(&services->warnings);
+	list_init(&services->notes);
 	scan.services = services;
 
 	list_for_each_entry(dir, servicedirs, link) {

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * D-Bus address parsing, escaping, listening and connecting (unix transport
- * only). See address.h.
+ * D-Bus address parsing, escaping, listening and connecting (unix, tcp and
+ * nonce-tcp transports). See address.h.
  */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +120,16 @@ static void address_deinit(struct address *a)
 	a->value = NULL;
 	free(a->guid);
 	a->guid = NULL;
+	free(a->host);
+	a->host = NULL;
+	free(a->bind);
+	a->bind = NULL;
+	free(a->port);
+	a->port = NULL;
+	free(a->family);
+	a->family = NULL;
+	free(a->noncefile);
+	a->noncefile = NULL;
 }
 
 void address_list_deinit(struct address_list *list)
@@ -142,7 +156,7 @@ static bool guid_is_valid(const char *s, size_t n)
 }
 
 static const char *const unsupported_transports[] = {
-	"tcp", "nonce-tcp", "unixexec", "launchd", "systemd", "autolaunch", "kernel",
+	"unixexec", "launchd", "systemd", "autolaunch", "kernel",
 };
 
 /* Parse the "key=value,..." part of a unix: entry of length @n. */
@@ -229,6 +243,83 @@ static int parse_unix(struct address *a, const char *s, size_t n, char **errorp)
 	return 0;
 }
 
+/*
+ * Parse the "key=value,..." part of a tcp: or nonce-tcp: entry (@t names
+ * the transport for messages). Unknown keys are ignored, as by dbus-daemon.
+ */
+static int parse_tcp(struct address *a, const char *t, const char *s, size_t n, char **errorp)
+{
+	const char *end = s + n;
+	static const char *const keys[] = { "host", "bind", "port", "family", "noncefile",
+					    "guid" };
+	char **slots[] = { &a->host, &a->bind, &a->port, &a->family, &a->noncefile, &a->guid };
+	int r;
+
+	while (s < end) {
+		const char *comma = memchr(s, ',', (size_t)(end - s));
+		const char *pair_end = comma ? comma : end;
+		const char *eq = memchr(s, '=', (size_t)(pair_end - s));
+		_cleanup_free_ char *value = NULL;
+		size_t n_key, n_value, k;
+
+		if (pair_end == s)
+			return address_error(errorp, "empty key=value pair in %s: address", t);
+		if (!eq)
+			return address_error(errorp, "'%.*s' in %s: address is not key=value",
+					     (int)(pair_end - s), s, t);
+		n_key = (size_t)(eq - s);
+		if (n_key == 0)
+			return address_error(errorp, "empty key in %s: address", t);
+		for (k = 0; k < ARRAY_SIZE(keys); k++)
+			if (strlen(keys[k]) == n_key && !memcmp(keys[k], s, n_key))
+				break;
+
+		r = address_unescape(eq + 1, (size_t)(pair_end - eq - 1), &value, &n_value);
+		if (r < 0)
+			return r;
+		if (r)
+			return address_error(errorp, "invalid escaping in value of '%.*s' in %s: "
+					     "address (bytes outside [-0-9A-Za-z_/.\\*] must be "
+					     "written as %%XX)", (int)n_key, s, t);
+		if (k < ARRAY_SIZE(keys)) {
+			if (*slots[k])
+				return address_error(errorp, "duplicate key '%s' in %s: address",
+						     keys[k], t);
+			if (n_value == 0)
+				return address_error(errorp, "empty value for '%s' in %s: address",
+						     keys[k], t);
+			if (strlen(value) != n_value)
+				return address_error(errorp, "value of '%s' contains a NUL byte",
+						     keys[k]);
+			*slots[k] = steal_ptr(value);
+		}
+		if (!comma)
+			break;
+		s = comma + 1;
+		if (s == end)
+			return address_error(errorp, "trailing ',' in %s: address", t);
+	}
+
+	if (a->guid && !guid_is_valid(a->guid, strlen(a->guid)))
+		return address_error(errorp, "guid= must be 32 hex characters");
+	if (a->family && strcmp(a->family, "ipv4") && strcmp(a->family, "ipv6"))
+		return address_error(errorp, "unknown address family '%s' (ipv4 or ipv6)",
+				     a->family);
+	if (a->port) {
+		unsigned long v = 0;
+		const char *p;
+
+		for (p = a->port; *p; p++) {
+			if (*p < '0' || *p > '9' || v > 65535)
+				break;
+			v = v * 10 + (unsigned long)(*p - '0');
+		}
+		if (*p || v > 65535)
+			return address_error(errorp, "port= must be a number from 0 to 65535");
+	}
+	return 0;
+}
+
 static int parse_entry(struct address *a, const char *s, size_t n, char **errorp)
 {
 	const char *colon = memchr(s, ':', n);
@@ -244,13 +335,21 @@ static int parse_entry(struct address *a, const char *s, size_t n, char **errorp
 
 	if (n_transport == 4 && !memcmp(s, "unix", 4))
 		return parse_unix(a, colon + 1, n - 5, errorp);
+	if (n_transport == 3 && !memcmp(s, "tcp", 3)) {
+		a->kind = ADDRESS_TCP;
+		return parse_tcp(a, "tcp", colon + 1, n - 4, errorp);
+	}
+	if (n_transport == 9 && !memcmp(s, "nonce-tcp", 9)) {
+		a->kind = ADDRESS_NONCE_TCP;
+		return parse_tcp(a, "nonce-tcp", colon + 1, n - 10, errorp);
+	}
 
 	for (i = 0; i < ARRAY_SIZE(unsupported_transports); i++) {
 		const char *t = unsupported_transports[i];
 
 		if (strlen(t) == n_transport && !memcmp(t, s, n_transport))
 			return address_error(errorp, "transport '%s:' is not supported "
-					     "(only unix: is)", t);
+					     "(only unix:, tcp: and nonce-tcp: are)", t);
 	}
 	return address_error(errorp, "unknown transport '%.*s:'", (int)n_transport, s);
 }
@@ -508,6 +607,223 @@ int address_listen(const struct address *a, const char *guid, int *fdp, char **c
 	if (unlink_pathp && !abstract)
 		*unlink_pathp = steal_ptr(name);
 	return 0;
+}
+
+/* $TMPDIR, $TMP, $TEMP or /tmp, as libdbus chooses a temporary directory. */
+static const char *tmpdir(void)
+{
+	static const char *const vars[] = { "TMPDIR", "TMP", "TEMP" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(vars); i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && *v)
+			return v;
+	}
+	return "/tmp";
+}
+
+/* A new nonce in a new private directory: "TMPDIR/dbus_nonce-XXXXXX/nonce". */
+static int write_nonce_file(uint8_t nonce[ADDRESS_NONCE_LEN], char **pathp, char **errorp)
+{
+	_cleanup_free_ char *dir = NULL, *path = NULL;
+	_cleanup_close_ int fd = -1;
+	size_t got = 0;
+	int r;
+
+	while (got < ADDRESS_NONCE_LEN) {
+		ssize_t k = getrandom(nonce + got, ADDRESS_NONCE_LEN - got, 0);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)k;
+	}
+	if (asprintf(&dir, "%s/dbus_nonce-XXXXXX", tmpdir()) < 0) {
+		dir = NULL;
+		return -ENOMEM;
+	}
+	if (!mkdtemp(dir)) {
+		r = errno;
+		address_error(errorp, "cannot create the nonce directory in %s: %s", tmpdir(),
+			      strerror(r));
+		return ADDRESS_E_UNUSABLE;
+	}
+	if (asprintf(&path, "%s/nonce", dir) < 0) {
+		path = NULL;
+		rmdir(dir);
+		return -ENOMEM;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, nonce, ADDRESS_NONCE_LEN) != (ssize_t)ADDRESS_NONCE_LEN) {
+		r = fd < 0 ? errno : EIO;
+		unlink(path);
+		rmdir(dir);
+		address_error(errorp, "cannot write the nonce file %s: %s", path, strerror(r));
+		return ADDRESS_E_UNUSABLE;
+	}
+	*pathp = steal_ptr(path);
+	return 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		safe_close(fds[i]);
+}
+
+int address_listen_tcp(const struct address *a, const char *guid, int *fds, size_t *n_fdsp,
+		       char **connectablep, uint8_t nonce[ADDRESS_NONCE_LEN], char **noncefilep,
+		       char **errorp)
+{
+	const char *host = a->host ? a->host : "localhost";
+	const char *bind_to = a->bind ? a->bind : host;
+	const char *t = a->kind == ADDRESS_NONCE_TCP ? "nonce-tcp" : "tcp";
+	char port[8];
+	struct addrinfo hints = {
+		.ai_family = !a->family ? AF_UNSPEC :
+			     !strcmp(a->family, "ipv6") ? AF_INET6 : AF_INET,
+		.ai_socktype = SOCK_STREAM,
+		.ai_protocol = IPPROTO_TCP,
+		.ai_flags = AI_ADDRCONFIG | AI_PASSIVE,
+	};
+	struct addrinfo *ai = NULL, *p;
+	bool have_v4 = false, have_v6 = false, port_known;
+	size_t n = 0;
+	int r, last_error = 0;
+	_cleanup_free_ char *esc_host = NULL, *esc_nonce = NULL, *noncefile = NULL;
+	char *connectable = NULL;
+
+	if (errorp)
+		*errorp = NULL;
+	*n_fdsp = 0;
+	if (noncefilep)
+		*noncefilep = NULL;
+	if (a->kind != ADDRESS_TCP && a->kind != ADDRESS_NONCE_TCP)
+		return -EINVAL;
+	if (!strcmp(bind_to, "*"))
+		bind_to = NULL; /* every interface */
+	snprintf(port, sizeof(port), "%s", a->port ? a->port : "0");
+	port_known = strcmp(port, "0") != 0;
+
+	r = getaddrinfo(bind_to, port, &hints, &ai);
+	if (r) {
+		address_error(errorp, "cannot resolve %s:%s for %s:: %s", bind_to ? bind_to : "*",
+			      port, t, gai_strerror(r));
+		return ADDRESS_E_UNUSABLE;
+	}
+	p = ai;
+	while (p && n < ADDRESS_TCP_FDS_MAX) {
+		_cleanup_close_ int fd = -1;
+		int one = 1;
+
+		fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, p->ai_protocol);
+		if (fd < 0) {
+			r = -errno;
+			goto fail;
+		}
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		/* Nagle would hold back the small SASL lines and calls. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (bind(fd, p->ai_addr, p->ai_addrlen) < 0) {
+			/*
+			 * Not fatal, as for dbus-daemon: another address of the
+			 * name may work (IPv6 off on an interface, an IPv6
+			 * socket that also took the IPv4 port, ...).
+			 */
+			last_error = errno;
+			p = p->ai_next;
+			continue;
+		}
+		if (listen(fd, SOMAXCONN) < 0) {
+			r = -errno;
+			goto fail;
+		}
+		if (p->ai_family == AF_INET6)
+			have_v6 = true;
+		else
+			have_v4 = true;
+		fds[n++] = steal_fd(&fd);
+
+		if (!port_known) {
+			/* The kernel chose: every other address takes the same port. */
+			struct sockaddr_storage ss;
+			socklen_t len = sizeof(ss);
+
+			if (getsockname(fds[n - 1], (struct sockaddr *)&ss, &len) < 0) {
+				r = -errno;
+				goto fail;
+			}
+			snprintf(port, sizeof(port), "%u",
+				 ss.ss_family == AF_INET6 ?
+				 ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+				 ntohs(((struct sockaddr_in *)&ss)->sin_port));
+			port_known = true;
+			freeaddrinfo(ai);
+			ai = NULL;
+			r = getaddrinfo(bind_to, port, &hints, &ai);
+			if (r) {
+				address_error(errorp, "cannot resolve %s:%s for %s:: %s",
+					      bind_to ? bind_to : "*", port, t, gai_strerror(r));
+				r = ADDRESS_E_UNUSABLE;
+				goto fail;
+			}
+			/* From the start again; the address just bound is in use now. */
+			p = ai;
+			continue;
+		}
+		p = p->ai_next;
+	}
+	freeaddrinfo(ai);
+	ai = NULL;
+	if (n == 0) {
+		address_error(errorp, "cannot listen on %s:%s (%s:): %s", bind_to ? bind_to : "*",
+			      port, t, strerror(last_error ? last_error : EADDRNOTAVAIL));
+		return ADDRESS_E_UNUSABLE;
+	}
+
+	if (a->kind == ADDRESS_NONCE_TCP) {
+		r = write_nonce_file(nonce, &noncefile, errorp);
+		if (r)
+			goto fail;
+		esc_nonce = address_escape(noncefile, strlen(noncefile));
+		if (!esc_nonce) {
+			r = -ENOMEM;
+			goto fail_nonce;
+		}
+	}
+	esc_host = address_escape(host, strlen(host));
+	if (!esc_host ||
+	    asprintf(&connectable, "%s:host=%s,port=%s%s%s%s%s%s%s", t, esc_host, port,
+		     have_v4 != have_v6 ? ",family=" : "",
+		     have_v4 != have_v6 ? (have_v4 ? "ipv4" : "ipv6") : "",
+		     esc_nonce ? ",noncefile=" : "", esc_nonce ? esc_nonce : "",
+		     guid ? ",guid=" : "", guid ? guid : "") < 0) {
+		r = -ENOMEM;
+		goto fail_nonce;
+	}
+	*n_fdsp = n;
+	*connectablep = connectable;
+	if (noncefilep)
+		*noncefilep = steal_ptr(noncefile);
+	return 0;
+
+fail_nonce:
+	if (noncefile) {
+		char *slash;
+
+		unlink(noncefile);
+		slash = strrchr(noncefile, '/');
+		*slash = '\0';
+		rmdir(noncefile);
+	}
+fail:
+	if (ai)
+		freeaddrinfo(ai);
+	close_all(fds, n);
+	return r;
 }
 
 int address_connect(const struct address *a, int *fdp)

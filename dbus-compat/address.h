@@ -6,22 +6,31 @@
  *
  * Parsing of D-Bus server/client addresses (spec "Server Addresses" and
  * "Unix Domain Sockets"): one or more entries separated by ';', each
- * "transport:key=value,key=value" with %-escaped values. Only the unix
- * transport is implemented; tcp:, nonce-tcp:, unixexec:, launchd:, systemd:
- * and autolaunch: are recognised and rejected with a message naming them.
+ * "transport:key=value,key=value" with %-escaped values. The unix, tcp and
+ * nonce-tcp transports are implemented; unixexec:, launchd:, systemd: and
+ * autolaunch: are recognised and rejected with a message naming them.
  *
  * Unix keys: exactly one of path=, abstract=, tmpdir=, dir=, runtime=yes, plus
  * an optional guid= (32 hex characters). Duplicate keys, a second location
  * key, unknown keys, bad escapes and unescaped bytes outside the
  * optionally-escaped set [-0-9A-Za-z_/.\*] are errors.
  *
+ * tcp: and nonce-tcp: keys (the spec's "TCP Sockets" and "Nonce-authenticated
+ * TCP Sockets"): host= (default "localhost"), bind= (what to listen on: an
+ * address or name, "*" for every interface; default: host), port= (decimal,
+ * 0 or absent: a free port), family= ("ipv4" or "ipv6"), guid=, and for
+ * connecting to nonce-tcp: noncefile=. Unknown keys are ignored and an
+ * unknown family is an error, as dbus-daemon has it.
+ *
  * Listening (address_listen()) creates a SOCK_STREAM|SOCK_CLOEXEC|SOCK_NONBLOCK
  * unix socket and produces the connectable address that a server prints,
- * e.g. "unix:path=/tmp/dbus-AbCdEf0123,guid=<32 hex>".
+ * e.g. "unix:path=/tmp/dbus-AbCdEf0123,guid=<32 hex>"; address_listen_tcp()
+ * does the same for tcp: and nonce-tcp:.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Positive error code of the parse and listen functions. */
 enum {
@@ -39,18 +48,28 @@ enum address_kind {
 	ADDRESS_UNIX_TMPDIR,	/* unix:tmpdir=	listenable only */
 	ADDRESS_UNIX_DIR,	/* unix:dir=	listenable only */
 	ADDRESS_UNIX_RUNTIME,	/* unix:runtime=yes listenable only */
+	ADDRESS_TCP,		/* tcp:		(address_listen_tcp()) */
+	ADDRESS_NONCE_TCP,	/* nonce-tcp:	(address_listen_tcp()) */
 };
 
 /**
  * struct address - one parsed address entry
- * @kind:	which location key was given
- * @value:	unescaped value of that key (NUL-terminated; NULL for runtime)
+ * @kind:	which location key was given (unix), or the tcp transport
+ * @value:	unescaped value of that key (NUL-terminated; NULL for runtime
+ *		and tcp)
  * @guid:	value of guid= (32 lowercase-or-uppercase hex chars) or NULL
+ * @host, @bind, @port, @family, @noncefile: tcp and nonce-tcp values
+ *		(unescaped), NULL when not given
  */
 struct address {
 	enum address_kind kind;
 	char *value;
 	char *guid;
+	char *host;
+	char *bind;
+	char *port;
+	char *family;
+	char *noncefile;
 };
 
 /**
@@ -131,6 +150,40 @@ int address_generate_guid(char guid[ADDRESS_GUID_LEN + 1]);
  */
 int address_listen(const struct address *a, const char *guid, int *fdp,
 		   char **connectablep, char **unlink_pathp, char **errorp);
+
+/* Most sockets one tcp: address listens on (one per address of its host). */
+#define ADDRESS_TCP_FDS_MAX 16U
+/* Bytes of a nonce-tcp nonce: what a client sends before anything else. */
+#define ADDRESS_NONCE_LEN 16U
+
+/**
+ * address_listen_tcp() - listen on a tcp: or nonce-tcp: address
+ * @a:		parsed address of kind ADDRESS_TCP or ADDRESS_NONCE_TCP
+ * @guid:	GUID to put in the connectable address, or NULL for none
+ * @fds:	output: room for ADDRESS_TCP_FDS_MAX listening sockets
+ *		(SOCK_CLOEXEC|SOCK_NONBLOCK, TCP_NODELAY)
+ * @n_fdsp:	output: how many
+ * @connectablep: output: malloc()ed connectable address,
+ *		"tcp:host=H,port=P[,family=F][,noncefile=N][,guid=G]"
+ * @nonce:	output (nonce-tcp): the nonce the clients must send first
+ * @noncefilep:	output (nonce-tcp, else NULL): malloc()ed path of the nonce
+ *		file, "TMPDIR/dbus_nonce-XXXXXX/nonce" (0600 in a new 0700
+ *		directory); the caller removes the file and its directory
+ * @errorp:	output: malloc()ed message on positive errors; may be NULL
+ *
+ * As dbus-daemon does: the name bind= (or host=) is resolved (AI_PASSIVE,
+ * AI_ADDRCONFIG, the family= asked for) and every address it yields is
+ * listened on; where one of them is in use or not available, the others are
+ * still taken. With port 0 the kernel picks the port of the first socket and
+ * the others take the same. family= is printed when all sockets have one
+ * family. TMPDIR is $TMPDIR, $TMP, $TEMP or /tmp.
+ *
+ * Return: 0, ADDRESS_E_UNUSABLE (with message: name not resolved, nothing
+ * could be bound), or negative errno.
+ */
+int address_listen_tcp(const struct address *a, const char *guid, int *fds, size_t *n_fdsp,
+		       char **connectablep, uint8_t nonce[ADDRESS_NONCE_LEN], char **noncefilep,
+		       char **errorp);
 
 /**
  * address_connect() - connect to a connectable address entry

@@ -685,13 +685,11 @@ static int reader_basic(struct dc_reader *r, char type, void *value)
 			memcpy(value, &v, 2);
 		break;
 	}
-	case 'h':
+	case 'h':	/* an opaque index: not checked against the fds (marshal.h) */
 	case 'i':
 	case 'u': {
 		uint32_t v = reader_u32(r, r->pos);
 
-		if (type == 'h' && v >= r->n_fds)
-			return DC_E_UNIX_FD_INDEX;
 		if (value)
 			memcpy(value, &v, 4);
 		break;
@@ -823,14 +821,12 @@ static int reader_fixed_elements(struct dc_reader *r, char elem)
 
 	if (avail % size)
 		return DC_E_ARRAY_LENGTH;
-	if (elem == 'b' || elem == 'h') {
+	if (elem == 'b') {
 		size_t at;
 
 		for (at = r->pos; at < r->limit; at += 4) {
-			uint32_t v = reader_u32(r, at);
-
-			if (elem == 'b' ? v > 1 : v >= r->n_fds)
-				return elem == 'b' ? DC_E_BOOLEAN : DC_E_UNIX_FD_INDEX;
+			if (reader_u32(r, at) > 1)
+				return DC_E_BOOLEAN;
 		}
 	}
 	r->pos = r->limit;

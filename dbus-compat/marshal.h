@@ -21,7 +21,10 @@
  * NUL-terminated, valid UTF-8 without interior NUL, object paths and
  * signatures valid, array lengths <= 64 MiB that end exactly on an element
  * boundary, variant signatures one complete type, at most DC_MAX_TOTAL_DEPTH
- * (64) nested containers counting variants, and 'h' values < n_fds.
+ * (64) nested containers counting variants. A unix fd ('h') is an opaque
+ * UINT32 to the reader: an index beyond the fds that came with the data is
+ * not an error (dbus-daemon delivers such a message; the receiver then fails
+ * to get the fd), so whoever turns an index into an fd checks it.
  * Reader errors are POSITIVE enum dc_invalid codes (the data is bad); API
  * misuse (asking for a type the signature does not have) is DC_E_TYPE.
  * After an error the reader state is unspecified; stop using it.
@@ -153,7 +156,7 @@ struct dc_reader {
 	size_t pos;			/* offset of the next byte to read */
 	size_t limit;			/* end of the current array's data, else size */
 	bool swap;			/* data is in non-native byte order */
-	uint32_t n_fds;			/* 'h' values must be below this */
+	uint32_t n_fds;			/* fds that came with the data (not checked) */
 	const char *sig;		/* next type to read */
 	const char *sig_end;		/* end of the current type list */
 	unsigned depth;
@@ -165,7 +168,8 @@ struct dc_reader {
  * @endian: DC_LITTLE_ENDIAN or DC_BIG_ENDIAN (anything else: -EINVAL)
  * @sig: the signature of the data (validated here: DC_E_SIGNATURE), need not
  *       be NUL-terminated; must stay valid while the reader is used
- * @n_fds: number of fds that came with the data ('h' values must be below it)
+ * @n_fds: number of fds that came with the data, kept in r->n_fds for the
+ *         caller ('h' values are not checked against it, see above)
  *
  * Offset 0 of @data is taken as 8-aligned.
  */

@@ -5,6 +5,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dbus-compat/marshal.h"
@@ -323,15 +324,9 @@ static int parse_header(struct message *m, size_t fields_end)
 	return 0;
 }
 
-int message_parse(struct message *m, const int *fds, size_t n_fds)
+/* The message takes @fds (closed if that fails). */
+static int message_take_fds(struct message *m, const int *fds, size_t n_fds)
 {
-	size_t total, fields_end;
-	uint32_t fields_len;
-	int k;
-
-	if (m->parsed || m->parent || m->body_owned)
-		return -EINVAL;
-
 	if (n_fds > 0) {
 		m->fds = malloc(n_fds * sizeof(*fds));
 		if (!m->fds) {
@@ -341,6 +336,15 @@ int message_parse(struct message *m, const int *fds, size_t n_fds)
 		memcpy(m->fds, fds, n_fds * sizeof(*fds));
 		m->n_fds = n_fds;
 	}
+	return 0;
+}
+
+/* Everything before the fds and the body: frame, fixed header, header fields. */
+static int message_parse_header(struct message *m)
+{
+	size_t total, fields_end;
+	uint32_t fields_len;
+	int k;
 
 	k = message_frame_size(m->data, m->storage_size, &total);
 	if (k)
@@ -367,21 +371,61 @@ int message_parse(struct message *m, const int *fds, size_t n_fds)
 	k = parse_header(m, fields_end);
 	if (k)
 		return k;
-	k = check_required(m);
-	if (k)
-		return k;
-	if (m->unix_fds != n_fds)
-		return DC_E_UNIX_FDS;
+	return check_required(m);
+}
+
+static int message_parse_body(struct message *m)
+{
+	int k;
+
 	if (m->body_size > 0 && !*m->signature)
 		return DC_E_BODY;
 
 	k = dc_validate(m->body, m->body_size, m->endian, m->signature, strlen(m->signature),
-			(uint32_t)n_fds);
+			(uint32_t)m->n_fds);
 	if (k)
 		return k;
 
 	m->parsed = true;
 	return 0;
+}
+
+int message_parse(struct message *m, const int *fds, size_t n_fds)
+{
+	int k;
+
+	if (m->parsed || m->parent || m->body_owned)
+		return -EINVAL;
+
+	k = message_take_fds(m, fds, n_fds);
+	if (k)
+		return k;
+	k = message_parse_header(m);
+	if (k)
+		return k;
+	if (m->unix_fds != n_fds)
+		return DC_E_UNIX_FDS;
+	return message_parse_body(m);
+}
+
+int message_parse_queued(struct message *m, const int *fds, size_t n_fds, size_t *n_takenp)
+{
+	int k;
+
+	*n_takenp = 0;
+	if (m->parsed || m->parent || m->body_owned)
+		return -EINVAL;
+
+	k = message_parse_header(m);
+	if (k)
+		return k;
+	if (m->unix_fds > n_fds)
+		return DC_E_UNIX_FDS;
+	*n_takenp = m->unix_fds;
+	k = message_take_fds(m, fds, m->unix_fds);
+	if (k)
+		return k;
+	return message_parse_body(m);
 }
 
 int message_new_from_data(struct message **ret, const void *data, size_t size,
@@ -802,6 +846,7 @@ int message_builder_seal(struct message_builder *b, uint32_t serial, struct mess
 	h.str[DC_FIELD_DESTINATION] = b->destination;
 	h.str[DC_FIELD_SENDER] = b->sender;
 	h.str[DC_FIELD_SIGNATURE] = b->signature && *b->signature ? b->signature : NULL;
+	h.u32[DC_FIELD_UNIX_FDS] = (uint32_t)b->n_fds;
 
 	flen = fields_size(&h);
 	hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
@@ -830,6 +875,24 @@ int message_builder_seal(struct message_builder *b, uint32_t serial, struct mess
 	if (k) {
 		message_unref(m);
 		return -EINVAL;
+	}
+	if (b->n_fds) {
+		m->fds = malloc(b->n_fds * sizeof(*m->fds));
+		if (!m->fds) {
+			message_unref(m);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < b->n_fds; i++) {
+			int fd = fcntl(b->fds[i], F_DUPFD_CLOEXEC, 3);
+
+			if (fd < 0) {
+				k = -errno;
+				message_unref(m);
+				return k;
+			}
+			m->fds[m->n_fds++] = fd;
+		}
+		m->unix_fds = (uint32_t)b->n_fds;
 	}
 	m->parsed = true;
 	*ret = m;

@@ -35,8 +35,10 @@
  *  - PATH /org/freedesktop/DBus/Local and INTERFACE org.freedesktop.DBus.Local
  *    are refused (any message type);
  *  - header padding zero; body validated against SIGNATURE ("" if absent);
- *  - UNIX_FDS (0 if absent) equals the number of fds received, and every 'h'
- *    in the body is below it.
+ *  - UNIX_FDS (0 if absent) equals the number of fds received (for
+ *    message_parse(); message_parse_queued() takes them from a connection's
+ *    queue of received fds); a 'h' in the body is an opaque index that is
+ *    not checked against them (dbus-daemon delivers any index).
  * A client-supplied SENDER is parsed (and exposed in ->sender) but the broker
  * must replace it: message_stitch_sender().
  *
@@ -158,6 +160,23 @@ int message_new_adopted(struct message **ret, void *data, size_t size);
  * Return: 0, positive dc_invalid, or -ENOMEM / -EINVAL (already parsed).
  */
 int message_parse(struct message *m, const int *fds, size_t n_fds);
+
+/**
+ * message_parse_queued() - message_parse() for fds taken from a stream
+ * @m: as for message_parse()
+ * @fds: the fds received on the connection and not claimed yet, oldest first
+ * @n_fds: their number
+ * @n_takenp: output: how many fds, from the front of @fds, the message took
+ *
+ * As libdbus does for dbus-daemon, the message takes its UNIX_FDS from the
+ * front of the fds received so far, and the others wait for later messages:
+ * more fds than UNIX_FDS are not an error, fewer are DC_E_UNIX_FDS (nothing
+ * taken). The message owns the first *@n_takenp fds in ALL cases (as
+ * message_parse() owns its fds); the rest stay the caller's.
+ *
+ * Return: as message_parse().
+ */
+int message_parse_queued(struct message *m, const int *fds, size_t n_fds, size_t *n_takenp);
 
 /*
  * message_frame_size() + message_new_incoming() + copy + message_parse().
@@ -287,6 +306,9 @@ struct message_builder {
 	const char *signature;		/* set by init; the body's signature */
 	uint32_t reply_serial;
 	struct dc_writer body;
+	/* fds the 'h' values of the body refer to (seal duplicates them) */
+	const int *fds;
+	size_t n_fds;
 };
 
 /* Generic init: @signature of the body ("" or NULL for none). */
@@ -315,9 +337,11 @@ void message_builder_deinit(struct message_builder *b);
  *
  * Checks the header fields (valid names, required fields per type) and that
  * the body is complete, marshals the header and takes over the body buffer.
+ * With @b->n_fds, the message carries duplicates (FD_CLOEXEC) of @b->fds and
+ * a UNIX_FDS header field; the caller keeps its own fds.
  *
  * Return: 0, -EINVAL (invalid field/body, or a writer error), -ENOMEM,
- * -EMSGSIZE.
+ * -EMSGSIZE, -EMFILE (cannot duplicate the fds).
  */
 int message_builder_seal(struct message_builder *b, uint32_t serial, struct message **ret);
 

@@ -214,7 +214,8 @@ enum dc_invalid {
 	DC_E_ARRAY_LENGTH,		/* array length does not end on an element boundary */
 	DC_E_VARIANT_SIGNATURE,		/* variant signature not one complete type */
 	DC_E_NESTING,			/* more than DC_MAX_TOTAL_DEPTH containers */
-	DC_E_UNIX_FD_INDEX,		/* 'h' value >= number of fds */
+	DC_E_UNIX_FD_INDEX,		/* 'h' value >= number of fds (no longer reported:
+					 * 'h' is opaque, as for dbus-daemon) */
 	DC_E_TRAILING,			/* bytes left after the last value */
 	DC_E_TYPE,			/* reader asked for another type than the signature's */
 	/* framing and header (message) */

@@ -8,14 +8,54 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include "dbus-compat/sasl.h"
+#include "dbus-compat/sha1.h"
 #include "util/macro.h"
 
 enum {
 	MECH_NONE,
 	MECH_EXTERNAL,
 	MECH_ANONYMOUS,
+	MECH_COOKIE_SHA1,
 };
+
+/* Random bytes of the server challenge of DBUS_COOKIE_SHA1 (sent as hex). */
+#define COOKIE_CHALLENGE_BYTES 16U
+
+/* DBUS_COOKIE_SHA1 while it runs: the cookie offered and our challenge. */
+struct sasl_cookie_state {
+	struct sasl_cookie cookie;
+	bool challenged;
+	char challenge[2 * COOKIE_CHALLENGE_BYTES + 1];
+};
+
+/* In the order REJECTED lists them (dbus-daemon's order). */
+static const struct {
+	const char *name;
+	unsigned int bit;
+} mechanisms[] = {
+	{ "EXTERNAL", SASL_MECH_EXTERNAL },
+	{ "DBUS_COOKIE_SHA1", SASL_MECH_COOKIE_SHA1 },
+	{ "ANONYMOUS", SASL_MECH_ANONYMOUS },
+};
+
+unsigned int sasl_mech_from_name(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(mechanisms); i++)
+		if (!strcmp(name, mechanisms[i].name))
+			return mechanisms[i].bit;
+	return 0;
+}
+
+static void cookie_state_free(struct sasl_server *sasl)
+{
+	if (!sasl->cookie)
+		return;
+	explicit_bzero(sasl->cookie, sizeof(*sasl->cookie));
+	free(sasl->cookie);
+	sasl->cookie = NULL;
+}
 
 static bool is_hex_char(char c)
 {
@@ -50,13 +90,28 @@ int sasl_server_init(struct sasl_server *sasl, uid_t peer_uid, const char *guid,
 	memcpy(sasl->guid, guid, SASL_GUID_LEN + 1);
 	sasl->peer_uid = peer_uid;
 	sasl->flags = flags;
+	sasl->mechs = SASL_MECH_EXTERNAL;
+	if (flags & SASL_SERVER_ALLOW_ANONYMOUS)
+		sasl->mechs |= SASL_MECH_ANONYMOUS;
 	sasl->state = SASL_SERVER_STATE_WAIT_NUL;
 	sasl->failure = NULL;
 	return 0;
 }
 
+void sasl_server_set_mechanisms(struct sasl_server *sasl, unsigned int mechs)
+{
+	sasl->mechs = mechs & SASL_MECH_ALL;
+}
+
+void sasl_server_set_cookie_source(struct sasl_server *sasl, sasl_cookie_fn fn, void *userdata)
+{
+	sasl->cookie_fn = fn;
+	sasl->cookie_userdata = userdata;
+}
+
 void sasl_server_deinit(struct sasl_server *sasl)
 {
+	cookie_state_free(sasl);
 	free(sasl->line);
 	sasl->line = NULL;
 	sasl->n_line = 0;
@@ -69,6 +124,7 @@ void sasl_server_deinit(struct sasl_server *sasl)
 
 static void sasl_fail(struct sasl_server *sasl, const char *why)
 {
+	cookie_state_free(sasl);
 	sasl->state = SASL_SERVER_STATE_FAILED;
 	sasl->failure = why;
 	sasl->uid = (uid_t)-1;
@@ -116,19 +172,21 @@ static void sasl_count_failure(struct sasl_server *sasl)
 
 static int sasl_reject(struct sasl_server *sasl)
 {
-	const char *line;
+	char line[64] = "REJECTED";
 	int r;
 
+	cookie_state_free(sasl);
 	sasl->state = SASL_SERVER_STATE_WAIT_AUTH;
 	sasl->mech = MECH_NONE;
 	sasl->uid = (uid_t)-1;
 	sasl->anonymous = false;
 	sasl->unix_fd = false;
 
-	if (sasl->flags & SASL_SERVER_ALLOW_ANONYMOUS)
-		line = "REJECTED EXTERNAL ANONYMOUS";
-	else
-		line = "REJECTED EXTERNAL";
+	for (size_t i = 0; i < ARRAY_SIZE(mechanisms); i++)
+		if (sasl->mechs & mechanisms[i].bit) {
+			strcat(line, " ");
+			strcat(line, mechanisms[i].name);
+		}
 
 	r = sasl_write(sasl, line);
 	if (r < 0)
@@ -150,14 +208,16 @@ static int sasl_error(struct sasl_server *sasl, const char *explanation)
 	return 0;
 }
 
-static int sasl_ok(struct sasl_server *sasl, bool anonymous)
+/* Authenticated as @uid ((uid_t)-1 with @anonymous). */
+static int sasl_ok(struct sasl_server *sasl, bool anonymous, uid_t uid)
 {
 	char buf[8 + SASL_GUID_LEN];
 
+	cookie_state_free(sasl);
 	sasl->state = SASL_SERVER_STATE_WAIT_BEGIN;
 	sasl->mech = MECH_NONE;
 	sasl->anonymous = anonymous;
-	sasl->uid = anonymous ? (uid_t)-1 : sasl->peer_uid;
+	sasl->uid = anonymous ? (uid_t)-1 : uid;
 
 	snprintf(buf, sizeof(buf), "OK %s", sasl->guid);
 	return sasl_write(sasl, buf);
@@ -204,6 +264,125 @@ static bool external_identity_matches(const struct sasl_server *sasl, const char
 	return v == (unsigned long long)sasl->peer_uid;
 }
 
+static void hex_encode(const char *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[(unsigned char)in[i] >> 4];
+		out[2 * i + 1] = digits[(unsigned char)in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+/* Equal strings, in time that does not depend on where they differ. */
+static bool secret_equal(const char *a, size_t n_a, const char *b, size_t n_b)
+{
+	unsigned char d = 0;
+
+	if (n_a != n_b)
+		return false;
+	for (size_t i = 0; i < n_a; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+/*
+ * DBUS_COOKIE_SHA1, first response: the identity. Ask the cookie source for
+ * a cookie of that user and challenge the client with "CONTEXT ID CHALLENGE".
+ */
+static int cookie_challenge(struct sasl_server *sasl, const char *id, size_t n)
+{
+	_cleanup_free_ char *identity = NULL;
+	struct sasl_cookie_state *st;
+	uint8_t rnd[COOKIE_CHALLENGE_BYTES];
+	char text[SASL_COOKIE_CONTEXT_MAX + 16 + sizeof(st->challenge)];
+	char line[5 + 2 * sizeof(text)];
+	size_t got = 0;
+	int r;
+
+	/* A user name: printable ASCII, not empty. */
+	if (n == 0 || n > 256)
+		return sasl_reject(sasl);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)id[i] <= 0x20 || (unsigned char)id[i] > 0x7e)
+			return sasl_reject(sasl);
+	identity = strndup(id, n);
+	if (!identity)
+		return -ENOMEM;
+
+	cookie_state_free(sasl);
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	sasl->cookie = st;
+	r = sasl->cookie_fn(sasl->cookie_userdata, identity, &st->cookie);
+	if (r < 0)
+		return r;
+	if (r || !st->cookie.context[0] || !st->cookie.secret[0] ||
+	    memchr(st->cookie.context, ' ', strlen(st->cookie.context)))
+		return sasl_reject(sasl);
+
+	while (got < sizeof(rnd)) {
+		ssize_t k = getrandom(rnd + got, sizeof(rnd) - got, 0);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)k;
+	}
+	hex_encode((const char *)rnd, sizeof(rnd), st->challenge);
+	st->challenged = true;
+
+	snprintf(text, sizeof(text), "%s %u %s", st->cookie.context, st->cookie.id,
+		 st->challenge);
+	memcpy(line, "DATA ", 5);
+	hex_encode(text, strlen(text), line + 5);
+	sasl->mech = MECH_COOKIE_SHA1;
+	sasl->state = SASL_SERVER_STATE_WAIT_DATA;
+	return sasl_write(sasl, line);
+}
+
+/*
+ * DBUS_COOKIE_SHA1, second response: "CLIENT-CHALLENGE HASH", the hash being
+ * the hex SHA-1 of "SERVER-CHALLENGE:CLIENT-CHALLENGE:COOKIE".
+ */
+static int cookie_verify(struct sasl_server *sasl, const char *resp, size_t n)
+{
+	struct sasl_cookie_state *st = sasl->cookie;
+	char hex[2 * SHA1_DIGEST_SIZE + 1];
+	_cleanup_free_ char *text = NULL;
+	const char *client, *hash, *end = resp + n;
+	size_t n_client, n_text;
+	uid_t uid;
+
+	client = resp;
+	for (n_client = 0; n_client < n && resp[n_client] != ' ' && resp[n_client] != '\t';
+	     n_client++)
+		;
+	hash = resp + n_client;
+	while (hash < end && (*hash == ' ' || *hash == '\t'))
+		hash++;
+	if (n_client == 0 || hash == end)
+		return sasl_reject(sasl);
+
+	n_text = strlen(st->challenge) + 1 + n_client + 1 + strlen(st->cookie.secret);
+	text = malloc(n_text + 1);
+	if (!text)
+		return -ENOMEM;
+	snprintf(text, n_text + 1, "%s:%.*s:%s", st->challenge, (int)n_client, client,
+		 st->cookie.secret);
+	sha1_hex(text, n_text, hex);
+	explicit_bzero(text, n_text);
+
+	if (!secret_equal(hash, (size_t)(end - hash), hex, strlen(hex)))
+		return sasl_reject(sasl);
+	uid = st->cookie.uid;
+	return sasl_ok(sasl, false, uid);
+}
+
 /*
  * Feed the response (hex, possibly empty) to the running mechanism. The
  * response fits into a line, so a stack buffer of half a line is enough.
@@ -220,12 +399,18 @@ static int sasl_mech_response(struct sasl_server *sasl, unsigned int mech, const
 
 	switch (mech) {
 	case MECH_EXTERNAL:
-		if (!external_identity_matches(sasl, buf, (size_t)len))
+		/* No credentials (TCP): there is no identity to vouch for. */
+		if ((sasl->flags & SASL_SERVER_NO_CREDENTIALS) ||
+		    !external_identity_matches(sasl, buf, (size_t)len))
 			return sasl_reject(sasl);
-		return sasl_ok(sasl, false);
+		return sasl_ok(sasl, false, sasl->peer_uid);
 	case MECH_ANONYMOUS:
 		/* The trace information is informational only (RFC 4505). */
-		return sasl_ok(sasl, true);
+		return sasl_ok(sasl, true, (uid_t)-1);
+	case MECH_COOKIE_SHA1:
+		if (sasl->cookie && sasl->cookie->challenged)
+			return cookie_verify(sasl, buf, (size_t)len);
+		return cookie_challenge(sasl, buf, (size_t)len);
 	default:
 		return sasl_reject(sasl);
 	}
@@ -247,18 +432,24 @@ static int sasl_handle_auth(struct sasl_server *sasl, const char *args, size_t n
 		n_resp = n - n_mech - 1;
 	}
 
-	if (n_mech == 8 && !memcmp(mech_name, "EXTERNAL", 8))
+	if (n_mech == 8 && !memcmp(mech_name, "EXTERNAL", 8) &&
+	    (sasl->mechs & SASL_MECH_EXTERNAL))
 		mech = MECH_EXTERNAL;
 	else if (n_mech == 9 && !memcmp(mech_name, "ANONYMOUS", 9) &&
+		 (sasl->mechs & SASL_MECH_ANONYMOUS) &&
 		 (sasl->flags & SASL_SERVER_ALLOW_ANONYMOUS))
 		mech = MECH_ANONYMOUS;
+	else if (n_mech == 16 && !memcmp(mech_name, "DBUS_COOKIE_SHA1", 16) &&
+		 (sasl->mechs & SASL_MECH_COOKIE_SHA1) && sasl->cookie_fn)
+		mech = MECH_COOKIE_SHA1;
 	else
 		return sasl_reject(sasl);
 
 	/*
-	 * Neither mechanism has an initial challenge: an initial response is
-	 * processed right away; without one (or an empty one, "AUTH EXTERNAL "),
-	 * send an empty challenge and wait for the client's DATA.
+	 * No mechanism has an initial challenge: an initial response (for
+	 * DBUS_COOKIE_SHA1 the user name) is processed right away; without one
+	 * (or an empty one, "AUTH EXTERNAL "), send an empty challenge and wait
+	 * for the client's DATA.
 	 */
 	if (n_resp > 0)
 		return sasl_mech_response(sasl, mech, resp, n_resp);

@@ -16,14 +16,22 @@
  * input bytes it consumed; everything after that is the D-Bus message stream
  * and must be handed to the message framing unchanged.
  *
- * Supported mechanisms: EXTERNAL (the authorization identity, if given, must
- * be the ASCII decimal of the peer uid taken from SO_PEERCRED, hex-encoded;
- * an empty identity means "whatever the transport says") and, only when the
- * caller enables it, ANONYMOUS. The state machine follows the spec's server
- * state diagram (WaitingForAuth / WaitingForData / WaitingForBegin):
+ * Mechanisms: EXTERNAL (the authorization identity, if given, must be the
+ * ASCII decimal of the peer uid taken from SO_PEERCRED, hex-encoded; an empty
+ * identity means "whatever the transport says"; never accepted on a transport
+ * without credentials, SASL_SERVER_NO_CREDENTIALS, such as TCP),
+ * DBUS_COOKIE_SHA1 (the spec's challenge: the client names a user, the server
+ * names a cookie of that user's keyring and a random challenge, the client
+ * answers with its own challenge and the SHA-1 of "SERVER:CLIENT:COOKIE"; the
+ * keyring is the owner's business, see sasl_server_set_cookie_source()) and
+ * ANONYMOUS (accepted only with SASL_SERVER_ALLOW_ANONYMOUS). Which of them are
+ * offered (listed in REJECTED, in this order, and tried at all) is set with
+ * sasl_server_set_mechanisms(); by default EXTERNAL, plus ANONYMOUS when it is
+ * allowed. The state machine follows the spec's server state diagram
+ * (WaitingForAuth / WaitingForData / WaitingForBegin):
  *
  * - the first byte must be a NUL, otherwise the server fails at once;
- * - "AUTH" alone and unknown mechanisms get "REJECTED EXTERNAL[ ANONYMOUS]";
+ * - "AUTH" alone and unknown mechanisms get "REJECTED <offered mechanisms>";
  * - "AUTH EXTERNAL" without initial response gets "DATA" and waits for the
  *   client's "DATA" / "DATA <hex>" line;
  * - CANCEL and ERROR get REJECTED while a mechanism is running or after OK;
@@ -60,7 +68,48 @@ enum {
 	SASL_SERVER_ALLOW_ANONYMOUS = 1U << 0,
 	/* The transport can pass fds: NEGOTIATE_UNIX_FD gets AGREE_UNIX_FD. */
 	SASL_SERVER_UNIX_FD = 1U << 1,
+	/* The transport has no peer credentials (TCP): EXTERNAL always fails. */
+	SASL_SERVER_NO_CREDENTIALS = 1U << 2,
 };
+
+/* Mechanisms, for sasl_server_set_mechanisms(). */
+enum {
+	SASL_MECH_EXTERNAL = 1U << 0,
+	SASL_MECH_COOKIE_SHA1 = 1U << 1,
+	SASL_MECH_ANONYMOUS = 1U << 2,
+	SASL_MECH_ALL = SASL_MECH_EXTERNAL | SASL_MECH_COOKIE_SHA1 | SASL_MECH_ANONYMOUS,
+};
+
+/* The SASL_MECH_* bit of a mechanism name ("EXTERNAL", ...), 0 if unknown. */
+unsigned int sasl_mech_from_name(const char *name);
+
+/* Longest cookie secret (hex characters) a cookie source may hand out. */
+#define SASL_COOKIE_SECRET_MAX 256U
+/* Longest cookie context name. */
+#define SASL_COOKIE_CONTEXT_MAX 64U
+
+/**
+ * struct sasl_cookie - what a cookie source returns for DBUS_COOKIE_SHA1
+ * @uid:	the user the client's identity names (the authenticated uid)
+ * @context:	the cookie context (keyring file name), NUL-terminated
+ * @id:		the id of the cookie offered
+ * @secret:	the cookie, as written in the keyring (hex), NUL-terminated
+ */
+struct sasl_cookie {
+	uid_t uid;
+	char context[SASL_COOKIE_CONTEXT_MAX + 1];
+	uint32_t id;
+	char secret[SASL_COOKIE_SECRET_MAX + 1];
+};
+
+/*
+ * The keyring side of DBUS_COOKIE_SHA1: @identity is the user name the
+ * client wants to authenticate as (as sent: a login name or a decimal uid).
+ * Fill @cookie with a recent cookie of that user's keyring. Return 0, 1 to
+ * reject the client (unknown user, a user this server cannot vouch for, no
+ * usable keyring), or negative errno.
+ */
+typedef int (*sasl_cookie_fn)(void *userdata, const char *identity, struct sasl_cookie *cookie);
 
 /* Positive results of sasl_server_feed(); 0 means "consumed all, need more". */
 enum {
@@ -97,6 +146,12 @@ struct sasl_server {
 
 	/* mechanism waiting for DATA */
 	unsigned int mech;
+	unsigned int mechs;		/* SASL_MECH_* offered */
+
+	/* DBUS_COOKIE_SHA1 */
+	sasl_cookie_fn cookie_fn;
+	void *cookie_userdata;
+	struct sasl_cookie_state *cookie;	/* while the mechanism runs */
 
 	/* bounds */
 	unsigned int n_failures;
@@ -126,6 +181,19 @@ struct sasl_server {
  */
 int sasl_server_init(struct sasl_server *sasl, uid_t peer_uid, const char *guid,
 		     unsigned int flags);
+
+/**
+ * sasl_server_set_mechanisms() - choose the mechanisms offered
+ * @mechs:	SASL_MECH_* bits; call before the first sasl_server_feed()
+ *
+ * Offered mechanisms are listed in REJECTED; the others are rejected like
+ * unknown ones. ANONYMOUS is still only accepted with
+ * SASL_SERVER_ALLOW_ANONYMOUS, DBUS_COOKIE_SHA1 only with a cookie source.
+ */
+void sasl_server_set_mechanisms(struct sasl_server *sasl, unsigned int mechs);
+
+/* Where DBUS_COOKIE_SHA1 takes its cookies from (see sasl_cookie_fn). */
+void sasl_server_set_cookie_source(struct sasl_server *sasl, sasl_cookie_fn fn, void *userdata);
 
 /**
  * sasl_server_deinit() - release the buffers of a SASL server
@@ -185,8 +253,9 @@ const char *sasl_server_get_failure(const struct sasl_server *sasl);
 /* OK was sent (authenticated, BEGIN possibly still pending). */
 bool sasl_server_is_authenticated(const struct sasl_server *sasl);
 /*
- * The authenticated uid (the peer uid for EXTERNAL), or (uid_t)-1 if not
- * authenticated or authenticated with ANONYMOUS.
+ * The authenticated uid (the peer uid for EXTERNAL, the cookie's user for
+ * DBUS_COOKIE_SHA1), or (uid_t)-1 if not authenticated or authenticated with
+ * ANONYMOUS.
  */
 uid_t sasl_server_get_uid(const struct sasl_server *sasl);
 /* Authenticated with ANONYMOUS (no identity). */

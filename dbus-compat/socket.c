@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include "dbus-compat/socket.h"
@@ -168,13 +169,28 @@ static int query_peergroups(struct socket_creds *creds, int fd)
 
 int socket_creds_query(struct socket_creds *creds, int fd)
 {
+	struct sockaddr_storage sa;
 	struct ucred uc;
-	socklen_t l = sizeof(uc);
+	socklen_t l = sizeof(sa);
 	int pidfd = -1, r;
 
 	memset(creds, 0, sizeof(*creds));
 	creds->pidfd = -1;
+	creds->uid = (uid_t)-1;
+	creds->gid = (gid_t)-1;
 
+	/*
+	 * Only a unix socket has credentials: on TCP, SO_PEERCRED "succeeds"
+	 * with pid 0 and the overflow uid, which must never be taken for an
+	 * identity.
+	 */
+	if (getsockname(fd, (struct sockaddr *)&sa, &l) < 0)
+		return -errno;
+	if (sa.ss_family != AF_UNIX)
+		return 0;
+	creds->have_creds = true;
+
+	l = sizeof(uc);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
 		return -errno;
 	if (l != sizeof(uc))
@@ -194,14 +210,30 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 	l = sizeof(pidfd);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) >= 0) {
 		creds->pidfd = pidfd;
-	} else if (errno != ENOPROTOOPT && errno != EOPNOTSUPP && errno != EINVAL &&
-		   errno != ESRCH && errno != ENODATA) {
+	} else if (errno == ENOPROTOOPT || errno == EOPNOTSUPP || errno == EINVAL) {
+		/*
+		 * A kernel before 6.5: the pid, now. It may name another process
+		 * if the peer already exited and its pid was reused (the race
+		 * SO_PEERPIDFD closes); that is all such a kernel allows.
+		 */
+		if (creds->pid > 0) {
+			pidfd = (int)syscall(SYS_pidfd_open, creds->pid, 0);
+			if (pidfd >= 0)
+				creds->pidfd = pidfd;
+		}
+	} else if (errno != ESRCH && errno != ENODATA) {
 		/* ESRCH: the peer already exited; that is "absent" too. */
 		r = -errno;
 		socket_creds_deinit(creds);
 		return r;
 	}
 	return 0;
+}
+
+void socket_set_pidfd(struct socket *s, int pidfd)
+{
+	safe_close(s->creds.pidfd);
+	s->creds.pidfd = pidfd;
 }
 
 /* ---- frames ------------------------------------------------------------ */

@@ -116,13 +116,18 @@ enum {
 
 /**
  * struct socket_creds - peer credentials, read once at accept time
+ * @have_creds:	the socket is a unix socket and the fields below are the
+ *		kernel's; false on TCP: pid 0, uid and gid (uid_t)-1, nothing else
  * @pid, @uid, @gid:	SO_PEERCRED
  * @groups:	supplementary groups (SO_PEERGROUPS), NULL if unavailable
  * @n_groups:	number of entries in @groups
  * @label:	security label (SO_PEERSEC), NUL-terminated, NULL if absent
- * @pidfd:	SO_PEERPIDFD, or -1 if the kernel does not support it
+ * @pidfd:	a pidfd of the peer process: SO_PEERPIDFD, or where the kernel
+ *		lacks it pidfd_open() of @pid right away; -1 if neither works
+ *		(old kernel, or the peer is gone)
  */
 struct socket_creds {
+	bool have_creds;
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
@@ -135,15 +140,24 @@ struct socket_creds {
 /**
  * socket_creds_query() - read the peer credentials of a connected socket
  * @creds:	output; release with socket_creds_deinit()
- * @fd:	a connected unix socket
+ * @fd:	a connected socket (unix or TCP)
  *
  * SO_PEERSEC, SO_PEERGROUPS and SO_PEERPIDFD are optional (absent on the
- * kernel or without an LSM); SO_PEERCRED is required.
+ * kernel or without an LSM); SO_PEERCRED is required on a unix socket. A
+ * socket of another family (TCP) has no credentials (@have_creds false).
  *
  * Return: 0, or negative errno (SO_PEERCRED failed, -ENOMEM).
  */
 int socket_creds_query(struct socket_creds *creds, int fd);
 void socket_creds_deinit(struct socket_creds *creds);
+
+/*
+ * Replace the pidfd of @s's credentials with @pidfd (owned from now on; -1
+ * for none), closing the old one. For transports whose messages come from
+ * another process than the socket's peer (bus1).
+ */
+struct socket;
+void socket_set_pidfd(struct socket *s, int pidfd);
 
 /**
  * struct socket_frame - one complete D-Bus message read from the socket

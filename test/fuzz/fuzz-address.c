@@ -25,6 +25,31 @@ static const char *const kind_key[] = {
 	[ADDRESS_UNIX_RUNTIME] = "runtime",
 };
 
+/* Append ",KEY=escaped value" for a tcp value that is set. */
+static size_t put_tcp_key(char *s, size_t n, const char *key, const char *value)
+{
+	char *v;
+	size_t k;
+
+	if (!value)
+		return n;
+	v = address_escape(value, strlen(value));
+	CHECK(v);
+	k = (size_t)sprintf(s + n, "%s%s=%s", s[n - 1] == ':' ? "" : ",", key, v);
+	free(v);
+	return n + k;
+}
+
+static size_t tcp_len(const struct address *a)
+{
+	const char *v[] = { a->host, a->bind, a->port, a->family, a->noncefile };
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		n += v[i] ? 3 * strlen(v[i]) + 16 : 0;
+	return n;
+}
+
 /* Print @l as an address string (malloc()ed). */
 static char *print_list(const struct address_list *l)
 {
@@ -39,14 +64,26 @@ static char *print_list(const struct address_list *l)
 		size_t need;
 
 		CHECK(v);
-		need = n + strlen(v) + 128;
+		need = n + strlen(v) + tcp_len(a) + 128;
 		if (need > cap) {
 			cap = need * 2;
 			s = realloc(s, cap);
 			CHECK(s);
 		}
-		n += (size_t)sprintf(s + n, "%sunix:%s=%s%s%s", i ? ";" : "", kind_key[a->kind], v,
-				     a->guid ? ",guid=" : "", a->guid ? a->guid : "");
+		if (a->kind == ADDRESS_TCP || a->kind == ADDRESS_NONCE_TCP) {
+			n += (size_t)sprintf(s + n, "%s%s:", i ? ";" : "",
+					     a->kind == ADDRESS_TCP ? "tcp" : "nonce-tcp");
+			n = put_tcp_key(s, n, "host", a->host);
+			n = put_tcp_key(s, n, "bind", a->bind);
+			n = put_tcp_key(s, n, "port", a->port);
+			n = put_tcp_key(s, n, "family", a->family);
+			n = put_tcp_key(s, n, "noncefile", a->noncefile);
+			n = put_tcp_key(s, n, "guid", a->guid);
+		} else {
+			n += (size_t)sprintf(s + n, "%sunix:%s=%s%s%s", i ? ";" : "",
+					     kind_key[a->kind], v, a->guid ? ",guid=" : "",
+					     a->guid ? a->guid : "");
+		}
 		free(v);
 	}
 	return s;
@@ -101,6 +138,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK((a->guid == NULL) == (b->guid == NULL));
 			CHECK(!a->guid || (strlen(a->guid) == ADDRESS_GUID_LEN &&
 					   !strcmp(a->guid, b->guid)));
+			{
+				const char *const va[] = { a->host, a->bind, a->port, a->family,
+							   a->noncefile };
+				const char *const vb[] = { b->host, b->bind, b->port, b->family,
+							   b->noncefile };
+
+				for (size_t k = 0; k < sizeof(va) / sizeof(va[0]); k++) {
+					CHECK((va[k] == NULL) == (vb[k] == NULL));
+					CHECK(!va[k] || !strcmp(va[k], vb[k]));
+				}
+			}
 		}
 		address_list_deinit(&l2);
 		free(printed);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * libFuzzer target for the SASL server. Input layout: byte 0 = flags (bit 0
- * ANONYMOUS, bit 1 UNIX_FD, bit 2 peer uid 0 instead of 1000), byte 1 = seed
- * of the chunking, the rest = bytes from the client. The stream is fed once in
- * one piece and once in pseudo-random chunks; both runs must agree exactly
- * (result, consumed bytes, output, uid), and the invariants of sasl.h must
+ * ANONYMOUS, bit 1 UNIX_FD, bit 2 peer uid 0 instead of 1000, bit 3 all
+ * mechanisms with a fixed DBUS_COOKIE_SHA1 cookie source, bit 4 no transport
+ * credentials), byte 1 = seed of the chunking, the rest = bytes from the
+ * client. The stream is fed once in one piece and once in pseudo-random
+ * chunks; both runs must agree exactly (result, consumed bytes, output but
+ * for the random cookie challenges, uid), and the invariants of sasl.h must
  * hold.
  */
 
@@ -47,19 +49,51 @@ static void check_output(const char *out, size_t n)
 		CHECK(len >= 2 && out[pos + len - 2] == '\r');
 		CHECK(!strncmp(out + pos, "OK ", 3) || !strncmp(out + pos, "REJECTED ", 9) ||
 		      !strncmp(out + pos, "ERROR ", 6) || !strncmp(out + pos, "DATA\r\n", 6) ||
+		      !strncmp(out + pos, "DATA ", 5) ||
 		      !strncmp(out + pos, "AGREE_UNIX_FD\r\n", 15));
 		pos += len;
 	}
 }
 
-static void run(struct run *res, unsigned int flags, uid_t peer, const uint8_t *data, size_t n,
-		uint32_t seed)
+/* The challenges of "DATA <hex>" lines are random: blank them for comparing. */
+static void blank_challenges(char *out, size_t n)
+{
+	size_t pos = 0;
+
+	while (pos < n) {
+		char *nl = memchr(out + pos, '\n', n - pos);
+		size_t len = (size_t)(nl - (out + pos)) + 1;
+
+		if (len > 7 && !strncmp(out + pos, "DATA ", 5))
+			memset(out + pos + 5, '0', len - 7);
+		pos += len;
+	}
+}
+
+static int fixed_cookie(void *userdata, const char *identity, struct sasl_cookie *c)
+{
+	(void)userdata;
+	if (strcmp(identity, "1000") && strcmp(identity, "alice"))
+		return 1;
+	c->uid = 1000;
+	strcpy(c->context, "org_freedesktop_general");
+	c->id = 1;
+	strcpy(c->secret, "00112233445566778899aabbccddeeff0011223344556677");
+	return 0;
+}
+
+static void run(struct run *res, unsigned int flags, bool cookie, uid_t peer, const uint8_t *data,
+		size_t n, uint32_t seed)
 {
 	struct sasl_server s;
 	size_t pos = 0, cap = 0;
 	int r = 0;
 
 	CHECK(sasl_server_init(&s, peer, guid, flags) == 0);
+	if (cookie) {
+		sasl_server_set_mechanisms(&s, SASL_MECH_ALL);
+		sasl_server_set_cookie_source(&s, fixed_cookie, NULL);
+	}
 	res->out = NULL;
 	res->n_out = 0;
 
@@ -98,7 +132,10 @@ static void run(struct run *res, unsigned int flags, uid_t peer, const uint8_t *
 	if (r == SASL_SERVER_DONE) {
 		CHECK(pos >= 8 && !memcmp(data + pos - 7, "BEGIN\r\n", 7));
 		CHECK(sasl_server_is_authenticated(&s));
-		CHECK(sasl_server_is_anonymous(&s) || sasl_server_get_uid(&s) == peer);
+		/* EXTERNAL: the peer; DBUS_COOKIE_SHA1: the cookie's user. */
+		CHECK(sasl_server_is_anonymous(&s) ||
+		      (sasl_server_get_uid(&s) == peer && !(flags & SASL_SERVER_NO_CREDENTIALS)) ||
+		      (cookie && sasl_server_get_uid(&s) == 1000));
 	}
 	if (r == SASL_SERVER_FAILED)
 		CHECK(sasl_server_get_failure(&s));
@@ -134,9 +171,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (data[0] & 2)
 		flags |= SASL_SERVER_UNIX_FD;
 	peer = (data[0] & 4) ? 0 : 1000;
+	if (data[0] & 16)
+		flags |= SASL_SERVER_NO_CREDENTIALS;
 
-	run(&a, flags, peer, data + 2, size - 2, 0);
-	run(&b, flags, peer, data + 2, size - 2, data[1] * 2654435761U + 1);
+	run(&a, flags, data[0] & 8, peer, data + 2, size - 2, 0);
+	run(&b, flags, data[0] & 8, peer, data + 2, size - 2, data[1] * 2654435761U + 1);
+	blank_challenges(a.out, a.n_out);
+	blank_challenges(b.out, b.n_out);
 
 	CHECK(a.r == b.r);
 	CHECK(a.consumed == b.consumed);

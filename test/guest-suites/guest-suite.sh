@@ -83,6 +83,8 @@ cat >"$broker" <<EOF
 #!/bin/bash
 # Written by test/guest-suites/guest-suite.sh in the guest's overlay only.
 log=$scratch/logs/broker.\$\$.log
+# Named explicitly, a missing device is logged ("serving socket clients only", counted below).
+export BUS1_BROKER_DEVICE=\${BUS1_BROKER_DEVICE:-/dev/bus1}
 { printf 'argv:'; printf ' %q' "\$0" "\$@"; printf '\n'; } >"\$log" 2>/dev/null
 # With a closed stdin/stdout/stderr (a case may test exactly that), run the broker unchanged:
 # a pipe in place of a closed descriptor would change what is tested. The same when stderr is

@@ -372,6 +372,113 @@ static void test_unique_name(void)
 	b1c_bus_free(b);
 }
 
+/* The "Pid:" of a pidfd, -2 if @fd is no pidfd. */
+static int pidfd_pid(int fd)
+{
+	char path[64], line[128];
+	int pid = -2;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -2;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Pid:", 4))
+			pid = atoi(line + 4);
+	fclose(f);
+	return pid;
+}
+
+/*
+ * GetConnectionCredentials of @name: ProcessID and a duplicate of the
+ * ProcessFD (-1 if absent).
+ */
+static int credentials_pidfd(struct b1c_bus *bus, const char *name, uint32_t *pidp)
+{
+	struct b1c_message *reply = call_driver(bus, "GetConnectionCredentials", name);
+	const char *key;
+	int fd = -1;
+
+	*pidp = 0;
+	check_r(b1c_message_enter(reply, 'a'));
+	while (b1c_message_peek(reply, NULL) == '{') {
+		check_r(b1c_message_enter(reply, '{'));
+		check_r(b1c_message_read(reply, "s", &key));
+		if (!strcmp(key, "ProcessFD")) {
+			int h;
+
+			check_r(b1c_message_enter(reply, 'v'));
+			check_r(b1c_message_read(reply, "h", &h));
+			check_r(b1c_message_exit(reply));
+			fd = fcntl(h, F_DUPFD_CLOEXEC, 3);
+			check(fd >= 0);
+		} else if (!strcmp(key, "ProcessID")) {
+			check_r(b1c_message_enter(reply, 'v'));
+			check_r(b1c_message_read(reply, "u", pidp));
+			check_r(b1c_message_exit(reply));
+		} else {
+			check_r(b1c_message_skip(reply));
+		}
+		check_r(b1c_message_exit(reply));
+	}
+	b1c_message_unref(reply);
+	return fd;
+}
+
+/*
+ * ProcessFD of native clients: the broker takes a pidfd of the process the
+ * kernel stamps on the connection's first bus1 message, and sends it
+ * through bus1 (the fd list of the reply).
+ */
+static void test_process_fd(void)
+{
+	struct b1c_bus *bus = open_native();
+	int p[2], fd;
+	uint32_t pid;
+	char name[64] = "";
+	pid_t child;
+
+	/* Its own. */
+	fd = credentials_pidfd(bus, b1c_bus_get_unique_name(bus), &pid);
+	check(fd >= 0);
+	check(pid == (uint32_t)getpid());
+	check(pidfd_pid(fd) == getpid());
+	close(fd);
+
+	/* Another native client's, in another process. */
+	check(pipe(p) == 0);
+	child = fork();
+	check(child >= 0);
+	if (child == 0) {
+		struct b1c_bus *b = open_native();
+		char c;
+
+		close(p[0]);
+		check(write(p[1], b1c_bus_get_unique_name(b), strlen(b1c_bus_get_unique_name(b)))
+		      > 0);
+		close(p[1]);
+		/* Until the parent is done (SIGKILL from the case runner at the latest). */
+		while (read(STDIN_FILENO, &c, 1) < 0 && errno == EINTR)
+			;
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	check(read(p[0], name, sizeof(name) - 1) > 0);
+	close(p[0]);
+	fd = credentials_pidfd(bus, name, &pid);
+	check(fd >= 0);
+	check(pid == (uint32_t)child);
+	check(pidfd_pid(fd) == child);
+	kill(child, SIGKILL);
+	check(waitpid(child, NULL, 0) == child);
+	/* The process is gone: the pidfd says so, its pid cannot be confused. */
+	check(pidfd_pid(fd) == -1);
+	close(fd);
+	b1c_bus_free(bus);
+}
+
 static int async_done;
 
 static int on_async_reply(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
@@ -2149,6 +2256,7 @@ static const struct {
 } cases[] = {
 	{ "bad-bootstrap", test_bad_bootstrap },
 	{ "unique-name", test_unique_name },
+	{ "process-fd", test_process_fd },
 	{ "native-call", test_native_call },
 	{ "native-dies", test_native_dies },
 	{ "libdbus-to-native", test_libdbus_to_native },

@@ -44,7 +44,10 @@ static uint64_t driver_ping(struct rc *c)
 	return now_usec() - t0;
 }
 
-/* A client that reads and drops everything; exits 0 on SIGTERM, 1 if disconnected. */
+/*
+ * A client that reads and drops everything; exits 0 on SIGTERM, 1 if
+ * disconnected, 2 if it got less than 1000 KiB (1000 of the flood's calls).
+ */
 static volatile sig_atomic_t sink_stop;
 
 static void on_term(int sig)
@@ -55,6 +58,7 @@ static void on_term(int sig)
 static pid_t fork_sink(struct rc *c)
 {
 	pid_t pid = fork();
+	uint64_t got = 0;
 
 	CHECK(pid >= 0, "fork");
 	if (pid > 0) {
@@ -64,9 +68,12 @@ static pid_t fork_sink(struct rc *c)
 	signal(SIGTERM, on_term);
 	while (!sink_stop && !c->eof) {
 		rc_fill(c, 100);
+		got += c->len;
 		c->len = 0;
 	}
-	_exit(c->eof ? 1 : 0);
+	printf("  bytes delivered to the flood's receiver: %llu\n", (unsigned long long)got);
+	fflush(stdout);
+	_exit(c->eof ? 1 : got < 1000 * 1024 ? 2 : 0);
 }
 
 /* Flood NO_REPLY_EXPECTED calls at @dest; never read. */
@@ -187,42 +194,11 @@ int main(int argc, char **argv)
 	kill(f2, SIGKILL);
 	CHECK(rc_name_has_owner(&by, sink_name), "the flood's receiver was disconnected");
 	kill(sink_pid, SIGTERM);
+	/* (Debug.Stats' OutgoingMessages is the queue now, as in dbus-daemon: the sink counts.) */
 	CHECK(waitpid(sink_pid, &status, 0) == sink_pid && WIFEXITED(status) &&
-	      WEXITSTATUS(status) == 0, "the flood's receiver saw its connection close");
-	{
-		DBusMessage *r;
-		const char *name = sink_name;
-		DBusMessage *m = dbus_message_new_method_call(DRIVER, DRIVER_PATH,
-							      DRIVER ".Debug.Stats",
-							      "GetConnectionStats");
-		DBusMessageIter it, arr;
-		uint32_t incoming = 0, outgoing = 0;
-
-		dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_INVALID);
-		r = rc_call(&by, m, 5000);
-		if (!msg_error(r)) {
-			dbus_message_iter_init(r, &it);
-			dbus_message_iter_recurse(&it, &arr);
-			while (dbus_message_iter_get_arg_type(&arr) == DBUS_TYPE_DICT_ENTRY) {
-				DBusMessageIter e, v;
-				const char *k;
-
-				dbus_message_iter_recurse(&arr, &e);
-				dbus_message_iter_get_basic(&e, &k);
-				dbus_message_iter_next(&e);
-				dbus_message_iter_recurse(&e, &v);
-				if (!strcmp(k, "OutgoingMessages"))
-					dbus_message_iter_get_basic(&v, &outgoing);
-				if (!strcmp(k, "IncomingMessages"))
-					dbus_message_iter_get_basic(&v, &incoming);
-				dbus_message_iter_next(&arr);
-			}
-			printf("  messages delivered to the flood's receiver: %u (%.0f/s)\n",
-			       outgoing, outgoing / (double)seconds);
-			CHECK(outgoing > 1000, "the flood's receiver got only %u messages", outgoing);
-		}
-		dbus_message_unref(r);
-	}
+	      WEXITSTATUS(status) == 0, "the flood's receiver %s",
+	      WIFEXITED(status) && WEXITSTATUS(status) == 2 ? "got less than 1000 messages" :
+	      "saw its connection close");
 
 	printf("flood: 1 KiB no-reply calls at a reading client + pipelined ListNames, %llu s\n",
 	       (unsigned long long)seconds);

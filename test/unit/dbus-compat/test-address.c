@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -104,15 +105,23 @@ static void test_parse(void)
 static void test_parse_errors(void)
 {
 	/* Unsupported transports are named. */
-	expect_error("tcp:host=localhost,port=1234", "'tcp:'");
-	expect_error("nonce-tcp:host=localhost,port=1,noncefile=/x", "'nonce-tcp:'");
 	expect_error("launchd:env=DBUS_LAUNCHD_SESSION_BUS_SOCKET", "'launchd:'");
 	expect_error("systemd:", "'systemd:'");
 	expect_error("autolaunch:", "'autolaunch:'");
 	expect_error("unixexec:path=/bin/true", "'unixexec:'");
 	expect_error("frobnicate:x=y", "unknown transport 'frobnicate:'");
 	/* An error in any entry fails the list. */
-	expect_error("unix:path=/a;tcp:host=x", "'tcp:'");
+	expect_error("unix:path=/a;launchd:env=X", "'launchd:'");
+	/* tcp: values are checked; unknown keys are ignored (as dbus-daemon). */
+	expect_error("tcp:host=::1", "invalid escaping");
+	expect_error("tcp:host=127.0.0.1,family=ipx", "unknown address family 'ipx'");
+	expect_error("tcp:port=99999", "port=");
+	expect_error("tcp:port=http", "port=");
+	expect_error("tcp:port=-1", "port=");
+	expect_error("tcp:host=a,host=b", "duplicate key 'host'");
+	expect_error("nonce-tcp:host=", "empty value");
+	expect_error("tcp:host=a,", "trailing ','");
+	expect_error("tcp:host=a,guid=xyz", "guid=");
 
 	expect_error("", "empty address");
 	expect_error(";;", "empty address");
@@ -147,9 +156,231 @@ static void test_parse_errors(void)
 	{
 		struct address_list l;
 
-		ASSERT(address_list_parse(&l, "tcp:", NULL) == ADDRESS_E_INVALID);
+		ASSERT(address_list_parse(&l, "unixexec:", NULL) == ADDRESS_E_INVALID);
 		address_list_deinit(&l);
 	}
+}
+
+static void test_parse_tcp(void)
+{
+	struct address_list l;
+	char buf[256];
+
+	ASSERT(address_list_parse(&l, "tcp:", NULL) == 0);
+	ASSERT(l.n_entries == 1 && l.entries[0].kind == ADDRESS_TCP);
+	ASSERT(!l.entries[0].host && !l.entries[0].port && !l.entries[0].family);
+	address_list_deinit(&l);
+
+	snprintf(buf, sizeof(buf), "nonce-tcp:host=127.0.0.1,bind=*,port=0,family=ipv4,"
+		 "noncefile=/tmp/a%%20b,frob=1,guid=%s", guid);
+	ASSERT(address_list_parse(&l, buf, NULL) == 0);
+	ASSERT(l.n_entries == 1 && l.entries[0].kind == ADDRESS_NONCE_TCP);
+	ASSERT(!strcmp(l.entries[0].host, "127.0.0.1"));
+	ASSERT(!strcmp(l.entries[0].bind, "*"));
+	ASSERT(!strcmp(l.entries[0].port, "0"));
+	ASSERT(!strcmp(l.entries[0].family, "ipv4"));
+	ASSERT(!strcmp(l.entries[0].noncefile, "/tmp/a b"));
+	ASSERT(!strcmp(l.entries[0].guid, guid));
+	ASSERT(!l.entries[0].value);
+	address_list_deinit(&l);
+
+	ASSERT(address_list_parse(&l, "tcp:host=%3a%3a1,port=65535,family=ipv6", NULL) == 0);
+	ASSERT(!strcmp(l.entries[0].host, "::1") && !strcmp(l.entries[0].port, "65535"));
+	address_list_deinit(&l);
+}
+
+/* Value of @key in the (escaped) address @addr, unescaped; malloc()ed or NULL. */
+static char *addr_value(const char *addr, const char *key)
+{
+	struct address_list l;
+	char *v = NULL;
+	struct address *a;
+
+	if (address_list_parse(&l, addr, NULL))
+		return NULL;
+	a = &l.entries[0];
+	if (!strcmp(key, "host"))
+		v = a->host;
+	else if (!strcmp(key, "port"))
+		v = a->port;
+	else if (!strcmp(key, "family"))
+		v = a->family;
+	else if (!strcmp(key, "noncefile"))
+		v = a->noncefile;
+	else if (!strcmp(key, "guid"))
+		v = a->guid;
+	v = v ? strdup(v) : NULL;
+	address_list_deinit(&l);
+	return v;
+}
+
+static int tcp_connect(const char *host, const char *port, int family)
+{
+	struct addrinfo hints = { .ai_family = family, .ai_socktype = SOCK_STREAM }, *ai;
+	int fd;
+
+	ASSERT(getaddrinfo(host, port, &hints, &ai) == 0);
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT(fd >= 0);
+	ASSERT(connect(fd, ai->ai_addr, ai->ai_addrlen) == 0);
+	freeaddrinfo(ai);
+	return fd;
+}
+
+static void test_listen_tcp(void)
+{
+	char dir[] = "/tmp/test-address-tcp-XXXXXX", g[ADDRESS_GUID_LEN + 1];
+	int fds[ADDRESS_TCP_FDS_MAX], cfd, afd;
+	uint8_t nonce[ADDRESS_NONCE_LEN], got[ADDRESS_NONCE_LEN];
+	struct address_list l;
+	char *connectable = NULL, *noncefile = NULL, *err = NULL, *v, *port;
+	size_t n_fds;
+	struct stat st;
+
+	ASSERT(address_generate_guid(g) == 0);
+
+	/* port=0: the real port is printed, with the family of the sockets. */
+	ASSERT(address_list_parse(&l, "tcp:host=127.0.0.1,port=0", NULL) == 0);
+	ASSERT(address_listen_tcp(&l.entries[0], g, fds, &n_fds, &connectable, nonce,
+				  &noncefile, &err) == 0);
+	printf("# listen tcp:host=127.0.0.1,port=0 -> %s\n", connectable);
+	ASSERT(n_fds == 1 && !noncefile);
+	ASSERT(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
+	ASSERT(fcntl(fds[0], F_GETFL) & O_NONBLOCK);
+	ASSERT(!strncmp(connectable, "tcp:host=127.0.0.1,port=", 24));
+	ASSERT(strstr(connectable, ",family=ipv4,guid="));
+	port = addr_value(connectable, "port");
+	ASSERT(port && strcmp(port, "0") && atoi(port) > 0);
+	v = addr_value(connectable, "guid");
+	ASSERT(v && !strcmp(v, g));
+	free(v);
+	cfd = tcp_connect("127.0.0.1", port, AF_INET);
+	afd = accept4(fds[0], NULL, NULL, SOCK_CLOEXEC);
+	ASSERT(afd >= 0);
+	close(afd);
+	close(cfd);
+	close(fds[0]);
+	free(connectable);
+	free(port);
+	address_list_deinit(&l);
+
+	/* No keys at all: host localhost, a free port. */
+	ASSERT(address_list_parse(&l, "tcp:", NULL) == 0);
+	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+				  NULL, NULL) == 0);
+	ASSERT(!strncmp(connectable, "tcp:host=localhost,port=", 24));
+	ASSERT(!strstr(connectable, "guid="));
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	free(connectable);
+	address_list_deinit(&l);
+
+	/* A port in use is refused. */
+	ASSERT(address_list_parse(&l, "tcp:host=127.0.0.1,port=0", NULL) == 0);
+	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+				  NULL, NULL) == 0);
+	port = addr_value(connectable, "port");
+	free(connectable);
+	address_list_deinit(&l);
+	{
+		char buf[128];
+		int fds2[ADDRESS_TCP_FDS_MAX];
+		size_t n2;
+
+		snprintf(buf, sizeof(buf), "tcp:host=127.0.0.1,port=%s", port);
+		ASSERT(address_list_parse(&l, buf, NULL) == 0);
+		ASSERT(address_listen_tcp(&l.entries[0], NULL, fds2, &n2, &connectable, nonce,
+					  NULL, &err) == ADDRESS_E_UNUSABLE);
+		ASSERT(err && strstr(err, "in use"));
+		free(err);
+		err = NULL;
+		address_list_deinit(&l);
+	}
+	close(fds[0]);
+	free(port);
+
+	/* bind= is listened on, host= is printed. */
+	ASSERT(address_list_parse(&l, "tcp:host=localhost,bind=127.0.0.1,family=ipv4", NULL) == 0);
+	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+				  NULL, NULL) == 0);
+	ASSERT(n_fds == 1);
+	ASSERT(!strncmp(connectable, "tcp:host=localhost,port=", 24));
+	ASSERT(strstr(connectable, ",family=ipv4"));
+	port = addr_value(connectable, "port");
+	cfd = tcp_connect("127.0.0.1", port, AF_INET);
+	close(cfd);
+	close(fds[0]);
+	free(port);
+	free(connectable);
+	address_list_deinit(&l);
+
+	/* IPv6 loopback, where the machine has it. */
+	ASSERT(address_list_parse(&l, "tcp:host=%3a%3a1,port=0", NULL) == 0);
+	if (address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce, NULL,
+			       NULL) == 0) {
+		printf("# listen tcp:host=::1 -> %s\n", connectable);
+		ASSERT(!strncmp(connectable, "tcp:host=%3a%3a1,port=", 22));
+		ASSERT(strstr(connectable, ",family=ipv6"));
+		port = addr_value(connectable, "port");
+		cfd = tcp_connect("::1", port, AF_INET6);
+		close(cfd);
+		for (size_t i = 0; i < n_fds; i++)
+			close(fds[i]);
+		free(port);
+		free(connectable);
+	} else {
+		printf("# no IPv6 loopback: ::1 not tested\n");
+	}
+	address_list_deinit(&l);
+
+	/* An unknown name, a family the host does not have. */
+	ASSERT(address_list_parse(&l, "tcp:host=127.0.0.1,family=ipv6", NULL) == 0);
+	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+				  NULL, &err) == ADDRESS_E_UNUSABLE);
+	ASSERT(err);
+	free(err);
+	err = NULL;
+	address_list_deinit(&l);
+
+	/* nonce-tcp: a 0600 nonce file of 16 bytes in a new 0700 directory under TMPDIR. */
+	ASSERT(mkdtemp(dir));
+	setenv("TMPDIR", dir, 1);
+	ASSERT(address_list_parse(&l, "nonce-tcp:host=127.0.0.1,bind=127.0.0.1", NULL) == 0);
+	ASSERT(address_listen_tcp(&l.entries[0], g, fds, &n_fds, &connectable, nonce,
+				  &noncefile, &err) == 0);
+	unsetenv("TMPDIR");
+	printf("# listen nonce-tcp -> %s\n", connectable);
+	ASSERT(!strncmp(connectable, "nonce-tcp:host=127.0.0.1,port=", 30));
+	ASSERT(noncefile && !strncmp(noncefile, dir, strlen(dir)));
+	ASSERT(strstr(noncefile, "/dbus_nonce-") && strstr(noncefile, "/nonce"));
+	v = addr_value(connectable, "noncefile");
+	ASSERT(v && !strcmp(v, noncefile));
+	free(v);
+	ASSERT(stat(noncefile, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	ASSERT(st.st_size == ADDRESS_NONCE_LEN);
+	{
+		int nfd = open(noncefile, O_RDONLY | O_CLOEXEC);
+
+		ASSERT(nfd >= 0 && read(nfd, got, sizeof(got)) == (ssize_t)sizeof(got));
+		close(nfd);
+		ASSERT(!memcmp(got, nonce, sizeof(got)));
+	}
+	{
+		char *slash = strrchr(noncefile, '/');
+
+		*slash = '\0';
+		ASSERT(stat(noncefile, &st) == 0 && (st.st_mode & 0777) == 0700);
+		*slash = '/';
+	}
+	ASSERT(unlink(noncefile) == 0);
+	*strrchr(noncefile, '/') = '\0';
+	ASSERT(rmdir(noncefile) == 0);
+	ASSERT(rmdir(dir) == 0);
+	for (size_t i = 0; i < n_fds; i++)
+		close(fds[i]);
+	free(noncefile);
+	free(connectable);
+	address_list_deinit(&l);
 }
 
 static void test_escape(void)
@@ -373,9 +604,11 @@ int main(void)
 	umask(077);
 	test_parse();
 	test_parse_errors();
+	test_parse_tcp();
 	test_escape();
 	test_guid();
 	test_listen();
+	test_listen_tcp();
 	printf("ok\n");
 	return 0;
 }

@@ -509,11 +509,12 @@ static void test_forged(void)
 		uint8_t h[4] = { 2, 0, 0, 0 };
 		uint8_t ah[12] = { 8, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0 };
 
+		/* indices are opaque: none is checked against the fds (dbus-daemon) */
 		CHECK_EQ(validate(h, 4, DC_LITTLE_ENDIAN, "h", 3), 0);
-		CHECK_EQ(validate(h, 4, DC_LITTLE_ENDIAN, "h", 2), DC_E_UNIX_FD_INDEX);
-		CHECK_EQ(validate(h, 4, DC_LITTLE_ENDIAN, "h", 0), DC_E_UNIX_FD_INDEX);
+		CHECK_EQ(validate(h, 4, DC_LITTLE_ENDIAN, "h", 2), 0);
+		CHECK_EQ(validate(h, 4, DC_LITTLE_ENDIAN, "h", 0), 0);
 		CHECK_EQ(validate(ah, 12, DC_LITTLE_ENDIAN, "ah", 3), 0);
-		CHECK_EQ(validate(ah, 12, DC_LITTLE_ENDIAN, "ah", 2), DC_E_UNIX_FD_INDEX);
+		CHECK_EQ(validate(ah, 12, DC_LITTLE_ENDIAN, "ah", 2), 0);
 	}
 	/* trailing data, bad signature argument, bad endian */
 	{

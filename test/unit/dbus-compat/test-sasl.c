@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "dbus-compat/address.h"
 #include "dbus-compat/sasl.h"
+#include "dbus-compat/sha1.h"
 #include "dbus-compat/socket.h"
 
 #define ASSERT(x)                                                                  \
@@ -875,6 +876,210 @@ static void run_client(const char *name, char *const argv[], const char *sock_pa
 	ASSERT(ok);
 }
 
+static void test_mechanisms(void)
+{
+	struct sasl_server s;
+
+	/* All three, in dbus-daemon's order; ANONYMOUS listed but not allowed. */
+	init(&s, 0);
+	sasl_server_set_mechanisms(&s, SASL_MECH_ALL);
+	ASSERT(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
+	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1 ANONYMOUS\r\n");
+	ASSERT(feed(&s, "AUTH ANONYMOUS 74657374\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1 ANONYMOUS\r\n");
+	/* No cookie source: DBUS_COOKIE_SHA1 cannot succeed. */
+	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1 31303030\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1 ANONYMOUS\r\n");
+	sasl_server_deinit(&s);
+
+	/* <auth>DBUS_COOKIE_SHA1</auth>: EXTERNAL is not tried at all. */
+	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
+	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
+	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	ASSERT(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	sasl_server_deinit(&s);
+
+	ASSERT(sasl_mech_from_name("EXTERNAL") == SASL_MECH_EXTERNAL);
+	ASSERT(sasl_mech_from_name("DBUS_COOKIE_SHA1") == SASL_MECH_COOKIE_SHA1);
+	ASSERT(sasl_mech_from_name("ANONYMOUS") == SASL_MECH_ANONYMOUS);
+	ASSERT(sasl_mech_from_name("external") == 0);
+	ASSERT(sasl_mech_from_name("KERBEROS_V4") == 0);
+}
+
+static void test_no_credentials(void)
+{
+	struct sasl_server s;
+	char line[128], hex[64];
+
+	/* TCP: EXTERNAL fails with the uid and with an empty identity. */
+	init(&s, SASL_SERVER_NO_CREDENTIALS);
+	uid_hex(hex, peer_uid);
+	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "DATA\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	ASSERT(!sasl_server_is_authenticated(&s));
+	/* No fd passing was offered either. */
+	sasl_server_deinit(&s);
+}
+
+/* A fake keyring: user "alice" or "4242" is uid 4242, anyone else is refused. */
+static int fake_cookie_calls;
+
+static int fake_cookie_source(void *userdata, const char *identity, struct sasl_cookie *c)
+{
+	fake_cookie_calls++;
+	ASSERT(userdata == &fake_cookie_calls);
+	if (strcmp(identity, "alice") && strcmp(identity, "4242"))
+		return 1;
+	c->uid = 4242;
+	snprintf(c->context, sizeof(c->context), "org_freedesktop_general");
+	c->id = 77;
+	snprintf(c->secret, sizeof(c->secret), "%s", "0123456789abcdef0123456789abcdef0123456789abcdef");
+	return 0;
+}
+
+/* The server's DATA line: check it, return the server challenge (hex). */
+static void take_cookie_challenge(struct sasl_server *s, char *challenge)
+{
+	const char *out;
+	char text[256];
+	size_t n, i;
+	unsigned int id;
+
+	out = sasl_server_peek_output(s, &n);
+	ASSERT(n > 7 && !memcmp(out, "DATA ", 5) && !memcmp(out + n - 2, "\r\n", 2));
+	ASSERT((n - 7) % 2 == 0 && (n - 7) / 2 < sizeof(text));
+	for (i = 0; i < (n - 7) / 2; i++) {
+		unsigned int b;
+
+		ASSERT(sscanf(out + 5 + 2 * i, "%2x", &b) == 1);
+		text[i] = (char)b;
+	}
+	text[i] = '\0';
+	sasl_server_consume_output(s, n);
+	ASSERT(sscanf(text, "org_freedesktop_general %u %64s", &id, challenge) == 2);
+	ASSERT(id == 77);
+	ASSERT(strlen(challenge) == 32);
+}
+
+static void cookie_answer(struct sasl_server *s, const char *challenge, const char *client,
+			  bool right)
+{
+	char text[512], hash[41], line[1200], hex[1100];
+
+	snprintf(text, sizeof(text), "%s:%s:%s", challenge, client,
+		 "0123456789abcdef0123456789abcdef0123456789abcdef");
+	sha1_hex(text, strlen(text), hash);
+	if (!right)
+		hash[0] = hash[0] == '0' ? '1' : '0';
+	snprintf(text, sizeof(text), "%s %s", client, hash);
+	hex_of(hex, text);
+	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
+	ASSERT(feed(s, line) == 0);
+}
+
+static void test_cookie_sha1(void)
+{
+	struct sasl_server s;
+	char challenge[65], challenge2[65], hex[64], line[128];
+
+	/* The whole exchange, with the user name as initial response (GDBus). */
+	init(&s, SASL_SERVER_NO_CREDENTIALS);
+	sasl_server_set_mechanisms(&s, SASL_MECH_ALL);
+	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
+	hex_of(hex, "alice");
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed(&s, line) == 0);
+	take_cookie_challenge(&s, challenge);
+	cookie_answer(&s, challenge, "c0ffee", true);
+	expect_out(&s, ok_line());
+	ASSERT(sasl_server_is_authenticated(&s));
+	ASSERT(!sasl_server_is_anonymous(&s));
+	ASSERT(sasl_server_get_uid(&s) == 4242);
+	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	ASSERT(sasl_server_get_uid(&s) == 4242);
+	sasl_server_deinit(&s);
+
+	/* A decimal uid (libdbus), a wrong hash, then a fresh challenge. */
+	init(&s, 0);
+	sasl_server_set_mechanisms(&s, SASL_MECH_EXTERNAL | SASL_MECH_COOKIE_SHA1);
+	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
+	hex_of(hex, "4242");
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed(&s, line) == 0);
+	take_cookie_challenge(&s, challenge);
+	cookie_answer(&s, challenge, "abcd", false);
+	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n");
+	ASSERT(!sasl_server_is_authenticated(&s));
+	ASSERT(feed(&s, line) == 0);
+	take_cookie_challenge(&s, challenge2);
+	ASSERT(strcmp(challenge, challenge2)); /* random, per attempt */
+	/* The old challenge does not do. */
+	cookie_answer(&s, challenge, "abcd", true);
+	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n");
+	sasl_server_deinit(&s);
+
+	/* Without initial response: DATA first, then the identity in DATA. */
+	init(&s, 0);
+	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
+	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
+	ASSERT(feed_n(&s, "\0AUTH DBUS_COOKIE_SHA1\r\n", 24, NULL) == 0);
+	expect_out(&s, "DATA\r\n");
+	hex_of(hex, "alice");
+	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	take_cookie_challenge(&s, challenge);
+	cookie_answer(&s, challenge, "x", true);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* Refused user, empty identity, malformed answers, CANCEL. */
+	init(&s, 0);
+	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
+	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
+	hex_of(hex, "mallory");
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1\r\n") == 0);
+	expect_out(&s, "DATA\r\n");
+	ASSERT(feed(&s, "DATA\r\n") == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	hex_of(hex, "alice");
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	take_cookie_challenge(&s, challenge);
+	hex_of(hex, "nospacehere");
+	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	hex_of(hex, "alice");
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	take_cookie_challenge(&s, challenge);
+	ASSERT(feed(&s, "CANCEL\r\n") == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	/* A user name with a space or control character is not one. */
+	hex_of(hex, "a b");
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+	ASSERT(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1 610062\r\n") == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	sasl_server_deinit(&s);
+	ASSERT(fake_cookie_calls == 7);
+}
+
 static void test_real_clients(void)
 {
 	char dir[] = "/tmp/test-sasl-XXXXXX", path[64], addr[128];
@@ -945,6 +1150,9 @@ int main(void)
 	test_overlong();
 	test_bounds();
 	test_output_partial_consume();
+	test_mechanisms();
+	test_no_credentials();
+	test_cookie_sha1();
 	test_transcripts();
 	/* Also with root's uid: "0" is a valid identity. */
 	peer_uid = 0;

@@ -1,0 +1,448 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Where bus1-broker was stricter than dbus-daemon (issue 14, items 1-3).
+The same raw-socket scenarios run on bus1-broker AND on /usr/bin/dbus-daemon
+(when installed), each on a private bus of its own (run-with-bus.sh with
+parity-limits.conf), and both must give the outcomes in EXPECTED, which are
+what dbus-daemon 1.14 does:
+
+1. A first message other than Hello: to org.freedesktop.DBus (of any type,
+   even one that expects no reply) it is answered with AccessDenied addressed
+   to ":not.active.yet", as monitors see it, and the connection stays: Hello
+   still works. Without a destination a method call is answered (Peer) or
+   refused (UnknownMethod) and a reply is dropped. A signal without
+   destination, or anything for another destination, closes the connection.
+2. A unix fd index ('h') beyond the fds of its message is delivered intact
+   (also to a match rule on a later argument); the sender stays connected.
+3. fds beyond the UNIX_FDS of a message wait for the next messages that
+   declare fds (oldest first). Fewer fds than declared, more than
+   max_message_unix_fds waiting, or waiting past pending_fd_timeout
+   disconnect. The bus's /proc/PID/fd count is back where it was once the
+   senders are gone.
+
+  test_daemon_parity.py BUS1_BROKER        both buses, compare
+  test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
+"""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
+                       FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SENDER,
+                       FIELD_SIGNATURE, FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, Raw,
+                       body_strings, marshal)
+
+D, P, I = "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus"
+PEER = "org.freedesktop.DBus.Peer"
+IFACE = "org.bus1.Test.Parity"
+INACTIVE = ":not.active.yet"
+AD = I + ".Error.AccessDenied"
+DAEMON = "/usr/bin/dbus-daemon"
+
+# ------------------------------------------------------------------ scenarios
+
+
+def next_msg(raw, timeout):
+    """The next message, or "none" (nothing within @timeout), or "closed"."""
+    try:
+        return raw.recv(timeout)
+    except socket.timeout:
+        return "none"
+    except (EOFError, ConnectionResetError, BrokenPipeError):
+        return "closed"
+
+
+def drain(raw, timeout=0.3):
+    out = []
+    while True:
+        m = next_msg(raw, timeout)
+        if isinstance(m, str):
+            return out, m
+        out.append(m)
+
+
+def brief(m):
+    kind = {1: "call", 2: "return", 3: "error", 4: "signal"}[m[0]]
+    return [kind, m[3].get(FIELD_MEMBER) or m[3].get(FIELD_ERROR_NAME)]
+
+
+def alive(raw):
+    """Whether the connection still works: GetId is answered."""
+    try:
+        s = raw.call(D, P, I, "GetId")
+        return raw.wait_reply(s, 3)[0] == METHOD_RETURN
+    except (OSError, EOFError):
+        return False
+
+
+def add_match(raw, rule):
+    raw.wait_reply(raw.call(D, P, I, "AddMatch", "s", (rule,)))
+    drain(raw, 0.1)
+
+
+def bus_fds():
+    return len(os.listdir("/proc/%s/fd" % os.environ["BUS_PID"]))
+
+
+def settle_fds(target, timeout=3.0):
+    """The bus's fd count once it is down to @target (closing is asynchronous)."""
+    end = time.monotonic() + timeout
+    while True:
+        n = bus_fds()
+        if n <= target or time.monotonic() >= end:
+            return n
+        time.sleep(0.02)
+
+
+def first_message_cases(other):
+
+    def call(dest, iface, member, flags=0, path="/"):
+        return lambda r: r.call(dest, path, iface, member, flags=flags)
+
+    def reply(mtype, dest):
+        def send(r):
+            fields = {FIELD_REPLY_SERIAL: 1}
+            if mtype == ERROR:
+                fields[FIELD_ERROR_NAME] = IFACE + ".Error"
+            if dest:
+                fields[FIELD_DESTINATION] = dest
+            r.send_raw(marshal(mtype, r.next_serial(), fields))
+        return send
+
+    return [
+        ("driver ListNames", call(D, I, "ListNames", path=P)),
+        ("driver GetId, no reply expected", call(D, I, "GetId", flags=1, path=P)),
+        ("driver unknown method", call(D, I, "NoSuchMethod", path=P)),
+        ("driver Peer.Ping", call(D, PEER, "Ping", path=P)),
+        ("driver Hello on another interface", call(D, IFACE, "Hello", path=P)),
+        ("signal to the driver", lambda r: r.signal("/", IFACE, "ToDriver", dest=D)),
+        ("error to the driver", reply(ERROR, D)),
+        ("call to a unique name", call(other.name, IFACE, "ToOther")),
+        ("call to a missing name", call(IFACE + ".Missing", IFACE, "ToMissing")),
+        ("unicast signal", lambda r: r.signal("/", IFACE, "UnicastSignal", dest=other.name)),
+        ("broadcast signal", lambda r: r.signal("/", IFACE, "BroadcastSignal")),
+        ("method return to a unique name", reply(METHOD_RETURN, other.name)),
+        ("no destination: Peer.Ping", call(None, PEER, "Ping")),
+        ("no destination: unknown method", call(None, IFACE, "NoDestination")),
+        ("no destination: method return", reply(METHOD_RETURN, None)),
+    ]
+
+
+def scenario_first_message(out):
+    """Item 1: each case on a fresh connection that has not sent Hello."""
+
+    other = Raw()
+    add_match(other, "interface='%s'" % IFACE)
+    mon = Raw()
+    s = mon.next_serial()
+    mon.send_raw(marshal(METHOD_CALL, s, {FIELD_PATH: P, FIELD_DESTINATION: D,
+                                          FIELD_INTERFACE: I + ".Monitoring",
+                                          FIELD_MEMBER: "BecomeMonitor"},
+                         "asu", body=struct.pack("<II", 0, 0)))
+    mon.wait_reply(s)
+
+    for name, send in first_message_cases(other):
+        raw = Raw(hello=False)
+        send(raw)
+        m = next_msg(raw, 1.0)
+        first = m if isinstance(m, str) else brief(m) + [m[3].get(FIELD_DESTINATION)]
+        hello = "closed"
+        if m != "closed":
+            try:
+                r = raw.wait_reply(raw.call(D, P, I, "Hello"), 3)
+                ok = r[0] == METHOD_RETURN and body_strings(r[4])[0].startswith(":1.")
+                hello = "unique name" if ok else brief(r)
+            except (OSError, EOFError):
+                pass
+        out["before Hello: " + name] = [first, "then Hello: " + hello]
+        raw.close()
+
+    leaked, _ = drain(other)
+    out["before Hello: what the other connection got"] = [brief(m) for m in leaked]
+    seen, _ = drain(mon)
+    names = {other.name: "OTHER"}
+    out["before Hello: what a monitor saw"] = [
+        brief(m) + [m[3].get(FIELD_SENDER), names.get(m[3].get(FIELD_DESTINATION),
+                                                       m[3].get(FIELD_DESTINATION))]
+        for m in seen if INACTIVE in (m[3].get(FIELD_SENDER), m[3].get(FIELD_DESTINATION))]
+    other.close()
+    mon.close()
+
+
+def scenario_fd_index(out):
+    """Item 2: 'h' values beyond the fds of their message."""
+
+    recv = Raw()
+    add_match(recv, "type='signal',interface='%s',arg1='x'" % IFACE)
+    a = Raw()
+    drain(a, 0.1)
+    r, w = os.pipe()
+    SENT_PIPES.add("pipe:[%d]" % os.fstat(r).st_ino)
+    sends = [
+        lambda: a.call(recv.name, "/", IFACE, "Index42NoFds", "h", (42,)),
+        lambda: a.signal("/", IFACE, "Index7Signal", "hs", (7, "x")),
+        lambda: a.send_raw(marshal(METHOD_CALL, a.next_serial(),
+                                   {FIELD_PATH: "/", FIELD_INTERFACE: IFACE,
+                                    FIELD_MEMBER: "IndexArray", FIELD_DESTINATION: recv.name},
+                                   "ah", body=struct.pack("<III", 8, 7, 9))),
+        lambda: a.call(recv.name, "/", IFACE, "Index5OneFd", "h", (5,), fds=[r]),
+    ]
+    for send in sends:
+        try:
+            send()
+        except OSError:
+            pass  # disconnected: what was delivered tells
+        time.sleep(0.05)
+    os.close(r)
+    os.close(w)
+    got, _ = drain(recv, 0.5)
+    out["fd index: received"] = [
+        brief(m) + [m[3].get(FIELD_SIGNATURE), m[3].get(FIELD_UNIX_FDS), m[4].hex()]
+        for m in got]
+    out["fd index: fds received"] = len(recv.fds)
+    out["fd index: sender's messages"] = [brief(m) for m in drain(a, 0.2)[0]]
+    out["fd index: sender still connected"] = alive(a)
+    a.close()
+    recv.close()
+
+
+SENT_PIPES = set()
+
+# (name, [(UNIX_FDS declared, fds attached), ...], seconds to wait before the check)
+FD_SEQUENCES = [
+    ("0+1", [(0, 1)], 0),
+    ("1+2", [(1, 2)], 0),
+    ("0+1, 1+0", [(0, 1), (1, 0)], 0),
+    ("0+1, 0+0, 1+0", [(0, 1), (0, 0), (1, 0)], 0),
+    ("0+3, 2+0, 1+0", [(0, 3), (2, 0), (1, 0)], 0),
+    ("2+1", [(2, 1)], 0),
+    ("0+3, 2+0, 0+3 (4 waiting = max_message_unix_fds)", [(0, 3), (2, 0), (0, 3)], 0),
+    ("0+3, 0+2 (5 waiting > max_message_unix_fds)", [(0, 3), (0, 2)], 0),
+    ("0+5", [(0, 5)], 0),
+    ("0+1, past pending_fd_timeout", [(0, 1)], 2.0),
+    ("0+1, 1+0, past pending_fd_timeout", [(0, 1), (1, 0)], 2.0),
+]
+
+
+def scenario_extra_fds(out, start):
+    """Item 3: more (or fewer) fds than UNIX_FDS; "A+B": declares A, attaches B."""
+
+    recv = Raw()
+    drain(recv, 0.1)
+    for name, steps, wait in FD_SEQUENCES:
+        before = bus_fds()
+        a = Raw()
+        drain(a, 0.05)
+        base = bus_fds()
+        pipes = []
+        for i, (declared, attached) in enumerate(steps):
+            mine = [os.pipe() for _ in range(attached)]
+            pipes += mine
+            SENT_PIPES.update("pipe:[%d]" % os.fstat(p[0]).st_ino for p in mine)
+            fields = {FIELD_PATH: "/", FIELD_INTERFACE: IFACE, FIELD_MEMBER: "Fds%d" % i,
+                      FIELD_DESTINATION: recv.name}
+            if declared:
+                fields[FIELD_UNIX_FDS] = declared
+            try:
+                a.send_raw(marshal(METHOD_CALL, a.next_serial(), fields, flags=1),
+                           [p[0] for p in mine])
+            except OSError:
+                pass
+            # One read per message on either bus: dbus-daemon checks its fd
+            # limit per read, so what it decides for messages that arrive
+            # in one read depends on how the kernel coalesced them.
+            time.sleep(0.1)
+        got, _ = drain(recv, 0.3)
+        time.sleep(wait)
+        held = bus_fds() - base
+        connected = alive(a)
+        sent = {os.fstat(p[0]).st_ino: k for k, p in enumerate(pipes)}
+        taken = [sent.get(os.fstat(fd).st_ino, "?") for fd in recv.fds]
+        for fd in recv.fds:
+            os.close(fd)
+        recv.fds = []
+        a.close()
+        for p in pipes:
+            os.close(p[0])
+            os.close(p[1])
+        out["fds " + name] = {
+            "delivered": [[brief(m)[1], m[3].get(FIELD_UNIX_FDS)] for m in got],
+            "sent fds the receiver got": taken,
+            "sender still connected": connected,
+            "fds the bus holds for it": held if connected else None,
+            "bus fds left once it is gone": settle_fds(before) - before,
+        }
+    recv.close()
+    out["bus fds left at the end"] = settle_fds(start) - start
+    out["sent pipes the bus still holds"] = bus_holds_pipes()
+
+
+def bus_holds_pipes():
+    """How many fds of the bus are pipes this process created."""
+    pid = os.environ["BUS_PID"]
+    n = 0
+    for fd in os.listdir("/proc/%s/fd" % pid):
+        try:
+            link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        n += link in SENT_PIPES
+    return n
+
+
+def scenarios(path):
+    # A first connection makes the bus set up what it keeps (sd-event's
+    # timerfd for bus1-broker): the baseline is taken once it has gone.
+    Raw().close()
+    time.sleep(0.2)
+    start = bus_fds()
+    out = {}
+    scenario_first_message(out)
+    scenario_fd_index(out)
+    scenario_extra_fds(out, start)
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    return 0
+
+
+# --------------------------------------------------- what dbus-daemon 1.14 does
+
+def _ad(then="unique name"):
+    return [["error", AD, INACTIVE], "then Hello: " + then]
+
+
+CLOSED = ["closed", "then Hello: closed"]
+
+EXPECTED = {
+    "before Hello: driver ListNames": _ad(),
+    "before Hello: driver GetId, no reply expected": _ad(),
+    "before Hello: driver unknown method": _ad(),
+    "before Hello: driver Peer.Ping": _ad(),
+    "before Hello: driver Hello on another interface": _ad(),
+    "before Hello: signal to the driver": _ad(),
+    "before Hello: error to the driver": _ad(),
+    "before Hello: call to a unique name": CLOSED,
+    "before Hello: call to a missing name": CLOSED,
+    "before Hello: unicast signal": CLOSED,
+    "before Hello: broadcast signal": CLOSED,
+    "before Hello: method return to a unique name": CLOSED,
+    "before Hello: no destination: Peer.Ping": [["return", None, None],
+                                                "then Hello: unique name"],
+    "before Hello: no destination: unknown method": [
+        ["error", I + ".Error.UnknownMethod", None], "then Hello: unique name"],
+    "before Hello: no destination: method return": ["none", "then Hello: unique name"],
+    "before Hello: what the other connection got": [],
+    "before Hello: what a monitor saw": [
+        x for member, kind in [("ListNames", "call"), ("GetId", "call"),
+                               ("NoSuchMethod", "call"), ("Ping", "call"),
+                               ("Hello", "call"), ("ToDriver", "signal"),
+                               (IFACE + ".Error", "error")]
+        for x in ([kind, member, INACTIVE, D], ["error", AD, D, INACTIVE])] + [
+        ["call", "ToOther", INACTIVE, "OTHER"],
+        ["call", "ToMissing", INACTIVE, IFACE + ".Missing"],
+        ["signal", "UnicastSignal", INACTIVE, "OTHER"],
+        ["signal", "BroadcastSignal", INACTIVE, None],
+        ["return", None, INACTIVE, "OTHER"]],
+    "fd index: received": [
+        ["call", "Index42NoFds", "h", None, "2a000000"],
+        ["signal", "Index7Signal", "hs", None, "07000000010000007800"],
+        ["call", "IndexArray", "ah", None, "080000000700000009000000"],
+        ["call", "Index5OneFd", "h", 1, "05000000"],
+    ],
+    "fd index: fds received": 1,
+    "fd index: sender still connected": True,
+    "fd index: sender's messages": [],
+}
+
+
+def _fds(delivered, taken, connected, held):
+    return {"delivered": delivered, "sent fds the receiver got": taken,
+            "sender still connected": connected,
+            "fds the bus holds for it": held if connected else None,
+            "bus fds left once it is gone": 0}
+
+
+EXPECTED.update({
+    "fds 0+1": _fds([["Fds0", None]], [], True, 1),
+    "fds 1+2": _fds([["Fds0", 1]], [0], True, 1),
+    "fds 0+1, 1+0": _fds([["Fds0", None], ["Fds1", 1]], [0], True, 0),
+    "fds 0+1, 0+0, 1+0": _fds([["Fds0", None], ["Fds1", None], ["Fds2", 1]], [0], True, 0),
+    "fds 0+3, 2+0, 1+0": _fds([["Fds0", None], ["Fds1", 2], ["Fds2", 1]], [0, 1, 2],
+                              True, 0),
+    "fds 2+1": _fds([], [], False, None),
+    "fds 0+3, 2+0, 0+3 (4 waiting = max_message_unix_fds)":
+        _fds([["Fds0", None], ["Fds1", 2], ["Fds2", None]], [0, 1], True, 4),
+    "fds 0+3, 0+2 (5 waiting > max_message_unix_fds)": _fds([["Fds0", None]], [], False,
+                                                            None),
+    "fds 0+5": _fds([], [], False, None),
+    "fds 0+1, past pending_fd_timeout": _fds([["Fds0", None]], [], False, None),
+    "fds 0+1, 1+0, past pending_fd_timeout": _fds([["Fds0", None], ["Fds1", 1]], [0], True,
+                                                  0),
+    "bus fds left at the end": 0,
+    "sent pipes the bus still holds": 0,
+})
+
+# ------------------------------------------------------------------- driver
+
+
+def run_on(binary, override):
+    """The scenarios' outcomes on a private bus run by @binary."""
+    with tempfile.TemporaryDirectory(prefix="bus1-parity.") as tmp:
+        path = os.path.join(tmp, "out.json")
+        env = dict(os.environ, BUS_BINARY_OVERRIDE=override)
+        p = subprocess.run([os.path.join(HERE, "run-with-bus.sh"), binary,
+                            "--config", os.path.join(HERE, "parity-limits.conf"), "--",
+                            sys.executable, os.path.abspath(__file__), "--scenarios", path],
+                           env=env, timeout=150)
+        if p.returncode != 0 or not os.path.exists(path):
+            print("FAIL: the scenarios did not complete on %s" % override)
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--scenarios":
+        return scenarios(sys.argv[2])
+    bus1 = sys.argv[1]
+    # run-under-valgrind.sh points BUS_BINARY_OVERRIDE at its valgrind wrapper
+    runs = [("bus1-broker", bus1, os.environ.get("BUS_BINARY_OVERRIDE") or bus1)]
+    if os.path.exists(DAEMON):
+        runs.append(("dbus-daemon", DAEMON, DAEMON))
+    else:
+        print("no %s: only the recorded outcomes are checked" % DAEMON)
+    results = {}
+    failed = False
+    for label, binary, override in runs:
+        results[label] = res = run_on(binary, override)
+        if res is None:
+            failed = True
+            continue
+        for key, want in EXPECTED.items():
+            got = res.get(key)
+            print("%-4s %-11s %s" % ("ok" if got == want else "FAIL", label, key))
+            if got != want:
+                failed = True
+                print("       expected %s\n       got      %s" % (json.dumps(want),
+                                                                   json.dumps(got)))
+    if results.get("dbus-daemon") and results.get("bus1-broker"):
+        for key in sorted(set(results["dbus-daemon"]) | set(results["bus1-broker"])):
+            a, b = results["bus1-broker"].get(key), results["dbus-daemon"].get(key)
+            if a != b:
+                failed = True
+                print("DIFFERENT %s\n  bus1-broker %s\n  dbus-daemon %s" % (
+                    key, json.dumps(a), json.dumps(b)))
+    print("FAIL" if failed else "bus1-broker and dbus-daemon agree")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
