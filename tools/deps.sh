@@ -1,22 +1,55 @@
 #!/bin/bash
 # Install the Debian 12 packages this project needs. Usage: tools/deps.sh build|test
+#
+# `test` also installs a second kernel for the guest tests, Debian's 6.12 from bookworm-security:
+# the newest linux-headers-6.12.*+deb12-amd64 / linux-image-6.12.*+deb12-amd64-unsigned pair apt
+# offers (unless a 6.12 pair is installed already), and linux-source-6.12 with what building
+# it needs, for the debug kernel (test/vm/build-debug-kernel.sh).
 set -euo pipefail
 build=(meson ninja-build gcc pkg-config libexpat1-dev libsystemd-dev libdbus-1-dev
        linux-headers-amd64 make kmod)
 test=(clang libclang-rt-14-dev dbus dbus-bin dbus-daemon dbus-tests dbus-broker
       libglib2.0-dev libglib2.0-bin python3-dbus python3-gi systemd
-      qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils valgrind procps strace)
+      qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils zstd valgrind procps strace
+      linux-source-6.12 flex bison bc libelf-dev)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+# A 6.12 kernel with headers and an image, installed?
+have_612() {
+	local d
+	for d in /lib/modules/6.12.*+deb12-amd64; do
+		[ -d "$d/build" ] && [ -f "/boot/vmlinuz-${d##*/}" ] && return 0
+	done
+	return 1
+}
+
 missing=()
 for p in "${want[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+	installed "$p" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+need_612=0
+[ "${1:-build}" = test ] && ! have_612 && need_612=1
+[ ${#missing[@]} -eq 0 ] && [ $need_612 = 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-    echo "deps.sh: missing packages: ${missing[*]} (run as root to install)" >&2
-    exit 1
+	[ $need_612 = 0 ] || missing+=("linux-headers-6.12.*+deb12-amd64 linux-image-6.12.*+deb12-amd64-unsigned")
+	echo "deps.sh: missing packages: ${missing[*]} (run as root to install)" >&2
+	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive INITRD=No
 apt-get update -qq
+if [ $need_612 = 1 ]; then
+	# Newest first; the first version with both packages wins.
+	v612=
+	for v in $(apt-cache search --names-only '^linux-headers-6\.12\.[0-9]+\+deb12-amd64$' |
+	           cut -d' ' -f1 | sed 's/^linux-headers-//' | sort -rV); do
+		if apt-cache show "linux-image-$v-unsigned" >/dev/null 2>&1; then
+			v612=$v
+			break
+		fi
+	done
+	[ -n "$v612" ] || { echo "deps.sh: apt offers no linux-headers/linux-image-unsigned 6.12 pair" >&2; exit 1; }
+	missing+=("linux-headers-$v612" "linux-image-$v612-unsigned")
+fi
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

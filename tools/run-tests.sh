@@ -1,14 +1,39 @@
 #!/bin/bash
 # Install what the tests need, build everything (warnings are errors), and run
-# the whole test suite: unit, integration, kernel module in a qemu guest,
-# reference suite, the integration suite under valgrind, and bounded fuzzing
-# plus unit/integration/stress under ASan + UBSan with clang + libFuzzer.
+# the whole test suite: unit, integration, kernel module in a qemu guest (on
+# Debian's 6.1 and 6.12 kernels), reference suite, the integration suite under
+# valgrind, and bounded fuzzing plus unit/integration/stress under ASan + UBSan
+# with clang + libFuzzer, and the kernel module suite on a debug kernel (KASAN,
+# lockdep, kmemleak).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh test
 
-meson setup build-test -Dwerror=true --wipe >/dev/null 2>&1 ||
-    meson setup build-test -Dwerror=true
+# The guest suites (kmod, native) run on two Debian kernels, each named here:
+# 6.1 (bookworm's own, linux-image-amd64) in build-test, 6.12 (bookworm-security,
+# installed by deps.sh) in build-6.12. The newest installed of each with headers
+# and an image.
+newest_kernel() {
+    local d v found=
+    for d in /lib/modules/$1/build; do
+        v=$(basename "$(dirname "$d")")
+        [ -d "$d" ] && [ -f "/boot/vmlinuz-$v" ] && found+="$v"$'\n'
+    done
+    [ -n "$found" ] || { echo "run-tests: no kernel $1 with headers and image" >&2; return 1; }
+    printf '%s' "$found" | sort -V | tail -n 1
+}
+kver_6_1=$(newest_kernel '6.1.*-amd64')
+kver_6_12=$(newest_kernel '6.12.*+deb12-amd64')
+# A guest suite that defines no test (no module, no bootable kernel) must not pass silently.
+need_suite() {
+    meson introspect --tests "$1" | grep -q "\"bus1-dbus:$2\"" ||
+        { echo "run-tests: $1 defines no '$2' tests (see its meson-logs)" >&2; exit 1; }
+}
+
+meson setup build-test -Dwerror=true -Dkernel_version="$kver_6_1" --wipe >/dev/null 2>&1 ||
+    meson setup build-test -Dwerror=true -Dkernel_version="$kver_6_1"
+need_suite build-test kmod
+need_suite build-test native
 meson compile -C build-test
 meson test -C build-test --print-errorlogs --num-processes 2 \
     --no-suite fuzz --no-suite native --no-suite guest
@@ -28,11 +53,20 @@ bash test/stress/run-under-valgrind.sh build-test integration
 # (about 1-2 minutes under TCG).
 meson test -C build-test --print-errorlogs --num-processes 1 --suite native
 
+# The same guest suites on Debian's 6.12 kernel (about N minutes): a second
+# build directory whose bus1.ko is built against 6.12 and whose guests boot it.
+meson setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12" --wipe >/dev/null 2>&1 ||
+    meson setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12"
+need_suite build-6.12 kmod
+need_suite build-6.12 native
+meson compile -C build-6.12
+meson test -C build-6.12 --print-errorlogs --num-processes 1 --suite kmod --suite native
+
 # Fuzzers need clang. A second build directory, instrumented as a whole for
 # libFuzzer's coverage feedback and with ASan + UBSan, keeps the gcc build
-# untouched.
+# untouched. It runs no guest suite, so it builds no bus1.ko.
 fuzz_opts=(-Dwerror=true -Dfuzz_seconds="${FUZZ_SECONDS:-60}" -Db_sanitize=address,undefined
-           -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link)
+           -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link -Dkmod=disabled)
 CC=clang meson setup build-fuzz "${fuzz_opts[@]}" --wipe >/dev/null 2>&1 ||
     CC=clang meson setup build-fuzz "${fuzz_opts[@]}"
 meson compile -C build-fuzz
@@ -52,5 +86,20 @@ if grep -nE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" \
     echo "run-tests: sanitizer report in build-fuzz/meson-logs/asanlog.txt" >&2
     exit 1
 fi
+
+# The kmod suite once more, on a debug kernel: Debian's linux-source-6.12 built
+# with KASAN, lockdep, kmemleak and other checkers by test/vm/build-debug-kernel.sh
+# (about 14 minutes on 2 cores; cached in ~/.cache/bus1-debug-kernel), bus1.ko
+# built against that tree (test/vm/README.md). Any checker's report fails the
+# test; the harness first proves that it does (one module per checker), then
+# the suite runs with every timeout x4 (about 14 minutes).
+debug_tree=$(test/vm/build-debug-kernel.sh)
+debug_opts=(-Dwerror=true -Dkernel_dir="$debug_tree" -Dvm_timeout_factor=4)
+meson setup build-debug "${debug_opts[@]}" --wipe >/dev/null 2>&1 ||
+    meson setup build-debug "${debug_opts[@]}"
+need_suite build-debug kmod
+meson compile -C build-debug
+test/vm/selftest-harness.sh build-debug/test/vm/vm-cache "$debug_tree"
+meson test -C build-debug --print-errorlogs --num-processes 1 --suite kmod
 
 echo "run-tests: all suites passed"

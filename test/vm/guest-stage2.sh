@@ -4,6 +4,8 @@
 # Stage 2 of the guest, PID 1 on the overlay root: set up /proc, /sys, /dev, load the module, run
 # the job's command, and write its status, output, the kernel log and the taint flags into the
 # results share (/vm-results). run-guest.sh copies this file there and reads the results.
+# On a kernel with kmemleak (the debug kernel) it also scans for leaks after the command and
+# after rmmod, and on one with lockdep it reports whether lockdep is still on at the end.
 
 R=/vm-results
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -18,6 +20,7 @@ finish() {
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
@@ -34,8 +37,39 @@ ip link set lo up 2>/dev/null
 
 . $R/job
 
+# (Builtins only: a fork costs milliseconds under TCG.)
+stamp() { local u; read -r u _ </proc/uptime; echo "$u $1" >>$R/timing; }
+stamp "stage 2"
+
 dmesg >$R/dmesg-boot 2>&1
 dmesg --clear 2>/dev/null || busybox dmesg -c >/dev/null
+
+kmemleak=/sys/kernel/debug/kmemleak
+[ -w $kmemleak ] || kmemleak=
+if [ -n "$kmemleak" ]; then
+	# Whatever the boot left unreferenced is not the job's: scan once and forget it.
+	echo scan >$kmemleak
+	echo clear >$kmemleak
+	stamp "kmemleak baseline"
+fi
+# leak_scan FILE: write what kmemleak finds unreferenced now into $R/FILE. It does not report
+# objects younger than 5 s: wait until the command's last allocations are that old. A report
+# must survive a second scan (a pointer may have sat in a register during the first).
+leak_after=0
+leak_scan() {
+	local now
+	[ -n "$kmemleak" ] || return 0
+	while read -r now _ </proc/uptime; ((${now%.*} < leak_after)); do
+		sleep 0.5
+	done
+	echo scan >$kmemleak
+	cat $kmemleak >$R/$1
+	if [ -s $R/$1 ]; then
+		echo scan >$kmemleak
+		cat $kmemleak >$R/$1
+	fi
+	stamp "kmemleak scan ($1)"
+}
 
 if [ -n "$JOB_MODULE" ]; then
 	insmod "$JOB_MODULE" >>$R/output 2>&1
@@ -92,9 +126,9 @@ fi
 
 # Whatever the command left behind must go before the module can; then rmmod proves that no
 # reference (an open peer, a leaked file or module reference) survived.
-# (Builtins only: a fork costs milliseconds under TCG.)
-stamp() { local u; read -r u _ </proc/uptime; echo "$u $1" >>$R/timing; }
 stamp "command done"
+read -r leak_after _ </proc/uptime
+leak_after=$((${leak_after%.*} + 6))
 kill -KILL -1 2>/dev/null
 for ((i = 0; i < 100; i++)); do
 	others=0
@@ -108,6 +142,9 @@ for ((i = 0; i < 100; i++)); do
 done
 stamp "others gone"
 if [ -n "$JOB_MODULE" ]; then
+	# Leaks while the module is still loaded (their backtraces name its functions); then those
+	# that only its unloading shows.
+	leak_scan kmemleak-loaded
 	name=$(basename "$JOB_MODULE" .ko)
 	rmmod "$name" >>$R/output 2>&1 &
 	if wait_job $! 30; then
@@ -120,6 +157,10 @@ if [ -n "$JOB_MODULE" ]; then
 fi
 
 stamp "rmmod done"
+leak_scan kmemleak
+# Lockdep switches itself off after its first report (or on some taints): say if it is off.
+[ -r /proc/lockdep_stats ] &&
+	awk '$1 == "debug_locks:" { print $2 }' /proc/lockdep_stats >$R/debug_locks
 cat /proc/sys/kernel/tainted >$R/tainted
 dmesg >$R/dmesg 2>&1
 stamp "dmesg done"

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# run-guest.sh - boot Debian's own kernel under qemu, load a module, run one command in the guest
-# and return its exit status.
+# run-guest.sh - boot Debian's own kernel (or a given kernel image, e.g. the debug kernel of
+# build-debug-kernel.sh) under qemu, load a module, run one command in the guest and return its
+# exit status.
 #
 # The host root is shared read-only over 9p with a tmpfs overlay on top, so host binaries (the
 # build tree, dbus-daemon, python3) run unchanged in the guest. A second, read-write 9p share
@@ -10,20 +11,29 @@
 # scraped from the console.
 #
 # Exit status: the command's status; 1 if the guest kernel logged a WARN/BUG/oops (taint flags
-# W, D or L, or such lines in dmesg), if `rmmod` failed after the command (a leaked reference),
-# if insmod failed or the guest died; 124 if the guest timed out; 77 (skip) if qemu or a bootable
-# kernel is missing. On failure the guest's dmesg (and console, if the guest died) is printed.
+# W, D, L or B, or such lines in dmesg: KASAN, lockdep and DEBUG_* reports included), kmemleak
+# found an unreferenced object, lockdep turned itself off, `rmmod` failed after the command (a
+# leaked reference), insmod failed or the guest died; 124 if the guest timed out; 77 (skip) if
+# qemu or a bootable kernel is missing. On failure the guest's dmesg (and console, if the guest
+# died) is printed.
 #
 # Usage: run-guest.sh [OPTIONS] [--] COMMAND [ARG...]
 #   --module KO      insmod this module before the command, rmmod it after ("" = none)
 #   --kver VER       kernel version (default: $BUS1_VM_KVER, else the newest /lib/modules/*/build
 #                    with a matching /boot/vmlinuz-VER)
+#   --kernel-image IMG  boot this image instead of Debian's (default: $BUS1_VM_KERNEL_IMAGE): a
+#                    vmlinux with the PVH entry or a bzImage whose kernel has 9p, virtio-pci,
+#                    overlayfs, tmpfs and devtmpfs built in (the initramfs carries no modules);
+#                    --kver is then ignored
 #   --cache DIR      where the extracted vmlinux and the initramfs are cached
 #                    (default: $BUS1_VM_CACHE, else ./vm-cache)
 #   --smp N          guest CPUs (default 1)
 #   --mem SIZE       guest memory (default 1G)
-#   --timeout SEC    kill the command after SEC seconds; the guest gets 60 s more (default 300)
+#   --timeout SEC    kill the command after SEC seconds (default 300)
+#   --slack SEC      the guest gets SEC seconds more than --timeout for boot, cleanup and the
+#                    kmemleak scans before it is killed (default 60)
 #   --env NAME=VAL   set a variable for the command (repeatable)
+#   --append ARGS    add ARGS to the kernel command line (default: $BUS1_VM_APPEND)
 #   --outdir DIR     give the command a writable directory whose contents come back: the guest
 #                    sees it as $BUS1_VM_OUT (empty at start); after the run, whatever the command
 #                    left there is copied into DIR on the host (also when the command failed)
@@ -40,6 +50,8 @@ srcdir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 module=
 kver=${BUS1_VM_KVER:-}
+image=${BUS1_VM_KERNEL_IMAGE:-}
+slack=60
 cache=${BUS1_VM_CACHE:-$PWD/vm-cache}
 smp=1
 mem=1G
@@ -49,6 +61,7 @@ outdir=
 verbose=0
 probe=0
 envs=()
+append=${BUS1_VM_APPEND:+ $BUS1_VM_APPEND}
 
 die() { echo "$me: $*" >&2; exit 1; }
 skip() { echo "$me: SKIP: $*" >&2; exit 77; }
@@ -57,11 +70,14 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--module) module=$2; shift 2 ;;
 	--kver) kver=$2; shift 2 ;;
+	--kernel-image) image=$2; shift 2 ;;
+	--slack) slack=$2; shift 2 ;;
 	--cache) cache=$2; shift 2 ;;
 	--smp) smp=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
 	--env) envs+=("$2"); shift 2 ;;
+	--append) append+=" $2"; shift 2 ;;
 	--outdir) outdir=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--verbose) verbose=1; shift ;;
@@ -73,6 +89,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || [ $probe = 1 ] || die "usage: run-guest.sh [OPTIONS] [--] COMMAND [ARG...]"
 case "$timeout_s" in ''|*[!0-9]*) die "--timeout wants seconds, got '$timeout_s'" ;; esac
+case "$slack" in ''|*[!0-9]*) die "--slack wants seconds, got '$slack'" ;; esac
 
 # ---- what we need on the host ----------------------------------------------------------------
 
@@ -87,11 +104,24 @@ for b in /bin/busybox /usr/bin/busybox; do
 	fi
 done
 [ -n "$busybox" ] || skip "no static busybox (apt-get install busybox-static)"
-for t in cpio xz gzip timeout; do
+for t in cpio xz gzip timeout sha256sum; do
 	command -v $t >/dev/null || skip "$t not installed"
 done
 
-if [ -z "$kver" ]; then
+# The modules the initramfs loads to mount the host root (9p over virtio-pci, overlayfs), with
+# their dependencies from modules.dep; those built into the kernel are left out.
+initrd_want="virtio_pci 9pnet_virtio 9p overlay"
+
+if [ -n "$image" ]; then
+	[ -r "$image" ] || skip "kernel image $image missing or unreadable"
+	image=$(realpath "$image")
+	if [ $probe = 1 ]; then
+		echo "$image"
+		exit 0
+	fi
+	kname=image-$(printf '%s' "$image" | sha256sum | cut -c1-12)
+	initrd_want=
+elif [ -z "$kver" ]; then
 	for d in $(ls -d /lib/modules/*/build 2>/dev/null | sort -rV); do
 		v=$(basename "$(dirname "$d")")
 		if [ -f "/boot/vmlinuz-$v" ]; then
@@ -100,15 +130,18 @@ if [ -z "$kver" ]; then
 		fi
 	done
 fi
-[ -n "$kver" ] || skip "no kernel with both /lib/modules/VER/build and /boot/vmlinuz-VER" \
-	"(apt-get install linux-image-amd64 linux-headers-amd64)"
-vmlinuz=/boot/vmlinuz-$kver
-moddir=/lib/modules/$kver
-[ -r "$vmlinuz" ] || skip "$vmlinuz missing or unreadable"
-[ -d "$moddir/kernel" ] || skip "$moddir/kernel missing"
-if [ $probe = 1 ]; then
-	echo "$kver"
-	exit 0
+if [ -z "$image" ]; then
+	[ -n "$kver" ] || skip "no kernel with both /lib/modules/VER/build and /boot/vmlinuz-VER" \
+		"(apt-get install linux-image-amd64 linux-headers-amd64)"
+	vmlinuz=/boot/vmlinuz-$kver
+	moddir=/lib/modules/$kver
+	[ -r "$vmlinuz" ] || skip "$vmlinuz missing or unreadable"
+	[ -d "$moddir/kernel" ] || skip "$moddir/kernel missing"
+	if [ $probe = 1 ]; then
+		echo "$kver"
+		exit 0
+	fi
+	kname=$kver
 fi
 if [ -n "$module" ]; then
 	[ -f "$module" ] || die "module $module does not exist"
@@ -117,28 +150,54 @@ fi
 
 mkdir -p "$cache"
 cache=$(realpath "$cache")
-kcache=$cache/$kver
+kcache=$cache/$kname
 mkdir -p "$kcache"
 
 # ---- cached artefacts: vmlinux (PVH entry, boots twice as fast as bzImage) and initramfs -------
 
-# Modules needed to mount the host root: 9p over virtio-pci, and overlayfs. Dependency order.
-initrd_modules="netfs fscache 9pnet 9p virtio_ring virtio 9pnet_virtio virtio_pci_modern_dev
-virtio_pci_legacy_dev virtio_pci overlay"
-
 build_vmlinux() {
-	local off tmp
-	# The XZ stream inside the bzImage is the vmlinux ELF; xz complains about the trailing data
-	# after the stream, but its output is complete.
-	off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vmlinuz" | head -n1 | cut -d: -f1)
-	[ -n "$off" ] || return 1
+	local magic dec off tmp
 	tmp=$kcache/vmlinux.tmp.$$
-	tail -c +$((off + 1)) "$vmlinuz" | xz -dc >"$tmp" 2>/dev/null || true
-	if ! head -c 4 "$tmp" | grep -q 'ELF'; then
-		rm -f "$tmp"
-		return 1
-	fi
-	mv -f "$tmp" "$kcache/vmlinux"
+	# The compressed stream inside the bzImage is the vmlinux ELF: XZ in Debian's 6.1, zstd in
+	# its 6.12. The decompressor complains about the data after the stream, but its output is
+	# complete. The magic can also occur by chance earlier on: try the first few matches.
+	# (Without zstd installed, 6.12 boots from its bzImage, slower.)
+	for magic in '\xfd7zXZ\x00:xz' '\x28\xb5\x2f\xfd:zstd'; do
+		dec=${magic##*:}
+		for off in $(LC_ALL=C grep -obUaP "${magic%:*}" "$vmlinuz" | head -n 4 | cut -d: -f1); do
+			command -v $dec >/dev/null || continue
+			tail -c +$((off + 1)) "$vmlinuz" | $dec -dc >"$tmp" 2>/dev/null || true
+			if [ "$(head -c 4 "$tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
+				mv -f "$tmp" "$kcache/vmlinux"
+				return 0
+			fi
+		done
+	done
+	rm -f "$tmp"
+	return 1
+}
+
+# "NAME PATH" for each module of $initrd_want and its dependencies, in load order (modules.dep
+# lists a module's dependencies, transitively; load each one's own first).
+initrd_modules() {
+	awk -v want="$initrd_want" '
+	function base(p) { sub(/.*\//, "", p); sub(/\.ko(\.[a-z]+)?$/, "", p); gsub(/-/, "_", p); return p }
+	function load(m,   n, i, d) {
+		if (m in done) return
+		done[m] = 1
+		n = split(deps[m], d, " ")
+		for (i = n; i >= 1; i--) load(base(d[i]))
+		print m, file[m]
+	}
+	FILENAME ~ /modules\.dep$/ { p = $1; sub(/:$/, "", p); m = base(p); file[m] = p
+				     $1 = ""; deps[m] = $0; next }
+	{ builtin[base($1)] = 1 }
+	END {
+		n = split(want, w, " ")
+		for (i = 1; i <= n; i++)
+			if (w[i] in file) load(w[i])
+			else if (!(w[i] in builtin)) print w[i], "MISSING"
+	}' "$moddir/modules.dep" "$moddir/modules.builtin"
 }
 
 build_initramfs() {
@@ -147,14 +206,22 @@ build_initramfs() {
 	rm -rf "$root"
 	mkdir -p "$root"/{bin,lib/modules,proc,sys,dev,lower,rw,newroot}
 	cp "$busybox" "$root/bin/busybox"
-	for m in $initrd_modules; do
-		f=$(awk -F: -v m="$m" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n);
-			gsub(/-/, "_", n); if (n == m) { print $1; exit } }' "$moddir/modules.dep")
-		[ -n "$f" ] && [ -f "$moddir/$f" ] || { rm -rf "$root"; die "module $m not found in $moddir"; }
-		case "$f" in *.ko) ;; *) rm -rf "$root"; die "$f is compressed; busybox insmod needs .ko" ;; esac
-		cp "$moddir/$f" "$root/lib/modules/$m.ko"
+	: >"$root/lib/modules/order"
+	: >"$root/mods"
+	[ -z "$initrd_want" ] || initrd_modules >"$root/mods" || { rm -rf "$root"; die "no modules.dep"; }
+	# busybox insmod cannot load compressed modules (Debian's 6.12 ships .ko.xz): decompress.
+	while read -r m f; do
+		[ -f "$moddir/$f" ] || { rm -rf "$root"; die "module $m not found in $moddir"; }
+		case "$f" in
+		*.ko) cp "$moddir/$f" "$root/lib/modules/$m.ko" ;;
+		*.ko.xz) xz -dc "$moddir/$f" >"$root/lib/modules/$m.ko" ;;
+		*.ko.zst) zstd -qdc "$moddir/$f" >"$root/lib/modules/$m.ko" ;;
+		*.ko.gz) gzip -dc "$moddir/$f" >"$root/lib/modules/$m.ko" ;;
+		*) rm -rf "$root"; die "$f: unknown module compression" ;;
+		esac || { rm -rf "$root"; die "cannot unpack $f"; }
 		echo "$m" >>"$root/lib/modules/order"
-	done
+	done <"$root/mods"
+	rm -f "$root/mods"
 	cp "$srcdir/guest-init.sh" "$root/init"
 	chmod 755 "$root/init"
 	tmp=$kcache/initramfs.tmp.$$
@@ -165,17 +232,23 @@ build_initramfs() {
 
 (
 	flock 9
-	if [ ! -s "$kcache/vmlinux" ] || [ "$vmlinuz" -nt "$kcache/vmlinux" ]; then
+	if [ -z "$image" ] &&
+	   { [ ! -s "$kcache/vmlinux" ] || [ "$vmlinuz" -nt "$kcache/vmlinux" ]; }; then
 		build_vmlinux || echo "$me: could not extract vmlinux from $vmlinuz, booting bzImage" >&2
 	fi
 	if [ ! -s "$kcache/initramfs.gz" ] || [ "$srcdir/guest-init.sh" -nt "$kcache/initramfs.gz" ] ||
-	   [ "$moddir/modules.dep" -nt "$kcache/initramfs.gz" ]; then
+	   [ "$srcdir/run-guest.sh" -nt "$kcache/initramfs.gz" ] ||
+	   { [ -z "$image" ] && [ "$moddir/modules.dep" -nt "$kcache/initramfs.gz" ]; }; then
 		build_initramfs
 	fi
 ) 9>"$kcache/lock"
 
-kernel=$kcache/vmlinux
-[ -s "$kernel" ] || kernel=$vmlinuz
+if [ -n "$image" ]; then
+	kernel=$image
+else
+	kernel=$kcache/vmlinux
+	[ -s "$kernel" ] || kernel=$vmlinuz
+fi
 [ -s "$kcache/initramfs.gz" ] || die "initramfs missing"
 
 # ---- the job -----------------------------------------------------------------------------------
@@ -214,12 +287,12 @@ cpu=()
 
 start=$(date +%s.%N)
 qemu_rc=0
-timeout -s KILL $((timeout_s + 60)) "$qemu" \
+timeout -s KILL $((timeout_s + slack)) "$qemu" \
 	-machine pc -accel "$accel" "${cpu[@]}" -m "$mem" -smp "$smp" \
 	-nodefaults -no-user-config -display none -no-reboot \
 	-serial "file:$results/console.log" -monitor none \
 	-kernel "$kernel" -initrd "$kcache/initramfs.gz" \
-	-append "console=ttyS0 quiet loglevel=4 panic=-1" \
+	-append "console=ttyS0 quiet loglevel=4 panic=-1$append" \
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
 	-fsdev "local,id=res,path=$results,security_model=none,multidevs=remap" \
@@ -267,18 +340,40 @@ if [ -f "$results/rmmod" ] && [ "$(cat "$results/rmmod")" != 0 ]; then
 	fail=1
 fi
 tainted=$(cat "$results/tainted" 2>/dev/null || echo 0)
-# TAINT_DIE (D) = bit 7, TAINT_WARN (W) = bit 9, TAINT_SOFTLOCKUP (L) = bit 14.
-for f in 7:D 9:W 14:L; do
+# TAINT_BAD_PAGE (B) = bit 5 (also set by a KASAN report), TAINT_DIE (D) = bit 7, TAINT_WARN (W)
+# = bit 9, TAINT_SOFTLOCKUP (L) = bit 14.
+for f in 5:B 7:D 9:W 14:L; do
 	if (( (tainted >> ${f%%:*}) & 1 )); then
 		echo "$me: kernel tainted with ${f#*:} (tainted=$tainted)" >&2
 		fail=1
 	fi
 done
-# (The task dump the guest asks for on a hang comes after a marker, and is no warning.)
+# (The task dump the guest asks for on a hang comes after a marker, and is no warning.) Besides
+# WARN/BUG/oops, the reports of the debug kernel's checkers: KASAN, lockdep and RCU lockdep
+# (most start with "WARNING:" or "BUG:", named here anyway), DEBUG_ATOMIC_SLEEP, DEBUG_LIST,
+# DEBUG_OBJECTS, kmemleak, hung tasks.
+report_re='WARNING:|BUG:|Oops|general protection fault|kernel BUG|UBSAN:|refcount_t:|Call Trace:'
+report_re+='|KASAN:|possible circular locking|possible recursive locking|inconsistent lock state'
+report_re+='|suspicious RCU usage|sleeping function called from invalid context'
+report_re+='|lock held when returning to user space|INFO: trying to register non-static key'
+report_re+='|list_(add|del) corruption|ODEBUG:|suspected memory leak|blocked for more than'
 if [ -f "$results/dmesg" ] && sed '/run-guest: task dump follows/,$d' "$results/dmesg" |
-	grep -Eq 'WARNING:|BUG:|Oops|general protection fault|kernel BUG|UBSAN:|refcount_t:|Call Trace:'
+	grep -Eq "$report_re"
 then
 	echo "$me: the kernel logged a warning, bug or oops" >&2
+	fail=1
+fi
+# Found with the module loaded (backtraces with its symbols), else after rmmod.
+for f in "kmemleak-loaded:before rmmod" "kmemleak:after rmmod"; do
+	if [ -s "$results/${f%%:*}" ]; then
+		echo "$me: kmemleak found unreferenced objects (${f#*:}):" >&2
+		cat "$results/${f%%:*}" >&2
+		fail=1
+		break
+	fi
+done
+if [ "$(cat "$results/debug_locks" 2>/dev/null)" = 0 ]; then
+	echo "$me: lockdep turned itself off (after a report, or a taint): its checks did not run" >&2
 	fail=1
 fi
 if [ -f "$results/timedout" ]; then
