@@ -53,7 +53,7 @@ bash test/stress/run-under-valgrind.sh build-test integration
 # (about 1-2 minutes under TCG).
 meson test -C build-test --print-errorlogs --num-processes 1 --suite native
 
-# The same guest suites on Debian's 6.12 kernel (about N minutes): a second
+# The same guest suites on Debian's 6.12 kernel (about 3 minutes): a second
 # build directory whose bus1.ko is built against 6.12 and whose guests boot it.
 meson setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12" --wipe >/dev/null 2>&1 ||
     meson setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12"
@@ -89,10 +89,11 @@ fi
 
 # The kmod suite once more, on a debug kernel: Debian's linux-source-6.12 built
 # with KASAN, lockdep, kmemleak and other checkers by test/vm/build-debug-kernel.sh
-# (about 14 minutes on 2 cores; cached in ~/.cache/bus1-debug-kernel), bus1.ko
+# (9 to 14 minutes on 2 cores; cached in ~/.cache/bus1-debug-kernel), bus1.ko
 # built against that tree (test/vm/README.md). Any checker's report fails the
 # test; the harness first proves that it does (one module per checker), then
-# the suite runs with every timeout x4 (about 14 minutes).
+# the suite runs with every timeout x4 (12 to 14 minutes; about 4 minutes for
+# the selftest).
 debug_tree=$(test/vm/build-debug-kernel.sh)
 debug_opts=(-Dwerror=true -Dkernel_dir="$debug_tree" -Dvm_timeout_factor=4)
 meson setup build-debug "${debug_opts[@]}" --wipe >/dev/null 2>&1 ||
