@@ -5,11 +5,13 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "broker/match.h"
 #include "broker/name.h"
+#include "dbus-compat/validate.h"
 #include "util/macro.h"
 
 /* Index keys, in this order in bucket key arrays. */
@@ -59,67 +61,6 @@ struct sender_key {
 	char str[];
 };
 
-/* ---- validation (libdbus' definitions) ---------------------------------- */
-
-static bool name_char_initial(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-}
-
-static bool name_char(char c)
-{
-	return name_char_initial(c) || (c >= '0' && c <= '9');
-}
-
-bool match_validate_interface(const char *s, size_t len)
-{
-	const char *end = s + len;
-	bool dot = false;
-
-	if (len == 0 || len > 255 || !name_char_initial(*s))
-		return false;
-	for (++s; s != end; ++s) {
-		if (*s == '.') {
-			if (s + 1 == end || !name_char_initial(s[1]))
-				return false;
-			dot = true;
-			++s;
-		} else if (!name_char(*s)) {
-			return false;
-		}
-	}
-	return dot;
-}
-
-bool match_validate_member(const char *s, size_t len)
-{
-	if (len == 0 || len > 255 || !name_char_initial(*s))
-		return false;
-	for (size_t i = 1; i < len; i++)
-		if (!name_char(s[i]))
-			return false;
-	return true;
-}
-
-bool match_validate_path(const char *s, size_t len)
-{
-	const char *end = s + len, *last_slash;
-
-	if (len == 0 || *s != '/')
-		return false;
-	last_slash = s;
-	for (++s; s != end; ++s) {
-		if (*s == '/') {
-			if (s - last_slash < 2)
-				return false;
-			last_slash = s;
-		} else if (!name_char(*s)) {
-			return false;
-		}
-	}
-	return !(end - last_slash < 2 && len > 1);
-}
-
 /* ---- parser ------------------------------------------------------------- */
 
 #define MAX_TOKENS 16
@@ -138,6 +79,8 @@ struct parse_state {
 	size_t n_tokens;
 	char values[PARSE_BUF];
 	size_t used;
+	/* What the keys set so far; its strings point into @values. */
+	struct match_rule rule;
 	struct match_arg args[MATCH_ARGS];
 	uint8_t n_args;
 };
@@ -147,6 +90,13 @@ static bool is_white(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
+static const char *skip_white(const char *p)
+{
+	while (is_white(*p))
+		++p;
+	return p;
+}
+
 static void set_reason(const char **reasonp, const char *reason)
 {
 	if (reasonp)
@@ -154,83 +104,111 @@ static void set_reason(const char **reasonp, const char *reason)
 }
 
 /*
+ * Copy the value at *@pp to *@outp without its quoting, up to an unquoted ','
+ * (consumed) or the end of the text, and NUL-terminate the copy. Advances
+ * both pointers past what was read and written.
+ */
+static int unquote_value(const char **pp, char **outp, const char **reasonp)
+{
+	const char *p = *pp;
+	char *out = *outp;
+	char quote = 0;
+
+	for (; *p; ++p) {
+		if (quote == 0) {
+			if (*p == '\'') {
+				quote = '\'';
+			} else if (*p == ',') {
+				++p;
+				break;
+			} else if (*p == '\\') {
+				quote = '\\';
+			} else {
+				*out++ = *p;
+			}
+		} else if (quote == '\\') {
+			/* A backslash escapes only a quote; else it is literal. */
+			if (*p != '\'')
+				*out++ = '\\';
+			*out++ = *p;
+			quote = 0;
+		} else if (*p == '\'') {
+			quote = 0;
+		} else {
+			*out++ = *p;
+		}
+	}
+	if (quote == '\\') {
+		*out++ = '\\';
+	} else if (quote == '\'') {
+		set_reason(reasonp, "Unbalanced quotation marks in match rule");
+		return MATCH_E_INVALID;
+	}
+	*out++ = '\0';
+	*pp = p;
+	*outp = out;
+	return 0;
+}
+
+/*
+ * Read the key='value' pair at *@pp into the next token and advance *@pp
+ * past it. A pair without key adds no token and sets *@no_keyp.
+ */
+static int tokenize_pair(struct parse_state *st, const char **pp, bool *no_keyp,
+			 const char **reasonp)
+{
+	const char *p = skip_white(*pp), *key = p, *key_end;
+	char *value = st->values + st->used, *out = value;
+	struct token *t;
+	int r;
+
+	while (*p && *p != '=' && !is_white(*p))
+		++p;
+	key_end = p;
+	p = skip_white(p);
+	if (key == key_end) {
+		*no_keyp = true;
+		return 0;
+	}
+	if (*p != '=') {
+		set_reason(reasonp, "Match rule has a key with no subsequent '=' character");
+		return MATCH_E_INVALID;
+	}
+	++p;
+	r = unquote_value(&p, &out, reasonp);
+	if (r)
+		return r;
+
+	t = &st->tokens[st->n_tokens++];
+	t->key = key;
+	t->key_len = key_end - key;
+	t->value = value;
+	t->value_len = (size_t)(out - value) - 1;
+	st->used = out - st->values;
+	*pp = p;
+	return 0;
+}
+
+/*
  * Split @text into tokens exactly as dbus-daemon's tokenize_rule(): at most
- * 16 tokens; an empty key ends the useful part of the rule.
+ * 16 tokens; an empty key ends the useful part of the rule. (dbus-daemon
+ * keeps looking at the same '=' until it runs out of tokens, so nothing
+ * after it is ever read: stopping there is the same.)
  */
 static int tokenize(struct parse_state *st, const char *text, size_t len,
 		    const char **reasonp)
 {
-	size_t pos = 0;
-	bool stopped = false;
+	const char *p = text, *end = text + len;
 
-	for (size_t i = 0; i < MAX_TOKENS && pos < len; i++) {
-		const char *p = text + pos, *key, *key_end;
-		char quote = 0, *out;
+	while (st->n_tokens < MAX_TOKENS && p < end) {
+		bool no_key = false;
+		int r;
 
-		while (*p && is_white(*p))
-			++p;
-		key = p;
-		while (*p && *p != '=' && !is_white(*p))
-			++p;
-		key_end = p;
-		while (*p && is_white(*p))
-			++p;
-		if (key == key_end) {
-			/* No key: dbus-daemon ignores this and all later tokens. */
-			pos = p - text;
-			stopped = true;
-			continue;
-		}
-		if (*p != '=') {
-			set_reason(reasonp,
-				   "Match rule has a key with no subsequent '=' character");
-			return MATCH_E_INVALID;
-		}
-		++p;
-
-		out = st->values + st->used;
-		for (; *p; ++p) {
-			if (quote == 0) {
-				if (*p == '\'') {
-					quote = '\'';
-				} else if (*p == ',') {
-					++p;
-					break;
-				} else if (*p == '\\') {
-					quote = '\\';
-				} else {
-					*out++ = *p;
-				}
-			} else if (quote == '\\') {
-				/* A backslash escapes only a quote; else it is literal. */
-				if (*p != '\'')
-					*out++ = '\\';
-				*out++ = *p;
-				quote = 0;
-			} else if (*p == '\'') {
-				quote = 0;
-			} else {
-				*out++ = *p;
-			}
-		}
-		if (quote == '\\') {
-			*out++ = '\\';
-		} else if (quote == '\'') {
-			set_reason(reasonp, "Unbalanced quotation marks in match rule");
-			return MATCH_E_INVALID;
-		}
-		*out++ = '\0';
-		pos = p - text;
-
-		if (!stopped) {
-			struct token *t = &st->tokens[st->n_tokens++];
-
-			t->key = key;
-			t->key_len = key_end - key;
-			t->value = st->values + st->used;
-			t->value_len = (size_t)(out - t->value) - 1;
-		}
-		st->used = out - st->values;
+		r = tokenize_pair(st, &p, &no_key, reasonp);
+		if (r)
+			return r;
+		if (no_key)
+			break;
 	}
 	return 0;
 }
@@ -238,60 +216,6 @@ static int tokenize(struct parse_state *st, const char *text, size_t len,
 static bool key_is(const struct token *t, const char *k)
 {
 	return t->key_len == strlen(k) && memcmp(t->key, k, t->key_len) == 0;
-}
-
-static int parse_arg_key(struct parse_state *st, const struct token *t, const char **reasonp)
-{
-	char key[MATCH_RULE_MAX_LENGTH + 1];
-	unsigned long arg;
-	bool is_path = false, is_namespace = false;
-	char *end;
-
-	memcpy(key, t->key, t->key_len);
-	key[t->key_len] = '\0';
-	if (t->key_len < 4) {
-		set_reason(reasonp, "Key in match rule starts with 'arg' but lacks an arg number");
-		return MATCH_E_INVALID;
-	}
-	/* libdbus parses the number with strtoul(base 0); so do we. */
-	errno = 0;
-	arg = strtoul(key + 3, &end, 0);
-	if (end == key + 3 || errno != 0) {
-		set_reason(reasonp,
-			   "Key in match rule starts with 'arg' but could not parse arg number");
-		return MATCH_E_INVALID;
-	}
-	if (*end != '\0') {
-		if (strcmp(end, "path") == 0) {
-			is_path = true;
-		} else if (strcmp(key, "arg0namespace") == 0) {
-			is_namespace = true;
-			if (!name_is_valid_namespace(t->value, t->value_len)) {
-				set_reason(reasonp,
-					   "arg0namespace is not a valid prefix of a bus name");
-				return MATCH_E_INVALID;
-			}
-		} else {
-			set_reason(reasonp,
-				   "Key in match rule contains junk after argument number");
-			return MATCH_E_INVALID;
-		}
-	}
-	if (arg > MATCH_ARG_MAX) {
-		set_reason(reasonp, "Key in match rule has an arg number above the maximum of 63");
-		return MATCH_E_INVALID;
-	}
-	if (st->args[arg].value) {
-		set_reason(reasonp, "Argument matched more than once in match rule");
-		return MATCH_E_INVALID;
-	}
-	st->args[arg].value = t->value;
-	st->args[arg].len = t->value_len;
-	st->args[arg].kind = is_path ? MATCH_ARG_PATH :
-			     is_namespace ? MATCH_ARG_NAMESPACE : MATCH_ARG_STRING;
-	if (arg + 1 > st->n_args)
-		st->n_args = arg + 1;
-	return 0;
 }
 
 static int parse_type(const char *s)
@@ -305,6 +229,187 @@ static int parse_type(const char *s)
 	if (strcmp(s, "error") == 0)
 		return MATCH_TYPE_ERROR;
 	return MATCH_TYPE_INVALID;
+}
+
+static int apply_type(struct match_rule *rule, const struct token *t, const char **reasonp)
+{
+	if (rule->keys & MATCH_KEY_TYPE) {
+		set_reason(reasonp, "Key type specified twice in match rule");
+		return MATCH_E_INVALID;
+	}
+	rule->type = parse_type(t->value);
+	if (rule->type == MATCH_TYPE_INVALID) {
+		set_reason(reasonp, "Invalid message type in match rule");
+		return MATCH_E_INVALID;
+	}
+	rule->keys |= MATCH_KEY_TYPE;
+	return 0;
+}
+
+static int apply_eavesdrop(struct match_rule *rule, const struct token *t,
+			   const char **reasonp)
+{
+	/* May repeat (monitors append eavesdrop='true'): last wins. */
+	if (strcmp(t->value, "true") == 0) {
+		rule->eavesdrop = true;
+	} else if (strcmp(t->value, "false") == 0) {
+		rule->eavesdrop = false;
+	} else {
+		set_reason(reasonp, "eavesdrop in match rule must be 'true' or 'false'");
+		return MATCH_E_INVALID;
+	}
+	return 0;
+}
+
+/* The keys whose value is a name or path, stored as a string of the rule. */
+struct string_key {
+	const char *name;
+	uint32_t bit;           /* MATCH_KEY_* it sets */
+	uint32_t exclusive;     /* MATCH_KEY_* it cannot be combined with (itself included) */
+	size_t offset;          /* of its const char * in struct match_rule */
+	bool (*valid)(const char *s, size_t n);
+	const char *twice;      /* reasons, as dbus-daemon words them */
+	const char *invalid;
+};
+
+/*
+ * sender= and destination= take what dbus-daemon takes (libdbus' lenient
+ * unique names), since clients may depend on a rule being accepted.
+ */
+static const struct string_key string_keys[] = {
+	{ "sender", MATCH_KEY_SENDER, MATCH_KEY_SENDER,
+	  offsetof(struct match_rule, sender), validate_bus_name_lenient,
+	  "Key sender specified twice in match rule",
+	  "Sender name in match rule is invalid" },
+	{ "interface", MATCH_KEY_INTERFACE, MATCH_KEY_INTERFACE,
+	  offsetof(struct match_rule, interface), validate_interface_name,
+	  "Key interface specified twice in match rule",
+	  "Interface name in match rule is invalid" },
+	{ "member", MATCH_KEY_MEMBER, MATCH_KEY_MEMBER,
+	  offsetof(struct match_rule, member), validate_member_name,
+	  "Key member specified twice in match rule",
+	  "Member name in match rule is invalid" },
+	{ "path", MATCH_KEY_PATH, MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE,
+	  offsetof(struct match_rule, path), validate_object_path,
+	  "path or path_namespace specified twice in match rule",
+	  "Path in match rule is invalid" },
+	{ "path_namespace", MATCH_KEY_PATH_NAMESPACE, MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE,
+	  offsetof(struct match_rule, path), validate_path_namespace,
+	  "path or path_namespace specified twice in match rule",
+	  "Path in match rule is invalid" },
+	{ "destination", MATCH_KEY_DESTINATION, MATCH_KEY_DESTINATION,
+	  offsetof(struct match_rule, destination), validate_bus_name_lenient,
+	  "Key destination specified twice in match rule",
+	  "Destination name in match rule is invalid" },
+};
+
+static const struct string_key *find_string_key(const struct token *t)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(string_keys); i++)
+		if (key_is(t, string_keys[i].name))
+			return &string_keys[i];
+	return NULL;
+}
+
+static int apply_string_key(struct match_rule *rule, const struct string_key *k,
+			    const struct token *t, const char **reasonp)
+{
+	if (rule->keys & k->exclusive) {
+		set_reason(reasonp, k->twice);
+		return MATCH_E_INVALID;
+	}
+	if (!k->valid(t->value, t->value_len)) {
+		set_reason(reasonp, k->invalid);
+		return MATCH_E_INVALID;
+	}
+	*(const char **)((char *)rule + k->offset) = t->value;
+	rule->keys |= k->bit;
+	return 0;
+}
+
+/*
+ * Split an argN, argNpath or arg0namespace key into the argument number and
+ * the kind of condition. libdbus parses the number with strtoul(base 0); so
+ * do we, signs and hex included.
+ */
+static int parse_arg_key(const struct token *t, unsigned long *argp, uint8_t *kindp,
+			 const char **reasonp)
+{
+	char key[MATCH_RULE_MAX_LENGTH + 1];
+	char *end;
+
+	memcpy(key, t->key, t->key_len);
+	key[t->key_len] = '\0';
+	if (t->key_len < 4) {
+		set_reason(reasonp, "Key in match rule starts with 'arg' but lacks an arg number");
+		return MATCH_E_INVALID;
+	}
+	errno = 0;
+	*argp = strtoul(key + 3, &end, 0);
+	if (end == key + 3 || errno != 0) {
+		set_reason(reasonp,
+			   "Key in match rule starts with 'arg' but could not parse arg number");
+		return MATCH_E_INVALID;
+	}
+	if (*end == '\0') {
+		*kindp = MATCH_ARG_STRING;
+	} else if (strcmp(end, "path") == 0) {
+		*kindp = MATCH_ARG_PATH;
+	} else if (strcmp(key, "arg0namespace") == 0) {
+		*kindp = MATCH_ARG_NAMESPACE;
+	} else {
+		set_reason(reasonp, "Key in match rule contains junk after argument number");
+		return MATCH_E_INVALID;
+	}
+	return 0;
+}
+
+static int apply_arg_key(struct parse_state *st, const struct token *t, const char **reasonp)
+{
+	unsigned long arg;
+	uint8_t kind;
+	int r;
+
+	r = parse_arg_key(t, &arg, &kind, reasonp);
+	if (r)
+		return r;
+	if (kind == MATCH_ARG_NAMESPACE && !validate_namespace_lenient(t->value, t->value_len)) {
+		set_reason(reasonp, "arg0namespace is not a valid prefix of a bus name");
+		return MATCH_E_INVALID;
+	}
+	if (arg > MATCH_ARG_MAX) {
+		set_reason(reasonp, "Key in match rule has an arg number above the maximum of 63");
+		return MATCH_E_INVALID;
+	}
+	if (st->args[arg].value) {
+		set_reason(reasonp, "Argument matched more than once in match rule");
+		return MATCH_E_INVALID;
+	}
+	st->args[arg].value = t->value;
+	st->args[arg].len = t->value_len;
+	st->args[arg].kind = kind;
+	if (arg + 1 > st->n_args)
+		st->n_args = arg + 1;
+	st->rule.keys |= MATCH_KEY_ARGS;
+	return 0;
+}
+
+/* Check one token and record it in @st->rule (or @st->args). */
+static int apply_key(struct parse_state *st, const struct token *t, const char **reasonp)
+{
+	const struct string_key *k;
+
+	if (key_is(t, "type"))
+		return apply_type(&st->rule, t, reasonp);
+	if (key_is(t, "eavesdrop"))
+		return apply_eavesdrop(&st->rule, t, reasonp);
+	k = find_string_key(t);
+	if (k)
+		return apply_string_key(&st->rule, k, t, reasonp);
+	if (t->key_len >= 3 && memcmp(t->key, "arg", 3) == 0)
+		return apply_arg_key(st, t, reasonp);
+	set_reason(reasonp, "Unknown key in match rule");
+	return MATCH_E_INVALID;
 }
 
 static const char *copy_str(char **pos, const char *s)
@@ -321,12 +426,41 @@ static const char *copy_str(char **pos, const char *s)
 	return r;
 }
 
+/* Move the parsed rule into one allocation: rule, argument array, strings. */
+static int build_rule(const struct parse_state *st, struct match_rule **rulep)
+{
+	struct match_rule *rule;
+	size_t total;
+	char *pos;
+
+	total = sizeof(*rule) + st->n_args * sizeof(struct match_arg) + st->used + 1;
+	rule = calloc(1, total);
+	if (!rule)
+		return -ENOMEM;
+	*rule = st->rule;
+	rule->args = (struct match_arg *)(rule + 1);
+	pos = (char *)(rule->args + st->n_args);
+	rule->sender = copy_str(&pos, st->rule.sender);
+	rule->interface = copy_str(&pos, st->rule.interface);
+	rule->member = copy_str(&pos, st->rule.member);
+	rule->path = copy_str(&pos, st->rule.path);
+	rule->destination = copy_str(&pos, st->rule.destination);
+	rule->n_args = st->n_args;
+	for (size_t i = 0; i < st->n_args; i++) {
+		rule->args[i] = st->args[i];
+		rule->args[i].value = copy_str(&pos, st->args[i].value);
+	}
+	list_init(&rule->owner_link);
+	list_init(&rule->bucket_link);
+	list_init(&rule->registry_link);
+	*rulep = rule;
+	return 0;
+}
+
 int match_rule_parse(struct match_rule **rulep, const char *text, const char **reasonp)
 {
 	struct parse_state *st;
-	struct match_rule tmp = {}, *rule;
-	size_t len, total;
-	char *pos;
+	size_t len;
 	int r;
 
 	len = strnlen(text, MATCH_RULE_MAX_LENGTH + 1);
@@ -339,131 +473,10 @@ int match_rule_parse(struct match_rule **rulep, const char *text, const char **r
 		return -ENOMEM;
 
 	r = tokenize(st, text, len, reasonp);
-	if (r)
-		goto out;
-
-	for (size_t i = 0; i < st->n_tokens; i++) {
-		const struct token *t = &st->tokens[i];
-		const char *v = t->value;
-		size_t vl = t->value_len;
-
-		r = MATCH_E_INVALID;
-		if (key_is(t, "type")) {
-			if (tmp.keys & MATCH_KEY_TYPE) {
-				set_reason(reasonp, "Key type specified twice in match rule");
-				goto out;
-			}
-			tmp.type = parse_type(v);
-			if (tmp.type == MATCH_TYPE_INVALID) {
-				set_reason(reasonp, "Invalid message type in match rule");
-				goto out;
-			}
-			tmp.keys |= MATCH_KEY_TYPE;
-		} else if (key_is(t, "sender")) {
-			if (tmp.keys & MATCH_KEY_SENDER) {
-				set_reason(reasonp, "Key sender specified twice in match rule");
-				goto out;
-			}
-			if (!name_is_valid(v, vl)) {
-				set_reason(reasonp, "Sender name in match rule is invalid");
-				goto out;
-			}
-			tmp.sender = v;
-			tmp.keys |= MATCH_KEY_SENDER;
-		} else if (key_is(t, "interface")) {
-			if (tmp.keys & MATCH_KEY_INTERFACE) {
-				set_reason(reasonp, "Key interface specified twice in match rule");
-				goto out;
-			}
-			if (!match_validate_interface(v, vl)) {
-				set_reason(reasonp, "Interface name in match rule is invalid");
-				goto out;
-			}
-			tmp.interface = v;
-			tmp.keys |= MATCH_KEY_INTERFACE;
-		} else if (key_is(t, "member")) {
-			if (tmp.keys & MATCH_KEY_MEMBER) {
-				set_reason(reasonp, "Key member specified twice in match rule");
-				goto out;
-			}
-			if (!match_validate_member(v, vl)) {
-				set_reason(reasonp, "Member name in match rule is invalid");
-				goto out;
-			}
-			tmp.member = v;
-			tmp.keys |= MATCH_KEY_MEMBER;
-		} else if (key_is(t, "path") || key_is(t, "path_namespace")) {
-			if (tmp.keys & (MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE)) {
-				set_reason(reasonp,
-					   "path or path_namespace specified twice in match rule");
-				goto out;
-			}
-			if (!match_validate_path(v, vl)) {
-				set_reason(reasonp, "Path in match rule is invalid");
-				goto out;
-			}
-			tmp.path = v;
-			tmp.keys |= key_is(t, "path") ? MATCH_KEY_PATH : MATCH_KEY_PATH_NAMESPACE;
-		} else if (key_is(t, "destination")) {
-			if (tmp.keys & MATCH_KEY_DESTINATION) {
-				set_reason(reasonp,
-					   "Key destination specified twice in match rule");
-				goto out;
-			}
-			if (!name_is_valid(v, vl)) {
-				set_reason(reasonp, "Destination name in match rule is invalid");
-				goto out;
-			}
-			tmp.destination = v;
-			tmp.keys |= MATCH_KEY_DESTINATION;
-		} else if (key_is(t, "eavesdrop")) {
-			/* May repeat (monitors append eavesdrop='true'): last wins. */
-			if (strcmp(v, "true") == 0) {
-				tmp.eavesdrop = true;
-			} else if (strcmp(v, "false") == 0) {
-				tmp.eavesdrop = false;
-			} else {
-				set_reason(reasonp,
-					   "eavesdrop in match rule must be 'true' or 'false'");
-				goto out;
-			}
-		} else if (t->key_len >= 3 && memcmp(t->key, "arg", 3) == 0) {
-			r = parse_arg_key(st, t, reasonp);
-			if (r)
-				goto out;
-			tmp.keys |= MATCH_KEY_ARGS;
-		} else {
-			set_reason(reasonp, "Unknown key in match rule");
-			goto out;
-		}
-	}
-
-	/* One allocation: rule, argument array, strings. */
-	total = sizeof(*rule) + st->n_args * sizeof(struct match_arg) + st->used + 1;
-	rule = calloc(1, total);
-	if (!rule) {
-		r = -ENOMEM;
-		goto out;
-	}
-	*rule = tmp;
-	rule->args = (struct match_arg *)(rule + 1);
-	pos = (char *)(rule->args + st->n_args);
-	rule->sender = copy_str(&pos, tmp.sender);
-	rule->interface = copy_str(&pos, tmp.interface);
-	rule->member = copy_str(&pos, tmp.member);
-	rule->path = copy_str(&pos, tmp.path);
-	rule->destination = copy_str(&pos, tmp.destination);
-	rule->n_args = st->n_args;
-	for (size_t i = 0; i < st->n_args; i++) {
-		rule->args[i] = st->args[i];
-		rule->args[i].value = copy_str(&pos, st->args[i].value);
-	}
-	list_init(&rule->owner_link);
-	list_init(&rule->bucket_link);
-	list_init(&rule->registry_link);
-	*rulep = rule;
-	r = 0;
-out:
+	for (size_t i = 0; r == 0 && i < st->n_tokens; i++)
+		r = apply_key(st, &st->tokens[i], reasonp);
+	if (r == 0)
+		r = build_rule(st, rulep);
 	free(st);
 	return r;
 }

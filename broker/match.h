@@ -24,6 +24,8 @@
  * N is parsed like strtoul(base 0) (so "arg0x1" is arg1), at most 63. A key
  * given twice, an unknown key, a key without '=', an unbalanced quote, or an
  * invalid value: MATCH_E_INVALID (org.freedesktop.DBus.Error.MatchRuleInvalid).
+ * Values are checked by dbus-compat/validate.h; sender=, destination= and
+ * arg0namespace= with its *_lenient() rules, which are dbus-daemon's.
  *
  * Matching (all given keys must hold):
  *  - type: equal message type.
@@ -266,8 +268,3 @@ void match_registry_set_sender_strategy(struct match_registry *reg, int strategy
 /* The same, by evaluating every rule (reference for tests and fuzzing). */
 void match_registry_match_slow(struct match_registry *reg, const struct match_message *msg,
 			       struct list_node *result);
-
-/* Validators used by the parser (dbus-daemon's definitions). */
-bool match_validate_interface(const char *s, size_t len);
-bool match_validate_member(const char *s, size_t len);
-bool match_validate_path(const char *s, size_t len);

@@ -100,7 +100,7 @@ struct native_conn {
  */
 struct native {
 	struct bus *bus;
-	struct bus1_peer *peer;
+	struct b1_peer *peer;
 	sd_event_source *io;
 	sd_event_source *flush;
 	struct hmap nodes;
@@ -172,9 +172,9 @@ void native_flush(struct native *native)
 
 		message_get_iovec(m, iov);
 		memset(native->batch_err, 0, n * sizeof(*native->batch_err));
-		r = bus1_peer_send(native->peer, BUS1_SEND_FLAG_CONTINUE, native->batch_dst, n,
-				   native->batch_err, iov, iov[1].iov_len ? 2 : 1, NULL, 0,
-				   m->fds, m->n_fds);
+		r = b1_peer_send(native->peer, BUS1_SEND_FLAG_CONTINUE, native->batch_dst, n,
+				 native->batch_err, iov, iov[1].iov_len ? 2 : 1, NULL, 0,
+				 m->fds, m->n_fds);
 		if (r < 0) {
 			/*
 			 * A message-level failure (ENOMEM, EMSGSIZE, ...): nobody got it.
@@ -247,7 +247,7 @@ static void native_conn_refresh(struct native_conn *nc)
 	struct bus1_cmd_handle_query q;
 	uint64_t bytes, fds, msgs;
 
-	if (bus1_peer_handle_query(native->peer, nc->client, &q) < 0)
+	if (b1_peer_handle_query(native->peer, nc->client, &q) < 0)
 		return;		/* the client node is gone: NODE_DESTROY follows */
 	bytes = q.n_bytes;
 	fds = q.n_fds;
@@ -336,7 +336,7 @@ static void close_fds(const int *fds, size_t n)
 }
 
 /* Take one received DATA message. Returns 0 or negative errno (fatal). */
-static int native_input(struct native *native, const struct bus1_msg *bm)
+static int native_input(struct native *native, const struct b1_msg *bm)
 {
 	struct bus *bus = native->bus;
 	struct native_conn *nc;
@@ -348,7 +348,7 @@ static int native_input(struct native *native, const struct bus1_msg *bm)
 	/* Clients have no business giving the broker handles: drop them. */
 	for (size_t i = 0; i < bm->n_handles; i++)
 		if (bm->handles[i] != BUS1_HANDLE_INVALID)
-			bus1_peer_handle_release(native->peer, bm->handles[i]);
+			b1_peer_handle_release(native->peer, bm->handles[i]);
 
 	nc = find_by_node(native, bm->destination);
 	if (!nc || nc->conn->closed) {
@@ -410,11 +410,11 @@ static int native_input(struct native *native, const struct bus1_msg *bm)
 static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct native *native = userdata;
-	struct bus1_msg bm;
+	struct b1_msg bm;
 	int r;
 
 	for (int i = 0; i < NATIVE_READ_BUDGET; i++) {
-		r = bus1_peer_recv(native->peer, 0, &bm);
+		r = b1_peer_recv(native->peer, 0, &bm);
 		if (r == -EAGAIN)
 			break;
 		if (r < 0) {
@@ -432,7 +432,7 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 			continue;
 		}
 		r = native_input(native, &bm);
-		bus1_peer_msg_release(native->peer, &bm);
+		b1_peer_msg_release(native->peer, &bm);
 		if (r < 0) {
 			log_err("bus1 input failed: %s", strerror(-r));
 			return sd_event_exit(native->bus->event, r);
@@ -494,7 +494,7 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 	nc->refresh_bytes = NATIVE_REFRESH_BYTES;
 
 	/* The connection node: the broker's, the client gets the only other handle. */
-	r = bus1_peer_handle_transfer_fd(native->peer, fd, &node, &bus_handle);
+	r = b1_peer_handle_transfer_fd(native->peer, fd, &node, &bus_handle);
 	if (r < 0) {
 		free(nc);
 		return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
@@ -508,12 +508,12 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 	{
 		struct bus1_cmd_handle_transfer cmd = {
 			.src_handle = BUS1_HANDLE_CREATE,
-			.dst_fd = (uint32_t)bus1_peer_get_fd(native->peer),
+			.dst_fd = (uint32_t)b1_peer_get_fd(native->peer),
 		};
 
 		if (ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &cmd) < 0) {
 			r = -errno;
-			bus1_peer_handle_release(native->peer, node);
+			b1_peer_handle_release(native->peer, node);
 			free(nc);
 			return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
 					   r == -EBADF || r == -ENOTTY ?
@@ -526,12 +526,12 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 		/* The direct node: the same, a second node of the client. */
 		cmd = (struct bus1_cmd_handle_transfer){
 			.src_handle = BUS1_HANDLE_CREATE,
-			.dst_fd = (uint32_t)bus1_peer_get_fd(native->peer),
+			.dst_fd = (uint32_t)b1_peer_get_fd(native->peer),
 		};
 		if (ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &cmd) < 0) {
 			r = -errno;
-			bus1_peer_handle_release(native->peer, client);
-			bus1_peer_handle_release(native->peer, node);
+			b1_peer_handle_release(native->peer, client);
+			b1_peer_handle_release(native->peer, node);
 			free(nc);
 			return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
 					   "bus1 handle transfer failed");
@@ -577,9 +577,9 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 	return 0;
 
 fail:
-	bus1_peer_handle_release(native->peer, nc->direct);
-	bus1_peer_handle_release(native->peer, client);
-	bus1_peer_handle_release(native->peer, node);
+	b1_peer_handle_release(native->peer, nc->direct);
+	b1_peer_handle_release(native->peer, client);
+	b1_peer_handle_release(native->peer, node);
 	free(nc);
 	return r;
 }
@@ -597,16 +597,16 @@ struct native_conn *native_conn_free(struct native_conn *nc)
 	hmap_remove(&native->nodes, &nc->node_link);
 	hmap_remove(&native->clients, &nc->client_link);
 	/* Releasing the owner's handle destroys the node: the client is told. */
-	bus1_peer_handle_release(native->peer, nc->node);
+	b1_peer_handle_release(native->peer, nc->node);
 	/*
 	 * What the client did not read is taken back: a client that stopped
 	 * reading (and may never read or close) must not keep the broker's
 	 * kernel quota. The connection's user charges go with the connection.
 	 */
-	bus1_peer_handle_reclaim(native->peer, nc->client);
-	bus1_peer_handle_release(native->peer, nc->client);
+	b1_peer_handle_reclaim(native->peer, nc->client);
+	b1_peer_handle_release(native->peer, nc->client);
 	native_conn_uncharge(nc, nc->charged_bytes, nc->charged_fds);
-	bus1_peer_handle_release(native->peer, nc->direct);
+	b1_peer_handle_release(native->peer, nc->direct);
 	free(nc->uids);
 	free(nc);
 	return NULL;
@@ -916,8 +916,8 @@ int native_get_direct_handle(struct native *native, struct connection *conn, str
 	native_flush(native);
 	message_get_iovec(reply, iov);
 	handle = target->native->direct;
-	r = bus1_peer_send(native->peer, 0, &nc->client, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
-			   &handle, 1, NULL, 0);
+	r = b1_peer_send(native->peer, 0, &nc->client, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+			 &handle, 1, NULL, 0);
 	if (r < 0) {
 		log_info("direct handle for %s: %s", connection_name(conn), strerror(-r));
 		connection_overflow(conn);
@@ -955,13 +955,13 @@ int native_new(struct native **nativep, struct bus *bus)
 	hmap_init(&native->nodes);
 	hmap_init(&native->clients);
 
-	r = bus1_peer_new_from_path(path, &native->peer);
+	r = b1_peer_new_from_path(path, &native->peer);
 	if (r < 0) {
 		log_warn("cannot open %s (%s): serving socket clients only", path, strerror(-r));
 		native_free(native);
 		return 0;
 	}
-	r = bus1_peer_query(native->peer, &q);
+	r = b1_peer_query(native->peer, &q);
 	if (r < 0)
 		goto fail;
 	native->max_destinations = q.max_destinations ? q.max_destinations : 1;
@@ -977,7 +977,7 @@ int native_new(struct native **nativep, struct bus *bus)
 		goto fail;
 	}
 
-	r = sd_event_add_io(bus->event, &native->io, bus1_peer_get_fd(native->peer), EPOLLIN,
+	r = sd_event_add_io(bus->event, &native->io, b1_peer_get_fd(native->peer), EPOLLIN,
 			    native_io, native);
 	if (r < 0)
 		goto fail;
@@ -1009,7 +1009,7 @@ struct native *native_free(struct native *native)
 	/* Connections still pointing here are freed first by the bus. */
 	hmap_deinit(&native->nodes);
 	hmap_deinit(&native->clients);
-	native->peer = bus1_peer_free(native->peer);
+	native->peer = b1_peer_free(native->peer);
 	free(native->batch_dst);
 	free(native->batch_nc);
 	free(native->batch_err);

@@ -19,7 +19,10 @@
 #include "bus1-client.h"
 #include "dbus-compat/address.h"
 #include "dbus-compat/message.h"
+#include "dbus-compat/native-protocol.h"
 #include "dbus-compat/protocol.h"
+#include "dbus-compat/sasl-client.h"
+#include "util/io.h"
 #include "util/macro.h"
 
 #define B1C_DEFAULT_TIMEOUT (25ULL * 1000 * 1000)
@@ -81,7 +84,7 @@ struct direct_call {
 
 struct b1c_bus {
 	int sock;			/* the bootstrap socket: kept as the lifeline */
-	struct bus1_peer *peer;
+	struct b1_peer *peer;
 	uint64_t bus_handle;		/* our handle to our connection node at the broker */
 	uint64_t node;			/* our client node */
 	uint64_t direct_node;		/* our direct node (0: the broker has none for us) */
@@ -158,22 +161,6 @@ static void handler_vec_free(struct handler_vec *hv)
 	free(hv->v);
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p = (const char *)p + k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 static int read_all(int fd, void *p, size_t n)
 {
 	while (n) {
@@ -190,25 +177,6 @@ static int read_all(int fd, void *p, size_t n)
 		n -= (size_t)k;
 	}
 	return 0;
-}
-
-/* One "\r\n"-terminated SASL line (bounded). */
-static int read_line(int fd, char *buf, size_t size)
-{
-	size_t n = 0;
-
-	while (n + 1 < size) {
-		int r = read_all(fd, buf + n, 1);
-
-		if (r < 0)
-			return r;
-		if (buf[n] == '\n' && n > 0 && buf[n - 1] == '\r') {
-			buf[n - 1] = 0;
-			return 0;
-		}
-		n++;
-	}
-	return -EPROTO;
 }
 
 /* ---------------------------------------------------------------- messages */
@@ -623,8 +591,8 @@ static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
 	if (bus->dead)
 		return -ECONNRESET;
 	message_get_iovec(msg, iov);
-	return bus1_peer_send(bus->peer, 0, &bus->bus_handle, 1, NULL, iov,
-			      iov[1].iov_len ? 2 : 1, NULL, 0, msg->fds, msg->n_fds);
+	return b1_peer_send(bus->peer, 0, &bus->bus_handle, 1, NULL, iov,
+			    iov[1].iov_len ? 2 : 1, NULL, 0, msg->fds, msg->n_fds);
 }
 
 /* ------------------------------------------------------------ direct path */
@@ -770,9 +738,9 @@ static int direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t 
 	if (r < 0)
 		return r;
 	message_get_iovec(with, iov);
-	r = bus1_peer_send(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
-			   with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
-			   with->fds, with->n_fds);
+	r = b1_peer_send(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+			 with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
+			 with->fds, with->n_fds);
 	message_unref(with);
 	return r;
 }
@@ -793,8 +761,9 @@ static int direct_resolve(struct b1c_bus *bus, const char *name, uint64_t *handl
 		*handlep = d->handle;
 		return d->handle ? 1 : 0;
 	}
-	r = b1c_message_new_method_call(&m, DC_SERVICE_DBUS, DC_PATH_DBUS, "org.freedesktop.DBus.Bus1",
-					"GetDirectHandle", "s");
+	r = b1c_message_new_method_call(&m, DC_SERVICE_DBUS, DC_PATH_DBUS, DC_INTERFACE_BUS1,
+					DC_BUS1_METHOD_GET_DIRECT_HANDLE,
+					DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE);
 	if (r < 0)
 		return r;
 	r = b1c_message_append(m, "s", name);
@@ -888,7 +857,7 @@ int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
 				return r;
 			/* The owner went away: forget the handle, ask the broker. */
 			dname_forget(bus, NULL, h);
-			bus1_peer_handle_release(bus->peer, h);
+			b1_peer_handle_release(bus->peer, h);
 		}
 	}
 	r = bus_send_msg(bus, m->msg);
@@ -974,8 +943,9 @@ static bool broker_notice(struct b1c_bus *bus, const struct message *msg)
 	if (msg->type != DC_MESSAGE_SIGNAL || !msg->sender || strcmp(msg->sender, DC_SERVICE_DBUS) ||
 	    !msg->interface || !msg->member)
 		return false;
-	if (!strcmp(msg->interface, "org.freedesktop.DBus.Bus1") &&
-	    !strcmp(msg->member, "DirectPolicy") && !strcmp(msg->signature, "au")) {
+	if (!strcmp(msg->interface, DC_INTERFACE_BUS1) &&
+	    !strcmp(msg->member, DC_BUS1_SIGNAL_DIRECT_POLICY) &&
+	    !strcmp(msg->signature, DC_BUS1_DIRECT_POLICY_SIGNATURE)) {
 		/* The full set each time. */
 		if (message_get_body_reader(msg, &r) == 0 && dc_reader_enter(&r, 'a') == 0) {
 			size_t n = 0;
@@ -1006,7 +976,7 @@ static bool broker_notice(struct b1c_bus *bus, const struct message *msg)
 /* Receive one message from the peer: 1 (*msgp set), 0 (none), negative errno. */
 static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 {
-	struct bus1_msg bm;
+	struct b1_msg bm;
 	int r;
 
 	for (;;) {
@@ -1021,7 +991,7 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 			memmove(bus->synth, bus->synth + 1, --bus->n_synth * sizeof(*bus->synth));
 			return 1;
 		}
-		r = bus1_peer_recv(bus->peer, 0, &bm);
+		r = b1_peer_recv(bus->peer, 0, &bm);
 		if (r == -EAGAIN)
 			return 0;
 		if (r < 0)
@@ -1036,7 +1006,7 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 			}
 			/* A direct callee went away. */
 			r = direct_lost(bus, bm.destination);
-			bus1_peer_handle_release(bus->peer, bm.destination);
+			b1_peer_handle_release(bus->peer, bm.destination);
 			if (r < 0)
 				return r;
 			continue;
@@ -1044,7 +1014,8 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 		direct = bus->direct_node && bm.destination == bus->direct_node;
 		/* Takes the fds in all cases. */
 		r = message_new_from_data(&msg, bm.data, bm.n_bytes, bm.fds, bm.n_fds);
-		if (r == 0 && bm.n_handles && bm.handles[0] != BUS1_HANDLE_INVALID) {
+		if (r == 0 && bm.n_handles > DC_BUS1_HANDLE_INDEX &&
+		    bm.handles[DC_BUS1_HANDLE_INDEX] != BUS1_HANDLE_INVALID) {
 			/*
 			 * The only handles we keep: the callee's direct node in the
 			 * broker's GetDirectHandle reply, the caller's in a direct call.
@@ -1052,12 +1023,12 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 			if (direct ? msg->type == DC_MESSAGE_METHOD_CALL :
 			    msg->type == DC_MESSAGE_METHOD_RETURN && msg->sender &&
 			    !strcmp(msg->sender, DC_SERVICE_DBUS))
-				keep = bm.handles[0];
+				keep = bm.handles[DC_BUS1_HANDLE_INDEX];
 		}
 		for (size_t i = 0; i < bm.n_handles; i++)
 			if (bm.handles[i] != BUS1_HANDLE_INVALID && bm.handles[i] != keep)
-				bus1_peer_handle_release(bus->peer, bm.handles[i]);
-		bus1_peer_msg_release(bus->peer, &bm);
+				b1_peer_handle_release(bus->peer, bm.handles[i]);
+		b1_peer_msg_release(bus->peer, &bm);
 		if (r < 0)
 			return r;
 		if (r > 0) {
@@ -1070,7 +1041,7 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 		if (!direct) {
 			if (keep) {
 				if (bus->stash_handle && bus->stash_handle != keep)
-					bus1_peer_handle_release(bus->peer, bus->stash_handle);
+					b1_peer_handle_release(bus->peer, bus->stash_handle);
 				bus->stash_serial = msg->reply_serial;
 				bus->stash_handle = keep;
 			}
@@ -1090,7 +1061,7 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 		if (msg->type == DC_MESSAGE_METHOD_CALL) {
 			if (!bus->n_uids) {
 				/* The broker revoked every handle (a policy reload). */
-				direct_refuse(bus, msg, keep, B1C_ERROR_DIRECT_REVOKED,
+				direct_refuse(bus, msg, keep, DC_BUS1_ERROR_DIRECT_REVOKED,
 					      "Direct handles were revoked; ask the bus again");
 				message_unref(msg);
 				continue;
@@ -1161,7 +1132,7 @@ static struct message *queue_pop(struct b1c_bus *bus)
 int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec)
 {
 	struct pollfd p[2] = {
-		{ .fd = bus1_peer_get_fd(bus->peer), .events = POLLIN },
+		{ .fd = b1_peer_get_fd(bus->peer), .events = POLLIN },
 		{ .fd = bus->sock, .events = POLLIN },
 	};
 	int timeout, r;
@@ -1216,7 +1187,7 @@ static int wait_reply(struct b1c_bus *bus, uint32_t serial, uint64_t timeout_use
 			return -ETIMEDOUT;
 		{
 			struct pollfd p[2] = {
-				{ .fd = bus1_peer_get_fd(bus->peer), .events = POLLIN },
+				{ .fd = b1_peer_get_fd(bus->peer), .events = POLLIN },
 				{ .fd = bus->sock, .events = POLLIN },
 			};
 
@@ -1248,7 +1219,7 @@ static bool direct_retry(struct b1c_bus *bus, const struct message *call, const 
 		dname_forget(bus, call->destination, 0);
 		return true;
 	}
-	if (!strcmp(err->error_name, B1C_ERROR_DIRECT_REVOKED)) {
+	if (!strcmp(err->error_name, DC_BUS1_ERROR_DIRECT_REVOKED)) {
 		/* Every name that leads to this callee. */
 		d = dname_find(bus, call->destination);
 		dname_forget(bus, call->destination, d ? d->handle : 0);
@@ -1616,31 +1587,15 @@ int b1c_bus_reply_error(struct b1c_bus *bus, struct b1c_message *call, const cha
 
 static int sasl_auth(int fd)
 {
-	char line[512], uid[32], hex[64];
-	int r;
+	bool fds = false;
+	int r = sasl_client_authenticate(fd, getuid(), true, &fds);
 
-	snprintf(uid, sizeof(uid), "%u", (unsigned)getuid());
-	for (size_t i = 0; uid[i]; i++)
-		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)uid[i]);
-	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
-	r = write_all(fd, "", 1);
-	if (r == 0)
-		r = write_all(fd, line, strlen(line));
-	if (r == 0)
-		r = read_line(fd, line, sizeof(line));
-	if (r < 0)
-		return r;
-	if (strncmp(line, "OK ", 3))
+	if (r == SASL_CLIENT_REJECTED)
 		return -ECONNREFUSED;
-	r = write_all(fd, "NEGOTIATE_UNIX_FD\r\n", 19);
-	if (r == 0)
-		r = read_line(fd, line, sizeof(line));
 	if (r < 0)
 		return r;
 	/* The fd of the bootstrap needs fd passing. */
-	if (strcmp(line, "AGREE_UNIX_FD"))
-		return -EOPNOTSUPP;
-	return write_all(fd, "BEGIN\r\n", 7);
+	return fds ? 0 : -EOPNOTSUPP;
 }
 
 static int socket_send_with_fd(int sock, const struct message *msg, int fd)
@@ -1677,14 +1632,14 @@ static int socket_send_with_fd(int sock, const struct message *msg, int fd)
 		size_t off = (size_t)k;
 
 		if (off < iov[0].iov_len) {
-			int r = write_all(sock, (const char *)iov[0].iov_base + off,
+			int r = io_send_all(sock, (const char *)iov[0].iov_base + off,
 					  iov[0].iov_len - off);
 
 			if (r < 0)
 				return r;
 			off = iov[0].iov_len;
 		}
-		return write_all(sock, (const char *)iov[1].iov_base + (off - iov[0].iov_len),
+		return io_send_all(sock, (const char *)iov[1].iov_base + (off - iov[0].iov_len),
 				 total - off);
 	}
 	return 0;
@@ -1725,9 +1680,9 @@ static int bootstrap(struct b1c_bus *bus)
 	if (r < 0)
 		return r;
 
-	message_builder_init_method_call(&b, DC_SERVICE_DBUS, DC_PATH_DBUS, "org.freedesktop.DBus.Bus1",
-					 "Connect", "h");
-	dc_writer_write(&b.body, "h", 0U);
+	message_builder_init_method_call(&b, DC_SERVICE_DBUS, DC_PATH_DBUS, DC_INTERFACE_BUS1,
+					 DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE);
+	dc_writer_write(&b.body, DC_BUS1_CONNECT_SIGNATURE, 0U);
 	r = message_builder_seal(&b, ++bus->serial, &call);
 	message_builder_deinit(&b);
 	if (r < 0)
@@ -1735,7 +1690,7 @@ static int bootstrap(struct b1c_bus *bus)
 	/* The fds of a message need UNIX_FDS: re-write the header with it. */
 	{
 		struct message *with = NULL;
-		int fd = bus1_peer_get_fd(bus->peer);
+		int fd = b1_peer_get_fd(bus->peer);
 
 		call->unix_fds = 1;
 		r = message_stitch_sender(call, NULL, &with);
@@ -1759,10 +1714,11 @@ static int bootstrap(struct b1c_bus *bus)
 		return r;
 	}
 	r = message_get_body_reader(reply, &reader);
-	if (r == 0 && strcmp(reply->signature, "ttt") == 0)
-		r = dc_reader_read(&reader, "ttt", &bus_handle, &node, &bus->direct_node);
-	else if (r == 0 && strcmp(reply->signature, "tt") == 0)
-		r = dc_reader_read(&reader, "tt", &bus_handle, &node);	/* no direct path */
+	if (r == 0 && strcmp(reply->signature, DC_BUS1_CONNECT_REPLY) == 0)
+		r = dc_reader_read(&reader, DC_BUS1_CONNECT_REPLY, &bus_handle, &node,
+				   &bus->direct_node);
+	else if (r == 0 && strcmp(reply->signature, DC_BUS1_CONNECT_REPLY_OLD) == 0)
+		r = dc_reader_read(&reader, DC_BUS1_CONNECT_REPLY_OLD, &bus_handle, &node);	/* no direct path */
 	else
 		r = -EPROTO;
 	message_unref(reply);
@@ -1809,7 +1765,7 @@ int b1c_bus_open(struct b1c_bus **busp, const char *address)
 		return -ENOMEM;
 	bus->sock = -1;
 
-	r = bus1_peer_new_from_path(dev ? dev : "/dev/bus1", &bus->peer);
+	r = b1_peer_new_from_path(dev ? dev : "/dev/bus1", &bus->peer);
 	if (r < 0)
 		goto fail;
 
@@ -1870,7 +1826,7 @@ struct b1c_bus *b1c_bus_free(struct b1c_bus *bus)
 	handler_vec_free(&bus->pending);
 	if (bus->sock >= 0)
 		close(bus->sock);
-	bus->peer = bus1_peer_free(bus->peer);
+	bus->peer = b1_peer_free(bus->peer);
 	free(bus->unique_name);
 	free(bus);
 	return NULL;
@@ -1883,5 +1839,5 @@ const char *b1c_bus_get_unique_name(const struct b1c_bus *bus)
 
 int b1c_bus_get_fd(const struct b1c_bus *bus)
 {
-	return bus1_peer_get_fd(bus->peer);
+	return b1_peer_get_fd(bus->peer);
 }

@@ -87,6 +87,8 @@ int b1c_bus_set_direct(struct b1c_bus *bus, bool enable);
  * revoked its direct handles (the bus policy was reloaded). b1c_bus_call()
  * and b1c_bus_call_async() then forget the handle, ask the broker again and
  * resend the call once (as after ServiceUnknown from a name's old owner).
+ * (DC_BUS1_ERROR_DIRECT_REVOKED of dbus-compat/native-protocol.h, which is not
+ * installed.)
  */
 #define B1C_ERROR_DIRECT_REVOKED "org.freedesktop.DBus.Bus1.Error.DirectRevoked"
 /* Whether @m (a received method call) came straight from its caller. */

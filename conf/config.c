@@ -162,16 +162,25 @@ static int parse_file(struct loader *loader, struct file_parser *parent, const c
 /* ------------------------------------------------------------------ */
 /* small helpers                                                        */
 
+char *conf_vstrdup_printf(const char *fmt, va_list ap)
+{
+	char *s;
+
+	/* vasprintf() leaves @s undefined on failure: never return it then. */
+	if (vasprintf(&s, fmt, ap) < 0)
+		return NULL;
+	return s;
+}
+
 char *conf_strdup_printf(const char *fmt, ...)
 {
 	va_list ap;
 	char *s;
-	int r;
 
 	va_start(ap, fmt);
-	r = vasprintf(&s, fmt, ap);
+	s = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
-	return r < 0 ? NULL : s;
+	return s;
 }
 
 char *conf_path_join(const char *dir, const char *file)
@@ -457,40 +466,6 @@ void bus_config_limits_init(struct bus_config_limits *l)
 	};
 }
 
-const char *bus_policy_scope_to_string(enum bus_policy_scope scope)
-{
-	switch (scope) {
-	case BUS_POLICY_SCOPE_DEFAULT:
-		return "default";
-	case BUS_POLICY_SCOPE_GROUP:
-		return "group";
-	case BUS_POLICY_SCOPE_USER:
-		return "user";
-	case BUS_POLICY_SCOPE_CONSOLE:
-		return "at_console";
-	case BUS_POLICY_SCOPE_MANDATORY:
-		return "mandatory";
-	}
-	return "?";
-}
-
-const char *bus_policy_rule_type_to_string(enum bus_policy_rule_type type)
-{
-	switch (type) {
-	case BUS_POLICY_RULE_SEND:
-		return "send";
-	case BUS_POLICY_RULE_RECEIVE:
-		return "receive";
-	case BUS_POLICY_RULE_OWN:
-		return "own";
-	case BUS_POLICY_RULE_USER:
-		return "user";
-	case BUS_POLICY_RULE_GROUP:
-		return "group";
-	}
-	return "?";
-}
-
 const char *bus_message_type_to_string(int type)
 {
 	switch (type) {
@@ -735,14 +710,13 @@ _printf_(3, 4) static int parser_fail(struct file_parser *p, unsigned int line,
 {
 	_cleanup_free_ char *msg = NULL;
 	va_list ap;
-	int r;
 
 	if (p->r != 0)
 		return p->r;
 	va_start(ap, fmt);
-	r = vasprintf(&msg, fmt, ap);
+	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
-	if (r < 0)
+	if (!msg)
 		return parser_fail_errno(p, -ENOMEM);
 	p->error = line ? conf_strdup_printf("%s:%u: %s", p->path, line, msg)
 			: conf_strdup_printf("%s: %s", p->path, msg);
@@ -778,9 +752,9 @@ _printf_(3, 4) static int parser_warn(struct file_parser *p, unsigned int line,
 	int r;
 
 	va_start(ap, fmt);
-	r = vasprintf(&msg, fmt, ap);
+	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
-	if (r < 0)
+	if (!msg)
 		return parser_fail_errno(p, -ENOMEM);
 	full = conf_strdup_printf("%s:%u: %s", p->path, line, msg);
 	if (!full)

@@ -325,9 +325,7 @@ int bus_config_load_buffer(struct bus_config **configp, const void *data, size_t
 struct bus_config *bus_config_free(struct bus_config *config);
 DEFINE_CLEANUP_FUNC(struct bus_config *, bus_config_free);
 
-/* Name of a scope / rule type / message type, for messages ("default", "send", "signal"). */
-const char *bus_policy_scope_to_string(enum bus_policy_scope scope);
-const char *bus_policy_rule_type_to_string(enum bus_policy_rule_type type);
+/* Name of a message type, for messages ("signal", "*" for ANY). */
 const char *bus_message_type_to_string(int type);
 /* "method_call" etc. to BUS_MESSAGE_TYPE_*, or -1 if unknown ("*" is ANY). */
 int bus_message_type_from_string(const char *s);

@@ -3,12 +3,15 @@
 
 /* Helpers shared by the files of conf/; not part of the public API. */
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "util/list.h"
 #include "util/macro.h"
 
+/* A new formatted string, or NULL on ENOMEM; the one vasprintf() of conf/. */
+_printf_(1, 0) char *conf_vstrdup_printf(const char *fmt, va_list ap);
 _printf_(1, 2) char *conf_strdup_printf(const char *fmt, ...);
 /* @file if absolute, else @dir/@file. NULL on ENOMEM. */
 char *conf_path_join(const char *dir, const char *file);

@@ -20,6 +20,7 @@
 
 #include "conf/config.h"
 #include "conf/internal.h"
+#include "dbus-compat/validate.h"
 #include "util/macro.h"
 
 /* dbus-daemon refuses service files above 128 KiB. */
@@ -41,75 +42,6 @@ struct bus_service *bus_service_free(struct bus_service *s)
 	free(s->apparmor_label);
 	free(s);
 	return NULL;
-}
-
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = s[i];
-		size_t len;
-		uint32_t cp;
-
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if ((c & 0xe0) == 0xc0) {
-			len = 2;
-			cp = c & 0x1f;
-		} else if ((c & 0xf0) == 0xe0) {
-			len = 3;
-			cp = c & 0x0f;
-		} else if ((c & 0xf8) == 0xf0) {
-			len = 4;
-			cp = c & 0x07;
-		} else {
-			return false;
-		}
-		if (i + len > n)
-			return false;
-		for (size_t k = 1; k < len; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return false;
-			cp = (cp << 6) | (s[i + k] & 0x3f);
-		}
-		/* No overlong forms, no surrogates, nothing above U+10FFFF. */
-		if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-		    (len == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return false;
-		i += len;
-	}
-	return true;
-}
-
-/* A well-known bus name as the D-Bus specification defines it. */
-static bool bus_name_valid(const char *s)
-{
-	size_t n = strlen(s), elements = 1;
-	bool element_start = true;
-
-	if (n == 0 || n > 255 || s[0] == ':')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '.') {
-			if (element_start)
-				return false;
-			element_start = true;
-			elements++;
-			continue;
-		}
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == '-' ||
-		      (c >= '0' && c <= '9')))
-			return false;
-		if (element_start && c >= '0' && c <= '9')
-			return false;
-		element_start = false;
-	}
-	return !element_start && elements >= 2;
 }
 
 static bool key_char(char c)
@@ -145,19 +77,21 @@ _printf_(2, 3) static int kf_fail(struct keyfile_parser *kp, const char *fmt, ..
 {
 	_cleanup_free_ char *msg = NULL;
 	va_list ap;
-	int r;
 
 	va_start(ap, fmt);
-	r = vasprintf(&msg, fmt, ap);
+	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
-	if (r < 0)
+	if (!msg)
 		return -ENOMEM;
 	kp->error = kp->line ? conf_strdup_printf("%s:%u: %s", kp->path, kp->line, msg)
 			     : conf_strdup_printf("%s: %s", kp->path, msg);
 	return kp->error ? BUS_CONFIG_E_INVALID : -ENOMEM;
 }
 
-/* Unescape [s, end) into a new string. */
+/*
+ * Unescape [s, end) into a new string. The file passed validate_utf8(), so
+ * there is no NUL byte to refuse here.
+ */
 static int kf_unescape(struct keyfile_parser *kp, const char *s, const char *end, char **out)
 {
 	_cleanup_free_ char *v = malloc(end - s + 1);
@@ -166,8 +100,6 @@ static int kf_unescape(struct keyfile_parser *kp, const char *s, const char *end
 	if (!v)
 		return -ENOMEM;
 	while (s < end) {
-		if (*s == '\0')
-			return kf_fail(kp, "Text to be unescaped contains embedded nul");
 		if (*s != '\\') {
 			*q++ = *s++;
 			continue;
@@ -215,7 +147,11 @@ int bus_service_parse_buffer(struct bus_service **servicep, const void *data, si
 		r = kf_fail(&kp, "Service file is too large (%zu bytes)", size);
 		goto out;
 	}
-	if (!utf8_valid(data, size)) {
+	/*
+	 * The wire's rule, which also refuses NUL bytes (as dbus-daemon's
+	 * reader does): nothing below has to deal with them.
+	 */
+	if (!validate_utf8(data, size)) {
 		r = kf_fail(&kp, "invalid UTF-8");
 		goto out;
 	}
@@ -321,7 +257,7 @@ int bus_service_parse_buffer(struct bus_service **servicep, const void *data, si
 		r = kf_fail(&kp, "No \"Name\" key in .service file");
 		goto out;
 	}
-	if (!bus_name_valid(values[K_NAME])) {
+	if (!validate_well_known_name(values[K_NAME], strlen(values[K_NAME]))) {
 		r = kf_fail(&kp, "Name=\"%s\" is not a valid well-known bus name", values[K_NAME]);
 		goto out;
 	}
@@ -411,12 +347,11 @@ _printf_(2, 3) static int scan_warn(struct scan *scan, const char *fmt, ...)
 {
 	_cleanup_free_ char *msg = NULL;
 	va_list ap;
-	int r;
 
 	va_start(ap, fmt);
-	r = vasprintf(&msg, fmt, ap);
+	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
-	if (r < 0)
+	if (!msg)
 		return -ENOMEM;
 	if (scan->warn)
 		scan->warn(scan->userdata, msg);
@@ -428,12 +363,11 @@ _printf_(2, 3) static int scan_note(struct scan *scan, const char *fmt, ...)
 {
 	_cleanup_free_ char *msg = NULL;
 	va_list ap;
-	int r;
 
 	va_start(ap, fmt);
-	r = vasprintf(&msg, fmt, ap);
+	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
-	if (r < 0)
+	if (!msg)
 		return -ENOMEM;
 	return conf_strings_append(&scan->services->notes, NULL, 0, msg);
 }

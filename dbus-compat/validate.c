@@ -124,6 +124,11 @@ bool validate_object_path(const char *s, size_t n)
 	return !prev_slash;	/* no trailing '/' */
 }
 
+bool validate_path_namespace(const char *s, size_t n)
+{
+	return validate_object_path(s, n);
+}
+
 /*
  * Dot-separated elements. @dash: '-' allowed in elements; @digit_first:
  * elements may start with a digit; @min_elements: 1 or 2.
@@ -209,6 +214,45 @@ bool validate_namespace(const char *s, size_t n)
 	if (s[0] == ':')
 		return validate_dotted(s + 1, n - 1, true, true, 1);
 	return validate_dotted(s, n, true, false, 1);
+}
+
+/*
+ * The part of a unique name after ':' as libdbus checks it: only the
+ * characters, and that no '.' is last or followed by another '.'. Element
+ * count and an empty first element are not checked (see validate.h).
+ */
+static bool validate_unique_tail_lenient(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; ++i) {
+		if (s[i] == '.') {
+			if (i + 1 == n || !(char_class[(uint8_t)s[i + 1]] & (C_WORD | C_DASH)))
+				return false;
+			++i;	/* the byte after the dot is checked */
+		} else if (!(char_class[(uint8_t)s[i]] & (C_WORD | C_DASH))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+bool validate_bus_name_lenient(const char *s, size_t n)
+{
+	if (n == 0 || n > DC_MAX_NAME_LENGTH)
+		return false;
+	if (s[0] == ':')
+		return validate_unique_tail_lenient(s + 1, n - 1);
+	return validate_well_known_name(s, n);
+}
+
+bool validate_namespace_lenient(const char *s, size_t n)
+{
+	if (n == 0 || n > DC_MAX_NAME_LENGTH)
+		return false;
+	if (s[0] == ':')
+		return validate_unique_tail_lenient(s + 1, n - 1);
+	return validate_namespace(s, n);
 }
 
 static const char *const invalid_strings[_DC_E_MAX] = {

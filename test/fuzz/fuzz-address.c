@@ -10,12 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dbus-compat/address.h"
-
-#define CHECK(x)                                                                   \
-	do {                                                                       \
-		if (!(x))                                                          \
-			abort();                                                   \
-	} while (0)
+#include "check.h"
 
 static const char *const kind_key[] = {
 	[ADDRESS_UNIX_PATH] = "path",

@@ -14,16 +14,9 @@
 #include "dbus-compat/marshal.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/signature.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define ASSERT(cond)                                                           \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                               \
-		}                                                              \
-	} while (0)
 
 /* Walk every value; the body was validated, so nothing may fail. */
 static void walk(struct dc_reader *r, unsigned *n_values)
@@ -39,16 +32,16 @@ static void walk(struct dc_reader *r, unsigned *n_values)
 				bool b;
 			} v;
 
-			ASSERT(dc_reader_read_basic(r, c, &v) == 0);
+			CHECK(dc_reader_read_basic(r, c, &v) == 0);
 			if (c == 's' || c == 'o' || c == 'g')
-				ASSERT(v.s && strlen(v.s) < r->size);
+				CHECK(v.s && strlen(v.s) < r->size);
 		} else {
 			const char *sig;
 
-			ASSERT(dc_reader_peek_signature(r, &sig) > 0);
-			ASSERT(dc_reader_enter(r, c) == 0);
+			CHECK(dc_reader_peek_signature(r, &sig) > 0);
+			CHECK(dc_reader_enter(r, c) == 0);
 			walk(r, n_values);
-			ASSERT(dc_reader_exit(r) == 0);
+			CHECK(dc_reader_exit(r) == 0);
 		}
 	}
 }
@@ -76,50 +69,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	--size;
 
 	k = message_frame_size(data, size, &total);
-	ASSERT(k >= 0);
+	CHECK(k >= 0);
 	if (k == 0)
-		ASSERT(total <= DC_MAX_MESSAGE_SIZE);
+		CHECK(total <= DC_MAX_MESSAGE_SIZE);
 
 	k = message_new_from_data(&m, data, size, fds, n_fds);
-	ASSERT(k >= 0);
+	CHECK(k >= 0);
 	if (k)
 		return 0;
-	ASSERT(k == 0 && total == size);
+	CHECK(k == 0 && total == size);
 
-	ASSERT(message_get_body_reader(m, &r) == 0);
+	CHECK(message_get_body_reader(m, &r) == 0);
 	walk(&r, &n_values);
-	ASSERT(dc_reader_at_end(&r));
+	CHECK(dc_reader_at_end(&r));
 
 	for (i = 0; i < DC_MAX_MATCH_ARGS; ++i) {
 		const char *v = NULL;
 		char t = message_get_arg(m, i, &v);
 
-		ASSERT(t == 0 || ((t == 's' || t == 'o' || t == 'g') && v));
+		CHECK(t == 0 || ((t == 's' || t == 'o' || t == 'g') && v));
 	}
 
-	ASSERT(message_stitch_sender(m, ":1.1", &s) == 0);
+	CHECK(message_stitch_sender(m, ":1.1", &s) == 0);
 	message_get_iovec(s, iov);
 	n = iov[0].iov_len + iov[1].iov_len;
 	wire = malloc(n);
-	ASSERT(wire);
+	CHECK(wire);
 	memcpy(wire, iov[0].iov_base, iov[0].iov_len);
 	memcpy(wire + iov[0].iov_len, iov[1].iov_base, iov[1].iov_len);
 	k = message_new_from_data(&p, wire, n, fds, n_fds);
-	ASSERT(k == 0);
-	ASSERT(p->type == m->type && p->flags == m->flags && p->serial == m->serial);
-	ASSERT(p->endian == m->endian && p->reply_serial == m->reply_serial);
-	ASSERT(same(p->path, m->path) && same(p->interface, m->interface));
-	ASSERT(same(p->member, m->member) && same(p->error_name, m->error_name));
-	ASSERT(same(p->destination, m->destination) && same(p->sender, ":1.1"));
-	ASSERT(same(p->signature, m->signature) && p->unix_fds == m->unix_fds);
-	ASSERT(p->body_size == m->body_size && !memcmp(p->body, m->body, m->body_size));
+	CHECK(k == 0);
+	CHECK(p->type == m->type && p->flags == m->flags && p->serial == m->serial);
+	CHECK(p->endian == m->endian && p->reply_serial == m->reply_serial);
+	CHECK(same(p->path, m->path) && same(p->interface, m->interface));
+	CHECK(same(p->member, m->member) && same(p->error_name, m->error_name));
+	CHECK(same(p->destination, m->destination) && same(p->sender, ":1.1"));
+	CHECK(same(p->signature, m->signature) && p->unix_fds == m->unix_fds);
+	CHECK(p->body_size == m->body_size && !memcmp(p->body, m->body, m->body_size));
 	message_unref(p);
 	free(wire);
 
 	/* dropping the sender, and stitching a stitched copy */
 	p = NULL;
-	ASSERT(message_stitch_sender(s, NULL, &p) == 0);
-	ASSERT(!p->sender && p->body == m->body);
+	CHECK(message_stitch_sender(s, NULL, &p) == 0);
+	CHECK(!p->sender && p->body == m->body);
 	message_unref(p);
 
 	message_unref(s);

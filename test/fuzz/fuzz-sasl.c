@@ -14,15 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dbus-compat/sasl.h"
+#include "check.h"
 
 /* Chunks of 1..16 bytes, biased to tiny ones. */
 #define MIN_CHUNK(seed, left) ((size_t)((seed) % 16 + 1) < (left) ? (size_t)((seed) % 16 + 1) : (left))
-
-#define CHECK(x)                                                                   \
-	do {                                                                       \
-		if (!(x))                                                          \
-			abort();                                                   \
-	} while (0)
 
 static const char guid[] = "00112233445566778899aabbccddeeff";
 

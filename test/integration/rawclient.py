@@ -124,6 +124,41 @@ def body_strings(body):
     return out
 
 
+def sasl_auth_line(uid=None):
+    """The first bytes of a client: the NUL byte and AUTH EXTERNAL with @uid
+    (default: ours) as authorization identity, its decimal digits in hex."""
+    uid = os.getuid() if uid is None else uid
+    return b"\0AUTH EXTERNAL " + str(uid).encode().hex().encode() + b"\r\n"
+
+
+def sasl_line(sock, buf=b""):
+    """One SASL reply line from @sock (without "\r\n"), after what @buf holds
+    already: (line, the bytes read after it). EOFError if the bus closed."""
+    while b"\r\n" not in buf:
+        d = sock.recv(4096)
+        if not d:
+            raise EOFError
+        buf += d
+    line, buf = buf.split(b"\r\n", 1)
+    return line, buf
+
+
+def sasl_authenticate(sock, negotiate_fds=True):
+    """The plain handshake: AUTH EXTERNAL (our uid), NEGOTIATE_UNIX_FD if asked
+    for, BEGIN. Returns (guid, bytes the bus sent after its last line); raises
+    AssertionError if the bus refuses."""
+    sock.sendall(sasl_auth_line())
+    line, buf = sasl_line(sock)
+    assert line.startswith(b"OK "), line
+    guid = line[3:].decode()
+    if negotiate_fds:
+        sock.sendall(b"NEGOTIATE_UNIX_FD\r\n")
+        line, buf = sasl_line(sock, buf)
+        assert line == b"AGREE_UNIX_FD", "no fd passing"
+    sock.sendall(b"BEGIN\r\n")
+    return guid, buf
+
+
 class Raw:
     def __init__(self, address=None, negotiate_fds=True, hello=True, auth=True):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -135,29 +170,12 @@ class Raw:
         self.name = None
         if not auth:
             return
-        uid = str(os.getuid()).encode().hex().encode()
-        self.sock.sendall(b"\0AUTH EXTERNAL " + uid + b"\r\n")
-        line = self._line()
-        assert line.startswith(b"OK "), line
-        self.guid = line[3:].decode()
-        if negotiate_fds:
-            self.sock.sendall(b"NEGOTIATE_UNIX_FD\r\n")
-            assert self._line() == b"AGREE_UNIX_FD", "no fd passing"
-        self.sock.sendall(b"BEGIN\r\n")
+        self.guid, self.buf = sasl_authenticate(self.sock, negotiate_fds)
         if hello:
             self.call("org.freedesktop.DBus", "/org/freedesktop/DBus",
                       "org.freedesktop.DBus", "Hello")
             reply = self.wait_reply(self.serial)
             self.name = body_strings(reply[4])[0]
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            d = self.sock.recv(4096)
-            if not d:
-                raise EOFError
-            self.buf += d
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
 
     def send_raw(self, data, fds=()):
         if fds:

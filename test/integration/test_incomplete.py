@@ -5,10 +5,10 @@ dbus-daemon does: a third client waits in the listen backlog (not refused),
 and is served once one of the stalled ones goes away. Completed connections
 do not count. BUS_BINARY_OVERRIDE=/usr/bin/dbus-daemon passes too."""
 
-import os
 import socket
 
 from dbustest import ADDRESS, Client, eq, run
+from rawclient import sasl_auth_line
 
 PATH = dict(kv.split("=", 1) for kv in ADDRESS[len("unix:"):].split(","))["path"]
 
@@ -22,7 +22,7 @@ def raw():
 
 def auth_reply(s, timeout):
     """Send an AUTH EXTERNAL line; return the bus' answer or None if none came."""
-    s.sendall(b"\0AUTH EXTERNAL %s\r\n" % str(os.getuid()).encode().hex().encode())
+    s.sendall(sasl_auth_line())
     s.settimeout(timeout)
     try:
         return s.recv(256)

@@ -23,6 +23,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import rawclient  # noqa: E402
 
 E = "org.freedesktop.DBus.Error."
 CONTEXT = "org_freedesktop_general"
@@ -252,7 +253,7 @@ def checks(bin_path):
         # --- EXTERNAL fails on TCP: no credentials, with or without a response
         for t in ("tcp", "nonce-tcp"):
             s = bus.tcp(t)
-            s.sendall(b"\0AUTH EXTERNAL " + hexs(str(os.getuid())).encode() + b"\r\n")
+            s.sendall(rawclient.sasl_auth_line())
             got = lines(s)
             check(got[0] and got[0].startswith("REJECTED"),
                   "%s: EXTERNAL on %s: %r" % (bin_path, t, got))

@@ -30,6 +30,8 @@
 #include <sys/un.h>
 #include "dbus-compat/address.h"
 #include "dbus-compat/message.h"
+#include "dbus-compat/native-protocol.h"
+#include "dbus-compat/sasl-client.h"
 #include "bus1-client.h"
 #include "libbus1.h"
 
@@ -1664,80 +1666,80 @@ static void test_quota(void)
  */
 static void test_kernel_reclaim(void)
 {
-	struct bus1_peer *a = NULL, *b = NULL, *r = NULL;
+	struct b1_peer *a = NULL, *b = NULL, *r = NULL;
 	struct bus1_cmd_handle_query q;
 	uint64_t node = BUS1_HANDLE_CREATE, a_to_r = 0, b_to_r = 0, node2 = BUS1_HANDLE_CREATE;
 	uint64_t a_to_r2 = 0, bytes0, msgs0, bytes, msgs;
 	char data[100] = "reclaim";
 	struct iovec iov = { data, sizeof(data) };
-	struct bus1_msg m;
+	struct b1_msg m;
 
-	check_r(bus1_peer_new(&a));
-	check_r(bus1_peer_new(&b));
-	check_r(bus1_peer_new(&r));
+	check_r(b1_peer_new(&a));
+	check_r(b1_peer_new(&b));
+	check_r(b1_peer_new(&r));
 	kernel_usage(&bytes0, &msgs0, NULL);
 	/* r owns two nodes; a holds handles to both, b to the first. */
-	check_r(bus1_peer_handle_transfer(r, a, &node, &a_to_r));
-	check_r(bus1_peer_handle_transfer(r, b, &node, &b_to_r));
-	check_r(bus1_peer_handle_transfer(r, a, &node2, &a_to_r2));
+	check_r(b1_peer_handle_transfer(r, a, &node, &a_to_r));
+	check_r(b1_peer_handle_transfer(r, b, &node, &b_to_r));
+	check_r(b1_peer_handle_transfer(r, a, &node2, &a_to_r2));
 
 	for (int i = 0; i < 5; i++)
-		check_r(bus1_peer_send(a, 0, &a_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
-	check_r(bus1_peer_send(a, 0, &a_to_r2, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
-	check_r(bus1_peer_send(b, 0, &b_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+		check_r(b1_peer_send(a, 0, &a_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+	check_r(b1_peer_send(a, 0, &a_to_r2, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+	check_r(b1_peer_send(b, 0, &b_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
 
-	check_r(bus1_peer_handle_query(a, a_to_r, &q));
+	check_r(b1_peer_handle_query(a, a_to_r, &q));
 	check(q.n_messages == 6 && q.n_bytes >= 6 * sizeof(data) && !q.n_fds && !q.n_handles);
-	check_r(bus1_peer_handle_query(a, a_to_r2, &q));
+	check_r(b1_peer_handle_query(a, a_to_r2, &q));
 	check(q.n_messages == 1);
 	kernel_usage(&bytes, &msgs, NULL);
 	check(msgs == msgs0 + 7);
 
 	/* r reads one of a's: 5 left at the first node. */
-	check_r(bus1_peer_recv(r, 0, &m));
+	check_r(b1_peer_recv(r, 0, &m));
 	check(m.type == BUS1_MSG_DATA && m.destination == node);
-	check_r(bus1_peer_msg_release(r, &m));
-	check_r(bus1_peer_handle_query(b, b_to_r, &q));
+	check_r(b1_peer_msg_release(r, &m));
+	check_r(b1_peer_handle_query(b, b_to_r, &q));
 	check(q.n_messages == 5);
 
 	/* a takes back its 4 unread ones there; b's and the other node's stay. */
-	check_r(bus1_peer_handle_reclaim(a, a_to_r));
-	check_r(bus1_peer_handle_query(b, b_to_r, &q));
+	check_r(b1_peer_handle_reclaim(a, a_to_r));
+	check_r(b1_peer_handle_query(b, b_to_r, &q));
 	check(q.n_messages == 1);
-	check_r(bus1_peer_handle_query(a, a_to_r, &q));		/* the handle stays */
+	check_r(b1_peer_handle_query(a, a_to_r, &q));		/* the handle stays */
 	check(q.n_messages == 1);
-	check_r(bus1_peer_handle_release(a, a_to_r));
-	check(bus1_peer_handle_query(a, a_to_r, &q) == -ENXIO);
-	check_r(bus1_peer_handle_query(a, a_to_r2, &q));
+	check_r(b1_peer_handle_release(a, a_to_r));
+	check(b1_peer_handle_query(a, a_to_r, &q) == -ENXIO);
+	check_r(b1_peer_handle_query(a, a_to_r2, &q));
 	check(q.n_messages == 1);
 	kernel_usage(&bytes, &msgs, NULL);
 	check(msgs == msgs0 + 2);
 
 	/* What r receives now, in send order: a's to the second node, then b's. */
-	check_r(bus1_peer_recv(r, 0, &m));
+	check_r(b1_peer_recv(r, 0, &m));
 	check(m.type == BUS1_MSG_DATA && m.destination == node2);
-	check_r(bus1_peer_msg_release(r, &m));
-	check_r(bus1_peer_recv(r, 0, &m));
+	check_r(b1_peer_msg_release(r, &m));
+	check_r(b1_peer_recv(r, 0, &m));
 	check(m.type == BUS1_MSG_DATA && m.destination == node);
-	check_r(bus1_peer_msg_release(r, &m));
-	check(bus1_peer_recv(r, 0, &m) == -EAGAIN);
-	check_r(bus1_peer_handle_query(b, b_to_r, &q));
+	check_r(b1_peer_msg_release(r, &m));
+	check(b1_peer_recv(r, 0, &m) == -EAGAIN);
+	check_r(b1_peer_handle_query(b, b_to_r, &q));
 	check(q.n_messages == 0 && q.n_bytes == 0);
 
 	/* Bad input. */
-	check(bus1_peer_handle_query(a, 0x12345678, &q) == -ENXIO);
+	check(b1_peer_handle_query(a, 0x12345678, &q) == -ENXIO);
 	{
 		struct bus1_cmd_handle_query bad = { .flags = 2, .handle = a_to_r2 };
 		struct bus1_cmd_handle_release rel = { .flags = 1, .handle = a_to_r2 };
 
-		check(ioctl(bus1_peer_get_fd(a), BUS1_CMD_HANDLE_QUERY, &bad) < 0 &&
+		check(ioctl(b1_peer_get_fd(a), BUS1_CMD_HANDLE_QUERY, &bad) < 0 &&
 		      errno == EINVAL);
-		check(ioctl(bus1_peer_get_fd(a), BUS1_CMD_HANDLE_RELEASE, &rel) < 0 &&
+		check(ioctl(b1_peer_get_fd(a), BUS1_CMD_HANDLE_RELEASE, &rel) < 0 &&
 		      errno == EINVAL);
 	}
-	bus1_peer_free(a);
-	bus1_peer_free(b);
-	bus1_peer_free(r);
+	b1_peer_free(a);
+	b1_peer_free(b);
+	b1_peer_free(r);
 	kernel_usage(&bytes, &msgs, NULL);
 	check(msgs == msgs0 && bytes == bytes0);
 }
@@ -1920,7 +1922,8 @@ static int get_direct_handle(struct b1c_bus *bus, const char *name, char *out, s
 	int r;
 
 	check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-					    "org.freedesktop.DBus.Bus1", "GetDirectHandle", "s"));
+					    DC_INTERFACE_BUS1, DC_BUS1_METHOD_GET_DIRECT_HANDLE,
+					    DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE));
 	check_r(b1c_message_append(m, "s", name));
 	r = b1c_bus_call(bus, m, 0, &reply);
 	check_r(r);
@@ -2109,23 +2112,6 @@ static void test_direct_reload(void)
 
 /* ------------------------------------------------------- a bad bootstrap */
 
-static void raw_write(int fd, const void *p, size_t n)
-{
-	check(write(fd, p, n) == (ssize_t)n);
-}
-
-static void raw_line(int fd, char *buf, size_t size)
-{
-	size_t n = 0;
-
-	while (n + 1 < size) {
-		check(read(fd, buf + n, 1) == 1);
-		if (buf[n++] == '\n')
-			break;
-	}
-	buf[n] = 0;
-}
-
 /* Send @msg on @sock with @fd attached (or none if @fd < 0). */
 static void raw_send(int sock, struct message *msg, int fd)
 {
@@ -2200,25 +2186,17 @@ static void test_bad_bootstrap(void)
 {
 	struct address_list list = {};
 	struct message *m;
-	char line[256], sasl[64];
 	int sock = -1, pipefd[2];
+	bool fds = false;
 
 	check(address_list_parse(&list, getenv("DBUS_SESSION_BUS_ADDRESS"), NULL) == 0);
 	check(address_connect(&list.entries[0], &sock) == 0);
 	address_list_deinit(&list);
-	snprintf(sasl, sizeof(sasl), "AUTH EXTERNAL %02x\r\n", '0' + (int)getuid());
-	check(getuid() == 0);	/* the guest runs as root: "0" is 0x30 */
-	raw_write(sock, "", 1);
-	raw_write(sock, sasl, strlen(sasl));
-	raw_line(sock, line, sizeof(line));
-	check(!strncmp(line, "OK ", 3));
-	raw_write(sock, "NEGOTIATE_UNIX_FD\r\n", 19);
-	raw_line(sock, line, sizeof(line));
-	check(!strcmp(line, "AGREE_UNIX_FD\r\n"));
-	raw_write(sock, "BEGIN\r\n", 7);
+	check(sasl_client_authenticate(sock, getuid(), true, &fds) == 0);
+	check(fds);
 
 	check(pipe(pipefd) == 0);
-	m = raw_call(1, "org.freedesktop.DBus.Bus1", "Connect", "h", true);
+	m = raw_call(1, DC_INTERFACE_BUS1, DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, true);
 	raw_send(sock, m, pipefd[0]);
 	message_unref(m);
 	m = raw_recv(sock);
@@ -2234,7 +2212,7 @@ static void test_bad_bootstrap(void)
 	check(m->type == DC_MESSAGE_METHOD_RETURN && m->reply_serial == 2);
 	message_unref(m);
 
-	m = raw_call(3, "org.freedesktop.DBus.Bus1", "Connect", "h", true);
+	m = raw_call(3, DC_INTERFACE_BUS1, DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, true);
 	raw_send(sock, m, pipefd[0]);
 	message_unref(m);
 	for (;;) {

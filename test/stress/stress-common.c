@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "dbus-compat/sasl-client.h"
 #include "stress-common.h"
 
 #define MAX_CHILDREN 64
@@ -121,15 +122,11 @@ void stress_fail(const char *file, int line, const char *fmt, ...)
 	exit(1);
 }
 
-void stress_check_failed(const char *file, int line, const char *cond, const char *fmt, ...)
+/* A failed CHECK() (check.h) calls this before abort(), which runs no exit handler. */
+void check_failure_hook(void)
 {
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	stress_fail(file, line, "check '%s' failed: %s", cond, msg);
+	failed = true;
+	cleanup_at_exit();
 }
 
 bool stress_check_memory(void)
@@ -646,36 +643,27 @@ bool rc_wait_closed(struct rc *c, int timeout_ms)
 	return c->eof;
 }
 
-static void put_hex_uid(char *out)
-{
-	char dec[16];
-
-	snprintf(dec, sizeof(dec), "%u", (unsigned)getuid());
-	for (size_t i = 0; dec[i]; i++)
-		sprintf(out + 2 * i, "%02x", (unsigned char)dec[i]);
-}
-
 int rc_handshake_start(struct rc *c, bool unix_fds)
 {
-	char hex[40], line[128];
+	char line[SASL_CLIENT_PIPELINED_MAX];
 	DBusMessage *hello = driver_call_new("Hello");
 	char *data = NULL;
-	int len = 0, n, r;
+	int len = 0, r;
+	size_t n;
 	char *out;
 
-	put_hex_uid(hex);
-	n = snprintf(line, sizeof(line), "%cAUTH EXTERNAL %s\r\n%sBEGIN\r\n", 0, hex,
-		     unix_fds ? "NEGOTIATE_UNIX_FD\r\n" : "");
+	/* The whole handshake and Hello in one write, as sd-bus does. */
+	n = sasl_client_pipelined(line, getuid(), unix_fds);
 	c->unix_fds = unix_fds;
 	c->serial = 1;
 	dbus_message_set_serial(hello, 1);
 	CHECK(dbus_message_marshal(hello, &data, &len), "marshal");
 	dbus_message_unref(hello);
-	out = malloc((size_t)n + (size_t)len);
+	out = malloc(n + (size_t)len);
 	CHECK(out, "oom");
-	memcpy(out, line, (size_t)n);
+	memcpy(out, line, n);
 	memcpy(out + n, data, (size_t)len);
-	r = rc_write(c, out, (size_t)n + (size_t)len, NULL, 0);
+	r = rc_write(c, out, n + (size_t)len, NULL, 0);
 	free(out);
 	dbus_free(data);
 	return r;

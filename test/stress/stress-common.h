@@ -9,8 +9,9 @@
  * client can pipeline its handshake, stop reading, write half a message or
  * send bytes no library would.
  *
- * Failures: CHECK() prints file:line and exits 1; an exit handler kills the
- * bus and every forked helper and prints the bus log if the test failed.
+ * Failures: CHECK() (test/common/check.h) prints file:line and aborts, FAIL()
+ * prints file:line and exits 1; before either, the main process kills the bus
+ * and every forked helper and prints the bus log.
  */
 
 #include <dbus/dbus.h>
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "check.h"
 
 /*
  * Under AddressSanitizer (or valgrind) the bus's memory figures mean little
@@ -49,13 +51,6 @@ bool stress_check_memory(void);
 void stress_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
 #define FAIL(...) stress_fail(__FILE__, __LINE__, __VA_ARGS__)
-void stress_check_failed(const char *file, int line, const char *cond, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5), noreturn));
-#define CHECK(cond, ...) \
-	do { \
-		if (!(cond)) \
-			stress_check_failed(__FILE__, __LINE__, #cond, __VA_ARGS__); \
-	} while (0)
 
 /* Monotonic time in microseconds. */
 uint64_t now_usec(void);

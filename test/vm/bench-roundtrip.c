@@ -15,17 +15,17 @@
 #include <unistd.h>
 #include "kmod-test.h"
 
-static struct bus1_peer *pa, *pb;
+static struct b1_peer *pa, *pb;
 static uint64_t a_to_b, b_to_a;
 
-static void bus1_hop_recv(struct bus1_peer *p, size_t size)
+static void bus1_hop_recv(struct b1_peer *p, size_t size)
 {
-	struct pollfd pfd = { .fd = bus1_peer_get_fd(p), .events = POLLIN };
-	struct bus1_msg m;
+	struct pollfd pfd = { .fd = b1_peer_get_fd(p), .events = POLLIN };
+	struct b1_msg m;
 	int r;
 
 	for (;;) {
-		r = bus1_peer_recv(p, 0, &m);
+		r = b1_peer_recv(p, 0, &m);
 		if (r == 0)
 			break;
 		if (r != -EAGAIN)
@@ -35,7 +35,7 @@ static void bus1_hop_recv(struct bus1_peer *p, size_t size)
 	}
 	if (m.n_bytes != size)
 		kt_fail("got %zu bytes, want %zu", m.n_bytes, size);
-	r = bus1_peer_msg_release(p, &m);
+	r = b1_peer_msg_release(p, &m);
 	if (r < 0)
 		kt_fail("SLICE_RELEASE: %s", strerror(-r));
 }
@@ -130,7 +130,7 @@ static double run_socket(long n, size_t size)
 static void same_process(long n, size_t size)
 {
 	static uint8_t buf[65536];
-	struct bus1_peer *p = kt_peer();
+	struct b1_peer *p = kt_peer();
 	uint64_t own;
 	double t0, tb, ts;
 	int sp[2];
@@ -140,11 +140,11 @@ static void same_process(long n, size_t size)
 	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
 	t0 = kt_now();
 	for (i = 0; i < n; i++) {
-		struct bus1_msg m;
+		struct b1_msg m;
 
 		ASSERT_OK(kt_send(p, own, buf, size));
-		ASSERT_OK(bus1_peer_recv(p, 0, &m));
-		ASSERT_OK(bus1_peer_msg_release(p, &m));
+		ASSERT_OK(b1_peer_recv(p, 0, &m));
+		ASSERT_OK(b1_peer_msg_release(p, &m));
 	}
 	tb = (kt_now() - t0) / n * 1e6;
 	t0 = kt_now();
@@ -169,19 +169,19 @@ static void same_process(long n, size_t size)
 		t_send = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++) {
-			struct bus1_msg m;
+			struct b1_msg m;
 
-			ASSERT_OK(bus1_peer_recv(p, 0, &m));
+			ASSERT_OK(b1_peer_recv(p, 0, &m));
 			offs[i] = m.offset;
 		}
 		t_recv = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
-			ASSERT_OK(bus1_peer_slice_release(p, offs[i]));
+			ASSERT_OK(b1_peer_slice_release(p, offs[i]));
 		t_rel = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
-			ASSERT_OK(bus1_peer_query(p, &q));
+			ASSERT_OK(b1_peer_query(p, &q));
 		t_query = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
@@ -192,7 +192,7 @@ static void same_process(long n, size_t size)
 	}
 	close(sp[0]);
 	close(sp[1]);
-	bus1_peer_free(p);
+	b1_peer_free(p);
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -237,8 +237,8 @@ static void bench(void)
 		       "ratio bus1/socketpair %.2f (median of %d x %ld)\n",
 		       sizes[k], mb, ms, mb / ms, rounds, n);
 	}
-	bus1_peer_free(pa);
-	bus1_peer_free(pb);
+	b1_peer_free(pa);
+	b1_peer_free(pb);
 	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
 		same_process(n * 5, sizes[k]);
 }

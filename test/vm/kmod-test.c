@@ -150,24 +150,24 @@ int kt_main(const struct kt_case *cases, size_t n_cases, int argc, char **argv)
 	return n_failed ? 1 : 0;
 }
 
-struct bus1_peer *kt_peer(void)
+struct b1_peer *kt_peer(void)
 {
-	struct bus1_peer *peer;
+	struct b1_peer *peer;
 	int r;
 
-	r = bus1_peer_new(&peer);
+	r = b1_peer_new(&peer);
 	if (r < 0)
-		kt_fail("bus1_peer_new: %s", strerror(-r));
+		kt_fail("b1_peer_new: %s", strerror(-r));
 	return peer;
 }
 
-void kt_node(struct bus1_peer *owner, struct bus1_peer *holder, uint64_t *owner_h,
+void kt_node(struct b1_peer *owner, struct b1_peer *holder, uint64_t *owner_h,
 	     uint64_t *holder_h)
 {
 	uint64_t h = BUS1_HANDLE_CREATE, d = BUS1_HANDLE_INVALID;
 	int r;
 
-	r = bus1_peer_handle_transfer(owner, holder, &h, &d);
+	r = b1_peer_handle_transfer(owner, holder, &h, &d);
 	if (r < 0)
 		kt_fail("HANDLE_TRANSFER(CREATE): %s", strerror(-r));
 	if (owner_h)
@@ -176,34 +176,34 @@ void kt_node(struct bus1_peer *owner, struct bus1_peer *holder, uint64_t *owner_
 		*holder_h = d;
 }
 
-int kt_send(struct bus1_peer *peer, uint64_t dst, const void *data, size_t len)
+int kt_send(struct b1_peer *peer, uint64_t dst, const void *data, size_t len)
 {
 	struct iovec v = { .iov_base = (void *)data, .iov_len = len };
 
-	return bus1_peer_send(peer, 0, &dst, 1, NULL, &v, 1, NULL, 0, NULL, 0);
+	return b1_peer_send(peer, 0, &dst, 1, NULL, &v, 1, NULL, 0, NULL, 0);
 }
 
-void kt_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg)
+void kt_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 {
-	int r = bus1_peer_recv(peer, flags, msg);
+	int r = b1_peer_recv(peer, flags, msg);
 
 	if (r < 0)
 		kt_fail("RECV: %s", strerror(-r));
 }
 
-void kt_recv_none(struct bus1_peer *peer)
+void kt_recv_none(struct b1_peer *peer)
 {
-	struct bus1_msg msg;
-	int r = bus1_peer_recv(peer, BUS1_RECV_FLAG_PEEK, &msg);
+	struct b1_msg msg;
+	int r = b1_peer_recv(peer, BUS1_RECV_FLAG_PEEK, &msg);
 
 	if (r != -EAGAIN)
 		kt_fail("RECV on an empty queue: expected EAGAIN, got %d (type %llu)", r,
 			r ? 0ULL : (unsigned long long)msg.type);
 }
 
-void kt_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *q)
+void kt_query(struct b1_peer *peer, struct bus1_cmd_peer_query *q)
 {
-	int r = bus1_peer_query(peer, q);
+	int r = b1_peer_query(peer, q);
 
 	if (r < 0)
 		kt_fail("PEER_QUERY: %s", strerror(-r));

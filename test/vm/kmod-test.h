@@ -146,17 +146,17 @@ static inline bool kt_errno_in(int err, const int *l)
 /* libbus1 conveniences that fail the case on error. */
 #include "libbus1.h"
 
-struct bus1_peer *kt_peer(void);
+struct b1_peer *kt_peer(void);
 /* A new node owned by @owner; *@owner_h gets its handle, *@holder_h the handle of @holder. */
-void kt_node(struct bus1_peer *owner, struct bus1_peer *holder, uint64_t *owner_h,
+void kt_node(struct b1_peer *owner, struct b1_peer *holder, uint64_t *owner_h,
 	     uint64_t *holder_h);
 /* Unicast @len bytes of @data to @dst; returns the ioctl's result (0 or -errno). */
-int kt_send(struct bus1_peer *peer, uint64_t dst, const void *data, size_t len);
+int kt_send(struct b1_peer *peer, uint64_t dst, const void *data, size_t len);
 /* Receive the next message, which must exist. */
-void kt_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg);
+void kt_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg);
 /* The peer's queue must be empty. */
-void kt_recv_none(struct bus1_peer *peer);
-void kt_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *q);
+void kt_recv_none(struct b1_peer *peer);
+void kt_query(struct b1_peer *peer, struct bus1_cmd_peer_query *q);
 
 /*
  * Small helpers for tests that measure the kernel from outside (sysfs, procfs, cgroupfs) and

@@ -10,18 +10,18 @@
 #include "kmod-test.h"
 
 /* Send @n handles from @from to @dst (a node held by @from); return nothing, fail on error. */
-static void send_handles(struct bus1_peer *from, uint64_t dst, uint64_t *handles, size_t n)
+static void send_handles(struct b1_peer *from, uint64_t dst, uint64_t *handles, size_t n)
 {
-	int r = bus1_peer_send(from, 0, &dst, 1, NULL, NULL, 0, handles, n, NULL, 0);
+	int r = b1_peer_send(from, 0, &dst, 1, NULL, NULL, 0, handles, n, NULL, 0);
 
 	if (r < 0)
 		kt_fail("SEND with %zu handles: %s", n, strerror(-r));
 }
 
 /* Receive one DATA message on @p (to node @node) carrying @n handles; copy them to @out. */
-static void recv_handles(struct bus1_peer *p, uint64_t node, uint64_t *out, size_t n)
+static void recv_handles(struct b1_peer *p, uint64_t node, uint64_t *out, size_t n)
 {
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_recv(p, 0, &m);
 	ASSERT_EQ(m.type, BUS1_MSG_DATA);
@@ -29,40 +29,40 @@ static void recv_handles(struct bus1_peer *p, uint64_t node, uint64_t *out, size
 	ASSERT_EQ(m.n_handles, n);
 	ASSERT_EQ(m.n_bytes, 0);
 	memcpy(out, m.handles, n * sizeof(*out));
-	ASSERT_OK(bus1_peer_msg_release(p, &m));
+	ASSERT_OK(b1_peer_msg_release(p, &m));
 }
 
 static void test_identity_transfer(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
 	uint64_t ha, hb, hb2, hc, h;
 
 	kt_node(a, b, &ha, &hb);
 	h = ha;
-	ASSERT_OK(bus1_peer_handle_transfer(a, b, &h, &hb2));
+	ASSERT_OK(b1_peer_handle_transfer(a, b, &h, &hb2));
 	ASSERT_EQ(h, ha);
 	ASSERT_EQ(hb2, hb);
 	/* b -> c -> b: b's id is unchanged; c -> a: the owner's id. */
 	h = hb;
-	ASSERT_OK(bus1_peer_handle_transfer(b, c, &h, &hc));
+	ASSERT_OK(b1_peer_handle_transfer(b, c, &h, &hc));
 	h = hc;
-	ASSERT_OK(bus1_peer_handle_transfer(c, b, &h, &hb2));
+	ASSERT_OK(b1_peer_handle_transfer(c, b, &h, &hb2));
 	ASSERT_EQ(hb2, hb);
 	h = hc;
-	ASSERT_OK(bus1_peer_handle_transfer(c, a, &h, &hb2));
+	ASSERT_OK(b1_peer_handle_transfer(c, a, &h, &hb2));
 	ASSERT_EQ(hb2, ha);
 	/* A second node gets different ids everywhere. */
 	kt_node(a, b, &h, &hb2);
 	ASSERT_NE(h, ha);
 	ASSERT_NE(hb2, hb);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
-	bus1_peer_free(c);
+	b1_peer_free(a);
+	b1_peer_free(b);
+	b1_peer_free(c);
 }
 
 static void test_identity_messages(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
 	uint64_t na, a_nb, nb, b_nc, nc, c_na, hx, hxb[3], hxc, hxa, h, hb;
 
 	/* Nodes: na (a's, held by c), nb (b's, held by a), nc (c's, held by b). */
@@ -88,7 +88,7 @@ static void test_identity_messages(void)
 	ASSERT_EQ(h, hb);
 	/* A transfer gives b the same id as the messages did. */
 	h = hx;
-	ASSERT_OK(bus1_peer_handle_transfer(a, b, &h, &hxb[1]));
+	ASSERT_OK(b1_peer_handle_transfer(a, b, &h, &hxb[1]));
 	ASSERT_EQ(hxb[1], hb);
 	/* b -> c (by message) -> a (by message): a gets its own id. */
 	h = hb;
@@ -100,18 +100,18 @@ static void test_identity_messages(void)
 	ASSERT_EQ(hxa, hx);
 	/* c -> b by transfer: b's id again. */
 	h = hxc;
-	ASSERT_OK(bus1_peer_handle_transfer(c, b, &h, &hxb[1]));
+	ASSERT_OK(b1_peer_handle_transfer(c, b, &h, &hxb[1]));
 	ASSERT_EQ(hxb[1], hb);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
-	bus1_peer_free(c);
+	b1_peer_free(a);
+	b1_peer_free(b);
+	b1_peer_free(c);
 }
 
 static void test_create_in_message(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t nb, a_nb, hs[2], got[2];
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_node(b, a, &nb, &a_nb);
 	hs[0] = BUS1_HANDLE_CREATE;
@@ -131,21 +131,21 @@ static void test_create_in_message(void)
 	ASSERT_EQ(m.destination, hs[0]);
 	ASSERT_EQ(m.n_bytes, 1);
 	ASSERT_EQ(((const char *)m.data)[0], 'r');
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	ASSERT_OK(kt_send(b, got[1], "s", 1));
 	kt_recv(a, 0, &m);
 	ASSERT_EQ(m.destination, hs[1]);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	ASSERT_OK(b1_peer_msg_release(a, &m));
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* A handle whose node dies between SEND and RECV reads BUS1_HANDLE_INVALID. */
 static void test_destroyed_in_flight(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t nb, a_nb, hx, hy, hs[2], got[2];
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_node(b, a, &nb, &a_nb);
 	kt_node(a, a, &hx, NULL);
@@ -153,7 +153,7 @@ static void test_destroyed_in_flight(void)
 	hs[0] = hx;
 	hs[1] = hy;
 	send_handles(a, a_nb, hs, 2);
-	ASSERT_OK(bus1_peer_nodes_destroy(a, &hx, 1));
+	ASSERT_OK(b1_peer_nodes_destroy(a, &hx, 1));
 	recv_handles(b, nb, got, 2);
 	ASSERT_EQ(got[0], BUS1_HANDLE_INVALID);
 	ASSERT(got[1] != BUS1_HANDLE_INVALID);
@@ -165,20 +165,20 @@ static void test_destroyed_in_flight(void)
 	kt_recv(a, 0, &m);
 	ASSERT_EQ(m.type, BUS1_MSG_DATA);
 	ASSERT_EQ(m.destination, hy);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	kt_recv_none(a);
 	/* b never held hx's node: no notification for it. */
 	kt_recv_none(b);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* Ids only grow and are never reused, across creations, releases and resets. */
 static void test_ids_not_reused(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t prev_a = 0, prev_b = 0, ha, hb;
-	struct bus1_msg m;
+	struct b1_msg m;
 	int i;
 
 	for (i = 0; i < 200; i++) {
@@ -188,31 +188,31 @@ static void test_ids_not_reused(void)
 		prev_a = ha;
 		prev_b = hb;
 		if (i % 3 == 0) {
-			ASSERT_OK(bus1_peer_handle_release(b, hb));
+			ASSERT_OK(b1_peer_handle_release(b, hb));
 		} else {
-			ASSERT_OK(bus1_peer_handle_release(a, ha));
+			ASSERT_OK(b1_peer_handle_release(a, ha));
 			kt_recv(b, 0, &m);
 			ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
 			ASSERT_EQ(m.destination, hb);
-			ASSERT_OK(bus1_peer_handle_release(b, hb));
+			ASSERT_OK(b1_peer_handle_release(b, hb));
 		}
 		if (i == 100) {
-			ASSERT_OK(bus1_peer_reset(a));
-			ASSERT_OK(bus1_peer_reset(b));
+			ASSERT_OK(b1_peer_reset(a));
+			ASSERT_OK(b1_peer_reset(b));
 		}
 	}
 	/* Drain whatever notifications the resets produced. */
-	while (bus1_peer_recv(b, 0, &m) == 0)
+	while (b1_peer_recv(b, 0, &m) == 0)
 		ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* Many holders, many nodes: each (holder, node) pair has one id, stable over many transfers. */
 static void test_identity_random(void)
 {
 	enum { N_PEERS = 5, N_NODES = 8 };
-	struct bus1_peer *p[N_PEERS];
+	struct b1_peer *p[N_PEERS];
 	uint64_t ids[N_PEERS][N_NODES] = { { 0 } };
 	int owner[N_NODES];
 	int i, j, k;
@@ -233,7 +233,7 @@ static void test_identity_random(void)
 		if (!ids[src][j])
 			continue;
 		h = ids[src][j];
-		ASSERT_OK(bus1_peer_handle_transfer(p[src], p[dst], &h, &d));
+		ASSERT_OK(b1_peer_handle_transfer(p[src], p[dst], &h, &d));
 		ASSERT_EQ(h, ids[src][j]);
 		if (ids[dst][j])
 			ASSERT_EQ(d, ids[dst][j]);
@@ -245,7 +245,7 @@ static void test_identity_random(void)
 		ASSERT_EQ(!!(d & BUS1_HANDLE_FLAG_REMOTE), dst != owner[j]);
 	}
 	for (i = 0; i < N_PEERS; i++)
-		bus1_peer_free(p[i]);
+		b1_peer_free(p[i]);
 }
 
 static const struct kt_case cases[] = {

@@ -47,17 +47,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "check.h"
 #include "kmod-test.h"
 
 #define REPORT(...) kt_report("hostile", __VA_ARGS__)
-
-/* A check that does not end the case, so that every figure and every mismatch is printed. */
-#define CHECK(_c, ...) do {								\
-		if (!(_c)) {								\
-			kt_note_at(__FILE__, __LINE__, __VA_ARGS__);			\
-			++kt_soft_failures;						\
-		}									\
-	} while (0)
 
 enum { UID_A = 1000, UID_B = 1001 };
 enum { MiB = 1 << 20 };

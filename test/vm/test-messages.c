@@ -32,11 +32,11 @@ static void fill(uint8_t *buf, size_t n, uint32_t seed)
 
 static void test_data_gather(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t na, b_na;
 	static uint8_t big[1 << 20], expect[(1 << 20) + 300];
 	struct iovec v[4];
-	struct bus1_msg m;
+	struct b1_msg m;
 	size_t sizes[] = { 0, 1, 7, 8, 4095, 4096, 4097, 65536, 1 << 20 };
 	size_t i;
 
@@ -53,11 +53,11 @@ static void test_data_gather(void)
 		ASSERT(m.offset != BUS1_OFFSET_INVALID);
 		ASSERT_EQ(m.offset % 8, 0);
 		ASSERT(!memcmp(m.data, big, sizes[i]));
-		ASSERT_OK(bus1_peer_msg_release(a, &m));
+		ASSERT_OK(b1_peer_msg_release(a, &m));
 	}
 	/* Empty messages still get distinct slices of at least 8 bytes, 8-aligned. */
 	{
-		struct bus1_msg e[3];
+		struct b1_msg e[3];
 
 		for (i = 0; i < 3; i++) {
 			ASSERT_OK(kt_send(b, b_na, NULL, 0));
@@ -73,7 +73,7 @@ static void test_data_gather(void)
 					       e[j].offset >= e[i].offset + 8);
 		}
 		for (i = 0; i < 3; i++)
-			ASSERT_OK(bus1_peer_msg_release(a, &e[i]));
+			ASSERT_OK(b1_peer_msg_release(a, &e[i]));
 	}
 	/* Four vectors, one of them empty, concatenated. */
 	fill(big, 1 << 20, 99);
@@ -84,50 +84,50 @@ static void test_data_gather(void)
 	memcpy(expect, big, 100);
 	memcpy(expect + 100, big + 200, 3000);
 	memcpy(expect + 3100, big + 7, 200);
-	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, v, 4, NULL, 0, NULL, 0));
+	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, v, 4, NULL, 0, NULL, 0));
 	kt_recv(a, 0, &m);
 	ASSERT_EQ(m.n_bytes, 3300);
 	ASSERT(!memcmp(m.data, expect, 3300));
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	ASSERT_OK(b1_peer_msg_release(a, &m));
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* One multicast to hundreds of peers (each with its own pool): all or (atomically) none. */
 static void test_multicast_many(void)
 {
 	enum { N = 400 };
-	static struct bus1_peer *p[N];
+	static struct b1_peer *p[N];
 	static uint64_t own[N], dst[N + 1];
 	static uint32_t errs[N + 1];
-	struct bus1_peer *s = kt_peer();
-	struct bus1_msg m;
+	struct b1_peer *s = kt_peer();
+	struct b1_msg m;
 	int i;
 
 	for (i = 0; i < N; i++) {
 		p[i] = kt_peer();
 		kt_node(p[i], s, &own[i], &dst[i]);
 	}
-	ASSERT_OK(bus1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "many", 4 }, 1,
-				 NULL, 0, NULL, 0));
+	ASSERT_OK(b1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "many", 4 }, 1,
+			       NULL, 0, NULL, 0));
 	for (i = 0; i < N; i++) {
 		ASSERT_EQ(errs[i], 0);
 		kt_recv(p[i], 0, &m);
 		ASSERT_EQ(m.destination, own[i]);
 		ASSERT(!memcmp(m.data, "many", 4));
-		ASSERT_OK(bus1_peer_msg_release(p[i], &m));
+		ASSERT_OK(b1_peer_msg_release(p[i], &m));
 	}
 	/* The last destination is bad: nobody gets anything, everybody else is ECANCELED. */
 	dst[N] = dst[N - 1] + 4000;
-	ASSERT_ERR(bus1_peer_send(s, 0, dst, N + 1, errs, NULL, 0, NULL, 0, NULL, 0), ENXIO);
+	ASSERT_ERR(b1_peer_send(s, 0, dst, N + 1, errs, NULL, 0, NULL, 0, NULL, 0), ENXIO);
 	for (i = 0; i < N; i++) {
 		ASSERT_EQ(errs[i], ECANCELED);
 		kt_recv_none(p[i]);
 	}
 	ASSERT_EQ(errs[N], ENXIO);
 	for (i = 0; i < N; i++)
-		bus1_peer_free(p[i]);
-	bus1_peer_free(s);
+		b1_peer_free(p[i]);
+	b1_peer_free(s);
 }
 
 static sigjmp_buf segv_jmp;
@@ -139,13 +139,13 @@ static void on_segv(int sig)
 
 static void test_pool_readonly(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t na, b_na;
-	struct bus1_msg m;
+	struct b1_msg m;
 	volatile uint8_t *p;
 	void *map;
-	int fd = bus1_peer_get_fd(a);
+	int fd = b1_peer_get_fd(a);
 
 	kt_query(a, &q);
 	/* Writable shared or private mappings are refused. */
@@ -177,10 +177,10 @@ static void test_pool_readonly(void)
 	signal(SIGSEGV, SIG_DFL);
 	signal(SIGBUS, SIG_DFL);
 	ASSERT_EQ(((const char *)m.data)[0], 'r');
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	munmap(map, q.pool_size);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /*
@@ -189,12 +189,12 @@ static void test_pool_readonly(void)
  */
 static void test_slice_release(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct bus1_cmd_peer_query q;
 	enum { N = 16 };
 	uint64_t na, b_na, off[N];
 	static uint8_t buf[1 << 20];
-	struct bus1_msg m[N];
+	struct b1_msg m[N];
 	size_t i, chunk, rounds;
 
 	kt_query(a, &q);
@@ -207,15 +207,15 @@ static void test_slice_release(void)
 	}
 	/* Release the even ones; the odd ones must still read correctly. */
 	for (i = 0; i < N; i += 2)
-		ASSERT_OK(bus1_peer_slice_release(a, off[i]));
+		ASSERT_OK(b1_peer_slice_release(a, off[i]));
 	for (i = 1; i < N; i += 2) {
 		fill(buf, 1000, i);
 		ASSERT(!memcmp(m[i].data, buf, 1000));
 	}
 	for (i = 1; i < N; i += 2)
-		ASSERT_OK(bus1_peer_slice_release(a, off[i]));
+		ASSERT_OK(b1_peer_slice_release(a, off[i]));
 	for (i = 0; i < N; i++)
-		ASSERT_ERR_ANY(bus1_peer_slice_release(a, off[i]), ENXIO, EINVAL);
+		ASSERT_ERR_ANY(b1_peer_slice_release(a, off[i]), ENXIO, EINVAL);
 
 	/* Twice the pool size through it, one MiB at a time. */
 	chunk = sizeof(buf);
@@ -228,22 +228,22 @@ static void test_slice_release(void)
 		kt_recv(a, 0, &m[0]);
 		ASSERT_EQ(m[0].n_bytes, chunk);
 		ASSERT_EQ(((const uint8_t *)m[0].data)[0], (uint8_t)i);
-		ASSERT_OK(bus1_peer_msg_release(a, &m[0]));
+		ASSERT_OK(b1_peer_msg_release(a, &m[0]));
 	}
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* A receiver that never releases fills its pool: ENOSPC for it, nobody else. */
 static void test_pool_full(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t na, b_na, nc, b_nc, dst[2];
 	uint32_t errs[2];
 	static uint8_t buf[1 << 20];
 	struct iovec v = { buf, sizeof(buf) };
-	struct bus1_msg m;
+	struct b1_msg m;
 	size_t i, n;
 	int r = 0;
 
@@ -265,22 +265,22 @@ static void test_pool_full(void)
 	/* Multicast to the full a and to c: c gets it with CONTINUE, a reports ENOSPC. */
 	dst[0] = b_na;
 	dst[1] = b_nc;
-	ASSERT_ERR(bus1_peer_send(b, 0, dst, 2, errs, &v, 1, NULL, 0, NULL, 0), ENOSPC);
+	ASSERT_ERR(b1_peer_send(b, 0, dst, 2, errs, &v, 1, NULL, 0, NULL, 0), ENOSPC);
 	ASSERT_EQ(errs[0], ENOSPC);
 	ASSERT_EQ(errs[1], ECANCELED);
 	kt_recv_none(c);
-	ASSERT_OK(bus1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, &v, 1, NULL, 0, NULL, 0));
+	ASSERT_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, &v, 1, NULL, 0, NULL, 0));
 	ASSERT_EQ(errs[0], ENOSPC);
 	ASSERT_EQ(errs[1], 0);
 	kt_recv(c, 0, &m);
 	ASSERT_EQ(m.n_bytes, sizeof(buf));
 	/* A reset frees a's pool: it takes messages again. */
-	ASSERT_OK(bus1_peer_reset(a));
+	ASSERT_OK(b1_peer_reset(a));
 	kt_node(a, b, &na, &b_na);
 	ASSERT_OK(kt_send(b, b_na, buf, sizeof(buf)));
-	bus1_peer_free(a);
-	bus1_peer_free(b);
-	bus1_peer_free(c);
+	b1_peer_free(a);
+	b1_peer_free(b);
+	b1_peer_free(c);
 }
 
 static long shmem_kib(void)
@@ -304,11 +304,11 @@ static long shmem_kib(void)
  */
 static void test_pool_memory(void)
 {
-	struct bus1_peer *a, *b;
+	struct b1_peer *a, *b;
 	enum { N = 48, SZ = 1 << 20 };
 	static uint8_t buf[SZ];
 	uint64_t na, b_na;
-	struct bus1_msg m;
+	struct b1_msg m;
 	long base, full, gone;
 	int i, round;
 
@@ -325,8 +325,8 @@ static void test_pool_memory(void)
 			kt_recv(a, 0, &m);	/* slice kept */
 		}
 		full = shmem_kib();
-		bus1_peer_free(a);
-		bus1_peer_free(b);
+		b1_peer_free(a);
+		b1_peer_free(b);
 		gone = shmem_kib();
 		kt_log("shmem: %ld kB before, %ld kB with %d MiB in a pool, %ld kB after the close",
 		       base, full, N, gone);
@@ -337,9 +337,9 @@ static void test_pool_memory(void)
 
 static void test_peek(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t na, b_na;
-	struct bus1_msg m1, m2, m3;
+	struct b1_msg m1, m2, m3;
 
 	kt_node(a, b, &na, &b_na);
 	ASSERT_OK(kt_send(b, b_na, "first", 5));
@@ -356,13 +356,13 @@ static void test_peek(void)
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m1);
 	ASSERT_EQ(m1.n_bytes, 6);
 	ASSERT(!memcmp(m1.data, "second", 6));
-	ASSERT_OK(bus1_peer_msg_release(a, &m3));
+	ASSERT_OK(b1_peer_msg_release(a, &m3));
 	kt_recv(a, 0, &m2);
 	ASSERT(!memcmp(m2.data, "second", 6));
-	ASSERT_OK(bus1_peer_msg_release(a, &m2));
+	ASSERT_OK(b1_peer_msg_release(a, &m2));
 	kt_recv_none(a);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 static int fd_flags(int fd)
@@ -380,10 +380,10 @@ static bool same_file(int x, int y)
 
 static void test_fds(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t na, b_na, h = BUS1_HANDLE_CREATE;
 	int p[2], mfd, fds[3], rfd[3];
-	struct bus1_msg m;
+	struct b1_msg m;
 	char c;
 
 	kt_node(a, b, &na, &b_na);
@@ -394,8 +394,8 @@ static void test_fds(void)
 	fds[0] = p[0];
 	fds[1] = p[1];
 	fds[2] = mfd;
-	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "x", 1 }, 1, &h, 1,
-				 fds, 3));
+	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "x", 1 }, 1, &h, 1,
+			       fds, 3));
 	kt_recv(a, 0, &m);
 	ASSERT_EQ(m.n_fds, 3);
 	ASSERT_EQ(m.n_handles, 1);
@@ -419,30 +419,30 @@ static void test_fds(void)
 		ASSERT_EQ(pread(rfd[2], buf, 5, 0), 5);
 		ASSERT(!memcmp(buf, "memfd", 5));
 	}
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	close(rfd[0]);
 	close(rfd[1]);
 	close(rfd[2]);
 	close(p[0]);
 	close(p[1]);
 	close(mfd);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* NO_FDS: nothing installed, slots read -1; PEEK installs a set each time; dequeuing with
  * NO_FDS drops the files (the last reference to a pipe's write end goes: EOF). */
 static void test_declined_fds(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t na, b_na;
-	struct bus1_msg m, m2;
+	struct b1_msg m, m2;
 	int p[2], fd, before, after;
 	char c;
 
 	kt_node(a, b, &na, &b_na);
 	ASSERT_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
-	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, &p[1], 1));
+	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, &p[1], 1));
 	close(p[1]);
 	/* The in-flight message keeps the write end open. */
 	ASSERT_ERR(read(p[0], &c, 1), EAGAIN);
@@ -472,64 +472,64 @@ static void test_declined_fds(void)
 	after = dup(0);
 	ASSERT_EQ(after, before);
 	close(after);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	/* The message was the last holder of the write end. */
 	ASSERT_EQ(read(p[0], &c, 1), 0);
 	close(p[0]);
 	kt_recv_none(a);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* A receiver that cannot take the fds (EMFILE) keeps the message queued. */
 static void test_fds_emfile(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t na, b_na;
-	struct bus1_msg m;
+	struct b1_msg m;
 	int p[2], spare[4096], n = 0;
 
 	kt_node(a, b, &na, &b_na);
 	ASSERT_OK(pipe2(p, O_CLOEXEC));
-	ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, p, 2));
+	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, p, 2));
 	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &(struct rlimit){ 64, 64 }));
 	while (n < 4096 && (spare[n] = dup(0)) >= 0)
 		++n;
-	ASSERT_ERR(bus1_peer_recv(a, 0, &m), EMFILE);
+	ASSERT_ERR(b1_peer_recv(a, 0, &m), EMFILE);
 	close(spare[--n]);
 	/* One free slot is not enough for two fds either. */
-	ASSERT_ERR(bus1_peer_recv(a, 0, &m), EMFILE);
+	ASSERT_ERR(b1_peer_recv(a, 0, &m), EMFILE);
 	close(spare[--n]);
 	kt_recv(a, 0, &m);
 	ASSERT_EQ(m.n_fds, 2);
 	ASSERT(m.fds[0] >= 0 && m.fds[1] >= 0);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	ASSERT_OK(b1_peer_msg_release(a, &m));
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 static void test_multicast(void)
 {
 	enum { N = 6 };
-	struct bus1_peer *s = kt_peer(), *p[N];
+	struct b1_peer *s = kt_peer(), *p[N];
 	uint64_t own[N], dst[N + 2];
 	uint32_t errs[N + 2];
-	struct bus1_msg m;
+	struct b1_msg m;
 	int i;
 
 	for (i = 0; i < N; i++) {
 		p[i] = kt_peer();
 		kt_node(p[i], s, &own[i], &dst[i]);
 	}
-	ASSERT_OK(bus1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "multi", 5 }, 1,
-				 NULL, 0, NULL, 0));
+	ASSERT_OK(b1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "multi", 5 }, 1,
+			       NULL, 0, NULL, 0));
 	for (i = 0; i < N; i++) {
 		ASSERT_EQ(errs[i], 0);
 		kt_recv(p[i], 0, &m);
 		ASSERT_EQ(m.destination, own[i]);
 		ASSERT_EQ(m.n_bytes, 5);
 		ASSERT(!memcmp(m.data, "multi", 5));
-		ASSERT_OK(bus1_peer_msg_release(p[i], &m));
+		ASSERT_OK(b1_peer_msg_release(p[i], &m));
 	}
 	/* A destination listed twice gets it twice; the sender's own node is fine too. */
 	{
@@ -537,8 +537,8 @@ static void test_multicast(void)
 
 		kt_node(s, s, &self, NULL);
 		self_h = self;
-		ASSERT_OK(bus1_peer_send(s, 0, (uint64_t[]){ dst[1], self_h, dst[1] }, 3, errs,
-					 &(struct iovec){ "dup", 3 }, 1, NULL, 0, NULL, 0));
+		ASSERT_OK(b1_peer_send(s, 0, (uint64_t[]){ dst[1], self_h, dst[1] }, 3, errs,
+				       &(struct iovec){ "dup", 3 }, 1, NULL, 0, NULL, 0));
 		ASSERT_EQ(errs[0], 0);
 		ASSERT_EQ(errs[1], 0);
 		ASSERT_EQ(errs[2], 0);
@@ -546,33 +546,33 @@ static void test_multicast(void)
 			kt_recv(p[1], 0, &m);
 			ASSERT_EQ(m.destination, own[1]);
 			ASSERT(!memcmp(m.data, "dup", 3));
-			ASSERT_OK(bus1_peer_msg_release(p[1], &m));
+			ASSERT_OK(b1_peer_msg_release(p[1], &m));
 		}
 		kt_recv_none(p[1]);
 		kt_recv(s, 0, &m);
 		ASSERT_EQ(m.destination, self);
-		ASSERT_OK(bus1_peer_msg_release(s, &m));
+		ASSERT_OK(b1_peer_msg_release(s, &m));
 		kt_recv_none(s);
 	}
 	/* Two nodes of one peer: it gets one message per node. */
 	kt_node(p[0], s, NULL, &dst[N]);
-	ASSERT_OK(bus1_peer_send(s, 0, (uint64_t[]){ dst[0], dst[N] }, 2, NULL, NULL, 0,
-				 NULL, 0, NULL, 0));
+	ASSERT_OK(b1_peer_send(s, 0, (uint64_t[]){ dst[0], dst[N] }, 2, NULL, NULL, 0,
+			       NULL, 0, NULL, 0));
 	kt_recv(p[0], 0, &m);
 	kt_recv(p[0], 0, &m);
 	kt_recv_none(p[0]);
 
 	/* A dead destination (owner gone) among live ones. */
-	bus1_peer_free(p[2]);
+	b1_peer_free(p[2]);
 	p[2] = NULL;
-	ASSERT_ERR(bus1_peer_send(s, 0, dst, N, errs, NULL, 0, NULL, 0, NULL, 0), EHOSTUNREACH);
+	ASSERT_ERR(b1_peer_send(s, 0, dst, N, errs, NULL, 0, NULL, 0, NULL, 0), EHOSTUNREACH);
 	for (i = 0; i < N; i++)
 		ASSERT_EQ(errs[i], i == 2 ? EHOSTUNREACH : ECANCELED);
 	for (i = 0; i < N; i++)
 		if (p[i])
 			kt_recv_none(p[i]);
-	ASSERT_OK(bus1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, dst, N, errs, NULL, 0, NULL, 0,
-				 NULL, 0));
+	ASSERT_OK(b1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, dst, N, errs, NULL, 0, NULL, 0,
+			       NULL, 0));
 	for (i = 0; i < N; i++) {
 		ASSERT_EQ(errs[i], i == 2 ? EHOSTUNREACH : 0);
 		if (p[i]) {
@@ -582,20 +582,20 @@ static void test_multicast(void)
 		}
 	}
 	/* With CONTINUE and no destination left, the ioctl still succeeds (documented). */
-	ASSERT_OK(bus1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, &dst[2], 1, errs, NULL, 0, NULL, 0,
-				 NULL, 0));
+	ASSERT_OK(b1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, &dst[2], 1, errs, NULL, 0, NULL, 0,
+			       NULL, 0));
 	ASSERT_EQ(errs[0], EHOSTUNREACH);
 	/* s was told about the node it held. */
 	kt_recv(s, 0, &m);
 	ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
 	ASSERT_EQ(m.destination, dst[2]);
 	for (i = 0; i < N; i++)
-		bus1_peer_free(p[i]);
-	bus1_peer_free(s);
+		b1_peer_free(p[i]);
+	b1_peer_free(s);
 }
 
 struct cred_arg {
-	struct bus1_peer *peer;
+	struct b1_peer *peer;
 	uint64_t dst;
 	pid_t tid;
 };
@@ -612,11 +612,11 @@ static void *cred_thread(void *p)
 
 static void test_credentials(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct cred_arg arg;
 	pthread_t th;
 	uint64_t na, b_na;
-	struct bus1_msg m;
+	struct b1_msg m;
 	pid_t pid;
 	int status;
 
@@ -627,7 +627,7 @@ static void test_credentials(void)
 	ASSERT_EQ(m.gid, getgid());
 	ASSERT_EQ(m.pid, getpid());
 	ASSERT_EQ(m.tid, getpid());
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 
 	/* From another thread: same pid, its own tid. */
 	arg = (struct cred_arg){ .peer = b, .dst = b_na };
@@ -638,7 +638,7 @@ static void test_credentials(void)
 	ASSERT_EQ(m.pid, getpid());
 	ASSERT_EQ(m.tid, arg.tid);
 	ASSERT_NE(m.tid, getpid());
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 
 	/* A child with real ids 4242/4343 and effective ids 0: the real ones are stamped. */
 	pid = fork();
@@ -655,9 +655,9 @@ static void test_credentials(void)
 	ASSERT_EQ(m.gid, 4343);
 	ASSERT_EQ(m.pid, pid);
 	ASSERT_EQ(m.tid, pid);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	ASSERT_OK(b1_peer_msg_release(a, &m));
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /*
@@ -666,11 +666,11 @@ static void test_credentials(void)
  */
 static void test_credentials_pidns(void)
 {
-	struct bus1_peer *a = kt_peer();
-	int afd = bus1_peer_get_fd(a), pp[2], pq[2], status;
+	struct b1_peer *a = kt_peer();
+	int afd = b1_peer_get_fd(a), pp[2], pq[2], status;
 	pid_t child, inner = 0;
 	uint64_t ids[2];
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	/* Two pipes: the two writers race, and each message must arrive whole. */
 	ASSERT_OK(pipe(pp));
@@ -687,19 +687,19 @@ static void test_credentials_pidns(void)
 			_exit(11);
 		if (g == 0) {
 			/* pid 1 of the new namespace. */
-			struct bus1_peer *c;
+			struct b1_peer *c;
 			uint64_t a_nc, na, c_na;
-			struct bus1_msg cm;
+			struct b1_msg cm;
 			int i;
 
-			if (getpid() != 1 || bus1_peer_new(&c) < 0)
+			if (getpid() != 1 || b1_peer_new(&c) < 0)
 				_exit(12);
-			if (bus1_peer_handle_transfer(c, a, &(uint64_t){ BUS1_HANDLE_CREATE }, &a_nc) < 0)
+			if (b1_peer_handle_transfer(c, a, &(uint64_t){ BUS1_HANDLE_CREATE }, &a_nc) < 0)
 				_exit(13);
 			/* a's node, held by c: created through a's fd (shared with us). */
 			{
 				struct bus1_cmd_handle_transfer t = { .src_handle = BUS1_HANDLE_CREATE,
-								      .dst_fd = bus1_peer_get_fd(c) };
+								      .dst_fd = b1_peer_get_fd(c) };
 
 				if (ioctl(afd, BUS1_CMD_HANDLE_TRANSFER, &t) < 0)
 					_exit(14);
@@ -714,7 +714,7 @@ static void test_credentials_pidns(void)
 				_exit(16);
 			/* Wait for a's message. */
 			for (i = 0; i < 1000; i++) {
-				if (bus1_peer_recv(c, 0, &cm) == 0)
+				if (b1_peer_recv(c, 0, &cm) == 0)
 					break;
 				usleep(10000);
 			}
@@ -739,7 +739,7 @@ static void test_credentials_pidns(void)
 	ASSERT_EQ(m.destination, ids[1]);
 	ASSERT_EQ(m.pid, inner);
 	ASSERT_EQ(m.tid, inner);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	ASSERT_OK(kt_send(a, ids[0], "out", 3));
 	ASSERT_EQ(waitpid(child, &status, 0), child);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
@@ -748,7 +748,7 @@ static void test_credentials_pidns(void)
 	close(pp[1]);
 	close(pq[0]);
 	close(pq[1]);
-	bus1_peer_free(a);
+	b1_peer_free(a);
 }
 
 /*
@@ -768,7 +768,7 @@ static unsigned int read_uint(const char *path)
 
 static void test_credentials_userns(void)
 {
-	struct bus1_peer *a = kt_peer();
+	struct b1_peer *a = kt_peer();
 	unsigned int overflow_uid = read_uint("/proc/sys/kernel/overflowuid");
 	unsigned int overflow_gid = read_uint("/proc/sys/kernel/overflowgid");
 	int to_child[2], to_parent[2], status;
@@ -782,8 +782,8 @@ static void test_credentials_userns(void)
 	child = fork();
 	ASSERT(child >= 0);
 	if (child == 0) {
-		struct bus1_peer *cp;
-		struct bus1_msg m;
+		struct b1_peer *cp;
+		struct b1_msg m;
 		uint64_t h = BUS1_HANDLE_CREATE, d;
 		int i, k;
 
@@ -792,14 +792,14 @@ static void test_credentials_userns(void)
 		if (write(to_parent[1], "u", 1) != 1 || read(to_child[0], &c, 1) != 1)
 			_exit(11);
 		/* Mapped now: open our own peer here; a (opened outside) gets a handle. */
-		if (bus1_peer_new(&cp) < 0)
+		if (b1_peer_new(&cp) < 0)
 			_exit(12);
-		if (bus1_peer_handle_transfer(cp, a, &h, &d) < 0)
+		if (b1_peer_handle_transfer(cp, a, &h, &d) < 0)
 			_exit(13);
 		if (write(to_parent[1], &d, sizeof(d)) != sizeof(d))
 			_exit(14);
 		for (k = 0; k < 2; k++) {
-			for (i = 0; i < 2000 && bus1_peer_recv(cp, 0, &m) < 0; i++)
+			for (i = 0; i < 2000 && b1_peer_recv(cp, 0, &m) < 0; i++)
 				usleep(5000);
 			if (i == 2000)
 				_exit(15);
@@ -833,16 +833,16 @@ static void test_credentials_userns(void)
 	ASSERT_EQ(waitpid(child, &status, 0), child);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		kt_fail("user namespace child failed: status 0x%x", status);
-	bus1_peer_free(a);
+	b1_peer_free(a);
 }
 
 static void test_poll(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct epoll_event ev = { .events = EPOLLIN }, out[2];
-	struct pollfd pfd = { .fd = bus1_peer_get_fd(a), .events = POLLIN };
+	struct pollfd pfd = { .fd = b1_peer_get_fd(a), .events = POLLIN };
 	uint64_t na, b_na;
-	struct bus1_msg m;
+	struct b1_msg m;
 	int ep;
 
 	kt_node(a, b, &na, &b_na);
@@ -862,28 +862,28 @@ static void test_poll(void)
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
 	ASSERT_EQ(poll(&pfd, 1, 0), 1);
 	kt_recv(a, 0, &m);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	ASSERT_EQ(poll(&pfd, 1, 0), 0);
 	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 0);
 	/* A notification is readable too. */
-	ASSERT_OK(bus1_peer_handle_release(a, na));
-	ASSERT_EQ(poll(&(struct pollfd){ .fd = bus1_peer_get_fd(b), .events = POLLIN }, 1, 1000), 1);
+	ASSERT_OK(b1_peer_handle_release(a, na));
+	ASSERT_EQ(poll(&(struct pollfd){ .fd = b1_peer_get_fd(b), .events = POLLIN }, 1, 1000), 1);
 	/* Hang-up after disconnect. */
-	ASSERT_OK(bus1_peer_disconnect(a));
+	ASSERT_OK(b1_peer_disconnect(a));
 	ASSERT_EQ(poll(&pfd, 1, 0), 1);
 	ASSERT(pfd.revents & POLLHUP);
 	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 1);
 	ASSERT(out[0].events & EPOLLHUP);
 	close(ep);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* A blocked poller is woken by a SEND from another process. */
 static void test_poll_wakeup(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
-	struct pollfd pfd = { .fd = bus1_peer_get_fd(a), .events = POLLIN };
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
+	struct pollfd pfd = { .fd = b1_peer_get_fd(a), .events = POLLIN };
 	uint64_t na, b_na;
 	double t0;
 	pid_t pid;
@@ -901,8 +901,8 @@ static void test_poll_wakeup(void)
 	ASSERT(kt_now() - t0 < 9);
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
 	ASSERT_EQ(status, 0);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 static const struct kt_case cases[] = {

@@ -15,9 +15,9 @@
 #include <unistd.h>
 #include "kmod-test.h"
 
-static void expect_destroy(struct bus1_peer *p, uint64_t h)
+static void expect_destroy(struct b1_peer *p, uint64_t h)
 {
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_recv(p, 0, &m);
 	ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
@@ -34,7 +34,7 @@ static void expect_destroy(struct bus1_peer *p, uint64_t h)
 static void test_every_holder(void)
 {
 	enum { N = 5 };
-	struct bus1_peer *a = kt_peer(), *p[N];
+	struct b1_peer *a = kt_peer(), *p[N];
 	uint64_t na, h[N], d;
 	uint32_t errs[1];
 	int i;
@@ -44,26 +44,26 @@ static void test_every_holder(void)
 		uint64_t x = na;
 
 		p[i] = kt_peer();
-		ASSERT_OK(bus1_peer_handle_transfer(a, p[i], &x, &h[i]));
+		ASSERT_OK(b1_peer_handle_transfer(a, p[i], &x, &h[i]));
 	}
 	/* p[4] gets it a second time through a message from p[0]: still one handle, one notice. */
 	{
 		uint64_t n4, p0_n4, x = h[0];
 
 		kt_node(p[4], p[0], &n4, &p0_n4);
-		ASSERT_OK(bus1_peer_send(p[0], 0, &p0_n4, 1, NULL, NULL, 0, &x, 1, NULL, 0));
+		ASSERT_OK(b1_peer_send(p[0], 0, &p0_n4, 1, NULL, NULL, 0, &x, 1, NULL, 0));
 		{
-			struct bus1_msg m;
+			struct b1_msg m;
 
 			kt_recv(p[4], 0, &m);
 			ASSERT_EQ(m.handles[0], h[4]);
-			ASSERT_OK(bus1_peer_msg_release(p[4], &m));
+			ASSERT_OK(b1_peer_msg_release(p[4], &m));
 		}
 	}
 	/* p[3] releases its handle first: it is no holder any more and hears nothing. */
-	ASSERT_OK(bus1_peer_handle_release(p[3], h[3]));
+	ASSERT_OK(b1_peer_handle_release(p[3], h[3]));
 
-	ASSERT_OK(bus1_peer_nodes_destroy(a, &na, 1));
+	ASSERT_OK(b1_peer_nodes_destroy(a, &na, 1));
 	expect_destroy(a, na);
 	kt_recv_none(a);
 	for (i = 0; i < N; i++) {
@@ -75,30 +75,30 @@ static void test_every_holder(void)
 		if (i == 3)
 			continue;
 		d = h[i];
-		ASSERT_ERR(bus1_peer_send(p[i], 0, &d, 1, errs, NULL, 0, NULL, 0, NULL, 0),
+		ASSERT_ERR(b1_peer_send(p[i], 0, &d, 1, errs, NULL, 0, NULL, 0, NULL, 0),
 			   EHOSTUNREACH);
 		ASSERT_EQ(errs[0], EHOSTUNREACH);
 	}
 	for (i = 0; i < N; i++)
-		bus1_peer_free(p[i]);
-	bus1_peer_free(a);
+		b1_peer_free(p[i]);
+	b1_peer_free(a);
 }
 
 static void test_close_notifies(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
 	uint64_t n1, n2, b1, b2, c1, cn, x;
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_node(a, b, &n1, &b1);
 	kt_node(a, b, &n2, &b2);
 	x = n2;
-	ASSERT_OK(bus1_peer_handle_transfer(a, c, &x, &c1));
+	ASSERT_OK(b1_peer_handle_transfer(a, c, &x, &c1));
 	/* c owns a node a holds: a's close releases that handle, c hears of it. */
 	kt_node(c, a, &cn, NULL);
-	bus1_peer_free(a);
+	b1_peer_free(a);
 	{
-		struct bus1_msg m1, m2;
+		struct b1_msg m1, m2;
 
 		kt_recv(b, 0, &m1);
 		kt_recv(b, 0, &m2);
@@ -115,34 +115,34 @@ static void test_close_notifies(void)
 	ASSERT_EQ(m.type, BUS1_MSG_NODE_RELEASE);
 	ASSERT_EQ(m.destination, cn);
 	kt_recv_none(c);
-	bus1_peer_free(b);
-	bus1_peer_free(c);
+	b1_peer_free(b);
+	b1_peer_free(c);
 }
 
 /* A notification is ordered with data: a's data before and after the destruction, as sent. */
 static void test_order_with_data(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	uint64_t nb, a_nb, na, b_na;
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_node(b, a, &nb, &a_nb);
 	kt_node(a, b, &na, &b_na);
 	ASSERT_OK(kt_send(a, a_nb, "1", 1));
-	ASSERT_OK(bus1_peer_nodes_destroy(a, &na, 1));
+	ASSERT_OK(b1_peer_nodes_destroy(a, &na, 1));
 	ASSERT_OK(kt_send(a, a_nb, "2", 1));
 	kt_recv(b, 0, &m);
 	ASSERT_EQ(m.type, BUS1_MSG_DATA);
 	ASSERT_EQ(((const char *)m.data)[0], '1');
-	ASSERT_OK(bus1_peer_msg_release(b, &m));
+	ASSERT_OK(b1_peer_msg_release(b, &m));
 	expect_destroy(b, b_na);
 	kt_recv(b, 0, &m);
 	ASSERT_EQ(m.type, BUS1_MSG_DATA);
 	ASSERT_EQ(((const char *)m.data)[0], '2');
-	ASSERT_OK(bus1_peer_msg_release(b, &m));
+	ASSERT_OK(b1_peer_msg_release(b, &m));
 	kt_recv_none(b);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /*
@@ -152,7 +152,7 @@ static void test_order_with_data(void)
  */
 static void test_atomic_destroy_point(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer(), *s = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer(), *s = kt_peer();
 	uint64_t n[2], hb[2], hc[2], sb, sc, x;
 	int i, status, pos[2], pp[2];
 	pid_t pid;
@@ -161,7 +161,7 @@ static void test_atomic_destroy_point(void)
 	for (i = 0; i < 2; i++) {
 		kt_node(a, b, &n[i], &hb[i]);
 		x = n[i];
-		ASSERT_OK(bus1_peer_handle_transfer(a, c, &x, &hc[i]));
+		ASSERT_OK(b1_peer_handle_transfer(a, c, &x, &hc[i]));
 	}
 	kt_node(b, s, NULL, &sb);
 	kt_node(c, s, NULL, &sc);
@@ -175,7 +175,7 @@ static void test_atomic_destroy_point(void)
 		for (k = 0; k < 400; k++) {
 			struct iovec v = { &k, sizeof(k) };
 
-			if (bus1_peer_send(s, 0, dst, 2, NULL, &v, 1, NULL, 0, NULL, 0) < 0)
+			if (b1_peer_send(s, 0, dst, 2, NULL, &v, 1, NULL, 0, NULL, 0) < 0)
 				_exit(1);
 			/* Halfway: let the parent destroy while we go on. */
 			if (k == 100 && write(pp[1], "x", 1) != 1)
@@ -186,17 +186,17 @@ static void test_atomic_destroy_point(void)
 		_exit(0);
 	}
 	ASSERT_EQ(read(pp[0], &ch, 1), 1);
-	ASSERT_OK(bus1_peer_nodes_destroy(a, n, 2));
+	ASSERT_OK(b1_peer_nodes_destroy(a, n, 2));
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
 	ASSERT_EQ(status, 0);
 
 	for (i = 0; i < 2; i++) {
-		struct bus1_peer *p = i ? c : b;
+		struct b1_peer *p = i ? c : b;
 		uint64_t *h = i ? hc : hb;
-		struct bus1_msg m;
+		struct b1_msg m;
 		int32_t last = -1, seen = 0, at = -2;
 
-		while (bus1_peer_recv(p, 0, &m) == 0) {
+		while (b1_peer_recv(p, 0, &m) == 0) {
 			if (m.type == BUS1_MSG_NODE_DESTROY) {
 				ASSERT(m.destination == h[0] || m.destination == h[1]);
 				if (seen == 0)
@@ -211,7 +211,7 @@ static void test_atomic_destroy_point(void)
 				memcpy(&k, m.data, sizeof(k));
 				ASSERT_EQ((int32_t)k, last + 1);
 				last = k;
-				ASSERT_OK(bus1_peer_msg_release(p, &m));
+				ASSERT_OK(b1_peer_msg_release(p, &m));
 			}
 		}
 		ASSERT_EQ(seen, 2);
@@ -222,10 +222,10 @@ static void test_atomic_destroy_point(void)
 	ASSERT_EQ(pos[0], pos[1]);
 	close(pp[0]);
 	close(pp[1]);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
-	bus1_peer_free(c);
-	bus1_peer_free(s);
+	b1_peer_free(a);
+	b1_peer_free(b);
+	b1_peer_free(c);
+	b1_peer_free(s);
 }
 
 /*
@@ -237,7 +237,7 @@ static void test_atomic_destroy_point(void)
 static void test_close_while_sending(void)
 {
 	enum { SENDERS = 4 };
-	struct bus1_peer *x = kt_peer(), *s[SENDERS], *q = kt_peer();
+	struct b1_peer *x = kt_peer(), *s[SENDERS], *q = kt_peer();
 	struct bus1_cmd_peer_query qq;
 	uint64_t nx[SENDERS], h[SENDERS];
 	_Atomic int *shared;
@@ -260,18 +260,18 @@ static void test_close_while_sending(void)
 			int r, j, fd = p[1];
 
 			/* Only the parent may hold x open: its close must be the last one. */
-			bus1_peer_free(x);
-			bus1_peer_free(q);
+			b1_peer_free(x);
+			b1_peer_free(q);
 			for (j = 0; j < SENDERS; j++)
 				if (j != i)
-					bus1_peer_free(s[j]);
+					b1_peer_free(s[j]);
 
 			for (;;) {
 				uint64_t hh = BUS1_HANDLE_CREATE;
 
-				r = bus1_peer_send(s[i], 0, &h[i], 1, NULL,
-						   &(struct iovec){ "abcdefgh", 8 }, 1,
-						   &hh, ok % 3 == 0 ? 1 : 0, &fd, ok % 2);
+				r = b1_peer_send(s[i], 0, &h[i], 1, NULL,
+						 &(struct iovec){ "abcdefgh", 8 }, 1,
+						 &hh, ok % 3 == 0 ? 1 : 0, &fd, ok % 2);
 				if (r == 0) {
 					++ok;
 					atomic_fetch_add(&shared[0], 1);
@@ -293,7 +293,7 @@ static void test_close_while_sending(void)
 	for (i = 0; i < 500 && atomic_load(&shared[0]) < 2000; i++)
 		usleep(10000);
 	ASSERT(atomic_load(&shared[0]) > 0);
-	bus1_peer_free(x);
+	b1_peer_free(x);
 	for (i = 0; i < SENDERS; i++) {
 		ASSERT_EQ(waitpid(pid[i], &status, 0), pid[i]);
 		ASSERT_EQ(status, 0);
@@ -306,7 +306,7 @@ static void test_close_while_sending(void)
 	 * destruction of x's node may reach it, so NODE_RELEASE can come first.
 	 */
 	for (i = 0; i < SENDERS; i++) {
-		struct bus1_msg m;
+		struct b1_msg m;
 
 		do
 			kt_recv(s[i], 0, &m);
@@ -323,14 +323,14 @@ static void test_close_while_sending(void)
 	ASSERT_EQ(qq.used_handles, 0);
 	ASSERT_EQ(qq.used_fds, 0);
 	for (i = 0; i < SENDERS; i++)
-		bus1_peer_free(s[i]);
-	bus1_peer_free(q);
+		b1_peer_free(s[i]);
+	b1_peer_free(q);
 	close(p[0]);
 }
 
 /* The same with threads of one process sharing one sender peer, and a PEER_DISCONNECT. */
 struct th_arg {
-	struct bus1_peer *s;
+	struct b1_peer *s;
 	uint64_t h;
 	int result;
 	_Atomic long *count;
@@ -361,7 +361,7 @@ static void *sender_thread(void *p)
 static void test_disconnect_while_sending_threads(void)
 {
 	enum { T = 3 };
-	struct bus1_peer *x = kt_peer(), *s = kt_peer();
+	struct b1_peer *x = kt_peer(), *s = kt_peer();
 	struct th_arg arg[T];
 	_Atomic long count = 0;
 	pthread_t th[T];
@@ -375,13 +375,13 @@ static void test_disconnect_while_sending_threads(void)
 	}
 	for (i = 0; i < 500 && atomic_load(&count) < 1000; i++)
 		usleep(10000);
-	ASSERT_OK(bus1_peer_disconnect(x));
+	ASSERT_OK(b1_peer_disconnect(x));
 	for (i = 0; i < T; i++) {
 		pthread_join(th[i], NULL);
 		ASSERT_EQ(arg[i].result, -EHOSTUNREACH);
 	}
-	bus1_peer_free(x);
-	bus1_peer_free(s);
+	b1_peer_free(x);
+	b1_peer_free(s);
 }
 
 /*
@@ -394,9 +394,9 @@ static void test_destroy_races_send(void)
 	int round;
 
 	for (round = 0; round < 20; round++) {
-		struct bus1_peer *o = kt_peer(), *snd = kt_peer();
+		struct b1_peer *o = kt_peer(), *snd = kt_peer();
 		uint64_t n, h;
-		struct bus1_msg m;
+		struct b1_msg m;
 		bool destroyed = false;
 		long data_after = 0, data_before = 0;
 		int status, pp[2];
@@ -408,12 +408,12 @@ static void test_destroy_races_send(void)
 		pid = fork();
 		ASSERT(pid >= 0);
 		if (pid == 0) {
-			struct bus1_msg sm;
+			struct b1_msg sm;
 			bool seen = false;
 			long k;
 			int r;
 
-			bus1_peer_free(o);
+			b1_peer_free(o);
 			if (write(pp[1], "g", 1) != 1)
 				_exit(1);
 			for (k = 0; k < 100000; k++) {
@@ -421,7 +421,7 @@ static void test_destroy_races_send(void)
 				if (seen && r != -EHOSTUNREACH)
 					_exit(2);	/* sent after seeing the destruction */
 				if (r == -EHOSTUNREACH) {
-					if (!seen && bus1_peer_recv(snd, 0, &sm) == 0)
+					if (!seen && b1_peer_recv(snd, 0, &sm) == 0)
 						seen = sm.type == BUS1_MSG_NODE_DESTROY;
 					if (seen)
 						_exit(0);
@@ -429,7 +429,7 @@ static void test_destroy_races_send(void)
 				}
 				if (r < 0 && r != -EDQUOT)
 					_exit(3);
-				if (bus1_peer_recv(snd, 0, &sm) == 0) {
+				if (b1_peer_recv(snd, 0, &sm) == 0) {
 					if (sm.type != BUS1_MSG_NODE_DESTROY)
 						_exit(4);
 					seen = true;
@@ -439,11 +439,11 @@ static void test_destroy_races_send(void)
 		}
 		ASSERT_EQ(read(pp[0], &ch, 1), 1);
 		usleep(1000 * (kt_rand() % 20));
-		ASSERT_OK(bus1_peer_nodes_destroy(o, &n, 1));
+		ASSERT_OK(b1_peer_nodes_destroy(o, &n, 1));
 		ASSERT_EQ(waitpid(pid, &status, 0), pid);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 			kt_fail("round %d: sender failed: status 0x%x", round, status);
-		while (bus1_peer_recv(o, 0, &m) == 0) {
+		while (b1_peer_recv(o, 0, &m) == 0) {
 			if (m.type == BUS1_MSG_NODE_DESTROY) {
 				ASSERT_EQ(m.destination, n);
 				ASSERT(!destroyed);
@@ -455,7 +455,7 @@ static void test_destroy_races_send(void)
 				++data_after;
 			else
 				++data_before;
-			ASSERT_OK(bus1_peer_msg_release(o, &m));
+			ASSERT_OK(b1_peer_msg_release(o, &m));
 		}
 		ASSERT(destroyed);
 		if (data_after)
@@ -463,8 +463,8 @@ static void test_destroy_races_send(void)
 				round, data_after, data_before);
 		close(pp[0]);
 		close(pp[1]);
-		bus1_peer_free(o);
-		bus1_peer_free(snd);
+		b1_peer_free(o);
+		b1_peer_free(snd);
 	}
 }
 

@@ -62,7 +62,7 @@ struct shared {
 };
 
 static struct shared *sh;
-static struct bus1_peer *peers[P];
+static struct b1_peer *peers[P];
 
 static void peer_log(int me, uint32_t kind, uint32_t id, uint32_t mask)
 {
@@ -74,12 +74,12 @@ static void peer_log(int me, uint32_t kind, uint32_t id, uint32_t mask)
 /* Receive everything queued; returns the number of messages taken. */
 static int peer_drain(int me)
 {
-	struct bus1_peer *p = peers[me];
-	struct bus1_msg m;
+	struct b1_peer *p = peers[me];
+	struct b1_msg m;
 	struct payload pl;
 	int n = 0, r;
 
-	while ((r = bus1_peer_recv(p, 0, &m)) == 0) {
+	while ((r = b1_peer_recv(p, 0, &m)) == 0) {
 		if (m.type == BUS1_MSG_NODE_DESTROY) {
 			int j, k, found = 0;
 
@@ -113,7 +113,7 @@ static int peer_drain(int me)
 		if (pl.sender >= P || pl.seq >= MAX_SEQ || !(pl.mask & (1u << me)))
 			kt_fail("peer %d: bad payload %u/%u/%x", me, pl.sender, pl.seq, pl.mask);
 		peer_log(me, 2, pl.sender * MAX_SEQ + pl.seq, pl.mask);
-		r = bus1_peer_msg_release(p, &m);
+		r = b1_peer_msg_release(p, &m);
 		if (r < 0)
 			kt_fail("peer %d: SLICE_RELEASE: %s", me, strerror(-r));
 		++n;
@@ -153,7 +153,7 @@ static void peer_run(int me)
 			int ret;
 
 			atomic_store(&sh->eph_seq[me][k], seq + 1);
-			ret = bus1_peer_nodes_destroy(peers[me], &sh->eph[me][me][k], 1);
+			ret = b1_peer_nodes_destroy(peers[me], &sh->eph[me][me][k], 1);
 			if (ret < 0)
 				kt_fail("peer %d: NODES_DESTROY: %s", me, strerror(-ret));
 			peer_log(me, 1, me * MAX_SEQ + seq, (1u << P) - 1);
@@ -171,7 +171,7 @@ static void peer_run(int me)
 				if (pl.mask & (1u << j))
 					dst[n++] = sh->handle[me][j];
 			/* Logged after SEND returned: nothing else happens on this peer between. */
-			ret = bus1_peer_send(peers[me], 0, dst, n, NULL, &v, 1, NULL, 0, NULL, 0);
+			ret = b1_peer_send(peers[me], 0, dst, n, NULL, &v, 1, NULL, 0, NULL, 0);
 			if (ret == -EDQUOT || ret == -ENOSPC) {
 				/* Everyone is root: the user's quota is shared. Make room. */
 				peer_drain(me);
@@ -531,15 +531,15 @@ static void test_stress(void)
 			for (i = 0; i < P; i++) {
 				uint64_t h = sh->eph[j][j][k];
 
-				ASSERT_OK(bus1_peer_handle_transfer(peers[j], peers[i], &h,
-								    &sh->eph[i][j][k]));
+				ASSERT_OK(b1_peer_handle_transfer(peers[j], peers[i], &h,
+								  &sh->eph[i][j][k]));
 			}
 		}
 		kt_node(peers[j], peers[j], &sh->node[j], NULL);
 		for (i = 0; i < P; i++) {
 			uint64_t h = sh->node[j];
 
-			ASSERT_OK(bus1_peer_handle_transfer(peers[j], peers[i], &h, &sh->handle[i][j]));
+			ASSERT_OK(b1_peer_handle_transfer(peers[j], peers[i], &h, &sh->handle[i][j]));
 		}
 	}
 
@@ -585,7 +585,7 @@ static void test_stress(void)
 	if (!run_checks())
 		kt_fail("%s (seed %llu)", check_msg, (unsigned long long)sh->seed);
 	for (i = 0; i < P; i++)
-		bus1_peer_free(peers[i]);
+		b1_peer_free(peers[i]);
 }
 
 static const struct kt_case cases[] = {

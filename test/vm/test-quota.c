@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "kmod-test.h"
 
-static void expect_idle(struct bus1_peer *p)
+static void expect_idle(struct b1_peer *p)
 {
 	struct bus1_cmd_peer_query q;
 
@@ -27,21 +27,21 @@ static void expect_idle(struct bus1_peer *p)
 }
 
 /* Drain @p's queue (releasing slices, closing fds); returns the number of messages. */
-static size_t drain(struct bus1_peer *p, uint64_t flags)
+static size_t drain(struct b1_peer *p, uint64_t flags)
 {
-	struct bus1_msg m;
+	struct b1_msg m;
 	size_t n = 0;
 
-	while (bus1_peer_recv(p, flags, &m) == 0) {
-		bus1_msg_close_fds(&m);
-		ASSERT_OK(bus1_peer_msg_release(p, &m));
+	while (b1_peer_recv(p, flags, &m) == 0) {
+		b1_msg_close_fds(&m);
+		ASSERT_OK(b1_peer_msg_release(p, &m));
 		++n;
 	}
 	return n;
 }
 
 /* Send through @p from a child whose real uid is @uid: the task's user is charged. */
-static int send_as_task(uid_t uid, struct bus1_peer *p, uint64_t dst)
+static int send_as_task(uid_t uid, struct b1_peer *p, uint64_t dst)
 {
 	int status;
 	pid_t pid = fork();
@@ -65,21 +65,21 @@ static int send_as_task(uid_t uid, struct bus1_peer *p, uint64_t dst)
  * Send one message to @owner's node @node from a peer opened by a child whose real uid is @uid
  * (quotas belong to the user who opened the peer); returns the child's SEND result.
  */
-static int send_as(uid_t uid, struct bus1_peer *owner, uint64_t node)
+static int send_as(uid_t uid, struct b1_peer *owner, uint64_t node)
 {
 	int status;
 	pid_t pid = fork();
 
 	ASSERT(pid >= 0);
 	if (pid == 0) {
-		struct bus1_peer *p;
+		struct b1_peer *p;
 		uint64_t h = node, d;
 		int r;
 
-		if (setresuid(uid, uid, 0) < 0 || bus1_peer_new(&p) < 0)
+		if (setresuid(uid, uid, 0) < 0 || b1_peer_new(&p) < 0)
 			_exit(100);
 		/* The owner's fd is ours too: give the new peer a handle from there. */
-		if (bus1_peer_handle_transfer(owner, p, &h, &d) < 0)
+		if (b1_peer_handle_transfer(owner, p, &h, &d) < 0)
 			_exit(101);
 		r = kt_send(p, d, "u", 1);
 		_exit(r < 0 ? -r : 0);
@@ -92,11 +92,11 @@ static int send_as(uid_t uid, struct bus1_peer *owner, uint64_t node)
 
 static void test_messages(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer(), *c = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t na, b_na, nc, b_nc, dst[2];
 	uint32_t errs[2];
-	struct bus1_msg m;
+	struct b1_msg m;
 	size_t i;
 
 	kt_node(a, b, &na, &b_na);
@@ -119,10 +119,10 @@ static void test_messages(void)
 	ASSERT_EQ(kt_send(b, b_nc, NULL, 0), -EDQUOT);
 	dst[0] = b_na;
 	dst[1] = b_nc;
-	ASSERT_ERR(bus1_peer_send(b, 0, dst, 2, errs, NULL, 0, NULL, 0, NULL, 0), EDQUOT);
+	ASSERT_ERR(b1_peer_send(b, 0, dst, 2, errs, NULL, 0, NULL, 0, NULL, 0), EDQUOT);
 	ASSERT(errs[0] == EDQUOT || errs[1] == EDQUOT);
-	ASSERT_OK(bus1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, NULL, 0, NULL, 0,
-				 NULL, 0));
+	ASSERT_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, NULL, 0, NULL, 0,
+			       NULL, 0));
 	ASSERT_EQ(errs[0], EDQUOT);
 	ASSERT_EQ(errs[1], EDQUOT);
 	kt_recv_none(c);
@@ -130,30 +130,30 @@ static void test_messages(void)
 	ASSERT_EQ(send_as(4242, c, nc), 0);
 	kt_recv(c, 0, &m);
 	ASSERT_EQ(m.uid, 4242);
-	ASSERT_OK(bus1_peer_msg_release(c, &m));
+	ASSERT_OK(b1_peer_msg_release(c, &m));
 	/* The charge follows the sending task's real uid, not the peer's opener. */
 	ASSERT_EQ(send_as_task(4243, b, b_nc), 0);
 	kt_recv(c, 0, &m);
 	ASSERT_EQ(m.uid, 4243);
-	ASSERT_OK(bus1_peer_msg_release(c, &m));
+	ASSERT_OK(b1_peer_msg_release(c, &m));
 
 	/* PEEK does not lift the charge; a dequeue does, one message at a time. */
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
 	ASSERT_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
 	kt_recv(a, 0, &m);
-	ASSERT_OK(bus1_peer_msg_release(a, &m));
+	ASSERT_OK(b1_peer_msg_release(a, &m));
 	ASSERT_OK(kt_send(b, b_na, NULL, 0));
 	ASSERT_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
 	ASSERT_EQ(drain(a, 0), q.quota_messages);
 	expect_idle(b);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
-	bus1_peer_free(c);
+	b1_peer_free(a);
+	b1_peer_free(b);
+	b1_peer_free(c);
 }
 
 static void test_bytes(void)
 {
-	struct bus1_peer *r[3], *b = kt_peer();
+	struct b1_peer *r[3], *b = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t n[3], h[3];
 	enum { CHUNK = 4 << 20 };
@@ -190,13 +190,13 @@ static void test_bytes(void)
 	drain(r[0], 0);
 	expect_idle(b);
 	for (i = 0; i < 3; i++)
-		bus1_peer_free(r[i]);
-	bus1_peer_free(b);
+		b1_peer_free(r[i]);
+	b1_peer_free(b);
 }
 
 static void test_handles(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t na, b_na, *hs;
 	uint64_t sent = 0, per;
@@ -211,7 +211,7 @@ static void test_handles(void)
 	for (i = 0; i < per; i++)
 		hs[i] = b_na;
 	for (k = 0; sent <= q.quota_handles && k < q.quota_messages; k++) {
-		ret = bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs, per, NULL, 0);
+		ret = b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs, per, NULL, 0);
 		if (ret < 0)
 			break;
 		sent += per;
@@ -228,20 +228,20 @@ static void test_handles(void)
 	ASSERT_OK(kt_send(b, b_na, NULL, 0));
 	/* Up to the exact limit, then not one more. */
 	if (q.quota_handles > sent) {
-		ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs,
-					 q.quota_handles - sent, NULL, 0));
-		ASSERT_ERR(bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs, 1, NULL, 0), EDQUOT);
+		ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs,
+				       q.quota_handles - sent, NULL, 0));
+		ASSERT_ERR(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs, 1, NULL, 0), EDQUOT);
 	}
 	drain(a, 0);
 	expect_idle(b);
 	free(hs);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 static void test_fds(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t na, b_na, sent = 0, per;
 	int *fds, fd, ret = 0;
@@ -257,7 +257,7 @@ static void test_fds(void)
 	for (i = 0; i < per; i++)
 		fds[i] = fd;
 	for (k = 0; sent <= q.quota_fds && k < q.quota_messages; k++) {
-		ret = bus1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, fds, per);
+		ret = b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, fds, per);
 		if (ret < 0)
 			break;
 		sent += per;
@@ -276,14 +276,14 @@ static void test_fds(void)
 	expect_idle(b);
 	free(fds);
 	close(fd);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 /* Charges come back when the receiver resets or goes away with messages queued. */
 static void test_reset_and_close_return_charges(void)
 {
-	struct bus1_peer *a = kt_peer(), *b = kt_peer();
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
 	struct bus1_cmd_peer_query q;
 	uint64_t na, b_na, h[2];
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), i;
@@ -292,8 +292,8 @@ static void test_reset_and_close_return_charges(void)
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < 100; i++) {
 		h[0] = h[1] = b_na;
-		ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
-					 h, 2, &fd, 1));
+		ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
+				       h, 2, &fd, 1));
 	}
 	kt_query(b, &q);
 	ASSERT_EQ(q.used_messages, 100);
@@ -301,25 +301,25 @@ static void test_reset_and_close_return_charges(void)
 	EXPECT_EQ(q.used_bytes, 100 * 36);
 	ASSERT_EQ(q.used_handles, 200);
 	ASSERT_EQ(q.used_fds, 100);
-	ASSERT_OK(bus1_peer_reset(a));
+	ASSERT_OK(b1_peer_reset(a));
 	expect_idle(b);
 
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < 100; i++) {
 		h[0] = h[1] = b_na;
-		ASSERT_OK(bus1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
-					 h, 2, &fd, 1));
+		ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
+				       h, 2, &fd, 1));
 	}
-	bus1_peer_free(a);
+	b1_peer_free(a);
 	expect_idle(b);
 	close(fd);
-	bus1_peer_free(b);
+	b1_peer_free(b);
 }
 
 /* A multicast is charged for what it delivers and refunded for what it does not. */
 static void test_multicast_accounting(void)
 {
-	struct bus1_peer *r[3], *b = kt_peer(), *dead = kt_peer();
+	struct b1_peer *r[3], *b = kt_peer(), *dead = kt_peer();
 	struct bus1_cmd_peer_query q0, q1;
 	uint64_t h[4];
 	uint32_t errs[4];
@@ -330,16 +330,16 @@ static void test_multicast_accounting(void)
 		kt_node(r[i], b, NULL, &h[i]);
 	}
 	kt_node(dead, b, NULL, &h[3]);
-	bus1_peer_free(dead);
+	b1_peer_free(dead);
 	kt_query(b, &q0);
-	ASSERT_OK(bus1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, h, 4, errs,
-				 &(struct iovec){ "0123456789", 10 }, 1, NULL, 0, NULL, 0));
+	ASSERT_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, h, 4, errs,
+			       &(struct iovec){ "0123456789", 10 }, 1, NULL, 0, NULL, 0));
 	ASSERT_EQ(errs[3], EHOSTUNREACH);
 	kt_query(b, &q1);
 	ASSERT(q1.used_messages > q0.used_messages);
 	/* A failed atomic multicast leaves nothing charged. */
-	ASSERT_ERR(bus1_peer_send(b, 0, h, 4, errs, &(struct iovec){ "0123456789", 10 }, 1,
-				  NULL, 0, NULL, 0), EHOSTUNREACH);
+	ASSERT_ERR(b1_peer_send(b, 0, h, 4, errs, &(struct iovec){ "0123456789", 10 }, 1,
+				NULL, 0, NULL, 0), EHOSTUNREACH);
 	kt_query(b, &q0);
 	ASSERT_EQ(q0.used_messages, q1.used_messages);
 	ASSERT_EQ(q0.used_bytes, q1.used_bytes);
@@ -348,8 +348,8 @@ static void test_multicast_accounting(void)
 	drain(b, 0);
 	expect_idle(b);
 	for (i = 0; i < 3; i++)
-		bus1_peer_free(r[i]);
-	bus1_peer_free(b);
+		b1_peer_free(r[i]);
+	b1_peer_free(b);
 }
 
 /* ------------------------------------------------------------------ */
@@ -369,7 +369,7 @@ static const char *const quota_names[] = { "messages", "bytes", "handles", "fds"
 
 struct arena {
 	enum quota_kind kind;
-	struct bus1_peer *v, *a, *b;	/* victim, attacker's peer, bystander's peer */
+	struct b1_peer *v, *a, *b;	/* victim, attacker's peer, bystander's peer */
 	uint64_t a_to_v, b_to_v;	/* handles of the victim's node */
 	uint64_t v_to_b;		/* the victim's handle of the bystander's node */
 	int devnull;
@@ -400,7 +400,7 @@ enum { SMALL_BYTES = 4096, LARGE_BYTES = 4 << 20 };
  * Send one message of the arena's kind from @p to @dst: @heavy uses as much of that resource
  * as one message may, otherwise one unit (one message, SMALL_BYTES, one handle, one fd).
  */
-static int send_kind(struct arena *x, struct bus1_peer *p, uint64_t dst, bool heavy)
+static int send_kind(struct arena *x, struct b1_peer *p, uint64_t dst, bool heavy)
 {
 	static uint8_t buf[LARGE_BYTES];
 	struct bus1_cmd_peer_query q;
@@ -422,7 +422,7 @@ static int send_kind(struct arena *x, struct bus1_peer *p, uint64_t dst, bool he
 		ASSERT(hs);
 		for (i = 0; i < n; i++)
 			hs[i] = dst;
-		r = bus1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, hs, n, NULL, 0);
+		r = b1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, hs, n, NULL, 0);
 		free(hs);
 		break;
 	case QUOTA_FDS:
@@ -431,7 +431,7 @@ static int send_kind(struct arena *x, struct bus1_peer *p, uint64_t dst, bool he
 		ASSERT(fds);
 		for (i = 0; i < n; i++)
 			fds[i] = x->devnull;
-		r = bus1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, NULL, 0, fds, n);
+		r = b1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, NULL, 0, fds, n);
 		free(fds);
 		break;
 	default:
@@ -513,13 +513,13 @@ static void victim_answers(struct arena *x)
 static void bystander_receives(struct arena *x)
 {
 	struct bus1_cmd_peer_query q;
-	struct bus1_msg m;
+	struct b1_msg m;
 
 	kt_recv(x->b, 0, &m);
 	ASSERT_EQ(m.uid, UID_VICTIM);
 	ASSERT_EQ(m.n_bytes, 6);
 	ASSERT(!memcmp(m.data, "answer", 6));
-	ASSERT_OK(bus1_peer_msg_release(x->b, &m));
+	ASSERT_OK(b1_peer_msg_release(x->b, &m));
 	kt_recv_none(x->b);
 	/* only the bystander's own message, still queued at the victim, is charged */
 	kt_query(x->b, &q);
@@ -529,18 +529,18 @@ static void bystander_receives(struct arena *x)
 /* Drain the victim's queue; returns the uid of the last message. */
 static uint32_t victim_drain(struct arena *x, size_t *n_attacker, size_t *n_other)
 {
-	struct bus1_msg m;
+	struct b1_msg m;
 	uint32_t last = 0;
 
 	*n_attacker = *n_other = 0;
-	while (bus1_peer_recv(x->v, 0, &m) == 0) {
+	while (b1_peer_recv(x->v, 0, &m) == 0) {
 		if (m.uid == UID_ATTACKER)
 			++*n_attacker;
 		else
 			++*n_other;
 		last = m.uid;
-		bus1_msg_close_fds(&m);
-		ASSERT_OK(bus1_peer_msg_release(x->v, &m));
+		b1_msg_close_fds(&m);
+		ASSERT_OK(b1_peer_msg_release(x->v, &m));
 	}
 	return last;
 }
@@ -623,9 +623,9 @@ static void cross_user(enum quota_kind kind)
 	expect_idle(x.v);
 
 	close(x.devnull);
-	bus1_peer_free(x.a);
-	bus1_peer_free(x.b);
-	bus1_peer_free(x.v);
+	b1_peer_free(x.a);
+	b1_peer_free(x.b);
+	b1_peer_free(x.v);
 }
 
 static void test_cross_user_exhaustion(void)
@@ -657,7 +657,7 @@ struct flood_result {
  * In a child whose real uid is @uid, send @size-byte messages from @p to @dst until one fails;
  * returns how many were sent and (in *@errp) the error.
  */
-static uint64_t flood_as(uid_t uid, struct bus1_peer *p, uint64_t dst, size_t size, int *errp)
+static uint64_t flood_as(uid_t uid, struct b1_peer *p, uint64_t dst, size_t size, int *errp)
 {
 	struct flood_result res = { 0, 0 };
 	int pfd[2], status;
@@ -694,14 +694,14 @@ static void test_pool_share_rule(void)
 {
 	enum { POOL = 1 << 20 };
 	static uint8_t buf[SMALL_BYTES];
-	struct bus1_peer *v, *s;
+	struct b1_peer *v, *s;
 	struct bus1_cmd_peer_query q0, q;
 	uint64_t h, n, total = 0, avail = POOL;
 	int i, err;
 
 	v = kt_peer();
 	kt_query(v, &q0);
-	bus1_peer_free(v);
+	b1_peer_free(v);
 	write_param("pool_size", POOL);
 	v = kt_peer();
 	write_param("pool_size", q0.pool_size);
@@ -736,14 +736,14 @@ static void test_pool_share_rule(void)
 	ASSERT_EQ(err, -EDQUOT);
 	ASSERT_EQ(n * SMALL_BYTES, POOL / 2);
 	/* a reset frees the unreceived slices and their share too */
-	ASSERT_OK(bus1_peer_reset(v));
+	ASSERT_OK(b1_peer_reset(v));
 	kt_node(v, s, NULL, &h);
 	ASSERT_EQ(flood_as(6002, s, h, SMALL_BYTES, &err), n);
 	ASSERT_EQ(err, -EDQUOT);
 	ASSERT_EQ(drain(v, 0), n);
 	expect_idle(s);
-	bus1_peer_free(s);
-	bus1_peer_free(v);
+	b1_peer_free(s);
+	b1_peer_free(v);
 }
 
 static void write_param(const char *name, unsigned long long v)
@@ -763,14 +763,14 @@ static void write_param(const char *name, unsigned long long v)
 /* Module parameters change the limits for new peers and new charges. */
 static void test_module_params(void)
 {
-	struct bus1_peer *a, *b;
+	struct b1_peer *a, *b;
 	struct bus1_cmd_peer_query q0, q;
 	uint64_t na, b_na;
 	int i;
 
 	a = kt_peer();
 	kt_query(a, &q0);
-	bus1_peer_free(a);
+	b1_peer_free(a);
 	write_param("quota_messages", 5);
 	write_param("pool_size", 1 << 20);
 	a = kt_peer();
@@ -789,8 +789,8 @@ static void test_module_params(void)
 	ASSERT_OK(kt_send(b, b_na, "x", 1));
 	ASSERT_EQ(drain(a, 0), 1);
 	expect_idle(b);
-	bus1_peer_free(a);
-	bus1_peer_free(b);
+	b1_peer_free(a);
+	b1_peer_free(b);
 }
 
 static const struct kt_case cases[] = {

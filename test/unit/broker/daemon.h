@@ -16,7 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "test.h"
+#include "check.h"
 
 static pid_t daemon_pid;
 

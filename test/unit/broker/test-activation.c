@@ -23,7 +23,7 @@
 #include "conf/config.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
-#include "test.h"
+#include "check.h"
 
 #define ADDRESS "unix:path=/tmp/fake-bus-socket"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include "util/hashmap.h"
 #include "util/macro.h"
-#include "test.h"
+#include "check.h"
 
 struct item {
 	struct hmap_node node;

@@ -11,7 +11,7 @@
 #include "broker/match.h"
 #include "broker/name.h"
 #include "random-rule.h"
-#include "test.h"
+#include "check.h"
 
 #define N_CONN 12
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include "broker/match.h"
 #include "broker/name.h"
-#include "test.h"
+#include "check.h"
 
 static int parse_code(const char *text)
 {

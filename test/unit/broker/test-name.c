@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "broker/name.h"
-#include "test.h"
+#include "check.h"
 
 static char log_buf[4096];
 

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 #include "broker/reply.h"
-#include "test.h"
+#include "check.h"
 
 struct noreply {
 	struct reply_owner *caller[16];

@@ -34,9 +34,9 @@ static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "we");
 
-	ASSERT(f);
-	ASSERT(fputs(text, f) >= 0);
-	ASSERT(fclose(f) == 0);
+	CHECK(f);
+	CHECK(fputs(text, f) >= 0);
+	CHECK(fclose(f) == 0);
 }
 
 static size_t list_count(const struct list_node *head)
@@ -79,8 +79,8 @@ static struct bus_config *load_text_opts(const char *text, const struct bus_conf
 	if (r != 0)
 		fprintf(stderr, "unexpected failure %d: %s\n--- input:\n%s\n", r, err ? err : "",
 			text);
-	ASSERT(r == 0);
-	ASSERT(c);
+	CHECK(r == 0);
+	CHECK(c);
 	free(err);
 	return c;
 }
@@ -102,7 +102,7 @@ static char *run_dbus_daemon(const char *path)
 		 "timeout 5 dbus-daemon --config-file='%s' --nofork --nopidfile --print-address=9 "
 		 "9>/dev/null 2>&1 </dev/null", path);
 	f = popen(cmd, "r");
-	ASSERT(f);
+	CHECK(f);
 	for (;;) {
 		char buf[1024];
 		size_t l = fread(buf, 1, sizeof(buf), f);
@@ -110,7 +110,7 @@ static char *run_dbus_daemon(const char *path)
 		if (l == 0)
 			break;
 		out = realloc(out, n + l + 1);
-		ASSERT(out);
+		CHECK(out);
 		memcpy(out + n, buf, l);
 		n += l;
 		out[n] = '\0';
@@ -134,12 +134,12 @@ static void expect_error_opts(const char *text, unsigned int line, const char *m
 	r = bus_config_load(&c, tpath, o, &err);
 	if (r != BUS_CONFIG_E_INVALID)
 		fprintf(stderr, "expected failure, got %d for:\n%s\n", r, text);
-	CHECK_INT(r, BUS_CONFIG_E_INVALID);
+	CHECK_EQ(r, BUS_CONFIG_E_INVALID);
 	CHECK(c == NULL);
 	if (line)
-		ASSERT(asprintf(&want, "%s:%u: %s", tpath, line, msg) > 0);
+		CHECK(asprintf(&want, "%s:%u: %s", tpath, line, msg) > 0);
 	else
-		ASSERT(asprintf(&want, "%s: %s", tpath, msg) > 0);
+		CHECK(asprintf(&want, "%s: %s", tpath, msg) > 0);
 	CHECK_STR(err, want);
 	free(want);
 	free(err);
@@ -175,33 +175,33 @@ static void test_defaults(void)
 	struct bus_config *c;
 
 	bus_config_limits_init(&l);
-	CHECK_INT(l.max_incoming_bytes, 133169152);
-	CHECK_INT(l.max_incoming_unix_fds, 64);
-	CHECK_INT(l.max_outgoing_bytes, 133169152);
-	CHECK_INT(l.max_outgoing_unix_fds, 64);
-	CHECK_INT(l.max_message_size, 33554432);
-	CHECK_INT(l.max_message_unix_fds, 16);
-	CHECK_INT(l.service_start_timeout, 25000);
-	CHECK_INT(l.auth_timeout, 5000);
-	CHECK_INT(l.pending_fd_timeout, 150000);
-	CHECK_INT(l.reply_timeout, -1);
-	CHECK_INT(l.max_completed_connections, 2048);
-	CHECK_INT(l.max_incomplete_connections, 64);
-	CHECK_INT(l.max_connections_per_user, 256);
-	CHECK_INT(l.max_pending_service_starts, 512);
-	CHECK_INT(l.max_names_per_connection, 512);
-	CHECK_INT(l.max_match_rules_per_connection, 512);
-	CHECK_INT(l.max_replies_per_connection, 128);
+	CHECK_EQ(l.max_incoming_bytes, 133169152);
+	CHECK_EQ(l.max_incoming_unix_fds, 64);
+	CHECK_EQ(l.max_outgoing_bytes, 133169152);
+	CHECK_EQ(l.max_outgoing_unix_fds, 64);
+	CHECK_EQ(l.max_message_size, 33554432);
+	CHECK_EQ(l.max_message_unix_fds, 16);
+	CHECK_EQ(l.service_start_timeout, 25000);
+	CHECK_EQ(l.auth_timeout, 5000);
+	CHECK_EQ(l.pending_fd_timeout, 150000);
+	CHECK_EQ(l.reply_timeout, -1);
+	CHECK_EQ(l.max_completed_connections, 2048);
+	CHECK_EQ(l.max_incomplete_connections, 64);
+	CHECK_EQ(l.max_connections_per_user, 256);
+	CHECK_EQ(l.max_pending_service_starts, 512);
+	CHECK_EQ(l.max_names_per_connection, 512);
+	CHECK_EQ(l.max_match_rules_per_connection, 512);
+	CHECK_EQ(l.max_replies_per_connection, 128);
 
 	c = load_text(HEAD TAIL);
 	CHECK(memcmp(&c->limits, &l, sizeof(l)) == 0);
 	CHECK(c->type == NULL && c->user == NULL && c->pidfile == NULL &&
 	      c->servicehelper == NULL);
 	CHECK(!c->fork && !c->keep_umask && !c->syslog && !c->allow_anonymous);
-	CHECK_INT(c->apparmor, BUS_CONFIG_APPARMOR_UNSET);
-	CHECK_INT(list_count(&c->listen), 1);
-	CHECK_INT(list_count(&c->rules), 0);
-	CHECK_INT(list_count(&c->files), 1);
+	CHECK_EQ(c->apparmor, BUS_CONFIG_APPARMOR_UNSET);
+	CHECK_EQ(list_count(&c->listen), 1);
+	CHECK_EQ(list_count(&c->rules), 0);
+	CHECK_EQ(list_count(&c->files), 1);
 	CHECK_STR(string_at(&c->files, 0)->str, tpath);
 	bus_config_free(c);
 }
@@ -240,19 +240,19 @@ static void test_elements(void)
 	CHECK(c->fork && c->keep_umask && c->syslog && c->allow_anonymous);
 	CHECK_STR(c->pidfile, "/run/x.pid");
 	CHECK_STR(c->servicehelper, "/usr/lib/helper");
-	CHECK_INT(c->apparmor, BUS_CONFIG_APPARMOR_REQUIRED);
-	CHECK_INT(list_count(&c->listen), 3);
+	CHECK_EQ(c->apparmor, BUS_CONFIG_APPARMOR_REQUIRED);
+	CHECK_EQ(list_count(&c->listen), 3);
 	CHECK_STR(string_at(&c->listen, 0)->str, "unix:path=/tmp/a");
-	CHECK_INT(string_at(&c->listen, 0)->line, 11);
+	CHECK_EQ(string_at(&c->listen, 0)->line, 11);
 	CHECK_STR(string_at(&c->listen, 0)->file, tpath);
 	/* surrounding whitespace is dropped */
 	CHECK_STR(string_at(&c->listen, 1)->str, "tcp:host=localhost,port=0");
 	CHECK_STR(string_at(&c->listen, 2)->str, "unix:abstract=/x");
-	CHECK_INT(list_count(&c->auth), 2);
+	CHECK_EQ(list_count(&c->auth), 2);
 	CHECK_STR(string_at(&c->auth, 0)->str, "EXTERNAL");
 	CHECK_STR(string_at(&c->auth, 1)->str, "ANONYMOUS");
 	/* a repeated <associate own=> replaces the earlier one */
-	CHECK_INT(list_count(&c->associations), 2);
+	CHECK_EQ(list_count(&c->associations), 2);
 	a = list_first_entry(&c->associations, struct bus_config_associate, link);
 	CHECK_STR(a->own, "org.b");
 	CHECK_STR(a->context, "ctx_b");
@@ -262,10 +262,10 @@ static void test_elements(void)
 	bus_config_free(c);
 
 	c = load_text(HEAD "<apparmor mode=\"disabled\"/><apparmor/>" TAIL);
-	CHECK_INT(c->apparmor, BUS_CONFIG_APPARMOR_DISABLED);
+	CHECK_EQ(c->apparmor, BUS_CONFIG_APPARMOR_DISABLED);
 	bus_config_free(c);
 	c = load_text(HEAD "<apparmor mode=\"enabled\"/>" TAIL);
-	CHECK_INT(c->apparmor, BUS_CONFIG_APPARMOR_ENABLED);
+	CHECK_EQ(c->apparmor, BUS_CONFIG_APPARMOR_ENABLED);
 	bus_config_free(c);
 
 	/* XML niceties: entities, CDATA, comments inside values */
@@ -288,8 +288,8 @@ static void test_servicedirs(void)
 	int i;
 
 	/* session: XDG_RUNTIME_DIR (strict, unwatched), XDG_DATA_HOME, XDG_DATA_DIRS, datadir */
-	ASSERT(asprintf(&rt, "%s/rt", tmpdir) > 0);
-	ASSERT(mkdir(rt, 0700) == 0);
+	CHECK(asprintf(&rt, "%s/rt", tmpdir) > 0);
+	CHECK(mkdir(rt, 0700) == 0);
 	setenv("XDG_RUNTIME_DIR", rt, 1);
 	setenv("XDG_DATA_HOME", "/home/u/.local/share", 1);
 	setenv("XDG_DATA_DIRS", "/opt/a/share::/usr/share:/opt/b/share", 1);
@@ -302,15 +302,15 @@ static void test_servicedirs(void)
 			"/opt/a/share/dbus-1/services", "/usr/share/dbus-1/services",
 			"/opt/b/share/dbus-1/services", NULL /* rel */,
 		};
-		ASSERT(asprintf(&want, "%s/dbus-1/services", rt) > 0);
+		CHECK(asprintf(&want, "%s/dbus-1/services", rt) > 0);
 		expect[1] = want;
-		ASSERT(asprintf((char **)&expect[6], "%s/rel", tmpdir) > 0);
-		CHECK_INT(list_count(&c->servicedirs), ARRAY_SIZE(expect));
+		CHECK(asprintf((char **)&expect[6], "%s/rel", tmpdir) > 0);
+		CHECK_EQ(list_count(&c->servicedirs), ARRAY_SIZE(expect));
 		i = 0;
 		list_for_each_entry(d, &c->servicedirs, link) {
 			if (i < (int)ARRAY_SIZE(expect))
 				CHECK_STR(d->path, expect[i]);
-			CHECK_INT(d->flags, i == 1 ? (BUS_CONFIG_SERVICEDIR_NO_WATCH |
+			CHECK_EQ(d->flags, i == 1 ? (BUS_CONFIG_SERVICEDIR_NO_WATCH |
 						      BUS_CONFIG_SERVICEDIR_STRICT_NAMING) : 0);
 			i++;
 		}
@@ -320,7 +320,7 @@ static void test_servicedirs(void)
 	bus_config_free(c);
 
 	/* defaults when unset; an XDG_RUNTIME_DIR writable by others is not trusted */
-	ASSERT(chmod(rt, 0777) == 0);
+	CHECK(chmod(rt, 0777) == 0);
 	unsetenv("XDG_DATA_DIRS");
 	c = load_text(HEAD "<standard_session_servicedirs/>" TAIL);
 	{
@@ -328,7 +328,7 @@ static void test_servicedirs(void)
 			"/home/u/.local/share/dbus-1/services", "/usr/local/share/dbus-1/services",
 			"/usr/share/dbus-1/services",
 		};
-		CHECK_INT(list_count(&c->servicedirs), ARRAY_SIZE(expect));
+		CHECK_EQ(list_count(&c->servicedirs), ARRAY_SIZE(expect));
 		i = 0;
 		list_for_each_entry(d, &c->servicedirs, link)
 			if (i < (int)ARRAY_SIZE(expect))
@@ -347,7 +347,7 @@ static void test_servicedirs(void)
 			"/usr/share/dbus-1/system-services",
 			"/lib/dbus-1/system-services",
 		};
-		CHECK_INT(list_count(&c->servicedirs), ARRAY_SIZE(expect));
+		CHECK_EQ(list_count(&c->servicedirs), ARRAY_SIZE(expect));
 		i = 0;
 		list_for_each_entry(d, &c->servicedirs, link)
 			if (i < (int)ARRAY_SIZE(expect))
@@ -384,23 +384,23 @@ static void test_limits(void)
 		      "<limit name=\"max_connections_per_container\">1</limit>\n"
 		      "<limit name=\"auth_timeout\">0</limit>\n"
 		      TAIL);
-	CHECK_INT(c->limits.max_incoming_bytes, 1000000000000LL);
-	CHECK_INT(c->limits.max_incoming_unix_fds, 1);
-	CHECK_INT(c->limits.max_outgoing_bytes, 2);
-	CHECK_INT(c->limits.max_outgoing_unix_fds, 3);
-	CHECK_INT(c->limits.max_message_size, 4);
-	CHECK_INT(c->limits.max_message_unix_fds, 5);
-	CHECK_INT(c->limits.service_start_timeout, 6);
-	CHECK_INT(c->limits.auth_timeout, 0);	/* the later one wins */
-	CHECK_INT(c->limits.pending_fd_timeout, 8);
-	CHECK_INT(c->limits.reply_timeout, 9);
-	CHECK_INT(c->limits.max_completed_connections, 10);
-	CHECK_INT(c->limits.max_incomplete_connections, 11);
-	CHECK_INT(c->limits.max_connections_per_user, 12);
-	CHECK_INT(c->limits.max_pending_service_starts, 13);
-	CHECK_INT(c->limits.max_names_per_connection, 14);
-	CHECK_INT(c->limits.max_match_rules_per_connection, 15);
-	CHECK_INT(c->limits.max_replies_per_connection, 2147483647);
+	CHECK_EQ(c->limits.max_incoming_bytes, 1000000000000LL);
+	CHECK_EQ(c->limits.max_incoming_unix_fds, 1);
+	CHECK_EQ(c->limits.max_outgoing_bytes, 2);
+	CHECK_EQ(c->limits.max_outgoing_unix_fds, 3);
+	CHECK_EQ(c->limits.max_message_size, 4);
+	CHECK_EQ(c->limits.max_message_unix_fds, 5);
+	CHECK_EQ(c->limits.service_start_timeout, 6);
+	CHECK_EQ(c->limits.auth_timeout, 0);	/* the later one wins */
+	CHECK_EQ(c->limits.pending_fd_timeout, 8);
+	CHECK_EQ(c->limits.reply_timeout, 9);
+	CHECK_EQ(c->limits.max_completed_connections, 10);
+	CHECK_EQ(c->limits.max_incomplete_connections, 11);
+	CHECK_EQ(c->limits.max_connections_per_user, 12);
+	CHECK_EQ(c->limits.max_pending_service_starts, 13);
+	CHECK_EQ(c->limits.max_names_per_connection, 14);
+	CHECK_EQ(c->limits.max_match_rules_per_connection, 15);
+	CHECK_EQ(c->limits.max_replies_per_connection, 2147483647);
 	bus_config_free(c);
 }
 
@@ -436,55 +436,55 @@ static void test_policy(void)
 		      "<policy at_console=\"false\"><deny own=\"g.h\"/></policy>\n"	/* 26 */
 		      "<policy user=\"4242\"><allow own=\"i.j\"/></policy>\n"		/* 27 */
 		      TAIL);
-	CHECK_INT(list_count(&c->rules), 18);
+	CHECK_EQ(list_count(&c->rules), 18);
 
 	r = rule_at(c, 0);
 	CHECK(r->allow && r->type == BUS_POLICY_RULE_SEND && r->scope == BUS_POLICY_SCOPE_DEFAULT);
 	CHECK_STR(r->file, tpath);
-	CHECK_INT(r->line, 4);
+	CHECK_EQ(r->line, 4);
 	CHECK_STR(r->name, "org.a");
 	CHECK(!r->name_is_prefix);
 	CHECK_STR(r->interface, "org.a.I");
 	CHECK_STR(r->member, "M");
 	CHECK_STR(r->path, "/p");
 	CHECK(r->error == NULL);
-	CHECK_INT(r->message_type, BUS_MESSAGE_TYPE_METHOD_CALL);
-	CHECK_INT(r->requested_reply, BUS_TRISTATE_FALSE);
-	CHECK_INT(r->eavesdrop, BUS_TRISTATE_TRUE);
-	CHECK_INT(r->broadcast, BUS_TRISTATE_UNSET);
+	CHECK_EQ(r->message_type, BUS_MESSAGE_TYPE_METHOD_CALL);
+	CHECK_EQ(r->requested_reply, BUS_TRISTATE_FALSE);
+	CHECK_EQ(r->eavesdrop, BUS_TRISTATE_TRUE);
+	CHECK_EQ(r->broadcast, BUS_TRISTATE_UNSET);
 	CHECK(r->log);
-	CHECK_INT(r->min_fds, 1);
-	CHECK_INT(r->max_fds, 2);
+	CHECK_EQ(r->min_fds, 1);
+	CHECK_EQ(r->max_fds, 2);
 
 	r = rule_at(c, 1);
 	CHECK(!r->allow && r->type == BUS_POLICY_RULE_SEND);
-	CHECK_INT(r->line, 8);
+	CHECK_EQ(r->line, 8);
 	CHECK_STR(r->name, "org.p");
 	CHECK(r->name_is_prefix);
 	CHECK_STR(r->error, "org.E");
-	CHECK_INT(r->broadcast, BUS_TRISTATE_FALSE);
-	CHECK_INT(r->message_type, BUS_MESSAGE_TYPE_ANY);
-	CHECK_INT(r->min_fds, 0);
-	CHECK_INT(r->max_fds, BUS_POLICY_MAX_FDS);
+	CHECK_EQ(r->broadcast, BUS_TRISTATE_FALSE);
+	CHECK_EQ(r->message_type, BUS_MESSAGE_TYPE_ANY);
+	CHECK_EQ(r->min_fds, 0);
+	CHECK_EQ(r->max_fds, BUS_POLICY_MAX_FDS);
 	CHECK(!r->log);
 
 	r = rule_at(c, 2);
 	CHECK(!r->allow && r->type == BUS_POLICY_RULE_RECEIVE);
 	CHECK_STR(r->name, "org.s");
 	CHECK(r->interface == NULL && r->member == NULL);	/* "*" = any */
-	CHECK_INT(r->message_type, BUS_MESSAGE_TYPE_SIGNAL);
-	CHECK_INT(r->requested_reply, BUS_TRISTATE_TRUE);
-	CHECK_INT(r->eavesdrop, BUS_TRISTATE_UNSET);
+	CHECK_EQ(r->message_type, BUS_MESSAGE_TYPE_SIGNAL);
+	CHECK_EQ(r->requested_reply, BUS_TRISTATE_TRUE);
+	CHECK_EQ(r->eavesdrop, BUS_TRISTATE_UNSET);
 
 	r = rule_at(c, 3);
 	CHECK(r->type == BUS_POLICY_RULE_RECEIVE);
 	CHECK_STR(r->error, "org.E");
 	CHECK_STR(r->path, "/q");
-	CHECK_INT(r->max_fds, 0);
+	CHECK_EQ(r->max_fds, 0);
 
 	r = rule_at(c, 4);	/* lone eavesdrop= is a receive rule */
 	CHECK(r->allow && r->type == BUS_POLICY_RULE_RECEIVE);
-	CHECK_INT(r->eavesdrop, BUS_TRISTATE_FALSE);
+	CHECK_EQ(r->eavesdrop, BUS_TRISTATE_FALSE);
 	CHECK(r->name == NULL);
 
 	r = rule_at(c, 5);
@@ -504,7 +504,7 @@ static void test_policy(void)
 	r = rule_at(c, 11);	/* send_destination_prefix="*" is literal, send_type="*" any */
 	CHECK(r->name_is_prefix);
 	CHECK_STR(r->name, "*");
-	CHECK_INT(r->message_type, BUS_MESSAGE_TYPE_ANY);
+	CHECK_EQ(r->message_type, BUS_MESSAGE_TYPE_ANY);
 
 	r = rule_at(c, 12);
 	CHECK(r->scope == BUS_POLICY_SCOPE_MANDATORY && r->line == 22);
@@ -520,7 +520,7 @@ static void test_policy(void)
 	r = rule_at(c, 17);
 	CHECK(r->scope == BUS_POLICY_SCOPE_USER && r->scope_id == 4242);
 	CHECK_STR(r->name, "i.j");
-	CHECK_INT(list_count(&c->warnings), 0);
+	CHECK_EQ(list_count(&c->warnings), 0);
 	bus_config_free(c);
 }
 
@@ -538,19 +538,19 @@ static void test_warnings(void)
 		      "<allow group=\"no-such-group-xyz\"/>\n"
 		      "<allow own=\"kept\"/>\n"
 		      "</policy>\n" TAIL);
-	CHECK_INT(list_count(&c->rules), 1);
+	CHECK_EQ(list_count(&c->rules), 1);
 	CHECK_STR(rule_at(c, 0)->name, "kept");
-	CHECK_INT(list_count(&c->warnings), 4);
-	ASSERT(asprintf(&want, "%s:3: Unknown username \"no-such-user-xyz\" in message bus configuration file", tpath) > 0);
+	CHECK_EQ(list_count(&c->warnings), 4);
+	CHECK(asprintf(&want, "%s:3: Unknown username \"no-such-user-xyz\" in message bus configuration file", tpath) > 0);
 	CHECK_STR(string_at(&c->warnings, 0)->str, want);
 	free(want);
-	ASSERT(asprintf(&want, "%s:4: Unknown group \"no-such-group-xyz\" in message bus configuration file", tpath) > 0);
+	CHECK(asprintf(&want, "%s:4: Unknown group \"no-such-group-xyz\" in message bus configuration file", tpath) > 0);
 	CHECK_STR(string_at(&c->warnings, 1)->str, want);
 	free(want);
-	ASSERT(asprintf(&want, "%s:6: Unknown username \"no-such-user-xyz\" on element <allow>", tpath) > 0);
+	CHECK(asprintf(&want, "%s:6: Unknown username \"no-such-user-xyz\" on element <allow>", tpath) > 0);
 	CHECK_STR(string_at(&c->warnings, 2)->str, want);
 	free(want);
-	ASSERT(asprintf(&want, "%s:7: Unknown group \"no-such-group-xyz\" on element <allow>", tpath) > 0);
+	CHECK(asprintf(&want, "%s:7: Unknown group \"no-such-group-xyz\" on element <allow>", tpath) > 0);
 	CHECK_STR(string_at(&c->warnings, 3)->str, want);
 	free(want);
 	bus_config_free(c);
@@ -746,45 +746,45 @@ static void test_includes(const char *data)
 	int r;
 
 	/* nested includes with relative paths, scalars and limits flowing */
-	ASSERT(asprintf(&path, "%s/nested/top.conf", data) > 0);
+	CHECK(asprintf(&path, "%s/nested/top.conf", data) > 0);
 	r = bus_config_load(&c, path, NULL, &err);
-	CHECK_INT(r, 0);
+	CHECK_EQ(r, 0);
 	if (r == 0) {
 		char *s;
 
-		CHECK_INT(list_count(&c->listen), 4);
+		CHECK_EQ(list_count(&c->listen), 4);
 		for (int i = 0; i < 4; i++) {
-			ASSERT(asprintf(&s, "unix:path=/tmp/%d", i + 1) > 0);
+			CHECK(asprintf(&s, "unix:path=/tmp/%d", i + 1) > 0);
 			CHECK_STR(string_at(&c->listen, i)->str, s);
 			free(s);
 		}
 		CHECK_STR(string_at(&c->listen, 2)->file + strlen(data), "/nested/sub/leaf.conf");
 		CHECK_STR(c->user, "middle");	/* the include comes after <user>top */
 		CHECK(c->fork);
-		CHECK_INT(c->limits.reply_timeout, 1000);
-		ASSERT(asprintf(&s, "%s/nested/sub/helper", data) > 0);
+		CHECK_EQ(c->limits.reply_timeout, 1000);
+		CHECK(asprintf(&s, "%s/nested/sub/helper", data) > 0);
 		CHECK_STR(c->servicehelper, s);
 		free(s);
-		CHECK_INT(list_count(&c->servicedirs), 2);
-		ASSERT(asprintf(&s, "%s/nested/sub/middle-services", data) > 0);
+		CHECK_EQ(list_count(&c->servicedirs), 2);
+		CHECK(asprintf(&s, "%s/nested/sub/middle-services", data) > 0);
 		CHECK_STR(list_first_entry(&c->servicedirs, struct bus_config_servicedir,
 					   link)->path, s);
 		free(s);
-		CHECK_INT(list_count(&c->files), 3);
-		CHECK_INT(list_count(&c->rules), 1);
+		CHECK_EQ(list_count(&c->files), 3);
+		CHECK_EQ(list_count(&c->rules), 1);
 		CHECK(rule_at(c, 0)->scope == BUS_POLICY_SCOPE_USER && rule_at(c, 0)->scope_id == 0);
 		CHECK_STR(rule_at(c, 0)->file + strlen(data), "/nested/sub/leaf.conf");
-		CHECK_INT(rule_at(c, 0)->line, 5);
+		CHECK_EQ(rule_at(c, 0)->line, 5);
 		bus_config_free(c);
 		c = NULL;
 	}
 	free(path);
 
 	/* an error in an included file names that file and line */
-	ASSERT(asprintf(&path, "%s/nested/broken-include.conf", data) > 0);
+	CHECK(asprintf(&path, "%s/nested/broken-include.conf", data) > 0);
 	r = bus_config_load(&c, path, NULL, &err);
-	CHECK_INT(r, BUS_CONFIG_E_INVALID);
-	ASSERT(asprintf(&want, "%s/nested/sub/bad.conf:2: <limit name=\"max_message_size\"> element has invalid value (could not parse as integer)", data) > 0);
+	CHECK_EQ(r, BUS_CONFIG_E_INVALID);
+	CHECK(asprintf(&want, "%s/nested/sub/bad.conf:2: <limit name=\"max_message_size\"> element has invalid value (could not parse as integer)", data) > 0);
 	CHECK_STR(err, want);
 	free(want);
 	free(err);
@@ -792,58 +792,58 @@ static void test_includes(const char *data)
 	free(path);
 
 	/* includedir: sorted, broken file skipped with a warning, missing dir ignored */
-	ASSERT(asprintf(&path, "%s/includedir.conf", data) > 0);
+	CHECK(asprintf(&path, "%s/includedir.conf", data) > 0);
 	opts.warn = count_warn;
 	opts.userdata = &warn_calls;
 	warn_calls = 0;
 	r = bus_config_load(&c, path, &opts, &err);
-	CHECK_INT(r, 0);
+	CHECK_EQ(r, 0);
 	if (r == 0) {
 		const char *expect[] = { "top", "a", "b", "c", "last" };
 		char *s;
 
-		CHECK_INT(list_count(&c->listen), 5);
+		CHECK_EQ(list_count(&c->listen), 5);
 		for (size_t i = 0; i < ARRAY_SIZE(expect); i++) {
-			ASSERT(asprintf(&s, "unix:path=/tmp/%s", expect[i]) > 0);
+			CHECK(asprintf(&s, "unix:path=/tmp/%s", expect[i]) > 0);
 			CHECK_STR(string_at(&c->listen, i)->str, s);
 			free(s);
 		}
 		/* 10-a.conf set it to 20; the broken file's 99 is discarded */
-		CHECK_INT(c->limits.max_names_per_connection, 20);
+		CHECK_EQ(c->limits.max_names_per_connection, 20);
 		CHECK_STR(c->type, "custom");
-		CHECK_INT(list_count(&c->rules), 2);
+		CHECK_EQ(list_count(&c->rules), 2);
 		CHECK_STR(rule_at(c, 0)->name, "org.example.A");
 		CHECK_STR(rule_at(c, 1)->name, "org.example.B");
-		CHECK_INT(list_count(&c->warnings), 1);
-		CHECK_INT(warn_calls, 1);
-		ASSERT(asprintf(&s, "%s/includedir.d/15-broken.conf:5: Element <bogus> not allowed inside <busconfig> in configuration file", data) > 0);
+		CHECK_EQ(list_count(&c->warnings), 1);
+		CHECK_EQ(warn_calls, 1);
+		CHECK(asprintf(&s, "%s/includedir.d/15-broken.conf:5: Element <bogus> not allowed inside <busconfig> in configuration file", data) > 0);
 		CHECK_STR(string_at(&c->warnings, 0)->str, s);
 		free(s);
-		CHECK_INT(list_count(&c->conf_dirs), 1);
-		ASSERT(asprintf(&s, "%s/includedir.d", data) > 0);
+		CHECK_EQ(list_count(&c->conf_dirs), 1);
+		CHECK(asprintf(&s, "%s/includedir.d", data) > 0);
 		CHECK_STR(string_at(&c->conf_dirs, 0)->str, s);
 		free(s);
-		CHECK_INT(list_count(&c->files), 4);
+		CHECK_EQ(list_count(&c->files), 4);
 		bus_config_free(c);
 		c = NULL;
 	}
 	free(path);
 
 	/* cycles: a -> b -> ./a, and a file including itself */
-	ASSERT(asprintf(&path, "%s/cycle/a.conf", data) > 0);
+	CHECK(asprintf(&path, "%s/cycle/a.conf", data) > 0);
 	r = bus_config_load(&c, path, NULL, &err);
-	CHECK_INT(r, BUS_CONFIG_E_INVALID);
-	ASSERT(asprintf(&want, "%s/cycle/b.conf:2: Circular inclusion of file '%s/cycle/./a.conf'",
+	CHECK_EQ(r, BUS_CONFIG_E_INVALID);
+	CHECK(asprintf(&want, "%s/cycle/b.conf:2: Circular inclusion of file '%s/cycle/./a.conf'",
 			data, data) > 0);
 	CHECK_STR(err, want);
 	free(want);
 	free(err);
 	err = NULL;
 	free(path);
-	ASSERT(asprintf(&path, "%s/cycle/self.conf", data) > 0);
+	CHECK(asprintf(&path, "%s/cycle/self.conf", data) > 0);
 	r = bus_config_load(&c, path, NULL, &err);
-	CHECK_INT(r, BUS_CONFIG_E_INVALID);
-	ASSERT(asprintf(&want, "%s:3: Circular inclusion of file '%s/cycle/self.conf'", path,
+	CHECK_EQ(r, BUS_CONFIG_E_INVALID);
+	CHECK(asprintf(&want, "%s:3: Circular inclusion of file '%s/cycle/self.conf'", path,
 			data) > 0);
 	CHECK_STR(err, want);
 	free(want);
@@ -855,16 +855,16 @@ static void test_includes(const char *data)
 	{
 		char *s;
 
-		ASSERT(asprintf(&s, "Failed to open \"%s/missing.conf\": No such file or directory",
+		CHECK(asprintf(&s, "Failed to open \"%s/missing.conf\": No such file or directory",
 				tmpdir) > 0);
 		expect_error(HEAD "<include>missing.conf</include>" TAIL, 3, s, false);
 		free(s);
 		c = load_text(HEAD "<include ignore_missing=\"yes\">missing.conf</include>" TAIL);
 		bus_config_free(c);
-		ASSERT(asprintf(&s, "Failed to open \"%s/.\": Is a directory", tmpdir) > 0);
+		CHECK(asprintf(&s, "Failed to open \"%s/.\": Is a directory", tmpdir) > 0);
 		expect_error(HEAD "<include ignore_missing=\"yes\">.</include>" TAIL, 3, s, false);
 		free(s);
-		ASSERT(asprintf(&s, "Failed to open directory \"%s/t.conf\": Not a directory",
+		CHECK(asprintf(&s, "Failed to open directory \"%s/t.conf\": Not a directory",
 				tmpdir) > 0);
 		expect_error(HEAD "<includedir>t.conf</includedir>" TAIL, 3, s, false);
 		free(s);
@@ -874,20 +874,20 @@ static void test_includes(const char *data)
 		char *fifo, *big, *s;
 		int fd;
 
-		ASSERT(asprintf(&fifo, "%s/fifo.conf", tmpdir) > 0);
-		ASSERT(mkfifo(fifo, 0600) == 0);
-		ASSERT(asprintf(&s, "Failed to open \"%s\": Not a regular file", fifo) > 0);
+		CHECK(asprintf(&fifo, "%s/fifo.conf", tmpdir) > 0);
+		CHECK(mkfifo(fifo, 0600) == 0);
+		CHECK(asprintf(&s, "Failed to open \"%s\": Not a regular file", fifo) > 0);
 		expect_error(HEAD "<include>fifo.conf</include>" TAIL, 3, s, false);
 		free(s);
 		unlink(fifo);
 		free(fifo);
 
-		ASSERT(asprintf(&big, "%s/big.conf", tmpdir) > 0);
+		CHECK(asprintf(&big, "%s/big.conf", tmpdir) > 0);
 		fd = open(big, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-		ASSERT(fd >= 0);
-		ASSERT(ftruncate(fd, BUS_CONFIG_FILE_MAX + 1) == 0);
+		CHECK(fd >= 0);
+		CHECK(ftruncate(fd, BUS_CONFIG_FILE_MAX + 1) == 0);
 		close(fd);
-		ASSERT(asprintf(&s, "Failed to open \"%s\": File too large", big) > 0);
+		CHECK(asprintf(&s, "Failed to open \"%s\": File too large", big) > 0);
 		expect_error(HEAD "<include>big.conf</include>" TAIL, 3, s, false);
 		free(s);
 		unlink(big);
@@ -895,7 +895,7 @@ static void test_includes(const char *data)
 	}
 
 	r = bus_config_load(&c, "/nonexistent/bus.conf", NULL, &err);
-	CHECK_INT(r, BUS_CONFIG_E_INVALID);
+	CHECK_EQ(r, BUS_CONFIG_E_INVALID);
 	CHECK_STR(err, "/nonexistent/bus.conf: Failed to open \"/nonexistent/bus.conf\": No such file or directory");
 	free(err);
 	err = NULL;
@@ -910,21 +910,21 @@ static void test_includes(const char *data)
 	{
 		char *s, *inc;
 
-		ASSERT(asprintf(&s, "%s/selinux", tmpdir) > 0);
-		ASSERT(mkdir(s, 0755) == 0);
-		ASSERT(asprintf(&inc, "%s/contexts", s) > 0);
-		ASSERT(mkdir(inc, 0755) == 0);
+		CHECK(asprintf(&s, "%s/selinux", tmpdir) > 0);
+		CHECK(mkdir(s, 0755) == 0);
+		CHECK(asprintf(&inc, "%s/contexts", s) > 0);
+		CHECK(mkdir(inc, 0755) == 0);
 		free(inc);
-		ASSERT(asprintf(&inc, "%s/contexts/dbus_contexts", s) > 0);
+		CHECK(asprintf(&inc, "%s/contexts/dbus_contexts", s) > 0);
 		write_file(inc, "<busconfig><selinux><associate own=\"org.s\" context=\"sys_t\"/></selinux></busconfig>");
 		opts.selinux_root = s;
 		c = load_text_opts(HEAD "<include if_selinux_enabled=\"yes\" selinux_root_relative=\"yes\">contexts/dbus_contexts</include>" TAIL,
 				   &opts);
-		CHECK_INT(list_count(&c->associations), 1);
+		CHECK_EQ(list_count(&c->associations), 1);
 		bus_config_free(c);
 		unlink(inc);
 		free(inc);
-		ASSERT(asprintf(&inc, "%s/contexts", s) > 0);
+		CHECK(asprintf(&inc, "%s/contexts", s) > 0);
 		rmdir(inc);
 		free(inc);
 		rmdir(s);
@@ -936,21 +936,21 @@ static void test_includes(const char *data)
 		const char *buf = "<busconfig><include>nested/sub/leaf.conf</include></busconfig>";
 		char *fake;
 
-		ASSERT(asprintf(&fake, "%s/virtual.conf", data) > 0);
+		CHECK(asprintf(&fake, "%s/virtual.conf", data) > 0);
 		r = bus_config_load_buffer(&c, buf, strlen(buf), fake, NULL, &err);
-		CHECK_INT(r, 0);
+		CHECK_EQ(r, 0);
 		if (r == 0) {
-			CHECK_INT(list_count(&c->listen), 1);
+			CHECK_EQ(list_count(&c->listen), 1);
 			bus_config_free(c);
 			c = NULL;
 		}
 		r = bus_config_load_buffer(&c, "<busconfig>", 11, fake, NULL, &err);
-		CHECK_INT(r, BUS_CONFIG_E_INVALID);
+		CHECK_EQ(r, BUS_CONFIG_E_INVALID);
 		free(err);
 		err = NULL;
 		opts = (struct bus_config_options){ .no_listen_ok = true };
 		r = bus_config_load_buffer(&c, "<busconfig/>", 12, fake, &opts, &err);
-		CHECK_INT(r, 0);
+		CHECK_EQ(r, 0);
 		bus_config_free(c);
 		c = NULL;
 		free(fake);
@@ -993,24 +993,24 @@ static void test_system_conf(void)
 	ret = bus_config_load(&c, path, NULL, &err);
 	if (ret)
 		fprintf(stderr, "%s\n", err);
-	ASSERT(ret == 0);
+	CHECK(ret == 0);
 
 	CHECK_STR(c->type, "system");
 	CHECK_STR(c->user, "messagebus");
 	CHECK(c->fork && c->syslog && !c->keep_umask);
 	CHECK_STR(c->pidfile, "/run/dbus/pid");
 	CHECK_STR(c->servicehelper, "/usr/lib/dbus-1.0/dbus-daemon-launch-helper");
-	CHECK_INT(list_count(&c->listen), 1);
+	CHECK_EQ(list_count(&c->listen), 1);
 	CHECK_STR(string_at(&c->listen, 0)->str, "unix:path=/run/dbus/system_bus_socket");
-	CHECK_INT(list_count(&c->auth), 1);
+	CHECK_EQ(list_count(&c->auth), 1);
 	CHECK_STR(string_at(&c->auth, 0)->str, "EXTERNAL");
-	CHECK_INT(list_count(&c->servicedirs), 3);
+	CHECK_EQ(list_count(&c->servicedirs), 3);
 	d = list_first_entry(&c->servicedirs, struct bus_config_servicedir, link);
 	CHECK_STR(d->path, "/usr/local/share/dbus-1/system-services");
 	/* system.conf only has commented-out limits: all defaults */
-	CHECK_INT(c->limits.auth_timeout, 5000);
-	CHECK_INT(c->limits.max_completed_connections, 2048);
-	CHECK_INT(c->limits.max_replies_per_connection, 128);
+	CHECK_EQ(c->limits.auth_timeout, 5000);
+	CHECK_EQ(c->limits.max_completed_connections, 2048);
+	CHECK_EQ(c->limits.max_replies_per_connection, 128);
 
 	/* includedirs: system.d next to the file, and /etc/dbus-1/system.d if present */
 	CHECK_STR(string_at(&c->conf_dirs, 0)->str, "/usr/share/dbus-1/system.d");
@@ -1020,8 +1020,8 @@ static void test_system_conf(void)
 		       count_conf_files("/etc/dbus-1/system.d") +
 		       (access("/etc/dbus-1/system.conf", F_OK) == 0) +
 		       (access("/etc/dbus-1/system-local.conf", F_OK) == 0);
-	CHECK_INT(list_count(&c->files), expect_files);
-	CHECK_INT(list_count(&c->warnings), 0);
+	CHECK_EQ(list_count(&c->files), expect_files);
+	CHECK_EQ(list_count(&c->warnings), 0);
 
 	/* the first rule lets everybody connect; then the default deny of own and calls */
 	r = rule_at(c, 0);
@@ -1051,10 +1051,10 @@ static void test_system_conf(void)
 		}
 	}
 	/* dbus 1.14.10's system.conf: 17 default rules, 3 <policy user="root"> */
-	CHECK_INT(n_default, 17);
-	CHECK_INT(n_root, 3);
+	CHECK_EQ(n_default, 17);
+	CHECK_EQ(n_root, 3);
 	if (access("/usr/share/dbus-1/system.d/org.freedesktop.login1.conf", F_OK) == 0)
-		CHECK_INT(n_login1, 1);
+		CHECK_EQ(n_login1, 1);
 	printf("system.conf: %zu files, %zu rules\n", list_count(&c->files),
 	       list_count(&c->rules));
 	bus_config_free(c);
@@ -1080,18 +1080,18 @@ static void test_session_conf(void)
 	ret = bus_config_load(&c, path, NULL, &err);
 	if (ret)
 		fprintf(stderr, "%s\n", err);
-	ASSERT(ret == 0);
+	CHECK(ret == 0);
 
 	CHECK_STR(c->type, "session");
 	CHECK(c->keep_umask && !c->fork && !c->syslog);
 	CHECK(c->user == NULL && c->pidfile == NULL);
-	CHECK_INT(list_count(&c->listen), 1);
+	CHECK_EQ(list_count(&c->listen), 1);
 	CHECK_STR(string_at(&c->listen, 0)->str, "unix:tmpdir=/tmp");
 	CHECK_STR(string_at(&c->auth, 0)->str, "EXTERNAL");
 
 	/* <standard_session_servicedirs/> expands to the same list as the helper */
-	ASSERT(bus_config_standard_session_servicedirs(&std) == 0);
-	CHECK_INT(list_count(&c->servicedirs), list_count(&std));
+	CHECK(bus_config_standard_session_servicedirs(&std) == 0);
+	CHECK_EQ(list_count(&c->servicedirs), list_count(&std));
 	e = list_first_entry(&std, struct bus_config_servicedir, link);
 	list_for_each_entry(d, &c->servicedirs, link) {
 		if (!e || &e->link == &std)
@@ -1103,18 +1103,18 @@ static void test_session_conf(void)
 	CHECK_STR(d->path, "/home/test/.local/share/dbus-1/services");
 	bus_config_servicedirs_clear(&std);
 
-	CHECK_INT(c->limits.max_incoming_bytes, 1000000000);
-	CHECK_INT(c->limits.max_incoming_unix_fds, 250000000);
-	CHECK_INT(c->limits.max_message_size, 1000000000);
-	CHECK_INT(c->limits.max_message_unix_fds, 16);
-	CHECK_INT(c->limits.service_start_timeout, 120000);
-	CHECK_INT(c->limits.auth_timeout, 240000);
-	CHECK_INT(c->limits.max_completed_connections, 100000);
-	CHECK_INT(c->limits.max_replies_per_connection, 50000);
-	CHECK_INT(c->limits.reply_timeout, -1);
+	CHECK_EQ(c->limits.max_incoming_bytes, 1000000000);
+	CHECK_EQ(c->limits.max_incoming_unix_fds, 250000000);
+	CHECK_EQ(c->limits.max_message_size, 1000000000);
+	CHECK_EQ(c->limits.max_message_unix_fds, 16);
+	CHECK_EQ(c->limits.service_start_timeout, 120000);
+	CHECK_EQ(c->limits.auth_timeout, 240000);
+	CHECK_EQ(c->limits.max_completed_connections, 100000);
+	CHECK_EQ(c->limits.max_replies_per_connection, 50000);
+	CHECK_EQ(c->limits.reply_timeout, -1);
 
 	/* three default rules: send anything, receive anything (eavesdrop), own anything */
-	ASSERT(list_count(&c->rules) >= 3);
+	CHECK(list_count(&c->rules) >= 3);
 	r = rule_at(c, 0);
 	CHECK(r->allow && r->type == BUS_POLICY_RULE_SEND && r->name == NULL &&
 	      r->eavesdrop == BUS_TRISTATE_TRUE);
@@ -1123,7 +1123,7 @@ static void test_session_conf(void)
 	      r->eavesdrop == BUS_TRISTATE_TRUE);
 	r = rule_at(c, 2);
 	CHECK(r->allow && r->type == BUS_POLICY_RULE_OWN && r->name == NULL);
-	CHECK_INT(list_count(&c->files), 1 + count_conf_files("/usr/share/dbus-1/session.d") +
+	CHECK_EQ(list_count(&c->files), 1 + count_conf_files("/usr/share/dbus-1/session.d") +
 					 count_conf_files("/etc/dbus-1/session.d") +
 					 (access("/etc/dbus-1/session.conf", F_OK) == 0) +
 					 (access("/etc/dbus-1/session-local.conf", F_OK) == 0));
@@ -1135,7 +1135,7 @@ int main(int argc, char **argv)
 {
 	const char *data = argc > 1 ? argv[1] : TEST_DATA_DIR;
 
-	ASSERT(mkdtemp(tmpdir));
+	CHECK(mkdtemp(tmpdir));
 	snprintf(tpath, sizeof(tpath), "%s/t.conf", tmpdir);
 	have_dbus_daemon = system("command -v dbus-daemon >/dev/null 2>&1") == 0 &&
 			   !getenv("CONF_TEST_NO_DBUS_DAEMON");

@@ -45,7 +45,7 @@ static void touch(const char *dir, const char *name)
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	ASSERT(fd >= 0);
+	CHECK(fd >= 0);
 	close(fd);
 }
 
@@ -54,7 +54,7 @@ static void rm(const char *dir, const char *name)
 	char path[512];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	ASSERT(unlink(path) == 0);
+	CHECK(unlink(path) == 0);
 }
 
 /* Name of an existing user other than the one of uid @not (root and nobody exist). */
@@ -64,7 +64,7 @@ static const struct passwd *some_user(void)
 
 	if (!pw)
 		pw = getpwuid(0);
-	ASSERT(pw);
+	CHECK(pw);
 	return pw;
 }
 
@@ -84,21 +84,21 @@ static void test_logind(void)
 	/* logind runs: its answer alone counts, the auth dir is not consulted */
 	touch(auth_dir, name);
 	seats_calls = 0;
-	CHECK_INT(bus_console_check(&c, 1000), 1);
-	CHECK_INT(seats_last_uid, 1000);
-	CHECK_INT(bus_console_check(&c, 1001), 0);
-	CHECK_INT(bus_console_check(&c, 1002), -EIO);
-	CHECK_INT(bus_console_check(&c, (uint32_t)uid), uid == 1000 ? 1 : 0);
-	CHECK_INT(seats_calls, 4);
+	CHECK_EQ(bus_console_check(&c, 1000), 1);
+	CHECK_EQ(seats_last_uid, 1000);
+	CHECK_EQ(bus_console_check(&c, 1001), 0);
+	CHECK_EQ(bus_console_check(&c, 1002), -EIO);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), uid == 1000 ? 1 : 0);
+	CHECK_EQ(seats_calls, 4);
 	rm(auth_dir, name);
 
 	/* no seats directory: logind is not running, never asked */
 	c.seats_dir = missing_dir;
 	seats_calls = 0;
-	CHECK_INT(bus_console_check(&c, 1000), 0);
+	CHECK_EQ(bus_console_check(&c, 1000), 0);
 	touch(auth_dir, name);
-	CHECK_INT(bus_console_check(&c, (uint32_t)uid), 1);
-	CHECK_INT(seats_calls, 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 1);
+	CHECK_EQ(seats_calls, 0);
 	rm(auth_dir, name);
 }
 
@@ -111,35 +111,35 @@ static void test_auth_dir(void)
 
 	snprintf(name, sizeof(name), "%s", pw->pw_name);
 
-	CHECK_INT(bus_console_check(&c, (uint32_t)uid), 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 0);
 	touch(auth_dir, name);
-	CHECK_INT(bus_console_check(&c, (uint32_t)uid), 1);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 1);
 	/* a directory entry of another kind counts as well (existence only) */
 	rm(auth_dir, name);
 	{
 		char path[512];
 
 		snprintf(path, sizeof(path), "%s/%s", auth_dir, name);
-		ASSERT(mkdir(path, 0755) == 0);
-		CHECK_INT(bus_console_check(&c, (uint32_t)uid), 1);
-		ASSERT(rmdir(path) == 0);
+		CHECK(mkdir(path, 0755) == 0);
+		CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 1);
+		CHECK(rmdir(path) == 0);
 	}
-	CHECK_INT(bus_console_check(&c, (uint32_t)uid), 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 0);
 
 	/* a uid without a passwd entry has no name to look for */
 	touch(auth_dir, "4000000000");
-	CHECK_INT(bus_console_check(&c, 4000000000U), 0);
+	CHECK_EQ(bus_console_check(&c, 4000000000U), 0);
 	rm(auth_dir, "4000000000");
 
 	/* a missing auth dir: nobody */
 	c.auth_dir = missing_dir;
-	CHECK_INT(bus_console_check(&c, (uint32_t)uid), 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 0);
 
 	/* neither: nobody, and logind never asked */
 	c = (struct bus_console){ .uid_get_seats = fake_get_seats };
 	seats_calls = 0;
-	CHECK_INT(bus_console_check(&c, 1000), 0);
-	CHECK_INT(seats_calls, 0);
+	CHECK_EQ(bus_console_check(&c, 1000), 0);
+	CHECK_EQ(seats_calls, 0);
 }
 
 static void test_default(void)
@@ -170,9 +170,9 @@ static struct bus_policy *compile(const char *text)
 	struct bus_policy *p = NULL;
 	char *err = NULL;
 
-	ASSERT(bus_config_load_buffer(&c, text, strlen(text), "/test/console.conf", &o,
+	CHECK(bus_config_load_buffer(&c, text, strlen(text), "/test/console.conf", &o,
 				      &err) == 0);
-	ASSERT(bus_policy_new(&p, c) == 0);
+	CHECK(bus_policy_new(&p, c) == 0);
 	bus_config_free(c);
 	return p;
 }
@@ -197,12 +197,12 @@ static void test_policy(void)
 	bus_policy_set_console(p, &fake);
 
 	seats_calls = 0;
-	CHECK_INT(bus_policy_uid_at_console(p, 1000), 1);
-	CHECK_INT(bus_policy_uid_at_console(p, 1001), 0);
-	CHECK_INT(bus_policy_uid_at_console(p, 1002), -EIO);
-	CHECK_INT(seats_calls, 3);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1000), 1);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1001), 0);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1002), -EIO);
+	CHECK_EQ(seats_calls, 3);
 
-	ASSERT(bus_client_policy_new(&cp, p, 1000, NULL, 0,
+	CHECK(bus_client_policy_new(&cp, p, 1000, NULL, 0,
 				     bus_policy_uid_at_console(p, 1000) > 0) == 0);
 	CHECK(bus_client_policy_check_own(cp, "org.example.Console", &rule));
 	CHECK(rule && rule->scope == BUS_POLICY_SCOPE_CONSOLE && rule->scope_id == 1);
@@ -210,7 +210,7 @@ static void test_policy(void)
 	bus_client_policy_free(cp);
 
 	/* a failed answer counts as "not at the console" */
-	ASSERT(bus_client_policy_new(&cp, p, 1002, NULL, 0,
+	CHECK(bus_client_policy_new(&cp, p, 1002, NULL, 0,
 				     bus_policy_uid_at_console(p, 1002) > 0) == 0);
 	CHECK(!bus_client_policy_check_own(cp, "org.example.Console", NULL));
 	CHECK(bus_client_policy_check_own(cp, "org.example.Remote", &rule));
@@ -224,20 +224,20 @@ static void test_policy(void)
 	CHECK(!bus_policy_has_console_rules(p));
 	bus_policy_set_console(p, &fake);
 	seats_calls = 0;
-	CHECK_INT(bus_policy_uid_at_console(p, 1000), 0);
-	CHECK_INT(seats_calls, 0);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1000), 0);
+	CHECK_EQ(seats_calls, 0);
 	bus_policy_free(p);
-	CHECK_INT(bus_policy_uid_at_console(NULL, 1000), 0);
+	CHECK_EQ(bus_policy_uid_at_console(NULL, 1000), 0);
 }
 
 int main(void)
 {
-	ASSERT(mkdtemp(scratch));
+	CHECK(mkdtemp(scratch));
 	snprintf(seats_dir, sizeof(seats_dir), "%s/seats", scratch);
 	snprintf(auth_dir, sizeof(auth_dir), "%s/console", scratch);
 	snprintf(missing_dir, sizeof(missing_dir), "%s/missing", scratch);
-	ASSERT(mkdir(seats_dir, 0755) == 0);
-	ASSERT(mkdir(auth_dir, 0755) == 0);
+	CHECK(mkdir(seats_dir, 0755) == 0);
+	CHECK(mkdir(auth_dir, 0755) == 0);
 
 	test_logind();
 	test_auth_dir();

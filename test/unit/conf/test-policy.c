@@ -28,8 +28,8 @@ static struct bus_policy *compile(const char *text)
 	r = bus_config_load_buffer(&c, text, strlen(text), "/test/policy.conf", &o, &err);
 	if (r)
 		fprintf(stderr, "config failed: %s\n%s\n", err ? err : "", text);
-	ASSERT(r == 0);
-	ASSERT(bus_policy_new(&p, c) == 0);
+	CHECK(r == 0);
+	CHECK(bus_policy_new(&p, c) == 0);
 	bus_config_free(c);	/* the policy keeps its own copies */
 	return p;
 }
@@ -39,7 +39,7 @@ static struct bus_client_policy *client(struct bus_policy *p, uint32_t uid,
 {
 	struct bus_client_policy *c = NULL;
 
-	ASSERT(bus_client_policy_new(&c, p, uid, gids, n, console) == 0);
+	CHECK(bus_client_policy_new(&c, p, uid, gids, n, console) == 0);
 	return c;
 }
 
@@ -396,12 +396,12 @@ static void test_describe(void)
 		      "</policy>"));
 	c = client(p, 1, NULL, 0, false);
 	CHECK(!bus_client_policy_check_send(c, &m, NULL, &rule));
-	ASSERT(rule);
+	CHECK(rule);
 	s = bus_policy_rule_describe(rule);
 	CHECK_STR(s, "/test/policy.conf:2: <deny send_destination=\"org.a\" send_interface=\"org.a.I\" send_type=\"method_call\" max_fds=\"3\"/>");
 	free(s);
 	CHECK(!bus_client_policy_check_own(c, "org.b.c", &rule));
-	ASSERT(rule);
+	CHECK(rule);
 	s = bus_policy_rule_describe(rule);
 	CHECK_STR(s, "/test/policy.conf:3: <deny own_prefix=\"org.b\"/>");
 	free(s);
@@ -426,8 +426,8 @@ static void test_system_conf(void)
 		printf("SKIP: %s not installed\n", path);
 		return;
 	}
-	ASSERT(bus_config_load(&config, path, NULL, &err) == 0);
-	ASSERT(bus_policy_new(&p, config) == 0);
+	CHECK(bus_config_load(&config, path, NULL, &err) == 0);
+	CHECK(bus_policy_new(&p, config) == 0);
 	bus_config_free(config);
 	user = client(p, 1000, NULL, 0, false);
 	root = client(p, 0, NULL, 0, false);
@@ -484,7 +484,7 @@ static void test_system_conf(void)
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 	} while ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec) < 2e8);
 	ns = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / n;
-	CHECK_INT(allowed, n / 2);
+	CHECK_EQ(allowed, n / 2);
 	printf("system.conf: check_send %.0f ns per message (%lu checks)\n", ns, n);
 
 	bus_client_policy_free(user);
@@ -519,9 +519,9 @@ static void append(char **buf, size_t *len, const char *fmt, ...)
 	va_start(ap, fmt);
 	l = vasprintf(&s, fmt, ap);
 	va_end(ap);
-	ASSERT(l >= 0);
+	CHECK(l >= 0);
 	*buf = realloc(*buf, *len + l + 1);
-	ASSERT(*buf);
+	CHECK(*buf);
 	memcpy(*buf + *len, s, l + 1);
 	*len += l;
 	free(s);
@@ -640,8 +640,8 @@ static void test_differential(void)
 		r = bus_config_load_buffer(&config, text, len, "/rand.conf", &o, &err);
 		if (r)
 			fprintf(stderr, "random config rejected: %s\n%s", err, text);
-		ASSERT(r == 0);
-		ASSERT(bus_policy_new(&p, config) == 0);
+		CHECK(r == 0);
+		CHECK(bus_policy_new(&p, config) == 0);
 
 		for (int who = 0; who < 4; who++) {
 			uint32_t uid = who < 2 ? 7 : 9;
@@ -650,7 +650,7 @@ static void test_differential(void)
 			struct bus_client_policy *c = client(p, uid, gids, n_gids, console);
 			size_t n = ref_rules(config, uid, gids, n_gids, console, list);
 
-			ASSERT(n <= ARRAY_SIZE(list));
+			CHECK(n <= ARRAY_SIZE(list));
 			for (int k = 0; k < 200; k++) {
 				const struct bus_policy_rule *want, *got;
 				struct ref_msg x;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "conf/config.h"
+#include "dbus-compat/validate.h"
 #include "test.h"
 
 static struct bus_service *parse_ok(const char *text)
@@ -24,7 +25,7 @@ static struct bus_service *parse_ok(const char *text)
 	if (r)
 		fprintf(stderr, "unexpected failure %d: %s\n--- input:\n%s\n", r, err ? err : "",
 			text);
-	ASSERT(r == 0 && s);
+	CHECK(r == 0 && s);
 	free(err);
 	return s;
 }
@@ -36,7 +37,7 @@ static void parse_err(const char *text, size_t len, const char *want)
 	int r;
 
 	r = bus_service_parse_buffer(&s, text, len, "x.service", &err);
-	CHECK_INT(r, BUS_CONFIG_E_INVALID);
+	CHECK_EQ(r, BUS_CONFIG_E_INVALID);
 	CHECK(s == NULL);
 	CHECK_STR(err, want);
 	free(err);
@@ -108,12 +109,25 @@ static void test_parse(void)
 	E("[D-BUS Service]\n\nName=a.b\\\n", "x.service:3: Text to be unescaped ended in \\");
 	E("[D-BUS Service]\nName=\xff\n", "x.service: invalid UTF-8");
 	E("[D-BUS Service]\nName=\xc0\xaf\n", "x.service: invalid UTF-8");
-	parse_err("[D-BUS Service]\nName=a\0.b\nExec=/x\n", 28,
-		  "x.service:2: Text to be unescaped contains embedded nul");
+	/*
+	 * The file is checked with the wire's validate_utf8(), which refuses NUL
+	 * bytes anywhere (as dbus-daemon's reader does). conf/ had its own UTF-8
+	 * check that let NUL through, to fail later in the value or not at all.
+	 */
+	parse_err("[D-BUS Service]\nName=a\0.b\nExec=/x\n", 34, "x.service: invalid UTF-8");
+	parse_err("# a\0b\n[D-BUS Service]\nName=a.b\nExec=/x\n", 39, "x.service: invalid UTF-8");
+	parse_err("[D-BUS Service]\nName=a.b\nExec=/x\n\0", 34, "x.service: invalid UTF-8");
+	/* Surrogates, overlong forms, above U+10FFFF: as on the wire. */
+	E("[D-BUS Service]\nName=a.b\nExec=/\xed\xa0\x80\n", "x.service: invalid UTF-8");
+	E("[D-BUS Service]\nName=a.b\nExec=/\xe0\x80\xaf\n", "x.service: invalid UTF-8");
+	E("[D-BUS Service]\nName=a.b\nExec=/\xf4\x90\x80\x80\n", "x.service: invalid UTF-8");
+	s = parse_ok("[D-BUS Service]\nName=a.b\nExec=/\xf4\x8f\xbf\xbf \xef\xb7\x90\n");
+	CHECK_STR(s->exec, "/\xf4\x8f\xbf\xbf \xef\xb7\x90");
+	bus_service_free(s);
 #undef E
 
 	big = malloc(200 * 1024);
-	ASSERT(big);
+	CHECK(big);
 	memset(big, '#', 200 * 1024);
 	parse_err(big, 200 * 1024, "x.service: Service file is too large (204800 bytes)");
 	free(big);
@@ -122,9 +136,56 @@ static void test_parse(void)
 		struct bus_service *t = NULL;
 		char *err = NULL;
 
-		CHECK_INT(bus_service_parse_file(&t, "/nonexistent/a.service", &err),
+		CHECK_EQ(bus_service_parse_file(&t, "/nonexistent/a.service", &err),
 			  BUS_CONFIG_E_INVALID);
 		CHECK_STR(err, "/nonexistent/a.service: Failed to open \"/nonexistent/a.service\": No such file or directory");
+		free(err);
+	}
+}
+
+/*
+ * Name= is a well-known name by the wire's rule (dbus-compat/validate.h):
+ * the file loads exactly when validate_well_known_name() accepts it.
+ */
+static void test_name_rule(void)
+{
+	static const char *const names[] = {
+		"a.b", "org.freedesktop.DBus", "-a.b-", "_.-", "a.b.c.d", "A0.B1",
+		"a", "a.", ".a.b", "a..b", "a.0b", "0a.b", ":1.2", ":a.b", "a.b:c", "a.b/c",
+		"a.b c", "a.\xc3\xa9", "a.b*",
+	};
+	char name[300], text[400];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		struct bus_service *s = NULL;
+		char *err = NULL;
+		bool want = validate_well_known_name(names[i], strlen(names[i]));
+		int r;
+
+		snprintf(text, sizeof(text), "[D-BUS Service]\nName=%s\nExec=/x\n", names[i]);
+		r = bus_service_parse_buffer(&s, text, strlen(text), "x.service", &err);
+		if ((r == 0) != want)
+			fprintf(stderr, "Name=%s: parse %d (%s), validate_well_known_name %d\n",
+				names[i], r, err ? err : "", want);
+		CHECK_EQ(r == 0, want);
+		bus_service_free(s);
+		free(err);
+	}
+
+	/* 255 bytes are a name, 256 are not. */
+	memset(name, 'a', sizeof(name));
+	name[1] = '.';
+	for (size_t n = 255; n <= 256; n++) {
+		struct bus_service *s = NULL;
+		char *err = NULL;
+		int r;
+
+		snprintf(text, sizeof(text), "[D-BUS Service]\nName=%.*s\nExec=/x\n", (int)n,
+			 name);
+		r = bus_service_parse_buffer(&s, text, strlen(text), "x.service", &err);
+		CHECK_EQ(r == 0, validate_well_known_name(name, n));
+		CHECK_EQ(r == 0, n == 255);
+		bus_service_free(s);
 		free(err);
 	}
 }
@@ -134,7 +195,7 @@ static void add_dir(struct list_node *dirs, const char *path, unsigned int flags
 	size_t n = strlen(path);
 	struct bus_config_servicedir *d = malloc(sizeof(*d) + n + 1);
 
-	ASSERT(d);
+	CHECK(d);
 	d->flags = flags;
 	memcpy(d->path, path, n + 1);
 	list_append(dirs, &d->link);
@@ -157,21 +218,21 @@ static void test_scan(const char *data)
 	char *p;
 	int r, n;
 
-	ASSERT(asprintf(&p, "%s/svc1", data) > 0);
+	CHECK(asprintf(&p, "%s/svc1", data) > 0);
 	add_dir(&dirs, p, 0);
 	free(p);
 	add_dir(&dirs, "/nonexistent/services", 0);
-	ASSERT(asprintf(&p, "%s/svc2", data) > 0);
+	CHECK(asprintf(&p, "%s/svc2", data) > 0);
 	add_dir(&dirs, p, 0);
 	free(p);
-	ASSERT(asprintf(&p, "%s/svc-strict", data) > 0);
+	CHECK(asprintf(&p, "%s/svc-strict", data) > 0);
 	add_dir(&dirs, p, BUS_CONFIG_SERVICEDIR_STRICT_NAMING | BUS_CONFIG_SERVICEDIR_NO_WATCH);
 	free(p);
 
 	r = bus_services_load(&services, &dirs, on_warn, NULL);
-	ASSERT(r == 0);
+	CHECK(r == 0);
 	/* One, Two (svc1 wins over svc2), Three (misnamed but not strict), Strict */
-	CHECK_INT(services->n_services, 4);
+	CHECK_EQ(services->n_services, 4);
 	CHECK_STR(bus_services_get(services, 0)->name, "org.example.One");
 	CHECK_STR(bus_services_get(services, 1)->name, "org.example.Strict");
 	CHECK_STR(bus_services_get(services, 2)->name, "org.example.Three");
@@ -179,15 +240,15 @@ static void test_scan(const char *data)
 	CHECK(bus_services_get(services, 4) == NULL);
 
 	s = bus_services_lookup(services, "org.example.Two");
-	ASSERT(s);
+	CHECK(s);
 	CHECK_STR(s->exec, "/usr/bin/two-from-svc1");
 	CHECK(strstr(s->path, "/svc1/org.example.Two.service") != NULL);
 	s = bus_services_lookup(services, "org.example.One");
-	ASSERT(s);
+	CHECK(s);
 	CHECK_STR(s->user, "nobody");
 	CHECK_STR(s->exec, "/usr/bin/one --flag");
 	s = bus_services_lookup(services, "org.example.Three");
-	ASSERT(s);
+	CHECK(s);
 	CHECK_STR(s->systemd_service, "three.service");
 	CHECK_STR(s->apparmor_label, "unconfined");
 	CHECK(bus_services_lookup(services, "org.example.Wrong") == NULL);
@@ -203,8 +264,8 @@ static void test_scan(const char *data)
 		else
 			fprintf(stderr, "unexpected warning: %s\n", w->str);
 	}
-	CHECK_INT(n, 4);
-	CHECK_INT(n_warn, 1);
+	CHECK_EQ(n, 4);
+	CHECK_EQ(n_warn, 1);
 	/* Skipped silently by dbus-daemon: broken.service, the duplicate Two. */
 	n = 0;
 	list_for_each_entry(w, &services->notes, link) {
@@ -215,14 +276,14 @@ static void test_scan(const char *data)
 		else
 			fprintf(stderr, "unexpected note: %s\n", w->str);
 	}
-	CHECK_INT(n, 3);
+	CHECK_EQ(n, 3);
 	bus_services_free(services);
 
 	/* nothing to scan */
 	bus_config_servicedirs_clear(&dirs);
 	r = bus_services_load(&services, &dirs, NULL, NULL);
-	ASSERT(r == 0);
-	CHECK_INT(services->n_services, 0);
+	CHECK(r == 0);
+	CHECK_EQ(services->n_services, 0);
 	CHECK(bus_services_lookup(services, "a.b") == NULL);
 	bus_services_free(services);
 }
@@ -232,11 +293,11 @@ static void write_file(const char *dir, const char *name, const char *text)
 	char *p;
 	FILE *f;
 
-	ASSERT(asprintf(&p, "%s/%s", dir, name) > 0);
+	CHECK(asprintf(&p, "%s/%s", dir, name) > 0);
 	f = fopen(p, "w");
-	ASSERT(f);
-	ASSERT(fputs(text, f) >= 0);
-	ASSERT(fclose(f) == 0);
+	CHECK(f);
+	CHECK(fputs(text, f) >= 0);
+	CHECK(fclose(f) == 0);
 	free(p);
 }
 
@@ -244,7 +305,7 @@ static void remove_tree(const char *dir)
 {
 	char *cmd;
 
-	ASSERT(asprintf(&cmd, "rm -rf '%s'", dir) > 0);
+	CHECK(asprintf(&cmd, "rm -rf '%s'", dir) > 0);
 	CHECK(system(cmd) == 0);
 	free(cmd);
 }
@@ -268,9 +329,9 @@ static void test_duplicates(void)
 	unsigned int n;
 
 	root = mkdtemp(tmpl);
-	ASSERT(root);
-	ASSERT(asprintf(&d1, "%s/first", root) > 0 && asprintf(&d2, "%s/second", root) > 0);
-	ASSERT(mkdir(d1, 0700) == 0 && mkdir(d2, 0700) == 0);
+	CHECK(root);
+	CHECK(asprintf(&d1, "%s/first", root) > 0 && asprintf(&d2, "%s/second", root) > 0);
+	CHECK(mkdir(d1, 0700) == 0 && mkdir(d2, 0700) == 0);
 	write_file(d1, "xfce4-notifyd.service",
 		   "[D-BUS Service]\nName=org.freedesktop.Notifications\n"
 		   "Exec=/usr/lib/xfce4/notifyd/xfce4-notifyd\n");
@@ -288,29 +349,29 @@ static void test_duplicates(void)
 	add_dir(&dirs, d2, 0);
 
 	n_warn = 0;
-	ASSERT(bus_services_load(&services, &dirs, on_warn, NULL) == 0);
-	CHECK_INT(services->n_services, 3);
+	CHECK(bus_services_load(&services, &dirs, on_warn, NULL) == 0);
+	CHECK_EQ(services->n_services, 3);
 	s = bus_services_lookup(services, "org.freedesktop.Notifications");
-	ASSERT(s);
+	CHECK(s);
 	CHECK_STR(s->exec, "/usr/bin/dunst");
 	CHECK(strstr(s->path, "/first/dunst.service") != NULL);
 	s = bus_services_lookup(services, "org.example.Login");
-	ASSERT(s);
+	CHECK(s);
 	CHECK_STR(s->user, "root");
 	CHECK_STR(s->exec, "/bin/false");
 	CHECK_STR(s->systemd_service, "dbus-org.example.Login.service");
 	CHECK(bus_services_lookup(services, "org.example.Other") != NULL);
 
 	CHECK(list_is_empty(&services->warnings));
-	CHECK_INT(n_warn, 0);
+	CHECK_EQ(n_warn, 0);
 	n = 0;
 	list_for_each_entry(w, &services->notes, link) {
 		char *want1, *want2;
 
-		ASSERT(asprintf(&want1, "%s/xfce4-notifyd.service: Service "
+		CHECK(asprintf(&want1, "%s/xfce4-notifyd.service: Service "
 				"org.freedesktop.Notifications already exists in activation "
 				"entry list (%s/dunst.service), ignoring", d1, d1) > 0);
-		ASSERT(asprintf(&want2, "%s/a.service: Service "
+		CHECK(asprintf(&want2, "%s/a.service: Service "
 				"org.freedesktop.Notifications already exists in activation "
 				"entry list (%s/dunst.service), ignoring", d2, d1) > 0);
 		if (!strcmp(w->str, want1))
@@ -322,7 +383,7 @@ static void test_duplicates(void)
 		free(want1);
 		free(want2);
 	}
-	CHECK_INT(n, 3);
+	CHECK_EQ(n, 3);
 	bus_services_free(services);
 	bus_config_servicedirs_clear(&dirs);
 	remove_tree(root);
@@ -340,10 +401,10 @@ static void test_installed(bool system)
 	struct bus_services *services = NULL;
 
 	if (system)
-		ASSERT(bus_config_standard_system_servicedirs(&dirs) == 0);
+		CHECK(bus_config_standard_system_servicedirs(&dirs) == 0);
 	else
-		ASSERT(bus_config_standard_session_servicedirs(&dirs) == 0);
-	ASSERT(bus_services_load(&services, &dirs, NULL, NULL) == 0);
+		CHECK(bus_config_standard_session_servicedirs(&dirs) == 0);
+	CHECK(bus_services_load(&services, &dirs, NULL, NULL) == 0);
 	printf("installed activatable names (%s bus): %zu\n", system ? "system" : "session",
 	       services->n_services);
 	bus_services_free(services);
@@ -355,6 +416,7 @@ int main(int argc, char **argv)
 	const char *data = argc > 1 ? argv[1] : TEST_DATA_DIR;
 
 	test_parse();
+	test_name_rule();
 	test_scan(data);
 	test_duplicates();
 	test_installed(true);

@@ -14,15 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "dbus-compat/address.h"
-
-#define ASSERT(x)                                                                  \
-	do {                                                                       \
-		if (!(x)) {                                                        \
-			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
-				__FILE__, __LINE__, __func__, #x);                 \
-			abort();                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static const char guid[] = "0123456789abcdef0123456789ABCDEF";
 
@@ -36,18 +28,18 @@ static void expect_one(const char *str, enum address_kind kind, const char *valu
 	r = address_list_parse(&l, str, &err);
 	if (r)
 		fprintf(stderr, "parse '%s': %d %s\n", str, r, err ? err : "");
-	ASSERT(r == 0);
-	ASSERT(!err);
-	ASSERT(l.n_entries == 1);
-	ASSERT(l.entries[0].kind == kind);
+	CHECK(r == 0);
+	CHECK(!err);
+	CHECK(l.n_entries == 1);
+	CHECK(l.entries[0].kind == kind);
 	if (value)
-		ASSERT(l.entries[0].value && !strcmp(l.entries[0].value, value));
+		CHECK(l.entries[0].value && !strcmp(l.entries[0].value, value));
 	else
-		ASSERT(!l.entries[0].value);
+		CHECK(!l.entries[0].value);
 	if (g)
-		ASSERT(l.entries[0].guid && !strcmp(l.entries[0].guid, g));
+		CHECK(l.entries[0].guid && !strcmp(l.entries[0].guid, g));
 	else
-		ASSERT(!l.entries[0].guid);
+		CHECK(!l.entries[0].guid);
 	address_list_deinit(&l);
 }
 
@@ -62,10 +54,10 @@ static void expect_error(const char *str, const char *needle)
 	if (r != ADDRESS_E_INVALID || !err || (needle && !strstr(err, needle)))
 		fprintf(stderr, "parse '%s': r=%d err='%s' (wanted '%s')\n", str, r,
 			err ? err : "(null)", needle ? needle : "");
-	ASSERT(r == ADDRESS_E_INVALID);
-	ASSERT(err);
+	CHECK(r == ADDRESS_E_INVALID);
+	CHECK(err);
 	if (needle)
-		ASSERT(strstr(err, needle));
+		CHECK(strstr(err, needle));
 	free(err);
 	address_list_deinit(&l);
 }
@@ -93,11 +85,11 @@ static void test_parse(void)
 	expect_one(";unix:path=/a;;", ADDRESS_UNIX_PATH, "/a", NULL);
 
 	/* Several addresses in order. */
-	ASSERT(address_list_parse(&l, "unix:path=/a;unix:abstract=b;unix:tmpdir=/tmp", NULL) == 0);
-	ASSERT(l.n_entries == 3);
-	ASSERT(l.entries[0].kind == ADDRESS_UNIX_PATH && !strcmp(l.entries[0].value, "/a"));
-	ASSERT(l.entries[1].kind == ADDRESS_UNIX_ABSTRACT && !strcmp(l.entries[1].value, "b"));
-	ASSERT(l.entries[2].kind == ADDRESS_UNIX_TMPDIR && !strcmp(l.entries[2].value, "/tmp"));
+	CHECK(address_list_parse(&l, "unix:path=/a;unix:abstract=b;unix:tmpdir=/tmp", NULL) == 0);
+	CHECK(l.n_entries == 3);
+	CHECK(l.entries[0].kind == ADDRESS_UNIX_PATH && !strcmp(l.entries[0].value, "/a"));
+	CHECK(l.entries[1].kind == ADDRESS_UNIX_ABSTRACT && !strcmp(l.entries[1].value, "b"));
+	CHECK(l.entries[2].kind == ADDRESS_UNIX_TMPDIR && !strcmp(l.entries[2].value, "/tmp"));
 	address_list_deinit(&l);
 	address_list_deinit(&l);
 }
@@ -156,7 +148,7 @@ static void test_parse_errors(void)
 	{
 		struct address_list l;
 
-		ASSERT(address_list_parse(&l, "unixexec:", NULL) == ADDRESS_E_INVALID);
+		CHECK(address_list_parse(&l, "unixexec:", NULL) == ADDRESS_E_INVALID);
 		address_list_deinit(&l);
 	}
 }
@@ -166,26 +158,26 @@ static void test_parse_tcp(void)
 	struct address_list l;
 	char buf[256];
 
-	ASSERT(address_list_parse(&l, "tcp:", NULL) == 0);
-	ASSERT(l.n_entries == 1 && l.entries[0].kind == ADDRESS_TCP);
-	ASSERT(!l.entries[0].host && !l.entries[0].port && !l.entries[0].family);
+	CHECK(address_list_parse(&l, "tcp:", NULL) == 0);
+	CHECK(l.n_entries == 1 && l.entries[0].kind == ADDRESS_TCP);
+	CHECK(!l.entries[0].host && !l.entries[0].port && !l.entries[0].family);
 	address_list_deinit(&l);
 
 	snprintf(buf, sizeof(buf), "nonce-tcp:host=127.0.0.1,bind=*,port=0,family=ipv4,"
 		 "noncefile=/tmp/a%%20b,frob=1,guid=%s", guid);
-	ASSERT(address_list_parse(&l, buf, NULL) == 0);
-	ASSERT(l.n_entries == 1 && l.entries[0].kind == ADDRESS_NONCE_TCP);
-	ASSERT(!strcmp(l.entries[0].host, "127.0.0.1"));
-	ASSERT(!strcmp(l.entries[0].bind, "*"));
-	ASSERT(!strcmp(l.entries[0].port, "0"));
-	ASSERT(!strcmp(l.entries[0].family, "ipv4"));
-	ASSERT(!strcmp(l.entries[0].noncefile, "/tmp/a b"));
-	ASSERT(!strcmp(l.entries[0].guid, guid));
-	ASSERT(!l.entries[0].value);
+	CHECK(address_list_parse(&l, buf, NULL) == 0);
+	CHECK(l.n_entries == 1 && l.entries[0].kind == ADDRESS_NONCE_TCP);
+	CHECK(!strcmp(l.entries[0].host, "127.0.0.1"));
+	CHECK(!strcmp(l.entries[0].bind, "*"));
+	CHECK(!strcmp(l.entries[0].port, "0"));
+	CHECK(!strcmp(l.entries[0].family, "ipv4"));
+	CHECK(!strcmp(l.entries[0].noncefile, "/tmp/a b"));
+	CHECK(!strcmp(l.entries[0].guid, guid));
+	CHECK(!l.entries[0].value);
 	address_list_deinit(&l);
 
-	ASSERT(address_list_parse(&l, "tcp:host=%3a%3a1,port=65535,family=ipv6", NULL) == 0);
-	ASSERT(!strcmp(l.entries[0].host, "::1") && !strcmp(l.entries[0].port, "65535"));
+	CHECK(address_list_parse(&l, "tcp:host=%3a%3a1,port=65535,family=ipv6", NULL) == 0);
+	CHECK(!strcmp(l.entries[0].host, "::1") && !strcmp(l.entries[0].port, "65535"));
 	address_list_deinit(&l);
 }
 
@@ -219,10 +211,10 @@ static int tcp_connect(const char *host, const char *port, int family)
 	struct addrinfo hints = { .ai_family = family, .ai_socktype = SOCK_STREAM }, *ai;
 	int fd;
 
-	ASSERT(getaddrinfo(host, port, &hints, &ai) == 0);
+	CHECK(getaddrinfo(host, port, &hints, &ai) == 0);
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ASSERT(fd >= 0);
-	ASSERT(connect(fd, ai->ai_addr, ai->ai_addrlen) == 0);
+	CHECK(fd >= 0);
+	CHECK(connect(fd, ai->ai_addr, ai->ai_addrlen) == 0);
 	freeaddrinfo(ai);
 	return fd;
 }
@@ -237,26 +229,26 @@ static void test_listen_tcp(void)
 	size_t n_fds;
 	struct stat st;
 
-	ASSERT(address_generate_guid(g) == 0);
+	CHECK(address_generate_guid(g) == 0);
 
 	/* port=0: the real port is printed, with the family of the sockets. */
-	ASSERT(address_list_parse(&l, "tcp:host=127.0.0.1,port=0", NULL) == 0);
-	ASSERT(address_listen_tcp(&l.entries[0], g, fds, &n_fds, &connectable, nonce,
+	CHECK(address_list_parse(&l, "tcp:host=127.0.0.1,port=0", NULL) == 0);
+	CHECK(address_listen_tcp(&l.entries[0], g, fds, &n_fds, &connectable, nonce,
 				  &noncefile, &err) == 0);
 	printf("# listen tcp:host=127.0.0.1,port=0 -> %s\n", connectable);
-	ASSERT(n_fds == 1 && !noncefile);
-	ASSERT(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
-	ASSERT(fcntl(fds[0], F_GETFL) & O_NONBLOCK);
-	ASSERT(!strncmp(connectable, "tcp:host=127.0.0.1,port=", 24));
-	ASSERT(strstr(connectable, ",family=ipv4,guid="));
+	CHECK(n_fds == 1 && !noncefile);
+	CHECK(fcntl(fds[0], F_GETFD) & FD_CLOEXEC);
+	CHECK(fcntl(fds[0], F_GETFL) & O_NONBLOCK);
+	CHECK(!strncmp(connectable, "tcp:host=127.0.0.1,port=", 24));
+	CHECK(strstr(connectable, ",family=ipv4,guid="));
 	port = addr_value(connectable, "port");
-	ASSERT(port && strcmp(port, "0") && atoi(port) > 0);
+	CHECK(port && strcmp(port, "0") && atoi(port) > 0);
 	v = addr_value(connectable, "guid");
-	ASSERT(v && !strcmp(v, g));
+	CHECK(v && !strcmp(v, g));
 	free(v);
 	cfd = tcp_connect("127.0.0.1", port, AF_INET);
 	afd = accept4(fds[0], NULL, NULL, SOCK_CLOEXEC);
-	ASSERT(afd >= 0);
+	CHECK(afd >= 0);
 	close(afd);
 	close(cfd);
 	close(fds[0]);
@@ -265,19 +257,19 @@ static void test_listen_tcp(void)
 	address_list_deinit(&l);
 
 	/* No keys at all: host localhost, a free port. */
-	ASSERT(address_list_parse(&l, "tcp:", NULL) == 0);
-	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+	CHECK(address_list_parse(&l, "tcp:", NULL) == 0);
+	CHECK(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
 				  NULL, NULL) == 0);
-	ASSERT(!strncmp(connectable, "tcp:host=localhost,port=", 24));
-	ASSERT(!strstr(connectable, "guid="));
+	CHECK(!strncmp(connectable, "tcp:host=localhost,port=", 24));
+	CHECK(!strstr(connectable, "guid="));
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	free(connectable);
 	address_list_deinit(&l);
 
 	/* A port in use is refused. */
-	ASSERT(address_list_parse(&l, "tcp:host=127.0.0.1,port=0", NULL) == 0);
-	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+	CHECK(address_list_parse(&l, "tcp:host=127.0.0.1,port=0", NULL) == 0);
+	CHECK(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
 				  NULL, NULL) == 0);
 	port = addr_value(connectable, "port");
 	free(connectable);
@@ -288,10 +280,10 @@ static void test_listen_tcp(void)
 		size_t n2;
 
 		snprintf(buf, sizeof(buf), "tcp:host=127.0.0.1,port=%s", port);
-		ASSERT(address_list_parse(&l, buf, NULL) == 0);
-		ASSERT(address_listen_tcp(&l.entries[0], NULL, fds2, &n2, &connectable, nonce,
+		CHECK(address_list_parse(&l, buf, NULL) == 0);
+		CHECK(address_listen_tcp(&l.entries[0], NULL, fds2, &n2, &connectable, nonce,
 					  NULL, &err) == ADDRESS_E_UNUSABLE);
-		ASSERT(err && strstr(err, "in use"));
+		CHECK(err && strstr(err, "in use"));
 		free(err);
 		err = NULL;
 		address_list_deinit(&l);
@@ -300,12 +292,12 @@ static void test_listen_tcp(void)
 	free(port);
 
 	/* bind= is listened on, host= is printed. */
-	ASSERT(address_list_parse(&l, "tcp:host=localhost,bind=127.0.0.1,family=ipv4", NULL) == 0);
-	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+	CHECK(address_list_parse(&l, "tcp:host=localhost,bind=127.0.0.1,family=ipv4", NULL) == 0);
+	CHECK(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
 				  NULL, NULL) == 0);
-	ASSERT(n_fds == 1);
-	ASSERT(!strncmp(connectable, "tcp:host=localhost,port=", 24));
-	ASSERT(strstr(connectable, ",family=ipv4"));
+	CHECK(n_fds == 1);
+	CHECK(!strncmp(connectable, "tcp:host=localhost,port=", 24));
+	CHECK(strstr(connectable, ",family=ipv4"));
 	port = addr_value(connectable, "port");
 	cfd = tcp_connect("127.0.0.1", port, AF_INET);
 	close(cfd);
@@ -315,12 +307,12 @@ static void test_listen_tcp(void)
 	address_list_deinit(&l);
 
 	/* IPv6 loopback, where the machine has it. */
-	ASSERT(address_list_parse(&l, "tcp:host=%3a%3a1,port=0", NULL) == 0);
+	CHECK(address_list_parse(&l, "tcp:host=%3a%3a1,port=0", NULL) == 0);
 	if (address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce, NULL,
 			       NULL) == 0) {
 		printf("# listen tcp:host=::1 -> %s\n", connectable);
-		ASSERT(!strncmp(connectable, "tcp:host=%3a%3a1,port=", 22));
-		ASSERT(strstr(connectable, ",family=ipv6"));
+		CHECK(!strncmp(connectable, "tcp:host=%3a%3a1,port=", 22));
+		CHECK(strstr(connectable, ",family=ipv6"));
 		port = addr_value(connectable, "port");
 		cfd = tcp_connect("::1", port, AF_INET6);
 		close(cfd);
@@ -334,48 +326,48 @@ static void test_listen_tcp(void)
 	address_list_deinit(&l);
 
 	/* An unknown name, a family the host does not have. */
-	ASSERT(address_list_parse(&l, "tcp:host=127.0.0.1,family=ipv6", NULL) == 0);
-	ASSERT(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
+	CHECK(address_list_parse(&l, "tcp:host=127.0.0.1,family=ipv6", NULL) == 0);
+	CHECK(address_listen_tcp(&l.entries[0], NULL, fds, &n_fds, &connectable, nonce,
 				  NULL, &err) == ADDRESS_E_UNUSABLE);
-	ASSERT(err);
+	CHECK(err);
 	free(err);
 	err = NULL;
 	address_list_deinit(&l);
 
 	/* nonce-tcp: a 0600 nonce file of 16 bytes in a new 0700 directory under TMPDIR. */
-	ASSERT(mkdtemp(dir));
+	CHECK(mkdtemp(dir));
 	setenv("TMPDIR", dir, 1);
-	ASSERT(address_list_parse(&l, "nonce-tcp:host=127.0.0.1,bind=127.0.0.1", NULL) == 0);
-	ASSERT(address_listen_tcp(&l.entries[0], g, fds, &n_fds, &connectable, nonce,
+	CHECK(address_list_parse(&l, "nonce-tcp:host=127.0.0.1,bind=127.0.0.1", NULL) == 0);
+	CHECK(address_listen_tcp(&l.entries[0], g, fds, &n_fds, &connectable, nonce,
 				  &noncefile, &err) == 0);
 	unsetenv("TMPDIR");
 	printf("# listen nonce-tcp -> %s\n", connectable);
-	ASSERT(!strncmp(connectable, "nonce-tcp:host=127.0.0.1,port=", 30));
-	ASSERT(noncefile && !strncmp(noncefile, dir, strlen(dir)));
-	ASSERT(strstr(noncefile, "/dbus_nonce-") && strstr(noncefile, "/nonce"));
+	CHECK(!strncmp(connectable, "nonce-tcp:host=127.0.0.1,port=", 30));
+	CHECK(noncefile && !strncmp(noncefile, dir, strlen(dir)));
+	CHECK(strstr(noncefile, "/dbus_nonce-") && strstr(noncefile, "/nonce"));
 	v = addr_value(connectable, "noncefile");
-	ASSERT(v && !strcmp(v, noncefile));
+	CHECK(v && !strcmp(v, noncefile));
 	free(v);
-	ASSERT(stat(noncefile, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
-	ASSERT(st.st_size == ADDRESS_NONCE_LEN);
+	CHECK(stat(noncefile, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	CHECK(st.st_size == ADDRESS_NONCE_LEN);
 	{
 		int nfd = open(noncefile, O_RDONLY | O_CLOEXEC);
 
-		ASSERT(nfd >= 0 && read(nfd, got, sizeof(got)) == (ssize_t)sizeof(got));
+		CHECK(nfd >= 0 && read(nfd, got, sizeof(got)) == (ssize_t)sizeof(got));
 		close(nfd);
-		ASSERT(!memcmp(got, nonce, sizeof(got)));
+		CHECK(!memcmp(got, nonce, sizeof(got)));
 	}
 	{
 		char *slash = strrchr(noncefile, '/');
 
 		*slash = '\0';
-		ASSERT(stat(noncefile, &st) == 0 && (st.st_mode & 0777) == 0700);
+		CHECK(stat(noncefile, &st) == 0 && (st.st_mode & 0777) == 0700);
 		*slash = '/';
 	}
-	ASSERT(unlink(noncefile) == 0);
+	CHECK(unlink(noncefile) == 0);
 	*strrchr(noncefile, '/') = '\0';
-	ASSERT(rmdir(noncefile) == 0);
-	ASSERT(rmdir(dir) == 0);
+	CHECK(rmdir(noncefile) == 0);
+	CHECK(rmdir(dir) == 0);
 	for (size_t i = 0; i < n_fds; i++)
 		close(fds[i]);
 	free(noncefile);
@@ -391,30 +383,30 @@ static void test_escape(void)
 	for (i = 0; i < 256; i++)
 		all[i] = (char)i;
 	esc = address_escape(all, 256);
-	ASSERT(esc);
+	CHECK(esc);
 	/* Only optionally-escaped bytes and escapes remain. */
 	for (i = 0; esc[i]; i++)
-		ASSERT(strchr("-_/.\\*%", esc[i]) || (esc[i] >= '0' && esc[i] <= '9') ||
+		CHECK(strchr("-_/.\\*%", esc[i]) || (esc[i] >= '0' && esc[i] <= '9') ||
 		       (esc[i] >= 'a' && esc[i] <= 'z') || (esc[i] >= 'A' && esc[i] <= 'Z'));
-	ASSERT(address_unescape(esc, strlen(esc), &back, &n) == 0);
-	ASSERT(n == 256 && !memcmp(back, all, 256));
+	CHECK(address_unescape(esc, strlen(esc), &back, &n) == 0);
+	CHECK(n == 256 && !memcmp(back, all, 256));
 	free(back);
 	free(esc);
 
 	esc = address_escape("/tmp/dbus-AZaz09_-.\\*", 21);
-	ASSERT(!strcmp(esc, "/tmp/dbus-AZaz09_-.\\*"));
+	CHECK(!strcmp(esc, "/tmp/dbus-AZaz09_-.\\*"));
 	free(esc);
 	esc = address_escape("a b,c;d=e%", 10);
-	ASSERT(!strcmp(esc, "a%20b%2cc%3bd%3de%25"));
+	CHECK(!strcmp(esc, "a%20b%2cc%3bd%3de%25"));
 	free(esc);
 	esc = address_escape("", 0);
-	ASSERT(esc && !strcmp(esc, ""));
+	CHECK(esc && !strcmp(esc, ""));
 	free(esc);
 
-	ASSERT(address_unescape("a%2", 3, &back, NULL) == ADDRESS_E_INVALID);
-	ASSERT(address_unescape("a,b", 3, &back, NULL) == ADDRESS_E_INVALID);
-	ASSERT(address_unescape("%41%42", 6, &back, &n) == 0);
-	ASSERT(n == 2 && !strcmp(back, "AB"));
+	CHECK(address_unescape("a%2", 3, &back, NULL) == ADDRESS_E_INVALID);
+	CHECK(address_unescape("a,b", 3, &back, NULL) == ADDRESS_E_INVALID);
+	CHECK(address_unescape("%41%42", 6, &back, &n) == 0);
+	CHECK(n == 2 && !strcmp(back, "AB"));
 	free(back);
 
 	/* Escaped arbitrary path parses back to the same path. */
@@ -425,8 +417,8 @@ static void test_escape(void)
 
 		esc = address_escape(path, strlen(path));
 		snprintf(buf, sizeof(buf), "unix:path=%s", esc);
-		ASSERT(address_list_parse(&l, buf, NULL) == 0);
-		ASSERT(!strcmp(l.entries[0].value, path));
+		CHECK(address_list_parse(&l, buf, NULL) == 0);
+		CHECK(!strcmp(l.entries[0].value, path));
 		address_list_deinit(&l);
 		free(esc);
 	}
@@ -437,12 +429,12 @@ static void test_guid(void)
 	char a[ADDRESS_GUID_LEN + 1], b[ADDRESS_GUID_LEN + 1];
 	size_t i;
 
-	ASSERT(address_generate_guid(a) == 0);
-	ASSERT(address_generate_guid(b) == 0);
-	ASSERT(strlen(a) == ADDRESS_GUID_LEN);
+	CHECK(address_generate_guid(a) == 0);
+	CHECK(address_generate_guid(b) == 0);
+	CHECK(strlen(a) == ADDRESS_GUID_LEN);
 	for (i = 0; i < ADDRESS_GUID_LEN; i++)
-		ASSERT((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f'));
-	ASSERT(strcmp(a, b));
+		CHECK((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f'));
+	CHECK(strcmp(a, b));
 }
 
 /* Listen on @str, check the printed address, connect to it, accept. */
@@ -454,40 +446,40 @@ static void listen_connect(const char *str, const char *expect_prefix, bool expe
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
 
-	ASSERT(address_generate_guid(g) == 0);
-	ASSERT(address_list_parse(&l, str, NULL) == 0);
+	CHECK(address_generate_guid(g) == 0);
+	CHECK(address_list_parse(&l, str, NULL) == 0);
 	r = address_listen(&l.entries[0], g, &lfd, &connectable, &unlink_path, &err);
 	if (r)
 		fprintf(stderr, "listen %s: %d %s\n", str, r, err ? err : "");
-	ASSERT(r == 0);
+	CHECK(r == 0);
 	printf("# listen %s -> %s\n", str, connectable);
-	ASSERT(!strncmp(connectable, expect_prefix, strlen(expect_prefix)));
-	ASSERT(strstr(connectable, ",guid=") && !strcmp(strstr(connectable, ",guid=") + 6, g));
-	ASSERT((unlink_path != NULL) == expect_unlink);
-	ASSERT(fcntl(lfd, F_GETFD) & FD_CLOEXEC);
-	ASSERT(fcntl(lfd, F_GETFL) & O_NONBLOCK);
+	CHECK(!strncmp(connectable, expect_prefix, strlen(expect_prefix)));
+	CHECK(strstr(connectable, ",guid=") && !strcmp(strstr(connectable, ",guid=") + 6, g));
+	CHECK((unlink_path != NULL) == expect_unlink);
+	CHECK(fcntl(lfd, F_GETFD) & FD_CLOEXEC);
+	CHECK(fcntl(lfd, F_GETFL) & O_NONBLOCK);
 
 	/* The printed address is parseable and connectable. */
-	ASSERT(address_list_parse(&c, connectable, NULL) == 0);
-	ASSERT(c.n_entries == 1);
-	ASSERT(c.entries[0].guid && !strcmp(c.entries[0].guid, g));
-	ASSERT(address_connect(&c.entries[0], &cfd) == 0);
+	CHECK(address_list_parse(&c, connectable, NULL) == 0);
+	CHECK(c.n_entries == 1);
+	CHECK(c.entries[0].guid && !strcmp(c.entries[0].guid, g));
+	CHECK(address_connect(&c.entries[0], &cfd) == 0);
 	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	ASSERT(afd >= 0);
-	ASSERT(getsockopt(afd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0);
-	ASSERT(uc.pid == getpid());
-	ASSERT(write(cfd, "x", 1) == 1);
+	CHECK(afd >= 0);
+	CHECK(getsockopt(afd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0);
+	CHECK(uc.pid == getpid());
+	CHECK(write(cfd, "x", 1) == 1);
 	{
 		char ch = 0;
 
-		ASSERT(read(afd, &ch, 1) == 1 && ch == 'x');
+		CHECK(read(afd, &ch, 1) == 1 && ch == 'x');
 	}
 	if (unlink_path) {
 		struct stat st;
 
-		ASSERT(stat(unlink_path, &st) == 0 && S_ISSOCK(st.st_mode));
-		ASSERT((st.st_mode & 0777) == 0777);
-		ASSERT(unlink(unlink_path) == 0);
+		CHECK(stat(unlink_path, &st) == 0 && S_ISSOCK(st.st_mode));
+		CHECK((st.st_mode & 0777) == 0777);
+		CHECK(unlink(unlink_path) == 0);
 	}
 	close(afd);
 	close(cfd);
@@ -505,7 +497,7 @@ static void test_listen(void)
 	char *connectable = NULL, *unlink_path = NULL, *err = NULL;
 	int lfd, lfd2, fd;
 
-	ASSERT(mkdtemp(dir));
+	CHECK(mkdtemp(dir));
 
 	snprintf(buf, sizeof(buf), "unix:path=%s/sock", dir);
 	snprintf(abs_name, sizeof(abs_name), "unix:path=%s/sock,guid=", dir);
@@ -516,11 +508,11 @@ static void test_listen(void)
 		char sub[200], esc_prefix[256];
 
 		snprintf(sub, sizeof(sub), "%s/a b,c", dir);
-		ASSERT(mkdir(sub, 0700) == 0);
+		CHECK(mkdir(sub, 0700) == 0);
 		snprintf(buf, sizeof(buf), "unix:dir=%s/a%%20b%%2cc", dir);
 		snprintf(esc_prefix, sizeof(esc_prefix), "unix:path=%s/a%%20b%%2cc/dbus-", dir);
 		listen_connect(buf, esc_prefix, true);
-		ASSERT(rmdir(sub) == 0);
+		CHECK(rmdir(sub) == 0);
 	}
 
 	snprintf(buf, sizeof(buf), "unix:tmpdir=%s", dir);
@@ -534,68 +526,68 @@ static void test_listen(void)
 	snprintf(abs_name, sizeof(abs_name), "unix:path=%s/bus,guid=", dir);
 	listen_connect("unix:runtime=yes", abs_name, true);
 	unsetenv("XDG_RUNTIME_DIR");
-	ASSERT(address_list_parse(&l, "unix:runtime=yes", NULL) == 0);
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, &err) ==
+	CHECK(address_list_parse(&l, "unix:runtime=yes", NULL) == 0);
+	CHECK(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, &err) ==
 	       ADDRESS_E_UNUSABLE);
-	ASSERT(err && strstr(err, "XDG_RUNTIME_DIR"));
+	CHECK(err && strstr(err, "XDG_RUNTIME_DIR"));
 	free(err);
 	err = NULL;
 	/* Listen-only kinds cannot be connected to. */
-	ASSERT(address_connect(&l.entries[0], &fd) == ADDRESS_E_UNUSABLE);
+	CHECK(address_connect(&l.entries[0], &fd) == ADDRESS_E_UNUSABLE);
 	address_list_deinit(&l);
 
 	/* A path somebody listens on is refused; a stale one is replaced. */
 	snprintf(buf, sizeof(buf), "unix:path=%s/live", dir);
-	ASSERT(address_list_parse(&l, buf, NULL) == 0);
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, &unlink_path, NULL) == 0);
-	ASSERT(!strstr(connectable, "guid="));
+	CHECK(address_list_parse(&l, buf, NULL) == 0);
+	CHECK(address_listen(&l.entries[0], NULL, &lfd, &connectable, &unlink_path, NULL) == 0);
+	CHECK(!strstr(connectable, "guid="));
 	free(connectable);
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd2, &connectable, NULL, &err) ==
+	CHECK(address_listen(&l.entries[0], NULL, &lfd2, &connectable, NULL, &err) ==
 	       ADDRESS_E_UNUSABLE);
-	ASSERT(err && strstr(err, "in use"));
+	CHECK(err && strstr(err, "in use"));
 	free(err);
 	err = NULL;
 	close(lfd); /* now the file is stale */
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd2, &connectable, NULL, NULL) == 0);
-	ASSERT(address_connect(&l.entries[0], &fd) == 0);
+	CHECK(address_listen(&l.entries[0], NULL, &lfd2, &connectable, NULL, NULL) == 0);
+	CHECK(address_connect(&l.entries[0], &fd) == 0);
 	close(fd);
 	close(lfd2);
 	free(connectable);
-	ASSERT(unlink(unlink_path) == 0);
+	CHECK(unlink(unlink_path) == 0);
 	free(unlink_path);
 	address_list_deinit(&l);
 
 	/* A regular file in the way is not deleted. */
 	snprintf(buf, sizeof(buf), "%s/file", dir);
 	fd = open(buf, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-	ASSERT(fd >= 0);
+	CHECK(fd >= 0);
 	close(fd);
 	snprintf(buf, sizeof(buf), "unix:path=%s/file", dir);
-	ASSERT(address_list_parse(&l, buf, NULL) == 0);
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, NULL) ==
+	CHECK(address_list_parse(&l, buf, NULL) == 0);
+	CHECK(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, NULL) ==
 	       ADDRESS_E_UNUSABLE);
 	snprintf(buf, sizeof(buf), "%s/file", dir);
-	ASSERT(access(buf, F_OK) == 0);
-	ASSERT(unlink(buf) == 0);
+	CHECK(access(buf, F_OK) == 0);
+	CHECK(unlink(buf) == 0);
 	address_list_deinit(&l);
 
 	/* Too long a path. */
 	memset(buf, 'a', sizeof(buf));
 	memcpy(buf, "unix:path=/", 11);
 	buf[200] = '\0';
-	ASSERT(address_list_parse(&l, buf, NULL) == 0);
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, &err) ==
+	CHECK(address_list_parse(&l, buf, NULL) == 0);
+	CHECK(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, &err) ==
 	       ADDRESS_E_UNUSABLE);
-	ASSERT(err && strstr(err, "too long"));
+	CHECK(err && strstr(err, "too long"));
 	free(err);
 	address_list_deinit(&l);
 
 	/* A directory that does not exist. */
-	ASSERT(address_list_parse(&l, "unix:dir=/nonexistent/dir", NULL) == 0);
-	ASSERT(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, NULL) == -ENOENT);
+	CHECK(address_list_parse(&l, "unix:dir=/nonexistent/dir", NULL) == 0);
+	CHECK(address_listen(&l.entries[0], NULL, &lfd, &connectable, NULL, NULL) == -ENOENT);
 	address_list_deinit(&l);
 
-	ASSERT(rmdir(dir) == 0);
+	CHECK(rmdir(dir) == 0);
 }
 
 int main(void)

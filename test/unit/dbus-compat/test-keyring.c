@@ -14,15 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dbus-compat/keyring.h"
-
-#define ASSERT(x)                                                                  \
-	do {                                                                       \
-		if (!(x)) {                                                        \
-			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
-				__FILE__, __LINE__, __func__, #x);                 \
-			abort();                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 #define CTX "org_freedesktop_general"
 
@@ -33,9 +25,9 @@ static void write_file(const char *path, const char *text)
 {
 	FILE *f = fopen(path, "w");
 
-	ASSERT(f);
+	CHECK(f);
 	fputs(text, f);
-	ASSERT(fclose(f) == 0);
+	CHECK(fclose(f) == 0);
 }
 
 static char *read_file(const char *path)
@@ -44,7 +36,7 @@ static char *read_file(const char *path)
 	FILE *f = fopen(path, "r");
 	size_t n;
 
-	ASSERT(f);
+	CHECK(f);
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	buf[n] = '\0';
 	fclose(f);
@@ -63,17 +55,17 @@ static int count_lines(const char *s)
 
 static void test_context(void)
 {
-	ASSERT(keyring_context_is_valid(CTX));
-	ASSERT(keyring_context_is_valid("foo"));
-	ASSERT(!keyring_context_is_valid(""));
-	ASSERT(!keyring_context_is_valid(".foo"));
-	ASSERT(!keyring_context_is_valid("a.lock"));
-	ASSERT(!keyring_context_is_valid("a/b"));
-	ASSERT(!keyring_context_is_valid("a\\b"));
-	ASSERT(!keyring_context_is_valid("a b"));
-	ASSERT(!keyring_context_is_valid("a\tb"));
-	ASSERT(!keyring_context_is_valid("a\nb"));
-	ASSERT(!keyring_context_is_valid("caf\xc3\xa9"));
+	CHECK(keyring_context_is_valid(CTX));
+	CHECK(keyring_context_is_valid("foo"));
+	CHECK(!keyring_context_is_valid(""));
+	CHECK(!keyring_context_is_valid(".foo"));
+	CHECK(!keyring_context_is_valid("a.lock"));
+	CHECK(!keyring_context_is_valid("a/b"));
+	CHECK(!keyring_context_is_valid("a\\b"));
+	CHECK(!keyring_context_is_valid("a b"));
+	CHECK(!keyring_context_is_valid("a\tb"));
+	CHECK(!keyring_context_is_valid("a\nb"));
+	CHECK(!keyring_context_is_valid("caf\xc3\xa9"));
 }
 
 static void test_create(void)
@@ -87,39 +79,39 @@ static void test_create(void)
 	char secret[300];
 
 	/* No directory yet: created 0700, a cookie file 0600 with one line. */
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == 0);
-	ASSERT(lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
-	ASSERT(stat(file, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
-	ASSERT(c.created == now && c.id <= 0x7fffffffU && strlen(c.secret) == 48);
-	ASSERT(sscanf(read_file(file), "%u %lld %299s", &id, &t, secret) == 3);
-	ASSERT(id == c.id && t == now && !strcmp(secret, c.secret));
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == 0);
+	CHECK(lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+	CHECK(stat(file, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+	CHECK(c.created == now && c.id <= 0x7fffffffU && strlen(c.secret) == 48);
+	CHECK(sscanf(read_file(file), "%u %lld %299s", &id, &t, secret) == 3);
+	CHECK(id == c.id && t == now && !strcmp(secret, c.secret));
 	snprintf(expect, sizeof(expect), "%u %lld %s\n", c.id, (long long)now, c.secret);
-	ASSERT(!strcmp(read_file(file), expect));
+	CHECK(!strcmp(read_file(file), expect));
 	/* No lock or temporary file left behind. */
 	{
 		char lock[320];
 
 		snprintf(lock, sizeof(lock), "%s.lock", file);
-		ASSERT(access(lock, F_OK) < 0 && errno == ENOENT);
+		CHECK(access(lock, F_OK) < 0 && errno == ENOENT);
 	}
 
 	/* A recent cookie is offered again; the file is not rewritten. */
-	ASSERT(keyring_get_cookie(dir, CTX, now + 60, &c2) == 0);
-	ASSERT(c2.id == c.id && !strcmp(c2.secret, c.secret));
-	ASSERT(!strcmp(read_file(file), expect));
+	CHECK(keyring_get_cookie(dir, CTX, now + 60, &c2) == 0);
+	CHECK(c2.id == c.id && !strcmp(c2.secret, c.secret));
+	CHECK(!strcmp(read_file(file), expect));
 
 	/* At 5 minutes it is too old to be offered: a new one joins it. */
-	ASSERT(keyring_get_cookie(dir, CTX, now + KEYRING_NEW_SECONDS, &c2) == 0);
-	ASSERT(c2.id != c.id && strcmp(c2.secret, c.secret));
-	ASSERT(c2.created == now + KEYRING_NEW_SECONDS);
-	ASSERT(count_lines(read_file(file)) == 2);
-	ASSERT(strstr(read_file(file), c.secret));
+	CHECK(keyring_get_cookie(dir, CTX, now + KEYRING_NEW_SECONDS, &c2) == 0);
+	CHECK(c2.id != c.id && strcmp(c2.secret, c.secret));
+	CHECK(c2.created == now + KEYRING_NEW_SECONDS);
+	CHECK(count_lines(read_file(file)) == 2);
+	CHECK(strstr(read_file(file), c.secret));
 
 	/* After 7 minutes the first one is dropped when the file is rewritten. */
-	ASSERT(keyring_get_cookie(dir, CTX, now + KEYRING_EXPIRE_SECONDS + KEYRING_NEW_SECONDS + 1,
+	CHECK(keyring_get_cookie(dir, CTX, now + KEYRING_EXPIRE_SECONDS + KEYRING_NEW_SECONDS + 1,
 				  &c) == 0);
-	ASSERT(count_lines(read_file(file)) == 1);
-	ASSERT(strstr(read_file(file), c.secret));
+	CHECK(count_lines(read_file(file)) == 1);
+	CHECK(strstr(read_file(file), c.secret));
 }
 
 static void test_lifetime(void)
@@ -138,28 +130,28 @@ static void test_lifetime(void)
 		 (long long)(now - 480), (long long)(now - 360), (long long)(now - 60),
 		 (long long)(now + 360), (long long)now, (long long)now, (long long)now);
 	write_file(file, text);
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == 0);
-	ASSERT(c.id == 3 && !strcmp(c.secret, "cccc"));
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == 0);
+	CHECK(c.id == 3 && !strcmp(c.secret, "cccc"));
 	/* Reading does not write. */
-	ASSERT(!strcmp(read_file(file), text));
+	CHECK(!strcmp(read_file(file), text));
 
 	/* Without the recent one: a new cookie; the expired and future ones go. */
 	snprintf(text, sizeof(text), "1 %lld aaaa\n2 %lld bbbb\n4 %lld dddd\n",
 		 (long long)(now - 480), (long long)(now - 360), (long long)(now + 360));
 	write_file(file, text);
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == 0);
-	ASSERT(c.id != 1 && c.id != 2 && c.id != 4 && c.created == now);
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == 0);
+	CHECK(c.id != 1 && c.id != 2 && c.id != 4 && c.created == now);
 	s = read_file(file);
-	ASSERT(count_lines(s) == 2);
-	ASSERT(!strncmp(s, "2 ", 2) && strstr(s, "bbbb") && strstr(s, c.secret));
-	ASSERT(!strstr(s, "aaaa") && !strstr(s, "dddd"));
+	CHECK(count_lines(s) == 2);
+	CHECK(!strncmp(s, "2 ", 2) && strstr(s, "bbbb") && strstr(s, c.secret));
+	CHECK(!strstr(s, "aaaa") && !strstr(s, "dddd"));
 
 	/* Non-ASCII contents are ignored altogether (as libdbus does). */
 	snprintf(text, sizeof(text), "3 %lld cccc\n\xff\n", (long long)now);
 	write_file(file, text);
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == 0);
-	ASSERT(c.id != 3);
-	ASSERT(count_lines(read_file(file)) == 1);
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == 0);
+	CHECK(c.id != 3);
+	CHECK(count_lines(read_file(file)) == 1);
 }
 
 static void test_lock(void)
@@ -174,15 +166,15 @@ static void test_lock(void)
 	write_file(file, "");
 	snprintf(lock, sizeof(lock), "%s.lock", file);
 	fd = open(lock, O_CREAT | O_EXCL | O_WRONLY, 0600);
-	ASSERT(fd >= 0);
+	CHECK(fd >= 0);
 	close(fd);
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == 0);
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == 0);
 	clock_gettime(CLOCK_MONOTONIC, &b);
-	ASSERT((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >=
+	CHECK((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >=
 	       KEYRING_LOCK_WAIT_MS - 10);
-	ASSERT(access(lock, F_OK) < 0);
-	ASSERT(count_lines(read_file(file)) == 1);
+	CHECK(access(lock, F_OK) < 0);
+	CHECK(count_lines(read_file(file)) == 1);
 }
 
 static void test_refused(void)
@@ -192,39 +184,39 @@ static void test_refused(void)
 	int64_t now = (int64_t)time(NULL);
 
 	/* Others may read the directory: not used at all. */
-	ASSERT(chmod(dir, 0750) == 0);
-	ASSERT(keyring_get_cookie(dir, CTX, now + 100000, &c) == KEYRING_E_UNUSABLE);
-	ASSERT(chmod(dir, 0700) == 0);
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == 0);
+	CHECK(chmod(dir, 0750) == 0);
+	CHECK(keyring_get_cookie(dir, CTX, now + 100000, &c) == KEYRING_E_UNUSABLE);
+	CHECK(chmod(dir, 0700) == 0);
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == 0);
 
 	/* A symlink to a private directory is not the directory. */
 	snprintf(other, sizeof(other), "%s/link", base);
-	ASSERT(symlink(dir, other) == 0);
-	ASSERT(keyring_get_cookie(other, CTX, now, &c) == KEYRING_E_UNUSABLE);
-	ASSERT(unlink(other) == 0);
+	CHECK(symlink(dir, other) == 0);
+	CHECK(keyring_get_cookie(other, CTX, now, &c) == KEYRING_E_UNUSABLE);
+	CHECK(unlink(other) == 0);
 
 	/* A file where the directory should be. */
 	snprintf(other, sizeof(other), "%s/file", base);
 	write_file(other, "");
-	ASSERT(keyring_get_cookie(other, CTX, now, &c) == KEYRING_E_UNUSABLE);
-	ASSERT(unlink(other) == 0);
+	CHECK(keyring_get_cookie(other, CTX, now, &c) == KEYRING_E_UNUSABLE);
+	CHECK(unlink(other) == 0);
 
 	/* A directory that cannot be created. */
-	ASSERT(keyring_get_cookie("/nonexistent/dir/.dbus-keyrings", CTX, now, &c) ==
+	CHECK(keyring_get_cookie("/nonexistent/dir/.dbus-keyrings", CTX, now, &c) ==
 	       KEYRING_E_UNUSABLE);
 	/* A context that is not a file name. */
-	ASSERT(keyring_get_cookie(dir, "../x", now, &c) == -EINVAL);
+	CHECK(keyring_get_cookie(dir, "../x", now, &c) == -EINVAL);
 
 	/* A directory where the file should be can not be replaced: unusable. */
-	ASSERT(unlink(file) == 0);
-	ASSERT(mkdir(file, 0700) == 0);
-	ASSERT(keyring_get_cookie(dir, CTX, now, &c) == KEYRING_E_UNUSABLE);
-	ASSERT(rmdir(file) == 0);
+	CHECK(unlink(file) == 0);
+	CHECK(mkdir(file, 0700) == 0);
+	CHECK(keyring_get_cookie(dir, CTX, now, &c) == KEYRING_E_UNUSABLE);
+	CHECK(rmdir(file) == 0);
 }
 
 int main(void)
 {
-	ASSERT(mkdtemp(base));
+	CHECK(mkdtemp(base));
 	snprintf(dir, sizeof(dir), "%s/.dbus-keyrings", base);
 	snprintf(file, sizeof(file), "%s/" CTX, dir);
 	umask(022);
@@ -237,7 +229,7 @@ int main(void)
 		char cmd[400];
 
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
-		ASSERT(system(cmd) == 0);
+		CHECK(system(cmd) == 0);
 	}
 	printf("ok\n");
 	return 0;

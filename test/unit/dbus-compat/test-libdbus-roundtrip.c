@@ -21,25 +21,7 @@
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/signature.h"
 #include "util/macro.h"
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
-
-#define CHECK_EQ(a, b)                                                         \
-	do {                                                                   \
-		long long _a = (long long)(a), _b = (long long)(b);            \
-		if (_a != _b) {                                                \
-			fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", \
-				__FILE__, __LINE__, #a, #b, _a, _b);           \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#include "check.h"
 
 static bool str_eq(const char *a, const char *b)
 {

@@ -24,22 +24,14 @@
 #include "dbus-compat/sasl.h"
 #include "dbus-compat/sha1.h"
 #include "dbus-compat/socket.h"
-
-#define ASSERT(x)                                                                  \
-	do {                                                                       \
-		if (!(x)) {                                                        \
-			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
-				__FILE__, __LINE__, __func__, #x);                 \
-			abort();                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static const char guid[] = "0123456789abcdef0123456789abcdef";
 static uid_t peer_uid = 1000;
 
 static void init(struct sasl_server *s, unsigned int flags)
 {
-	ASSERT(sasl_server_init(s, peer_uid, guid, flags) == 0);
+	CHECK(sasl_server_init(s, peer_uid, guid, flags) == 0);
 }
 
 /* Feed a string (with explicit length for embedded NULs). */
@@ -51,7 +43,7 @@ static int feed_n(struct sasl_server *s, const char *data, size_t n, size_t *con
 	if (consumed)
 		*consumed = c;
 	else if (r == 0)
-		ASSERT(c == n);
+		CHECK(c == n);
 	return r;
 }
 
@@ -69,7 +61,7 @@ static void expect_out(struct sasl_server *s, const char *expect)
 	if (n != strlen(expect) || (n && memcmp(out, expect, n))) {
 		fprintf(stderr, "expected output '%s', got '%.*s'\n", expect, (int)n,
 			out ? out : "");
-		ASSERT(0);
+		CHECK(0);
 	}
 	sasl_server_consume_output(s, n);
 }
@@ -105,14 +97,14 @@ static void test_init(void)
 {
 	struct sasl_server s;
 
-	ASSERT(sasl_server_init(&s, 0, "short", 0) == -EINVAL);
+	CHECK(sasl_server_init(&s, 0, "short", 0) == -EINVAL);
 	sasl_server_deinit(&s);
-	ASSERT(sasl_server_init(&s, 0, "0123456789abcdef0123456789abcdeX", 0) == -EINVAL);
+	CHECK(sasl_server_init(&s, 0, "0123456789abcdef0123456789abcdeX", 0) == -EINVAL);
 	sasl_server_deinit(&s);
-	ASSERT(sasl_server_init(&s, 0, guid, 0) == 0);
-	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_NUL);
-	ASSERT(!sasl_server_is_authenticated(&s));
-	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	CHECK(sasl_server_init(&s, 0, guid, 0) == 0);
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_NUL);
+	CHECK(!sasl_server_is_authenticated(&s));
+	CHECK(sasl_server_get_uid(&s) == (uid_t)-1);
 	sasl_server_deinit(&s);
 	sasl_server_deinit(&s); /* idempotent */
 }
@@ -123,13 +115,13 @@ static void test_missing_nul(void)
 	size_t c;
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "AUTH EXTERNAL 31303030\r\n", 24, &c) == SASL_SERVER_FAILED);
-	ASSERT(sasl_server_is_failed(&s));
-	ASSERT(sasl_server_get_failure(&s));
+	CHECK(feed_n(&s, "AUTH EXTERNAL 31303030\r\n", 24, &c) == SASL_SERVER_FAILED);
+	CHECK(sasl_server_is_failed(&s));
+	CHECK(sasl_server_get_failure(&s));
 	expect_out(&s, "");
 	/* Sticky. */
-	ASSERT(feed_n(&s, "\0", 1, &c) == SASL_SERVER_FAILED);
-	ASSERT(c == 0);
+	CHECK(feed_n(&s, "\0", 1, &c) == SASL_SERVER_FAILED);
+	CHECK(c == 0);
 	sasl_server_deinit(&s);
 }
 
@@ -142,57 +134,57 @@ static void test_external_initial_response(void)
 	init(&s, 0);
 	uid_hex(hex, peer_uid);
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, ok_line());
-	ASSERT(sasl_server_is_authenticated(&s));
-	ASSERT(!sasl_server_is_done(&s));
-	ASSERT(sasl_server_get_uid(&s) == peer_uid);
-	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
-	ASSERT(sasl_server_is_done(&s));
-	ASSERT(!sasl_server_is_anonymous(&s));
-	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	CHECK(sasl_server_is_authenticated(&s));
+	CHECK(!sasl_server_is_done(&s));
+	CHECK(sasl_server_get_uid(&s) == peer_uid);
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(sasl_server_is_done(&s));
+	CHECK(!sasl_server_is_anonymous(&s));
+	CHECK(!sasl_server_unix_fd_agreed(&s));
 	expect_out(&s, "");
 	sasl_server_deinit(&s);
 
 	/* Upper-case hex is hex too. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 
 	/* Wrong uid, then retry with the right one. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 30\r\n", 19, NULL) == 0); /* "0" */
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 30\r\n", 19, NULL) == 0); /* "0" */
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(!sasl_server_is_authenticated(&s));
-	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(!sasl_server_is_authenticated(&s));
+	CHECK(sasl_server_get_uid(&s) == (uid_t)-1);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 
 	/* Non-hex, odd length, non-numeric identity, uid overflow. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed(&s, "AUTH EXTERNAL zz\r\n") == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL zz\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL 313\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 313\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL 726f6f74\r\n") == 0); /* "root" */
+	CHECK(feed(&s, "AUTH EXTERNAL 726f6f74\r\n") == 0); /* "root" */
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	/* 4294968296 == 2^32 + 1000 must not wrap to 1000 */
 	hex_of(hex, "4294968296");
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	hex_of(hex, "99999999999999999999999");
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	/* Leading zeros still name the uid. */
 	hex_of(hex, "0001000");
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 }
@@ -204,19 +196,19 @@ static void test_external_data_exchange(void)
 
 	/* Empty DATA: use the transport's identity. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
-	ASSERT(feed(&s, "DATA\r\n") == 0);
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
+	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, ok_line());
-	ASSERT(sasl_server_get_uid(&s) == peer_uid);
+	CHECK(sasl_server_get_uid(&s) == peer_uid);
 	sasl_server_deinit(&s);
 
 	/* "DATA " with an empty argument is the same. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL \r\n", 17, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL \r\n", 17, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "DATA \r\n") == 0);
+	CHECK(feed(&s, "DATA \r\n") == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 
@@ -224,30 +216,30 @@ static void test_external_data_exchange(void)
 	init(&s, 0);
 	uid_hex(hex, peer_uid);
 	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 
 	/* DATA with a wrong uid or bad hex: REJECTED, back to WaitingForAuth. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "DATA 30\r\n") == 0);
+	CHECK(feed(&s, "DATA 30\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
-	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "DATA xy\r\n") == 0);
+	CHECK(feed(&s, "DATA xy\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	/* Something other than DATA while waiting for it. */
-	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
+	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
 	expect_out(&s, "ERROR \"Expected DATA\"\r\n");
-	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
-	ASSERT(feed(&s, "DATA\r\n") == 0);
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
+	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 }
@@ -258,36 +250,36 @@ static void test_anonymous(void)
 
 	/* Disabled: rejected, and not advertised. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH ANONYMOUS 7472616365\r\n", 28, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH ANONYMOUS 7472616365\r\n", 28, NULL) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(!sasl_server_is_authenticated(&s));
+	CHECK(!sasl_server_is_authenticated(&s));
 	sasl_server_deinit(&s);
 
 	/* Enabled, with trace. */
 	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
-	ASSERT(feed_n(&s, "\0AUTH ANONYMOUS 7472616365\r\n", 28, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH ANONYMOUS 7472616365\r\n", 28, NULL) == 0);
 	expect_out(&s, ok_line());
-	ASSERT(sasl_server_is_authenticated(&s));
-	ASSERT(sasl_server_is_anonymous(&s));
-	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
-	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
-	ASSERT(sasl_server_is_anonymous(&s));
+	CHECK(sasl_server_is_authenticated(&s));
+	CHECK(sasl_server_is_anonymous(&s));
+	CHECK(sasl_server_get_uid(&s) == (uid_t)-1);
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(sasl_server_is_anonymous(&s));
 	sasl_server_deinit(&s);
 
 	/* Enabled, empty challenge first; advertised in REJECTED. */
 	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
-	ASSERT(feed_n(&s, "\0AUTH FOO\r\n", 11, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH FOO\r\n", 11, NULL) == 0);
 	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
-	ASSERT(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
+	CHECK(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "DATA\r\n") == 0);
+	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, ok_line());
-	ASSERT(sasl_server_is_anonymous(&s));
+	CHECK(sasl_server_is_anonymous(&s));
 	sasl_server_deinit(&s);
 
 	/* Bad hex trace is rejected. */
 	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
-	ASSERT(feed_n(&s, "\0AUTH ANONYMOUS q\r\n", 19, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH ANONYMOUS q\r\n", 19, NULL) == 0);
 	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
 	sasl_server_deinit(&s);
 }
@@ -297,21 +289,21 @@ static void test_rejected_list_and_unknown(void)
 	struct sasl_server s;
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1 31303030\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "AUTH KERBEROS_V4\r\n") == 0);
+	CHECK(feed(&s, "AUTH KERBEROS_V4\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	/* Unknown commands get ERROR and the exchange goes on (spec Figure 3). */
-	ASSERT(feed(&s, "FOOBAR\r\n") == 0);
+	CHECK(feed(&s, "FOOBAR\r\n") == 0);
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
-	ASSERT(feed(&s, "EXTENSION_COM_EXAMPLE_X 1 2\r\n") == 0);
+	CHECK(feed(&s, "EXTENSION_COM_EXAMPLE_X 1 2\r\n") == 0);
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
 	/* Commands are case-sensitive. */
-	ASSERT(feed(&s, "auth EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "auth EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 }
@@ -322,45 +314,45 @@ static void test_cancel_error(void)
 
 	/* WaitingForAuth: CANCEL is "anything else" -> ERROR; ERROR -> REJECTED. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0CANCEL\r\n", 9, NULL) == 0);
+	CHECK(feed_n(&s, "\0CANCEL\r\n", 9, NULL) == 0);
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
-	ASSERT(feed(&s, "ERROR\r\n") == 0);
+	CHECK(feed(&s, "ERROR\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "ERROR \"client did not like it\"\r\n") == 0);
+	CHECK(feed(&s, "ERROR \"client did not like it\"\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 
 	/* WaitingForData: CANCEL and ERROR -> REJECTED. */
-	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "CANCEL\r\n") == 0);
+	CHECK(feed(&s, "CANCEL\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
-	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "ERROR\r\n") == 0);
+	CHECK(feed(&s, "ERROR\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
 
 	/* WaitingForBegin: CANCEL undoes the authentication. */
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
-	ASSERT(sasl_server_is_authenticated(&s));
-	ASSERT(feed(&s, "CANCEL\r\n") == 0);
+	CHECK(sasl_server_is_authenticated(&s));
+	CHECK(feed(&s, "CANCEL\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(!sasl_server_is_authenticated(&s));
-	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(!sasl_server_is_authenticated(&s));
+	CHECK(sasl_server_get_uid(&s) == (uid_t)-1);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
-	ASSERT(feed(&s, "ERROR\r\n") == 0);
+	CHECK(feed(&s, "ERROR\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(!sasl_server_is_authenticated(&s));
+	CHECK(!sasl_server_is_authenticated(&s));
 	/* Unknown command after OK: ERROR, still authenticated. */
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, "ERROR \"Unknown command or not valid after OK\"\r\n");
-	ASSERT(sasl_server_is_authenticated(&s));
-	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(sasl_server_is_authenticated(&s));
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
 	sasl_server_deinit(&s);
 }
 
@@ -370,37 +362,37 @@ static void test_unix_fd(void)
 
 	/* Supported. */
 	init(&s, SASL_SERVER_UNIX_FD);
-	ASSERT(feed_n(&s, "\0NEGOTIATE_UNIX_FD\r\n", 20, NULL) == 0); /* before auth */
+	CHECK(feed_n(&s, "\0NEGOTIATE_UNIX_FD\r\n", 20, NULL) == 0); /* before auth */
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
-	ASSERT(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
+	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
 	expect_out(&s, "AGREE_UNIX_FD\r\n");
-	ASSERT(sasl_server_unix_fd_agreed(&s));
-	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
-	ASSERT(sasl_server_unix_fd_agreed(&s));
+	CHECK(sasl_server_unix_fd_agreed(&s));
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(sasl_server_unix_fd_agreed(&s));
 	sasl_server_deinit(&s);
 
 	/* Not supported. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
 	expect_out(&s, ok_line());
-	ASSERT(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
+	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
 	expect_out(&s, "ERROR \"fd passing is not supported on this connection\"\r\n");
-	ASSERT(!sasl_server_unix_fd_agreed(&s));
-	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
-	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	CHECK(!sasl_server_unix_fd_agreed(&s));
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(!sasl_server_unix_fd_agreed(&s));
 	sasl_server_deinit(&s);
 
 	/* Agreement is forgotten when the authentication is cancelled. */
 	init(&s, SASL_SERVER_UNIX_FD);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nCANCEL\r\n",
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD\r\nCANCEL\r\n",
 		      52, NULL) == 0);
 	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n"
 		       "REJECTED EXTERNAL\r\n");
-	ASSERT(!sasl_server_unix_fd_agreed(&s));
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\nBEGIN\r\n") == SASL_SERVER_DONE);
-	ASSERT(!sasl_server_unix_fd_agreed(&s));
+	CHECK(!sasl_server_unix_fd_agreed(&s));
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\nBEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(!sasl_server_unix_fd_agreed(&s));
 	sasl_server_deinit(&s);
 }
 
@@ -409,19 +401,19 @@ static void test_begin_early(void)
 	struct sasl_server s;
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0BEGIN\r\n", 8, NULL) == SASL_SERVER_FAILED);
-	ASSERT(!sasl_server_is_done(&s));
-	ASSERT(sasl_server_get_uid(&s) == (uid_t)-1);
+	CHECK(feed_n(&s, "\0BEGIN\r\n", 8, NULL) == SASL_SERVER_FAILED);
+	CHECK(!sasl_server_is_done(&s));
+	CHECK(sasl_server_get_uid(&s) == (uid_t)-1);
 	sasl_server_deinit(&s);
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL\r\nBEGIN\r\n", 23, NULL) == SASL_SERVER_FAILED);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL\r\nBEGIN\r\n", 23, NULL) == SASL_SERVER_FAILED);
 	expect_out(&s, "DATA\r\n");
 	sasl_server_deinit(&s);
 
 	/* "BEGIN x" after OK is not BEGIN. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nBEGIN x\r\n", 34, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nBEGIN x\r\n", 34, NULL) == 0);
 	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\n"
 		       "ERROR \"Unknown command or not valid after OK\"\r\n");
 	sasl_server_deinit(&s);
@@ -437,28 +429,28 @@ static void test_pipelined(void)
 	size_t c, prefix = 1 + 24 + 19 + 7, i;
 	int r = 0;
 
-	ASSERT(sizeof(pipelined) - 1 == prefix + 16);
+	CHECK(sizeof(pipelined) - 1 == prefix + 16);
 	init(&s, SASL_SERVER_UNIX_FD);
-	ASSERT(feed_n(&s, pipelined, sizeof(pipelined) - 1, &c) == SASL_SERVER_DONE);
-	ASSERT(c == prefix);
+	CHECK(feed_n(&s, pipelined, sizeof(pipelined) - 1, &c) == SASL_SERVER_DONE);
+	CHECK(c == prefix);
 	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
-	ASSERT(sasl_server_get_uid(&s) == peer_uid);
-	ASSERT(sasl_server_unix_fd_agreed(&s));
+	CHECK(sasl_server_get_uid(&s) == peer_uid);
+	CHECK(sasl_server_unix_fd_agreed(&s));
 	/* Later calls consume nothing. */
-	ASSERT(feed_n(&s, pipelined + c, sizeof(pipelined) - 1 - c, &c) == SASL_SERVER_DONE);
-	ASSERT(c == 0);
+	CHECK(feed_n(&s, pipelined + c, sizeof(pipelined) - 1 - c, &c) == SASL_SERVER_DONE);
+	CHECK(c == 0);
 	sasl_server_deinit(&s);
 
 	/* One byte at a time. */
 	init(&s, SASL_SERVER_UNIX_FD);
 	for (i = 0; i < sizeof(pipelined) - 1; i++) {
 		r = feed_n(&s, pipelined + i, 1, &c);
-		ASSERT(c == 1);
+		CHECK(c == 1);
 		if (r)
 			break;
 	}
-	ASSERT(r == SASL_SERVER_DONE);
-	ASSERT(i + 1 == prefix);
+	CHECK(r == SASL_SERVER_DONE);
+	CHECK(i + 1 == prefix);
 	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
 	sasl_server_deinit(&s);
 
@@ -469,11 +461,11 @@ static void test_pipelined(void)
 		init(&s, SASL_SERVER_UNIX_FD);
 		r = feed_n(&s, pipelined, i, &c1);
 		if (r == 0) {
-			ASSERT(c1 == i);
+			CHECK(c1 == i);
 			r = feed_n(&s, pipelined + i, sizeof(pipelined) - 1 - i, &c2);
 		}
-		ASSERT(r == SASL_SERVER_DONE);
-		ASSERT(c1 + c2 == prefix);
+		CHECK(r == SASL_SERVER_DONE);
+		CHECK(c1 + c2 == prefix);
 		expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
 		sasl_server_deinit(&s);
 	}
@@ -484,19 +476,19 @@ static void test_malformed(void)
 	struct sasl_server s;
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\n", 24, NULL) == 0); /* no \r */
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\n", 24, NULL) == 0); /* no \r */
 	expect_out(&s, "ERROR \"Lines must end with \\r\\n\"\r\n");
-	ASSERT(feed_n(&s, "AUTH \0EXTERNAL\r\n", 16, NULL) == 0); /* NUL */
+	CHECK(feed_n(&s, "AUTH \0EXTERNAL\r\n", 16, NULL) == 0); /* NUL */
 	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL \xc3\xa4\r\n") == 0); /* non-ASCII */
+	CHECK(feed(&s, "AUTH EXTERNAL \xc3\xa4\r\n") == 0); /* non-ASCII */
 	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
-	ASSERT(feed(&s, "AUTH\tEXTERNAL\r\n") == 0);
+	CHECK(feed(&s, "AUTH\tEXTERNAL\r\n") == 0);
 	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
-	ASSERT(feed(&s, "\r\n") == 0); /* empty line */
+	CHECK(feed(&s, "\r\n") == 0); /* empty line */
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030 extra\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030 extra\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 }
@@ -507,16 +499,16 @@ static void test_overlong(void)
 	char *buf = malloc(SASL_LINE_MAX + 16);
 	size_t c;
 
-	ASSERT(buf);
+	CHECK(buf);
 
 	/* A line of exactly SASL_LINE_MAX bytes (terminator included) is fine. */
 	init(&s, 0);
 	memset(buf, 'A', SASL_LINE_MAX);
 	buf[SASL_LINE_MAX - 2] = '\r';
 	buf[SASL_LINE_MAX - 1] = '\n';
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
-	ASSERT(c == SASL_LINE_MAX);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
+	CHECK(c == SASL_LINE_MAX);
 	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
 	sasl_server_deinit(&s);
 
@@ -525,15 +517,15 @@ static void test_overlong(void)
 	memset(buf, 'A', SASL_LINE_MAX + 1);
 	buf[SASL_LINE_MAX - 1] = '\r';
 	buf[SASL_LINE_MAX] = '\n';
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed_n(&s, buf, SASL_LINE_MAX + 1, &c) == SASL_SERVER_FAILED);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed_n(&s, buf, SASL_LINE_MAX + 1, &c) == SASL_SERVER_FAILED);
 	sasl_server_deinit(&s);
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed_n(&s, buf, 1000, &c) == 0);
-	ASSERT(feed_n(&s, buf + 1000, SASL_LINE_MAX + 1 - 1000, &c) == SASL_SERVER_FAILED);
-	ASSERT(sasl_server_is_failed(&s));
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed_n(&s, buf, 1000, &c) == 0);
+	CHECK(feed_n(&s, buf + 1000, SASL_LINE_MAX + 1 - 1000, &c) == SASL_SERVER_FAILED);
+	CHECK(sasl_server_is_failed(&s));
 	sasl_server_deinit(&s);
 
 	/* Long hex argument within the line limit: still just rejected. */
@@ -542,8 +534,8 @@ static void test_overlong(void)
 	memset(buf + 14, '3', SASL_LINE_MAX - 16);
 	buf[SASL_LINE_MAX - 2] = '\r';
 	buf[SASL_LINE_MAX - 1] = '\n';
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	sasl_server_deinit(&s);
 	free(buf);
@@ -558,27 +550,27 @@ static void test_bounds(void)
 
 	/* Too many rejections. */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
 	for (i = 0; i < SASL_FAILURES_MAX; i++) {
-		ASSERT(feed(&s, "AUTH FOO\r\n") == 0);
+		CHECK(feed(&s, "AUTH FOO\r\n") == 0);
 		expect_out(&s, "REJECTED EXTERNAL\r\n");
 	}
-	ASSERT(feed(&s, "AUTH FOO\r\n") == SASL_SERVER_FAILED);
-	ASSERT(sasl_server_is_failed(&s));
+	CHECK(feed(&s, "AUTH FOO\r\n") == SASL_SERVER_FAILED);
+	CHECK(sasl_server_is_failed(&s));
 	sasl_server_deinit(&s);
 
 	/* Errors count too (a client spamming unknown commands). */
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
 	for (i = 0; i <= SASL_FAILURES_MAX && r == 0; i++)
 		r = feed(&s, "X\r\n");
-	ASSERT(r == SASL_SERVER_FAILED);
-	ASSERT(i == SASL_FAILURES_MAX + 1);
+	CHECK(r == SASL_SERVER_FAILED);
+	CHECK(i == SASL_FAILURES_MAX + 1);
 	sasl_server_deinit(&s);
 
 	/* Total input bound: NEGOTIATE_UNIX_FD is not a failure but costs bytes. */
 	init(&s, SASL_SERVER_UNIX_FD);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
 	total = 25;
 	r = 0;
 	while (r == 0) {
@@ -588,10 +580,10 @@ static void test_bounds(void)
 		total += 19;
 		sasl_server_peek_output(&s, &n);
 		sasl_server_consume_output(&s, n);
-		ASSERT(total < SASL_INPUT_MAX + 100);
+		CHECK(total < SASL_INPUT_MAX + 100);
 	}
-	ASSERT(r == SASL_SERVER_FAILED);
-	ASSERT(total > SASL_INPUT_MAX);
+	CHECK(r == SASL_SERVER_FAILED);
+	CHECK(total > SASL_INPUT_MAX);
 	sasl_server_deinit(&s);
 }
 
@@ -602,11 +594,11 @@ static void test_output_partial_consume(void)
 	const char *out;
 
 	init(&s, 0);
-	ASSERT(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
 	out = sasl_server_peek_output(&s, &n);
-	ASSERT(n == 19 && !memcmp(out, "REJECTED EXTERNAL\r\n", 19));
+	CHECK(n == 19 && !memcmp(out, "REJECTED EXTERNAL\r\n", 19));
 	sasl_server_consume_output(&s, 5);
-	ASSERT(feed(&s, "AUTH\r\n") == 0);
+	CHECK(feed(&s, "AUTH\r\n") == 0);
 	expect_out(&s, "TED EXTERNAL\r\nREJECTED EXTERNAL\r\n");
 	sasl_server_deinit(&s);
 }
@@ -626,17 +618,17 @@ static void run_transcript(const char *name, const char *const *chunks, const si
 	init(&s, flags);
 	for (i = 0; chunks[i]; i++) {
 		r = feed_n(&s, chunks[i], lens[i], &c);
-		ASSERT(r >= 0);
+		CHECK(r >= 0);
 		expect_out(&s, replies[i]);
 		if (r == SASL_SERVER_DONE)
 			break;
-		ASSERT(r == 0);
+		CHECK(r == 0);
 	}
 	if (r != SASL_SERVER_DONE)
 		fprintf(stderr, "transcript %s did not complete\n", name);
-	ASSERT(r == SASL_SERVER_DONE);
-	ASSERT(sasl_server_get_uid(&s) == peer_uid);
-	ASSERT(sasl_server_unix_fd_agreed(&s) == expect_fd);
+	CHECK(r == SASL_SERVER_DONE);
+	CHECK(sasl_server_get_uid(&s) == peer_uid);
+	CHECK(sasl_server_unix_fd_agreed(&s) == expect_fd);
 	sasl_server_deinit(&s);
 }
 
@@ -759,12 +751,12 @@ static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags
 			return false;
 	}
 	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	ASSERT(fd >= 0);
-	ASSERT(socket_new(&sock, fd) == 0);
-	ASSERT(socket_get_creds(sock)->uid == getuid());
-	ASSERT(socket_get_creds(sock)->pid == child);
-	ASSERT(address_generate_guid(guid_buf) == 0);
-	ASSERT(sasl_server_init(&sasl, socket_get_creds(sock)->uid, guid_buf, flags) == 0);
+	CHECK(fd >= 0);
+	CHECK(socket_new(&sock, fd) == 0);
+	CHECK(socket_get_creds(sock)->uid == getuid());
+	CHECK(socket_get_creds(sock)->pid == child);
+	CHECK(address_generate_guid(guid_buf) == 0);
+	CHECK(sasl_server_init(&sasl, socket_get_creds(sock)->uid, guid_buf, flags) == 0);
 
 	while (time(NULL) <= deadline) {
 		pfd.fd = socket_get_fd(sock);
@@ -772,7 +764,7 @@ static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags
 		if (poll(&pfd, 1, 1000) <= 0)
 			continue;
 		if (pfd.revents & POLLOUT)
-			ASSERT(socket_dispatch_write(sock) == 0);
+			CHECK(socket_dispatch_write(sock) == 0);
 		if (!(pfd.revents & (POLLIN | POLLHUP)))
 			continue;
 		r = socket_dispatch_read(sock);
@@ -780,7 +772,7 @@ static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags
 			fprintf(stderr, "%s hung up\n", name);
 			break;
 		}
-		ASSERT(r == 0);
+		CHECK(r == 0);
 
 		if (!authed) {
 			size_t n, c;
@@ -800,12 +792,12 @@ static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags
 
 			r = sasl_server_feed(&sasl, p, n, &c);
 			socket_consume_raw(sock, c);
-			ASSERT(r >= 0);
+			CHECK(r >= 0);
 			out = sasl_server_peek_output(&sasl, &n);
 			if (n) {
-				ASSERT(socket_queue_copy(sock, out, n) == 0);
+				CHECK(socket_queue_copy(sock, out, n) == 0);
 				sasl_server_consume_output(&sasl, n);
-				ASSERT(socket_dispatch_write(sock) == 0);
+				CHECK(socket_dispatch_write(sock) == 0);
 			}
 			if (r == SASL_SERVER_FAILED) {
 				fprintf(stderr, "%s: sasl failed: %s\n", name,
@@ -815,9 +807,9 @@ static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags
 			if (r != SASL_SERVER_DONE)
 				continue;
 			authed = true;
-			ASSERT(sasl_server_get_uid(&sasl) == getuid());
+			CHECK(sasl_server_get_uid(&sasl) == getuid());
 			/* All three clients ask for fd passing. */
-			ASSERT(sasl_server_unix_fd_agreed(&sasl) == !!(flags & SASL_SERVER_UNIX_FD));
+			CHECK(sasl_server_unix_fd_agreed(&sasl) == !!(flags & SASL_SERVER_UNIX_FD));
 			printf("# %s authenticated, unix fds %s\n", name,
 			       sasl_server_unix_fd_agreed(&sasl) ? "agreed" : "not agreed");
 			socket_start_framing(sock);
@@ -826,13 +818,13 @@ static bool serve_one(int lfd, const char *name, pid_t child, unsigned int flags
 		r = socket_read_frame(sock, &frame);
 		if (r == SOCKET_E_AGAIN)
 			continue;
-		ASSERT(r == 0);
+		CHECK(r == 0);
 		/* A method call of protocol version 1 (Hello or the call itself). */
-		ASSERT(frame.n_data >= 16);
-		ASSERT(((uint8_t *)frame.data)[0] == 'l' || ((uint8_t *)frame.data)[0] == 'B');
-		ASSERT(((uint8_t *)frame.data)[1] == 1);
-		ASSERT(((uint8_t *)frame.data)[3] == 1);
-		ASSERT(frame.n_fds == 0);
+		CHECK(frame.n_data >= 16);
+		CHECK(((uint8_t *)frame.data)[0] == 'l' || ((uint8_t *)frame.data)[0] == 'B');
+		CHECK(((uint8_t *)frame.data)[1] == 1);
+		CHECK(((uint8_t *)frame.data)[3] == 1);
+		CHECK(frame.n_fds == 0);
 		printf("# %s sent its first message: %zu bytes\n", name, frame.n_data);
 		socket_frame_deinit(&frame);
 		ok = true;
@@ -856,7 +848,7 @@ static void run_client(const char *name, char *const argv[], const char *sock_pa
 		return;
 	}
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDWR);
 
@@ -870,10 +862,10 @@ static void run_client(const char *name, char *const argv[], const char *sock_pa
 	}
 	ok = serve_one(lfd, name, pid, flags);
 	kill(pid, SIGTERM);
-	ASSERT(waitpid(pid, &st, 0) == pid);
+	CHECK(waitpid(pid, &st, 0) == pid);
 	if (!ok)
 		fprintf(stderr, "real client %s failed (socket %s)\n", name, sock_path);
-	ASSERT(ok);
+	CHECK(ok);
 }
 
 static void test_mechanisms(void)
@@ -883,29 +875,29 @@ static void test_mechanisms(void)
 	/* All three, in dbus-daemon's order; ANONYMOUS listed but not allowed. */
 	init(&s, 0);
 	sasl_server_set_mechanisms(&s, SASL_MECH_ALL);
-	ASSERT(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH\r\n", 7, NULL) == 0);
 	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1 ANONYMOUS\r\n");
-	ASSERT(feed(&s, "AUTH ANONYMOUS 74657374\r\n") == 0);
+	CHECK(feed(&s, "AUTH ANONYMOUS 74657374\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1 ANONYMOUS\r\n");
 	/* No cookie source: DBUS_COOKIE_SHA1 cannot succeed. */
-	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1 31303030\r\n") == 0);
+	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1 31303030\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1 ANONYMOUS\r\n");
 	sasl_server_deinit(&s);
 
 	/* <auth>DBUS_COOKIE_SHA1</auth>: EXTERNAL is not tried at all. */
 	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
 	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
-	ASSERT(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
-	ASSERT(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
+	CHECK(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	sasl_server_deinit(&s);
 
-	ASSERT(sasl_mech_from_name("EXTERNAL") == SASL_MECH_EXTERNAL);
-	ASSERT(sasl_mech_from_name("DBUS_COOKIE_SHA1") == SASL_MECH_COOKIE_SHA1);
-	ASSERT(sasl_mech_from_name("ANONYMOUS") == SASL_MECH_ANONYMOUS);
-	ASSERT(sasl_mech_from_name("external") == 0);
-	ASSERT(sasl_mech_from_name("KERBEROS_V4") == 0);
+	CHECK(sasl_mech_from_name("EXTERNAL") == SASL_MECH_EXTERNAL);
+	CHECK(sasl_mech_from_name("DBUS_COOKIE_SHA1") == SASL_MECH_COOKIE_SHA1);
+	CHECK(sasl_mech_from_name("ANONYMOUS") == SASL_MECH_ANONYMOUS);
+	CHECK(sasl_mech_from_name("external") == 0);
+	CHECK(sasl_mech_from_name("KERBEROS_V4") == 0);
 }
 
 static void test_no_credentials(void)
@@ -917,14 +909,14 @@ static void test_no_credentials(void)
 	init(&s, SASL_SERVER_NO_CREDENTIALS);
 	uid_hex(hex, peer_uid);
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "DATA\r\n") == 0);
+	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	ASSERT(!sasl_server_is_authenticated(&s));
+	CHECK(!sasl_server_is_authenticated(&s));
 	/* No fd passing was offered either. */
 	sasl_server_deinit(&s);
 }
@@ -935,7 +927,7 @@ static int fake_cookie_calls;
 static int fake_cookie_source(void *userdata, const char *identity, struct sasl_cookie *c)
 {
 	fake_cookie_calls++;
-	ASSERT(userdata == &fake_cookie_calls);
+	CHECK(userdata == &fake_cookie_calls);
 	if (strcmp(identity, "alice") && strcmp(identity, "4242"))
 		return 1;
 	c->uid = 4242;
@@ -954,19 +946,19 @@ static void take_cookie_challenge(struct sasl_server *s, char *challenge)
 	unsigned int id;
 
 	out = sasl_server_peek_output(s, &n);
-	ASSERT(n > 7 && !memcmp(out, "DATA ", 5) && !memcmp(out + n - 2, "\r\n", 2));
-	ASSERT((n - 7) % 2 == 0 && (n - 7) / 2 < sizeof(text));
+	CHECK(n > 7 && !memcmp(out, "DATA ", 5) && !memcmp(out + n - 2, "\r\n", 2));
+	CHECK((n - 7) % 2 == 0 && (n - 7) / 2 < sizeof(text));
 	for (i = 0; i < (n - 7) / 2; i++) {
 		unsigned int b;
 
-		ASSERT(sscanf(out + 5 + 2 * i, "%2x", &b) == 1);
+		CHECK(sscanf(out + 5 + 2 * i, "%2x", &b) == 1);
 		text[i] = (char)b;
 	}
 	text[i] = '\0';
 	sasl_server_consume_output(s, n);
-	ASSERT(sscanf(text, "org_freedesktop_general %u %64s", &id, challenge) == 2);
-	ASSERT(id == 77);
-	ASSERT(strlen(challenge) == 32);
+	CHECK(sscanf(text, "org_freedesktop_general %u %64s", &id, challenge) == 2);
+	CHECK(id == 77);
+	CHECK(strlen(challenge) == 32);
 }
 
 static void cookie_answer(struct sasl_server *s, const char *challenge, const char *client,
@@ -982,7 +974,7 @@ static void cookie_answer(struct sasl_server *s, const char *challenge, const ch
 	snprintf(text, sizeof(text), "%s %s", client, hash);
 	hex_of(hex, text);
 	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
-	ASSERT(feed(s, line) == 0);
+	CHECK(feed(s, line) == 0);
 }
 
 static void test_cookie_sha1(void)
@@ -996,16 +988,16 @@ static void test_cookie_sha1(void)
 	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
 	hex_of(hex, "alice");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge);
 	cookie_answer(&s, challenge, "c0ffee", true);
 	expect_out(&s, ok_line());
-	ASSERT(sasl_server_is_authenticated(&s));
-	ASSERT(!sasl_server_is_anonymous(&s));
-	ASSERT(sasl_server_get_uid(&s) == 4242);
-	ASSERT(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
-	ASSERT(sasl_server_get_uid(&s) == 4242);
+	CHECK(sasl_server_is_authenticated(&s));
+	CHECK(!sasl_server_is_anonymous(&s));
+	CHECK(sasl_server_get_uid(&s) == 4242);
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
+	CHECK(sasl_server_get_uid(&s) == 4242);
 	sasl_server_deinit(&s);
 
 	/* A decimal uid (libdbus), a wrong hash, then a fresh challenge. */
@@ -1014,15 +1006,15 @@ static void test_cookie_sha1(void)
 	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
 	hex_of(hex, "4242");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge);
 	cookie_answer(&s, challenge, "abcd", false);
 	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n");
-	ASSERT(!sasl_server_is_authenticated(&s));
-	ASSERT(feed(&s, line) == 0);
+	CHECK(!sasl_server_is_authenticated(&s));
+	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge2);
-	ASSERT(strcmp(challenge, challenge2)); /* random, per attempt */
+	CHECK(strcmp(challenge, challenge2)); /* random, per attempt */
 	/* The old challenge does not do. */
 	cookie_answer(&s, challenge, "abcd", true);
 	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n");
@@ -1032,11 +1024,11 @@ static void test_cookie_sha1(void)
 	init(&s, 0);
 	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
 	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
-	ASSERT(feed_n(&s, "\0AUTH DBUS_COOKIE_SHA1\r\n", 24, NULL) == 0);
+	CHECK(feed_n(&s, "\0AUTH DBUS_COOKIE_SHA1\r\n", 24, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
 	hex_of(hex, "alice");
 	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge);
 	cookie_answer(&s, challenge, "x", true);
 	expect_out(&s, ok_line());
@@ -1048,36 +1040,36 @@ static void test_cookie_sha1(void)
 	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
 	hex_of(hex, "mallory");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
-	ASSERT(feed_n(&s, "\0", 1, NULL) == 0);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
-	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1\r\n") == 0);
+	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
-	ASSERT(feed(&s, "DATA\r\n") == 0);
+	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	hex_of(hex, "alice");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge);
 	hex_of(hex, "nospacehere");
 	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	hex_of(hex, "alice");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge);
-	ASSERT(feed(&s, "CANCEL\r\n") == 0);
+	CHECK(feed(&s, "CANCEL\r\n") == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	/* A user name with a space or control character is not one. */
 	hex_of(hex, "a b");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
-	ASSERT(feed(&s, line) == 0);
+	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
-	ASSERT(feed(&s, "AUTH DBUS_COOKIE_SHA1 610062\r\n") == 0);
+	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1 610062\r\n") == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	sasl_server_deinit(&s);
-	ASSERT(fake_cookie_calls == 7);
+	CHECK(fake_cookie_calls == 7);
 }
 
 static void test_real_clients(void)
@@ -1088,11 +1080,11 @@ static void test_real_clients(void)
 	int lfd, before;
 
 	before = count_fds();
-	ASSERT(mkdtemp(dir));
+	CHECK(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/bus", dir);
 	snprintf(addr, sizeof(addr), "unix:path=%s", path);
-	ASSERT(address_list_parse(&list, addr, NULL) == 0);
-	ASSERT(address_listen(&list.entries[0], NULL, &lfd, &connectable, &unlink_path,
+	CHECK(address_list_parse(&list, addr, NULL) == 0);
+	CHECK(address_listen(&list.entries[0], NULL, &lfd, &connectable, &unlink_path,
 			      NULL) == 0);
 	address_list_deinit(&list);
 
@@ -1130,7 +1122,7 @@ static void test_real_clients(void)
 	rmdir(dir);
 	free(unlink_path);
 	free(connectable);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 int main(void)

@@ -8,15 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dbus-compat/sha1.h"
-
-#define ASSERT(x)                                                                  \
-	do {                                                                       \
-		if (!(x)) {                                                        \
-			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
-				__FILE__, __LINE__, __func__, #x);                 \
-			abort();                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static void expect(const char *in, const char *hex)
 {
@@ -25,7 +17,7 @@ static void expect(const char *in, const char *hex)
 	sha1_hex(in, strlen(in), got);
 	if (strcmp(got, hex))
 		fprintf(stderr, "sha1('%s') = %s, want %s\n", in, got, hex);
-	ASSERT(!strcmp(got, hex));
+	CHECK(!strcmp(got, hex));
 }
 
 int main(void)
@@ -69,7 +61,7 @@ int main(void)
 	}
 	memset(million, 'a', sizeof(million));
 	sha1_hex(million, sizeof(million), hex);
-	ASSERT(!strcmp(hex, "34aa973cd4c4daa4f61eeb2bdbad27316534016f"));
+	CHECK(!strcmp(hex, "34aa973cd4c4daa4f61eeb2bdbad27316534016f"));
 
 	/* Any split gives the same digest. */
 	for (size_t step = 1; step <= 130; step++) {
@@ -80,7 +72,7 @@ int main(void)
 		sha1_init(&ctx);
 		sha1_update(&ctx, million, 1000);
 		sha1_final(&ctx, d2);
-		ASSERT(!memcmp(d1, d2, sizeof(d1)));
+		CHECK(!memcmp(d1, d2, sizeof(d1)));
 	}
 	printf("ok\n");
 	return 0;

@@ -6,15 +6,7 @@
 #include <string.h>
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/signature.h"
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#include "check.h"
 
 static int sv(const char *s)
 {

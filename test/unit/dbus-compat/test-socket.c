@@ -21,15 +21,7 @@
 #include "dbus-compat/message.h"
 #include "dbus-compat/sasl.h"
 #include "dbus-compat/socket.h"
-
-#define ASSERT(x)                                                                  \
-	do {                                                                       \
-		if (!(x)) {                                                        \
-			fprintf(stderr, "%s:%d: %s: assertion failed: %s\n",       \
-				__FILE__, __LINE__, __func__, #x);                 \
-			abort();                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 static int count_fds(void)
 {
@@ -70,7 +62,7 @@ static uint8_t *make_frame(uint32_t fields, uint32_t body, uint32_t serial, bool
 	size_t size = 16 + ((fields + 7) & ~7U) + body, i;
 	uint8_t *f = malloc(size);
 
-	ASSERT(f);
+	CHECK(f);
 	f[0] = big ? 'B' : 'l';
 	f[1] = 1;
 	f[2] = 0;
@@ -86,14 +78,14 @@ static uint8_t *make_frame(uint32_t fields, uint32_t body, uint32_t serial, bool
 
 static void pair(int sv[2])
 {
-	ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 }
 
 static struct socket *new_socket(int fd, bool framing)
 {
 	struct socket *s;
 
-	ASSERT(socket_new(&s, fd) == 0);
+	CHECK(socket_new(&s, fd) == 0);
 	if (framing)
 		socket_start_framing(s);
 	return s;
@@ -104,7 +96,7 @@ static void send_all(int fd, const void *p, size_t n)
 	while (n > 0) {
 		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
 
-		ASSERT(k > 0);
+		CHECK(k > 0);
 		p = (const uint8_t *)p + k;
 		n -= (size_t)k;
 	}
@@ -120,7 +112,7 @@ static void send_with_fds(int fd, const void *p, size_t n, const int *fds, size_
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *c;
 
-	ASSERT(n_fds <= 16);
+	CHECK(n_fds <= 16);
 	memset(&control, 0, sizeof(control));
 	msg.msg_control = &control;
 	msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
@@ -129,7 +121,7 @@ static void send_with_fds(int fd, const void *p, size_t n, const int *fds, size_
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
 	memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	ASSERT(sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)n);
+	CHECK(sendmsg(fd, &msg, MSG_NOSIGNAL) == (ssize_t)n);
 }
 
 /* Same open file? */
@@ -137,8 +129,8 @@ static bool same_file(int a, int b)
 {
 	struct stat sa, sb;
 
-	ASSERT(fstat(a, &sa) == 0);
-	ASSERT(fstat(b, &sb) == 0);
+	CHECK(fstat(a, &sa) == 0);
+	CHECK(fstat(b, &sb) == 0);
 	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
@@ -151,11 +143,11 @@ static void expect_frame(struct socket *s, const uint8_t *data, size_t size, siz
 	r = socket_read_frame(s, &f);
 	if (r != 0)
 		fprintf(stderr, "socket_read_frame: %d\n", r);
-	ASSERT(r == 0);
-	ASSERT(f.n_data == size);
-	ASSERT(!memcmp(f.data, data, size));
-	ASSERT(f.n_fds == n_fds);
-	ASSERT((f.fds == NULL) == (n_fds == 0));
+	CHECK(r == 0);
+	CHECK(f.n_data == size);
+	CHECK(!memcmp(f.data, data, size));
+	CHECK(f.n_fds == n_fds);
+	CHECK((f.fds == NULL) == (n_fds == 0));
 	if (out)
 		*out = f;
 	else
@@ -170,39 +162,39 @@ static void test_frame_size(void)
 	put_u32(h + 4, 10, false);
 	put_u32(h + 12, 5, false);
 	h[0] = 'l';
-	ASSERT(socket_frame_size(h, &size) == 0);
-	ASSERT(size == 16 + 8 + 10);
+	CHECK(socket_frame_size(h, &size) == 0);
+	CHECK(size == 16 + 8 + 10);
 	h[0] = 'B';
 	put_u32(h + 4, 10, true);
 	put_u32(h + 12, 16, true);
-	ASSERT(socket_frame_size(h, &size) == 0);
-	ASSERT(size == 16 + 16 + 10);
+	CHECK(socket_frame_size(h, &size) == 0);
+	CHECK(size == 16 + 16 + 10);
 	h[0] = 'x';
-	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	CHECK(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
 	h[0] = 'B';
 	h[3] = 2; /* protocol version */
-	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	CHECK(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
 	h[3] = 1;
-	ASSERT(socket_frame_size(h, &size) == 0);
+	CHECK(socket_frame_size(h, &size) == 0);
 	put_u32(h + 12, 64 * 1024 * 1024 + 8, true); /* fields array > 64 MiB */
 	put_u32(h + 4, 0, true);
-	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	CHECK(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
 	put_u32(h + 12, 64 * 1024 * 1024, true);
-	ASSERT(socket_frame_size(h, &size) == 0);
-	ASSERT(size == 16 + 64 * 1024 * 1024);
+	CHECK(socket_frame_size(h, &size) == 0);
+	CHECK(size == 16 + 64 * 1024 * 1024);
 
 	/* Exactly the limit is fine, one byte more is not. */
 	h[0] = 'l';
 	put_u32(h + 12, 8, false);
 	put_u32(h + 4, SOCKET_FRAME_MAX - 24, false);
-	ASSERT(socket_frame_size(h, &size) == 0);
-	ASSERT(size == SOCKET_FRAME_MAX);
+	CHECK(socket_frame_size(h, &size) == 0);
+	CHECK(size == SOCKET_FRAME_MAX);
 	put_u32(h + 4, SOCKET_FRAME_MAX - 23, false);
-	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	CHECK(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
 	/* 32-bit lengths at their maximum do not wrap. */
 	put_u32(h + 4, 0xffffffff, false);
 	put_u32(h + 12, 0xffffffff, false);
-	ASSERT(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
+	CHECK(socket_frame_size(h, &size) == SOCKET_E_PROTOCOL);
 }
 
 static void test_split_frames(void)
@@ -220,22 +212,22 @@ static void test_split_frames(void)
 	/* One byte at a time: nothing until the last byte. */
 	for (i = 0; i < size; i++) {
 		send_all(sv[1], f + i, 1);
-		ASSERT(socket_dispatch_read(s) == 0);
+		CHECK(socket_dispatch_read(s) == 0);
 		if (i + 1 < size)
-			ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+			CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 	}
 	expect_frame(s, f, size, 0, NULL);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
-	ASSERT(socket_get_buffered_bytes(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_get_buffered_bytes(s) == 0);
 	free(f);
 
 	/* Big-endian, split in the middle of the header. */
 	f = make_frame(9, 3, 8, true, &size);
 	send_all(sv[1], f, 10);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 	send_all(sv[1], f + 10, size - 10);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, f, size, 0, NULL);
 	free(f);
 
@@ -262,35 +254,35 @@ static void test_many_frames_one_read(void)
 	/* Plus the first half of a sixth frame. */
 	memcpy(buf + off, f[4], 10);
 	send_all(sv[1], buf, off + 10);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_get_buffered_bytes(s) == off + 10);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_get_buffered_bytes(s) == off + 10);
 	/* Complete frames are buffered: no further read happens. */
 	send_all(sv[1], f[4] + 10, size[4] - 10);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_get_buffered_bytes(s) == off + 10);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_get_buffered_bytes(s) == off + 10);
 
 	for (i = 0; i < 5; i++)
 		expect_frame(s, f[i], size[i], 0, NULL);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, f[4], size[4], 0, NULL);
 
 	/* socket_peek_frame() + socket_take_frame() into caller memory. */
 	send_all(sv[1], f[2], size[2]);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	{
 		size_t n, n_fds = 99;
 		int *fds = (int *)1;
 		uint8_t *dst;
 
-		ASSERT(socket_peek_frame(s, &n) == 0);
-		ASSERT(n == size[2]);
+		CHECK(socket_peek_frame(s, &n) == 0);
+		CHECK(n == size[2]);
 		dst = malloc(n);
-		ASSERT(socket_take_frame(s, dst, &fds, &n_fds) == 0);
-		ASSERT(!memcmp(dst, f[2], n));
-		ASSERT(fds == NULL && n_fds == 0);
+		CHECK(socket_take_frame(s, dst, &fds, &n_fds) == 0);
+		CHECK(!memcmp(dst, f[2], n));
+		CHECK(fds == NULL && n_fds == 0);
 		free(dst);
-		ASSERT(socket_peek_frame(s, &n) == SOCKET_E_AGAIN);
+		CHECK(socket_peek_frame(s, &n) == SOCKET_E_AGAIN);
 	}
 
 	for (i = 0; i < 5; i++)
@@ -307,7 +299,7 @@ static void test_fds_attach(void)
 	size_t na, nb, nc;
 	struct socket_frame fr;
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	s = new_socket(sv[0], true);
 	a = make_frame(0, 40, 1, false, &na);
@@ -319,40 +311,40 @@ static void test_fds_attach(void)
 	send_all(sv[1], a, na);
 	send_with_fds(sv[1], b, nb, p, 2);
 	send_all(sv[1], c, nc);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, a, na, 0, NULL);
 	expect_frame(s, b, nb, 2, &fr);
-	ASSERT(same_file(fr.fds[0], p[0]));
-	ASSERT(same_file(fr.fds[1], p[1]));
-	ASSERT(fcntl(fr.fds[0], F_GETFD) & FD_CLOEXEC);
+	CHECK(same_file(fr.fds[0], p[0]));
+	CHECK(same_file(fr.fds[1], p[1]));
+	CHECK(fcntl(fr.fds[0], F_GETFD) & FD_CLOEXEC);
 	socket_frame_deinit(&fr);
 	/* C may need another read (the kernel stops after the fd segment). */
 	if (socket_read_frame(s, &fr) == SOCKET_E_AGAIN)
-		ASSERT(socket_dispatch_read(s) == 0);
+		CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, c, nc, 0, NULL);
 
 	/* A message split across reads with fds on its first part only. */
 	send_with_fds(sv[1], b, 5, p, 1);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 	send_all(sv[1], b + 5, nb - 5);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, b, nb, 1, &fr);
-	ASSERT(same_file(fr.fds[0], p[0]));
+	CHECK(same_file(fr.fds[0], p[0]));
 	socket_frame_deinit(&fr);
 
 	/* Two fd-carrying messages back to back. */
 	memcpy(buf, b, nb);
 	send_with_fds(sv[1], b, nb, p, 1);
 	send_with_fds(sv[1], a, na, p + 1, 1);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, b, nb, 1, &fr);
-	ASSERT(same_file(fr.fds[0], p[0]));
+	CHECK(same_file(fr.fds[0], p[0]));
 	socket_frame_deinit(&fr);
 	if (socket_read_frame(s, &fr) == SOCKET_E_AGAIN)
-		ASSERT(socket_dispatch_read(s) == 0);
+		CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, a, na, 1, &fr);
-	ASSERT(same_file(fr.fds[0], p[1]));
+	CHECK(same_file(fr.fds[0], p[1]));
 	socket_frame_deinit(&fr);
 
 	socket_free(s);
@@ -362,7 +354,7 @@ static void test_fds_attach(void)
 	free(a);
 	free(b);
 	free(c);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 static void test_fds_misplaced(void)
@@ -373,20 +365,20 @@ static void test_fds_misplaced(void)
 	size_t nb;
 	struct socket_frame fr;
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	s = new_socket(sv[0], true);
 	b = make_frame(8, 64, 2, false, &nb);
 
 	/* fds sent with bytes in the middle of a message. */
 	send_all(sv[1], b, 20);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	send_with_fds(sv[1], b + 20, nb - 20, p, 2);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
 	/* Sticky. */
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
 	socket_free(s);
 	close(sv[1]);
 
@@ -394,23 +386,23 @@ static void test_fds_misplaced(void)
 	pair(sv);
 	s = new_socket(sv[0], false);
 	send_with_fds(sv[1], "\0AUTH\r\n", 7, p, 2);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	{
 		size_t n;
 
 		socket_peek_raw(s, &n);
-		ASSERT(n == 7);
+		CHECK(n == 7);
 		socket_consume_raw(s, n);
 	}
 	socket_start_framing(s);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
 	socket_free(s);
 	close(sv[1]);
 
 	close(p[0]);
 	close(p[1]);
 	free(b);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 /* ---- write side --------------------------------------------------------- */
@@ -441,13 +433,13 @@ static struct test_entry *queue_entry(struct socket *s, const uint8_t *data, siz
 	struct test_entry *t = calloc(1, sizeof(*t));
 	size_t i, third = n / 3;
 
-	ASSERT(t);
+	CHECK(t);
 	t->iov[0] = (struct iovec){ (void *)data, third };
 	t->iov[1] = (struct iovec){ (void *)(data + third), 0 };
 	t->iov[2] = (struct iovec){ (void *)(data + third), n - third };
 	for (i = 0; i < n_fds; i++) {
 		t->fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-		ASSERT(t->fds[i] >= 0);
+		CHECK(t->fds[i] >= 0);
 	}
 	t->n_fds = n_fds;
 	t->released = released;
@@ -456,7 +448,7 @@ static struct test_entry *queue_entry(struct socket *s, const uint8_t *data, siz
 	t->entry.fds = t->fds;
 	t->entry.n_fds = n_fds;
 	t->entry.release = test_entry_release;
-	ASSERT(socket_queue(s, &t->entry) == 0);
+	CHECK(socket_queue(s, &t->entry) == 0);
 	return t;
 }
 
@@ -470,7 +462,7 @@ static void test_write_fds(void)
 	struct socket_frame fr;
 	const size_t nfds[4] = { 1, 0, 2, 0 };
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	w = new_socket(sv[0], true);
 	r = new_socket(sv[1], true);
@@ -480,24 +472,24 @@ static void test_write_fds(void)
 		queue_entry(w, f[i], n[i], p, nfds[i], &released);
 		total += n[i];
 	}
-	ASSERT(socket_wants_write(w));
-	ASSERT(socket_get_queued_bytes(w) == total);
-	ASSERT(socket_get_queued_fds(w) == 3);
-	ASSERT(socket_dispatch_write(w) == 0);
-	ASSERT(!socket_wants_write(w));
-	ASSERT(socket_get_queued_bytes(w) == 0);
-	ASSERT(socket_get_queued_fds(w) == 0);
-	ASSERT(released == 4);
+	CHECK(socket_wants_write(w));
+	CHECK(socket_get_queued_bytes(w) == total);
+	CHECK(socket_get_queued_fds(w) == 3);
+	CHECK(socket_dispatch_write(w) == 0);
+	CHECK(!socket_wants_write(w));
+	CHECK(socket_get_queued_bytes(w) == 0);
+	CHECK(socket_get_queued_fds(w) == 0);
+	CHECK(released == 4);
 
 	for (i = 0; i < 4; i++) {
 		while (socket_read_frame(r, &fr) == SOCKET_E_AGAIN)
-			ASSERT(socket_dispatch_read(r) == 0);
-		ASSERT(fr.n_data == n[i] && !memcmp(fr.data, f[i], n[i]));
-		ASSERT(fr.n_fds == nfds[i]);
+			CHECK(socket_dispatch_read(r) == 0);
+		CHECK(fr.n_data == n[i] && !memcmp(fr.data, f[i], n[i]));
+		CHECK(fr.n_fds == nfds[i]);
 		if (nfds[i] >= 1)
-			ASSERT(same_file(fr.fds[0], p[0]));
+			CHECK(same_file(fr.fds[0], p[0]));
 		if (nfds[i] >= 2)
-			ASSERT(same_file(fr.fds[1], p[1]));
+			CHECK(same_file(fr.fds[1], p[1]));
 		socket_frame_deinit(&fr);
 		free(f[i]);
 	}
@@ -514,8 +506,8 @@ static void test_write_fds(void)
 		e.fds = many;
 		e.n_fds = SOCKET_FDS_MAX + 1;
 		e.release = test_entry_release;
-		ASSERT(socket_queue(w, &e) == SOCKET_E_TOO_MANY_FDS);
-		ASSERT(!socket_wants_write(w));
+		CHECK(socket_queue(w, &e) == SOCKET_E_TOO_MANY_FDS);
+		CHECK(!socket_wants_write(w));
 	}
 	/* Empty entry: released at once. */
 	{
@@ -523,16 +515,16 @@ static void test_write_fds(void)
 
 		t->released = &released;
 		t->entry.release = test_entry_release;
-		ASSERT(socket_queue(w, &t->entry) == 0);
-		ASSERT(released == 5);
-		ASSERT(!socket_wants_write(w));
+		CHECK(socket_queue(w, &t->entry) == 0);
+		CHECK(released == 5);
+		CHECK(!socket_wants_write(w));
 	}
 
 	socket_free(w);
 	socket_free(r);
 	close(p[0]);
 	close(p[1]);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 /* Disconnect with fds queued in both directions: nothing leaks. */
@@ -544,7 +536,7 @@ static void test_disconnect_leaks(void)
 	size_t n;
 	unsigned int released = 0;
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	w = new_socket(sv[0], true);
 	r = new_socket(sv[1], true);
@@ -553,24 +545,24 @@ static void test_disconnect_leaks(void)
 	/* Queue more than the socket buffer takes, every entry with fds. */
 	for (i = 0; i < 64; i++)
 		queue_entry(w, f, n, p, 2, &released);
-	ASSERT(socket_dispatch_write(w) == 0);
-	ASSERT(socket_wants_write(w));
-	ASSERT(released < 64);
+	CHECK(socket_dispatch_write(w) == 0);
+	CHECK(socket_wants_write(w));
+	CHECK(released < 64);
 
 	/* The reader picked up fds but no complete frame yet... */
-	ASSERT(socket_dispatch_read(r) == 0);
+	CHECK(socket_dispatch_read(r) == 0);
 	/* ...and queued some of its own. */
 	for (i = 0; i < 3; i++)
 		queue_entry(r, f, n, p, 1, &released);
 
 	socket_free(r);
 	socket_free(w);
-	ASSERT(released == 67);
+	CHECK(released == 67);
 	close(p[0]);
 	close(p[1]);
 	free(f);
 	/* In-flight fds in the kernel died with the sockets. */
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 static void test_backpressure(void)
@@ -583,43 +575,43 @@ static void test_backpressure(void)
 	const unsigned int count = 3000; /* more than IOV_MAX entries */
 
 	pair(sv);
-	ASSERT(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) == 0);
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) == 0);
 	w = new_socket(sv[0], true);
 	f = make_frame(0, 1000, 5, false, &n);
 	for (k = 0; k < count; k++) {
 		queue_entry(w, f, n, NULL, 0, &released);
 		total += n;
 	}
-	ASSERT(socket_get_queued_bytes(w) == total);
+	CHECK(socket_get_queued_bytes(w) == total);
 
 	/* The peer does not read: writing stops, nothing blocks. */
-	ASSERT(socket_dispatch_write(w) == 0);
-	ASSERT(socket_dispatch_write(w) == 0);
-	ASSERT(socket_wants_write(w));
+	CHECK(socket_dispatch_write(w) == 0);
+	CHECK(socket_dispatch_write(w) == 0);
+	CHECK(socket_wants_write(w));
 	expect_q = socket_get_queued_bytes(w);
-	ASSERT(expect_q > 0 && expect_q < total);
-	ASSERT(released == (total - expect_q) / n);
+	CHECK(expect_q > 0 && expect_q < total);
+	CHECK(released == (total - expect_q) / n);
 
 	/* Drain the peer, resume, until everything went through in order. */
 	got = malloc(total);
-	ASSERT(got);
+	CHECK(got);
 	while (recvd < total) {
 		ssize_t m = recv(sv[1], got + recvd, total - recvd, MSG_DONTWAIT);
 
 		if (m > 0)
 			recvd += (size_t)m;
 		else
-			ASSERT(m < 0 && errno == EAGAIN);
-		ASSERT(socket_dispatch_write(w) == 0);
+			CHECK(m < 0 && errno == EAGAIN);
+		CHECK(socket_dispatch_write(w) == 0);
 		/* What is neither received nor queued is in the kernel. */
-		ASSERT(socket_get_queued_bytes(w) <= total - recvd);
-		ASSERT(++rounds < 1000000);
+		CHECK(socket_get_queued_bytes(w) <= total - recvd);
+		CHECK(++rounds < 1000000);
 	}
-	ASSERT(!socket_wants_write(w));
-	ASSERT(socket_get_queued_bytes(w) == 0);
-	ASSERT(released == count);
+	CHECK(!socket_wants_write(w));
+	CHECK(socket_get_queued_bytes(w) == 0);
+	CHECK(released == count);
 	for (k = 0; k < count; k++)
-		ASSERT(!memcmp(got + k * n, f, n));
+		CHECK(!memcmp(got + k * n, f, n));
 	printf("# back-pressure: %zu bytes in %u drain rounds\n", total, rounds);
 
 	free(got);
@@ -644,20 +636,20 @@ static void test_peer_gone(void)
 	send_all(sv[1], f, n);
 	send_all(sv[1], f, 5);
 	close(sv[1]);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	/* A complete frame is buffered: no read, so no EOF yet. */
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, f, n, 0, NULL);
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_EOF);
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_EOF);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
-	ASSERT(socket_get_buffered_bytes(s) == 5);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_EOF);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_EOF);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_get_buffered_bytes(s) == 5);
 
 	/* EPIPE on write. */
 	queue_entry(s, f, n, NULL, 0, &released);
-	ASSERT(socket_dispatch_write(s) == SOCKET_E_EOF);
+	CHECK(socket_dispatch_write(s) == SOCKET_E_EOF);
 	socket_free(s);
-	ASSERT(released == 1);
+	CHECK(released == 1);
 	free(f);
 }
 
@@ -676,13 +668,13 @@ static void test_too_large(void)
 	before = mallinfo2();
 	send_all(sv[1], h, 16);
 	send_all(sv[1], "0123456789", 10);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
 	after = mallinfo2();
 	/* Nothing near the claimed size was allocated. */
-	ASSERT(after.hblkhd + after.uordblks < before.hblkhd + before.uordblks + 1024 * 1024);
-	ASSERT(socket_get_buffered_bytes(s) == 26);
+	CHECK(after.hblkhd + after.uordblks < before.hblkhd + before.uordblks + 1024 * 1024);
+	CHECK(socket_get_buffered_bytes(s) == 26);
 	socket_free(s);
 	close(sv[1]);
 
@@ -691,8 +683,8 @@ static void test_too_large(void)
 	s = new_socket(sv[0], true);
 	h[0] = 'X';
 	send_all(sv[1], h, 16);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
 	socket_free(s);
 	close(sv[1]);
 }
@@ -712,12 +704,12 @@ static void expect_adopted(struct socket *s, const uint8_t *data, size_t size, s
 	size_t n;
 
 	in = socket_peek_raw(s, &n);
-	ASSERT(n == size);
-	ASSERT(socket_read_frame(s, &f) == 0);
-	ASSERT(f.data == in);
-	ASSERT(f.n_data == size && !memcmp(f.data, data, size));
-	ASSERT(f.n_fds == n_fds);
-	ASSERT(socket_get_buffered_bytes(s) == 0);
+	CHECK(n == size);
+	CHECK(socket_read_frame(s, &f) == 0);
+	CHECK(f.data == in);
+	CHECK(f.n_data == size && !memcmp(f.data, data, size));
+	CHECK(f.n_fds == n_fds);
+	CHECK(socket_get_buffered_bytes(s) == 0);
 	if (out)
 		*out = f;
 	else
@@ -737,9 +729,9 @@ static void send_reading(int fd, struct socket *s, const void *p, size_t n)
 		ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (k < 0) {
-			ASSERT(errno == EAGAIN);
-			ASSERT(socket_dispatch_read(s) == 0);
-			ASSERT(++rounds < 100000);
+			CHECK(errno == EAGAIN);
+			CHECK(socket_dispatch_read(s) == 0);
+			CHECK(++rounds < 100000);
 			continue;
 		}
 		p = (const uint8_t *)p + k;
@@ -754,8 +746,8 @@ static void read_until_frame(struct socket *s)
 	unsigned int rounds = 0;
 
 	while (socket_peek_frame(s, &n) == SOCKET_E_AGAIN) {
-		ASSERT(socket_dispatch_read(s) == 0);
-		ASSERT(++rounds < 100000);
+		CHECK(socket_dispatch_read(s) == 0);
+		CHECK(++rounds < 100000);
 	}
 }
 
@@ -778,30 +770,30 @@ static void test_adopt_split(void)
 	small = make_frame(3, 40, 1, false, &ns);
 	/* 16 + 8 + body == SOCKET_FRAME_LARGE + 1 */
 	big = make_frame(5, SOCKET_FRAME_LARGE + 1 - 24, 2, false, &nb);
-	ASSERT(nb == SOCKET_FRAME_LARGE + 1);
+	CHECK(nb == SOCKET_FRAME_LARGE + 1);
 
 	buf = malloc(ns + 1000);
 	memcpy(buf, small, ns);
 	memcpy(buf + ns, big, 1000);
 	send_all(sv[1], buf, ns + 1000);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, small, ns, 0, NULL);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 
 	/* The rest in growing pieces, one read each; then a small frame. */
 	for (off = 1000; off < nb; off += step, step = step * 3 + 1) {
 		if (step > nb - off)
 			step = nb - off;
 		send_all(sv[1], big + off, step);
-		ASSERT(socket_dispatch_read(s) == 0);
+		CHECK(socket_dispatch_read(s) == 0);
 		if (off + step < nb)
-			ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+			CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 	}
 	send_all(sv[1], small, ns);
 	/* A complete frame waits: nothing more is read. */
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_adopted(s, big, nb, 0, NULL);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, small, ns, 0, NULL);
 
 	/* All of it in one write, read by as many reads as it takes. */
@@ -813,8 +805,8 @@ static void test_adopt_split(void)
 	free(big);
 	big = make_frame(11, 300000, 3, true, &nb);
 	send_all(sv[1], big, 9);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 	send_reading(sv[1], s, big + 9, nb - 9);
 	read_until_frame(s);
 	expect_adopted(s, big, nb, 0, NULL);
@@ -840,30 +832,30 @@ static void test_drained(void)
 	f = make_frame(0, 10, 1, false, &n);
 	big = make_frame(0, 300000, 2, false, &nb);
 
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_is_drained(s));		/* EAGAIN */
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_is_drained(s));		/* EAGAIN */
 	send_all(sv[1], f, n);
 	send_all(sv[1], f, 5);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_is_drained(s));		/* took less than it had room for */
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(!socket_is_drained(s));		/* did not read: a frame waits */
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_is_drained(s));		/* took less than it had room for */
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(!socket_is_drained(s));		/* did not read: a frame waits */
 	expect_frame(s, f, n, 0, NULL);
 
 	/* A read that stops at a large frame's end is not a drained queue. */
 	send_all(sv[1], f + 5, n - 5);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, f, n, 0, NULL);
 	send_all(sv[1], big, 1000);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	send_reading(sv[1], s, big + 1000, nb - 1000);
 	send_all(sv[1], f, n);
 	read_until_frame(s);
-	ASSERT(!socket_is_drained(s));
+	CHECK(!socket_is_drained(s));
 	expect_adopted(s, big, nb, 0, NULL);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	expect_frame(s, f, n, 0, NULL);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 
 	free(f);
 	free(big);
@@ -890,14 +882,14 @@ static void test_adopt_limit(void)
 			size_t n;
 
 			f = make_frame(0, (uint32_t)(sizes[i] - 16), (uint32_t)i + 1, k, &n);
-			ASSERT(n == sizes[i]);
+			CHECK(n == sizes[i]);
 			send_reading(sv[1], s, f, n);
 			read_until_frame(s);
 			if (n > SOCKET_FRAME_LARGE)
 				expect_adopted(s, f, n, 0, NULL);
 			else
 				expect_frame(s, f, n, 0, NULL);
-			ASSERT(socket_get_buffered_bytes(s) == 0);
+			CHECK(socket_get_buffered_bytes(s) == 0);
 			free(f);
 		}
 	}
@@ -914,24 +906,24 @@ static void test_adopt_fds(void)
 	size_t nb, ns;
 	struct socket_frame fr;
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	s = new_socket(sv[0], true);
 	big = make_frame(8, 500000, 4, false, &nb);
 	small = make_frame(0, 16, 5, false, &ns);
 
 	send_with_fds(sv[1], big, 100, p, 2);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	send_reading(sv[1], s, big + 100, nb - 100);
 	send_with_fds(sv[1], small, ns, p + 1, 1);
 	read_until_frame(s);
 	expect_adopted(s, big, nb, 2, &fr);
-	ASSERT(same_file(fr.fds[0], p[0]));
-	ASSERT(same_file(fr.fds[1], p[1]));
+	CHECK(same_file(fr.fds[0], p[0]));
+	CHECK(same_file(fr.fds[1], p[1]));
 	socket_frame_deinit(&fr);
 	read_until_frame(s);
 	expect_frame(s, small, ns, 1, &fr);
-	ASSERT(same_file(fr.fds[0], p[1]));
+	CHECK(same_file(fr.fds[0], p[1]));
 	socket_frame_deinit(&fr);
 	socket_free(s);
 	close(sv[1]);
@@ -945,11 +937,11 @@ static void test_adopt_fds(void)
 	for (;;) {
 		int r = socket_dispatch_read(s);
 
-		ASSERT(r == 0 || r == SOCKET_E_PROTOCOL);
+		CHECK(r == 0 || r == SOCKET_E_PROTOCOL);
 		r = socket_read_frame(s, &fr);
 		if (r == SOCKET_E_PROTOCOL)
 			break;
-		ASSERT(r == SOCKET_E_AGAIN);
+		CHECK(r == SOCKET_E_AGAIN);
 	}
 	socket_free(s);
 	close(sv[1]);
@@ -958,7 +950,7 @@ static void test_adopt_fds(void)
 	close(p[1]);
 	free(big);
 	free(small);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 /*
@@ -985,13 +977,13 @@ static void test_adopt_bad_length(void)
 	close(sv[1]);
 	do {
 		r = socket_dispatch_read(s);
-		ASSERT(r == 0 || r == SOCKET_E_EOF);
-		ASSERT(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+		CHECK(r == 0 || r == SOCKET_E_EOF);
+		CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
 	} while (r == 0);
-	ASSERT(socket_get_buffered_bytes(s) == n);
+	CHECK(socket_get_buffered_bytes(s) == n);
 	after = mallinfo2();
 	/* At most the preallocation (4 MiB) and the shared read buffer. */
-	ASSERT(after.hblkhd + after.uordblks < before.hblkhd + before.uordblks + 5 * 1024 * 1024);
+	CHECK(after.hblkhd + after.uordblks < before.hblkhd + before.uordblks + 5 * 1024 * 1024);
 	socket_free(s);
 
 	/* 16 + fields 8 + body beyond SOCKET_FRAME_MAX, after a valid frame. */
@@ -1000,9 +992,9 @@ static void test_adopt_bad_length(void)
 	put_u32(f + 4, SOCKET_FRAME_MAX, false);
 	put_u32(f + 12, 8, false);
 	send_all(sv[1], f, 1000);
-	ASSERT(socket_dispatch_read(s) == 0);
-	ASSERT(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
 	socket_free(s);
 	close(sv[1]);
 	free(f);
@@ -1034,7 +1026,7 @@ static void test_shared_input(void)
 
 	/* Socket 0 is in raw mode with half a line buffered. */
 	send_all(sv[0][1], "AUTH EXTER", 10);
-	ASSERT(socket_dispatch_read(s[0]) == 0);
+	CHECK(socket_dispatch_read(s[0]) == 0);
 
 	/* Every socket gets a part of its frame, then the rest, interleaved. */
 	for (round = 0; round < 3; round++) {
@@ -1044,9 +1036,9 @@ static void test_shared_input(void)
 
 			send_all(sv[i][1], f[i] + a, b - a);
 			while (socket_get_buffered_bytes(s[i]) < b)
-				ASSERT(socket_dispatch_read(s[i]) == 0);
+				CHECK(socket_dispatch_read(s[i]) == 0);
 			if (round < 2)
-				ASSERT(socket_read_frame(s[i], &fr) == SOCKET_E_AGAIN);
+				CHECK(socket_read_frame(s[i], &fr) == SOCKET_E_AGAIN);
 		}
 	}
 	for (i = 1; i < N; i++)
@@ -1061,13 +1053,13 @@ static void test_shared_input(void)
 	avail = 0;
 	for (i = 0; i < N; i++)
 		avail += n[i];
-	ASSERT(after.uordblks + after.hblkhd <
+	CHECK(after.uordblks + after.hblkhd <
 	       before.uordblks + before.hblkhd + avail + N * 1024 + SOCKET_FRAME_LARGE);
 
 	send_all(sv[0][1], "NAL\r\n", 5);
-	ASSERT(socket_dispatch_read(s[0]) == 0);
+	CHECK(socket_dispatch_read(s[0]) == 0);
 	raw = socket_peek_raw(s[0], &avail);
-	ASSERT(avail == 15 && !memcmp(raw, "AUTH EXTERNAL\r\n", 15));
+	CHECK(avail == 15 && !memcmp(raw, "AUTH EXTERNAL\r\n", 15));
 	socket_consume_raw(s[0], avail);
 
 	/* Each socket receives and hands out one more frame: the heap stays. */
@@ -1078,7 +1070,7 @@ static void test_shared_input(void)
 		expect_frame(s[i], f[i], n[i], 0, NULL);
 	}
 	after = mallinfo2();
-	ASSERT(after.uordblks + after.hblkhd < before.uordblks + before.hblkhd + N * 64);
+	CHECK(after.uordblks + after.hblkhd < before.uordblks + before.hblkhd + N * 64);
 
 	for (i = 0; i < N; i++) {
 		socket_free(s[i]);
@@ -1101,7 +1093,7 @@ static uint8_t *make_call(uint32_t n_body, size_t *sizep)
 	size_t size = 56 + 4 + n_body, i;
 	uint8_t *f = malloc(size);
 
-	ASSERT(f);
+	CHECK(f);
 	f[0] = 'l';
 	f[1] = 1;
 	f[2] = 0;
@@ -1137,20 +1129,20 @@ static void test_adopt_message(void)
 	send_reading(sv[1], s, f, n);
 	read_until_frame(s);
 	expect_adopted(s, f, n, 0, &fr);
-	ASSERT(message_new_adopted(&m, fr.data, fr.n_data) == 0);
-	ASSERT(message_parse(m, NULL, 0) == 0);
+	CHECK(message_new_adopted(&m, fr.data, fr.n_data) == 0);
+	CHECK(message_parse(m, NULL, 0) == 0);
 	body = message_get_body(m, &n_body);
-	ASSERT(body == (const uint8_t *)fr.data + 56);
-	ASSERT(n_body == n - 56 && !memcmp(body, f + 56, n_body));
-	ASSERT(!strcmp(message_get_member(m), "Echo"));
+	CHECK(body == (const uint8_t *)fr.data + 56);
+	CHECK(n_body == n - 56 && !memcmp(body, f + 56, n_body));
+	CHECK(!strcmp(message_get_member(m), "Echo"));
 	/* Stitching shares the adopted body. */
 	{
 		struct message *st;
 
-		ASSERT(message_stitch_sender(m, ":1.5", &st) == 0);
-		ASSERT(message_get_body(st, NULL) == body);
+		CHECK(message_stitch_sender(m, ":1.5", &st) == 0);
+		CHECK(message_get_body(st, NULL) == body);
 		message_unref(m);
-		ASSERT(!memcmp(message_get_body(st, NULL), f + 56, n_body));
+		CHECK(!memcmp(message_get_body(st, NULL), f + 56, n_body));
 		message_unref(st);	/* frees the buffer (ASan checks) */
 	}
 
@@ -1159,13 +1151,13 @@ static void test_adopt_message(void)
 	send_reading(sv[1], s, f, n);
 	read_until_frame(s);
 	expect_adopted(s, f, n, 0, &fr);
-	ASSERT(message_new_adopted(&m, fr.data, fr.n_data) == 0);
-	ASSERT(message_parse(m, NULL, 0) > 0);
+	CHECK(message_new_adopted(&m, fr.data, fr.n_data) == 0);
+	CHECK(message_parse(m, NULL, 0) > 0);
 	message_unref(m);
 
 	/* A size out of range: refused, the buffer stays the caller's. */
 	fr.data = malloc(8);
-	ASSERT(message_new_adopted(&m, fr.data, 8) == -EINVAL);
+	CHECK(message_new_adopted(&m, fr.data, 8) == -EINVAL);
 	free(fr.data);
 
 	free(f);
@@ -1189,18 +1181,18 @@ static void test_large_frame(void)
 	f = make_frame(13, 8 * 1024 * 1024, 9, false, &n);
 	queue_entry(w, f, n, NULL, 0, &released);
 	for (;;) {
-		ASSERT(socket_dispatch_write(w) == 0);
-		ASSERT(socket_dispatch_read(r) == 0);
+		CHECK(socket_dispatch_write(w) == 0);
+		CHECK(socket_dispatch_read(r) == 0);
 		if (socket_peek_frame(r, &n) == 0)
 			break;
-		ASSERT(++rounds < 100000);
+		CHECK(++rounds < 100000);
 	}
 	/* Above SOCKET_LARGE_PREALLOC: the buffer grew, and is still handed out. */
 	expect_adopted(r, f, n, 0, &fr);
-	ASSERT(fr.n_data == n && !memcmp(fr.data, f, n));
-	ASSERT(released == 1);
+	CHECK(fr.n_data == n && !memcmp(fr.data, f, n));
+	CHECK(released == 1);
 	socket_frame_deinit(&fr);
-	ASSERT(socket_get_buffered_bytes(r) == 0);
+	CHECK(socket_get_buffered_bytes(r) == 0);
 	free(f);
 	socket_free(w);
 	socket_free(r);
@@ -1219,26 +1211,26 @@ static void test_creds(void)
 	pair(sv);
 	s = new_socket(sv[0], true);
 	c = socket_get_creds(s);
-	ASSERT(c->pid == getpid());
-	ASSERT(c->uid == getuid());
-	ASSERT(c->gid == getgid());
+	CHECK(c->pid == getpid());
+	CHECK(c->uid == getuid());
+	CHECK(c->gid == getgid());
 	ng = getgroups(256, groups);
-	ASSERT(ng >= 0);
-	ASSERT(c->n_groups == (size_t)ng);
+	CHECK(ng >= 0);
+	CHECK(c->n_groups == (size_t)ng);
 	for (i = 0; i < ng; i++) {
 		bool found = false;
 
 		for (j = 0; j < c->n_groups; j++)
 			found |= c->groups[j] == groups[i];
-		ASSERT(found);
+		CHECK(found);
 	}
 	printf("# creds: pid %d uid %u gid %u groups %zu label %s pidfd %s\n", (int)c->pid,
 	       (unsigned int)c->uid, (unsigned int)c->gid, c->n_groups,
 	       c->label ? c->label : "(none)", c->pidfd >= 0 ? "yes" : "no (kernel < 6.5)");
 
 	/* The standalone query gives the same answer. */
-	ASSERT(socket_creds_query(&c2, sv[1]) == 0);
-	ASSERT(c2.pid == getpid() && c2.uid == getuid());
+	CHECK(socket_creds_query(&c2, sv[1]) == 0);
+	CHECK(c2.pid == getpid() && c2.uid == getuid());
 	socket_creds_deinit(&c2);
 	socket_creds_deinit(&c2);
 
@@ -1249,10 +1241,10 @@ static void test_creds(void)
 	{
 		int p[2], before = count_fds();
 
-		ASSERT(pipe2(p, O_CLOEXEC) == 0);
-		ASSERT(socket_new(&s, p[0]) == -ENOTSOCK);
+		CHECK(pipe2(p, O_CLOEXEC) == 0);
+		CHECK(socket_new(&s, p[0]) == -ENOTSOCK);
 		close(p[1]);
-		ASSERT(count_fds() == before);
+		CHECK(count_fds() == before);
 	}
 }
 
@@ -1270,14 +1262,14 @@ static void test_ctrunc(void)
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
 	struct cmsghdr *c;
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	s = new_socket(sv[0], true);
 	/* Credentials take control space the fds then lack. */
-	ASSERT(setsockopt(socket_get_fd(s), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) == 0);
+	CHECK(setsockopt(socket_get_fd(s), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) == 0);
 	for (i = 0; i < (int)SOCKET_FDS_MAX; i++) {
 		fds[i] = fcntl(p[0], F_DUPFD_CLOEXEC, 3);
-		ASSERT(fds[i] >= 0);
+		CHECK(fds[i] >= 0);
 	}
 	memset(&control, 0, sizeof(control));
 	msg.msg_control = &control;
@@ -1287,17 +1279,17 @@ static void test_ctrunc(void)
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(c), fds, sizeof(fds));
-	ASSERT(sendmsg(sv[1], &msg, MSG_NOSIGNAL) == 1);
+	CHECK(sendmsg(sv[1], &msg, MSG_NOSIGNAL) == 1);
 	for (i = 0; i < (int)SOCKET_FDS_MAX; i++)
 		close(fds[i]);
 
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
-	ASSERT(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_PROTOCOL);
 	socket_free(s);
 	close(sv[1]);
 	close(p[0]);
 	close(p[1]);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 /* SO_PEERGROUPS with more groups than the first buffer holds (needs root). */
@@ -1318,12 +1310,12 @@ static void test_many_groups(void)
 	snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "test-socket-%d", (int)getpid());
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(sa.sun_path + 1));
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ASSERT(lfd >= 0);
-	ASSERT(bind(lfd, (struct sockaddr *)&sa, len) == 0);
-	ASSERT(listen(lfd, 1) == 0);
+	CHECK(lfd >= 0);
+	CHECK(bind(lfd, (struct sockaddr *)&sa, len) == 0);
+	CHECK(listen(lfd, 1) == 0);
 
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		gid_t groups[100];
 		int fd;
@@ -1341,12 +1333,12 @@ static void test_many_groups(void)
 		_exit(0);
 	}
 	afd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	ASSERT(afd >= 0);
-	ASSERT(socket_creds_query(&c, afd) == 0);
-	ASSERT(c.pid == pid);
-	ASSERT(c.n_groups == 100);
+	CHECK(afd >= 0);
+	CHECK(socket_creds_query(&c, afd) == 0);
+	CHECK(c.pid == pid);
+	CHECK(c.n_groups == 100);
 	for (i = 0; i < 100; i++)
-		ASSERT(c.groups[i] == (gid_t)(50000 + i));
+		CHECK(c.groups[i] == (gid_t)(50000 + i));
 	if (c.pidfd >= 0) {
 		/* The pidfd names the peer process. */
 		char path[64], buf[256];
@@ -1355,17 +1347,17 @@ static void test_many_groups(void)
 
 		snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", c.pidfd);
 		f = fopen(path, "re");
-		ASSERT(f);
+		CHECK(f);
 		while (fgets(buf, sizeof(buf), f))
 			if (!strncmp(buf, "Pid:", 4))
 				found = atoi(buf + 4) == pid;
 		fclose(f);
-		ASSERT(found);
+		CHECK(found);
 	}
 	socket_creds_deinit(&c);
 	close(afd);
-	ASSERT(waitpid(pid, &st, 0) == pid);
-	ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	close(lfd);
 }
 
@@ -1399,10 +1391,10 @@ static void measure(unsigned int count, uint32_t body)
 			queue_entry(w, f, n, NULL, 0, &released);
 			queued++;
 		}
-		ASSERT(socket_dispatch_write(w) == 0);
-		ASSERT(socket_dispatch_read(r) == 0);
+		CHECK(socket_dispatch_write(w) == 0);
+		CHECK(socket_dispatch_read(r) == 0);
 		while (socket_read_frame(r, &fr) == 0) {
-			ASSERT(fr.n_data == n);
+			CHECK(fr.n_data == n);
 			socket_frame_deinit(&fr);
 			got++;
 		}
@@ -1410,7 +1402,7 @@ static void measure(unsigned int count, uint32_t body)
 	t = now() - t0;
 	printf("# throughput: %u messages of %zu bytes in %.3f s: %.0f msg/s, %.1f MiB/s\n",
 	       count, n, t, count / t, (double)count * n / t / (1024 * 1024));
-	ASSERT(released == count);
+	CHECK(released == count);
 	free(f);
 	socket_free(w);
 	socket_free(r);
@@ -1435,10 +1427,10 @@ static void test_random_stream(void)
 	struct socket_frame fr;
 
 	for (i = 0; i < NPIPES; i++)
-		ASSERT(pipe2(pipes[i], O_CLOEXEC) == 0);
+		CHECK(pipe2(pipes[i], O_CLOEXEC) == 0);
 	pair(sv);
-	ASSERT(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf)) == 0);
-	ASSERT(setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf)) == 0);
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf)) == 0);
+	CHECK(setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf)) == 0);
 	w = new_socket(sv[0], true);
 	r = new_socket(sv[1], true);
 
@@ -1460,24 +1452,24 @@ static void test_random_stream(void)
 	while (got < N) {
 		int ret;
 
-		ASSERT(socket_dispatch_write(w) == 0);
-		ASSERT(socket_dispatch_read(r) == 0);
+		CHECK(socket_dispatch_write(w) == 0);
+		CHECK(socket_dispatch_read(r) == 0);
 		while ((ret = socket_read_frame(r, &fr)) == 0) {
 			size_t k;
 
-			ASSERT(got < N);
-			ASSERT(fr.n_data == sizes[got] && !memcmp(fr.data, frames[got], fr.n_data));
-			ASSERT(fr.n_fds == nfds[got]);
+			CHECK(got < N);
+			CHECK(fr.n_data == sizes[got] && !memcmp(fr.data, frames[got], fr.n_data));
+			CHECK(fr.n_fds == nfds[got]);
 			for (k = 0; k < fr.n_fds; k++)
-				ASSERT(same_file(fr.fds[k], pipes[which[got][k]][0]));
+				CHECK(same_file(fr.fds[k], pipes[which[got][k]][0]));
 			socket_frame_deinit(&fr);
 			got++;
 		}
-		ASSERT(ret == SOCKET_E_AGAIN);
-		ASSERT(++rounds < 10000000);
+		CHECK(ret == SOCKET_E_AGAIN);
+		CHECK(++rounds < 10000000);
 	}
-	ASSERT(released == N);
-	ASSERT(!socket_wants_write(w));
+	CHECK(released == N);
+	CHECK(!socket_wants_write(w));
 	printf("# random stream: %d messages in %u write/read rounds\n", N, rounds);
 
 	for (i = 0; i < N; i++)
@@ -1488,7 +1480,7 @@ static void test_random_stream(void)
 	}
 	socket_free(w);
 	socket_free(r);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 /* Authentication through the raw interface, pipelined with a message. */
@@ -1503,7 +1495,7 @@ static void test_raw_to_framing(void)
 	const void *raw;
 	struct socket_frame fr;
 
-	ASSERT(pipe2(p, O_CLOEXEC) == 0);
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	pair(sv);
 	s = new_socket(sv[0], false);
 	f = make_frame(4, 30, 1, false, &n);
@@ -1514,17 +1506,17 @@ static void test_raw_to_framing(void)
 	send_all(sv[1], buf, sizeof(auth) - 1);
 	send_with_fds(sv[1], f, n, p, 1);
 
-	ASSERT(sasl_server_init(&sasl, getuid(), "00000000000000000000000000000000",
+	CHECK(sasl_server_init(&sasl, getuid(), "00000000000000000000000000000000",
 				SASL_SERVER_UNIX_FD) == 0);
-	ASSERT(socket_dispatch_read(s) == 0);
+	CHECK(socket_dispatch_read(s) == 0);
 	raw = socket_peek_raw(s, &avail);
-	ASSERT(avail == sizeof(auth) - 1 + n);
-	ASSERT(sasl_server_feed(&sasl, raw, avail, &c) == SASL_SERVER_DONE);
-	ASSERT(c == sizeof(auth) - 1);
+	CHECK(avail == sizeof(auth) - 1 + n);
+	CHECK(sasl_server_feed(&sasl, raw, avail, &c) == SASL_SERVER_DONE);
+	CHECK(c == sizeof(auth) - 1);
 	socket_consume_raw(s, c);
 	socket_start_framing(s);
 	expect_frame(s, f, n, 1, &fr);
-	ASSERT(same_file(fr.fds[0], p[0]));
+	CHECK(same_file(fr.fds[0], p[0]));
 	socket_frame_deinit(&fr);
 
 	sasl_server_deinit(&sasl);
@@ -1534,7 +1526,7 @@ static void test_raw_to_framing(void)
 	close(p[1]);
 	free(f);
 	free(buf);
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 }
 
 int main(void)
@@ -1564,7 +1556,7 @@ int main(void)
 	test_ctrunc();
 	test_many_groups();
 	test_random_stream();
-	ASSERT(count_fds() == before);
+	CHECK(count_fds() == before);
 	measure(200000, 100);
 	measure(500, 1024 * 1024);
 	printf("ok\n");

@@ -6,15 +6,7 @@
 #include <string.h>
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/validate.h"
-
-#define CHECK(cond)                                                            \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, \
-				__LINE__, #cond);                              \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#include "check.h"
 
 #define S(s) s, (sizeof(s) - 1)
 
@@ -215,6 +207,67 @@ static void test_bus_name(void)
 	CHECK(!validate_namespace(S(":")));
 }
 
+/*
+ * The libdbus leniency of match rules (sender=, destination=, arg0namespace=):
+ * unique names are checked only for their characters. Each case here is one
+ * where the strict rule says no and dbus-daemon's AddMatch says yes, so the
+ * match parser must not use the strict one (test/unit/broker/match-rules.txt
+ * has sender=':1' and arg0namespace=':1' checked against dbus-daemon).
+ */
+static void test_lenient(void)
+{
+	static const char *const lenient_only[] = { ":", ":1", ":.1", ":.a.b", ":-" };
+	static const char *const both[] = { ":1.0", ":a-b.0-9.x", "org.freedesktop.DBus",
+					    "a.b", "-a.b" };
+	static const char *const neither[] = {
+		"", ":1.", ":1..2", ":..", ":1.2/", ":1 2", ":\xc3\xa9", "org", "org.",
+		".org.x", "org..x", "org.0x", "0org.x", "org.x/y",
+	};
+	char buf[300];
+	size_t i;
+
+	for (i = 0; i < sizeof(lenient_only) / sizeof(*lenient_only); ++i) {
+		CHECK(validate_bus_name_lenient(lenient_only[i], strlen(lenient_only[i])));
+		CHECK(!validate_bus_name(lenient_only[i], strlen(lenient_only[i])));
+		CHECK(validate_namespace_lenient(lenient_only[i], strlen(lenient_only[i])));
+	}
+	for (i = 0; i < sizeof(both) / sizeof(*both); ++i) {
+		CHECK(validate_bus_name_lenient(both[i], strlen(both[i])));
+		CHECK(validate_bus_name(both[i], strlen(both[i])));
+	}
+	for (i = 0; i < sizeof(neither) / sizeof(*neither); ++i)
+		CHECK(!validate_bus_name_lenient(neither[i], strlen(neither[i])));
+	CHECK(!validate_bus_name_lenient(S(":1.0\0")));
+	CHECK(!validate_bus_name_lenient(S("a.b\0")));
+
+	/* Namespaces: a single well-known element is fine, the rest as above. */
+	CHECK(validate_namespace_lenient(S("org")));
+	CHECK(validate_namespace_lenient(S("org.freedesktop")));
+	CHECK(!validate_namespace_lenient(S("")));
+	CHECK(!validate_namespace_lenient(S("org.")));
+	CHECK(!validate_namespace_lenient(S("0org")));
+	CHECK(!validate_namespace_lenient(S(":1.")));
+
+	/* Same length limit as every name. */
+	memset(buf, '1', sizeof(buf));
+	buf[0] = ':';
+	CHECK(validate_bus_name_lenient(buf, 255));
+	CHECK(!validate_bus_name_lenient(buf, 256));
+	CHECK(validate_namespace_lenient(buf, 255));
+	CHECK(!validate_namespace_lenient(buf, 256));
+}
+
+static void test_path_namespace(void)
+{
+	/* path_namespace= is an object path: "/" (everything) included. */
+	CHECK(validate_path_namespace(S("/")));
+	CHECK(validate_path_namespace(S("/org/freedesktop")));
+	CHECK(!validate_path_namespace(S("")));
+	CHECK(!validate_path_namespace(S("/org/")));
+	CHECK(!validate_path_namespace(S("//")));
+	CHECK(!validate_path_namespace(S("org")));
+}
+
 static void test_strings(void)
 {
 	int i;
@@ -232,6 +285,8 @@ int main(void)
 	test_interface();
 	test_member();
 	test_bus_name();
+	test_lenient();
+	test_path_namespace();
 	test_strings();
 	printf("validate: ok\n");
 	return 0;

@@ -5,10 +5,11 @@
  * libbus1 - a small userspace wrapper of the bus1 uAPI (<linux/bus1.h>,
  * docs/bus1.7).
  *
- * A struct bus1_peer owns one /dev/bus1 file descriptor and the read-only
+ * A struct b1_peer owns one /dev/bus1 file descriptor and the read-only
  * mapping of its pool. Every function returns 0 on success or a negative
  * errno; none of them prints anything. The raw fd is available for poll(2)
- * and for calling ioctl(2) directly.
+ * and for calling ioctl(2) directly. The library's names start with b1_; the
+ * bus1_ and BUS1_ names are the kernel's (the uAPI, and the module itself).
  */
 
 #include <stddef.h>
@@ -20,10 +21,10 @@
 extern "C" {
 #endif
 
-struct bus1_peer;
+struct b1_peer;
 
 /**
- * struct bus1_msg - a received message, as RECV reported it
+ * struct b1_msg - a received message, as RECV reported it
  * @type:		BUS1_MSG_DATA, BUS1_MSG_NODE_DESTROY or BUS1_MSG_NODE_RELEASE
  * @destination:	the receiver's handle the message was sent to
  * @offset:		pool offset of the slice (BUS1_OFFSET_INVALID if none)
@@ -35,7 +36,7 @@ struct bus1_peer;
  * @n_fds:		number of @fds
  * @uid, @gid, @pid, @tid: the sender, as stamped by the kernel
  */
-struct bus1_msg {
+struct b1_msg {
 	uint64_t type;
 	uint64_t destination;
 	uint64_t offset;
@@ -52,38 +53,38 @@ struct bus1_msg {
 };
 
 /* Open /dev/bus1 (or @path if not NULL) and map its pool. */
-int bus1_peer_new(struct bus1_peer **peerp);
-int bus1_peer_new_from_path(const char *path, struct bus1_peer **peerp);
-/* Take over an already open /dev/bus1 fd (closed by bus1_peer_free()). */
-int bus1_peer_new_from_fd(int fd, struct bus1_peer **peerp);
+int b1_peer_new(struct b1_peer **peerp);
+int b1_peer_new_from_path(const char *path, struct b1_peer **peerp);
+/* Take over an already open /dev/bus1 fd (closed by b1_peer_free()). */
+int b1_peer_new_from_fd(int fd, struct b1_peer **peerp);
 /* Unmap the pool, close the fd (which disconnects the peer); returns NULL. */
-struct bus1_peer *bus1_peer_free(struct bus1_peer *peer);
+struct b1_peer *b1_peer_free(struct b1_peer *peer);
 
-int bus1_peer_get_fd(struct bus1_peer *peer);
-const void *bus1_peer_get_pool(struct bus1_peer *peer, size_t *sizep);
+int b1_peer_get_fd(struct b1_peer *peer);
+const void *b1_peer_get_pool(struct b1_peer *peer, size_t *sizep);
 
-int bus1_peer_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *query);
-int bus1_peer_reset(struct bus1_peer *peer);
-int bus1_peer_disconnect(struct bus1_peer *peer);
+int b1_peer_query(struct b1_peer *peer, struct bus1_cmd_peer_query *query);
+int b1_peer_reset(struct b1_peer *peer);
+int b1_peer_disconnect(struct b1_peer *peer);
 
 /*
  * Give @dst a handle to the node of @src's handle *@src_handlep (pass
  * BUS1_HANDLE_CREATE to create a node; its handle is written back). The
  * destination's handle id is stored in *@dst_handlep if not NULL.
  */
-int bus1_peer_handle_transfer(struct bus1_peer *src, struct bus1_peer *dst,
-			      uint64_t *src_handlep, uint64_t *dst_handlep);
+int b1_peer_handle_transfer(struct b1_peer *src, struct b1_peer *dst,
+			    uint64_t *src_handlep, uint64_t *dst_handlep);
 /* As above, with the destination given as a raw /dev/bus1 fd. */
-int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
-				 uint64_t *src_handlep, uint64_t *dst_handlep);
-int bus1_peer_handle_release(struct bus1_peer *peer, uint64_t handle);
+int b1_peer_handle_transfer_fd(struct b1_peer *src, int dst_fd,
+			       uint64_t *src_handlep, uint64_t *dst_handlep);
+int b1_peer_handle_release(struct b1_peer *peer, uint64_t handle);
 /* HANDLE_QUERY with BUS1_HANDLE_QUERY_FLAG_RECLAIM: our unread messages there are taken back. */
-int bus1_peer_handle_reclaim(struct bus1_peer *peer, uint64_t handle);
+int b1_peer_handle_reclaim(struct b1_peer *peer, uint64_t handle);
 /* HANDLE_QUERY: what is queued, unread, for the node of @handle. */
-int bus1_peer_handle_query(struct bus1_peer *peer, uint64_t handle,
-			   struct bus1_cmd_handle_query *query);
-int bus1_peer_nodes_destroy(struct bus1_peer *peer, const uint64_t *nodes, size_t n_nodes);
-int bus1_peer_slice_release(struct bus1_peer *peer, uint64_t offset);
+int b1_peer_handle_query(struct b1_peer *peer, uint64_t handle,
+			 struct bus1_cmd_handle_query *query);
+int b1_peer_nodes_destroy(struct b1_peer *peer, const uint64_t *nodes, size_t n_nodes);
+int b1_peer_slice_release(struct b1_peer *peer, uint64_t offset);
 
 /*
  * Send a message. @errors may be NULL, otherwise it has @n_destinations
@@ -91,23 +92,23 @@ int bus1_peer_slice_release(struct bus1_peer *peer, uint64_t offset);
  * written to (BUS1_HANDLE_CREATE entries are replaced). Returns 0 or the
  * negative errno of the ioctl.
  */
-int bus1_peer_send(struct bus1_peer *peer, uint64_t flags,
-		   const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
-		   const struct iovec *vecs, size_t n_vecs,
-		   uint64_t *handles, size_t n_handles,
-		   const int *fds, size_t n_fds);
+int b1_peer_send(struct b1_peer *peer, uint64_t flags,
+		 const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		 const struct iovec *vecs, size_t n_vecs,
+		 uint64_t *handles, size_t n_handles,
+		 const int *fds, size_t n_fds);
 
 /*
  * Receive the next message (flags: BUS1_RECV_FLAG_*). Returns -EAGAIN if
  * none is ready. Without PEEK the caller owns the slice: release it with
- * bus1_peer_msg_release() (or bus1_peer_slice_release(msg->offset)), and the
- * installed fds, which bus1_peer_msg_release() does not close.
+ * b1_peer_msg_release() (or b1_peer_slice_release(msg->offset)), and the
+ * installed fds, which b1_peer_msg_release() does not close.
  */
-int bus1_peer_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg);
+int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg);
 /* Release the slice of a dequeued message (no-op if it has none). */
-int bus1_peer_msg_release(struct bus1_peer *peer, struct bus1_msg *msg);
+int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg);
 /* Close the fds of @msg that were installed (not -1). */
-void bus1_msg_close_fds(const struct bus1_msg *msg);
+void b1_msg_close_fds(const struct b1_msg *msg);
 
 #ifdef __cplusplus
 }

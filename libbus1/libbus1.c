@@ -18,29 +18,29 @@
  * size of the structure we pass, and each structure still has the size the uAPI was released
  * with (a field added without updating the number, or padding that crept in, stops the build).
  */
-#define BUS1_CHECK_CMD(_cmd, _type, _size)						\
+#define B1_CHECK_CMD(_cmd, _type, _size)						\
 	_Static_assert(_IOC_SIZE(_cmd) == sizeof(_type),				\
 		       #_cmd " does not encode sizeof(" #_type ")");			\
 	_Static_assert(sizeof(_type) == (_size), "sizeof(" #_type ") != " #_size)
 
-BUS1_CHECK_CMD(BUS1_CMD_PEER_DISCONNECT, __u64, 8);
-BUS1_CHECK_CMD(BUS1_CMD_PEER_QUERY, struct bus1_cmd_peer_query, 128);
-BUS1_CHECK_CMD(BUS1_CMD_PEER_RESET, struct bus1_cmd_peer_reset, 8);
-BUS1_CHECK_CMD(BUS1_CMD_HANDLE_TRANSFER, struct bus1_cmd_handle_transfer, 32);
-BUS1_CHECK_CMD(BUS1_CMD_HANDLE_RELEASE, struct bus1_cmd_handle_release, 16);
-BUS1_CHECK_CMD(BUS1_CMD_NODES_DESTROY, struct bus1_cmd_nodes_destroy, 24);
-BUS1_CHECK_CMD(BUS1_CMD_SLICE_RELEASE, struct bus1_cmd_slice_release, 16);
-BUS1_CHECK_CMD(BUS1_CMD_HANDLE_QUERY, struct bus1_cmd_handle_query, 48);
-BUS1_CHECK_CMD(BUS1_CMD_SEND, struct bus1_cmd_send, 80);
-BUS1_CHECK_CMD(BUS1_CMD_RECV, struct bus1_cmd_recv, 72);
+B1_CHECK_CMD(BUS1_CMD_PEER_DISCONNECT, __u64, 8);
+B1_CHECK_CMD(BUS1_CMD_PEER_QUERY, struct bus1_cmd_peer_query, 128);
+B1_CHECK_CMD(BUS1_CMD_PEER_RESET, struct bus1_cmd_peer_reset, 8);
+B1_CHECK_CMD(BUS1_CMD_HANDLE_TRANSFER, struct bus1_cmd_handle_transfer, 32);
+B1_CHECK_CMD(BUS1_CMD_HANDLE_RELEASE, struct bus1_cmd_handle_release, 16);
+B1_CHECK_CMD(BUS1_CMD_NODES_DESTROY, struct bus1_cmd_nodes_destroy, 24);
+B1_CHECK_CMD(BUS1_CMD_SLICE_RELEASE, struct bus1_cmd_slice_release, 16);
+B1_CHECK_CMD(BUS1_CMD_HANDLE_QUERY, struct bus1_cmd_handle_query, 48);
+B1_CHECK_CMD(BUS1_CMD_SEND, struct bus1_cmd_send, 80);
+B1_CHECK_CMD(BUS1_CMD_RECV, struct bus1_cmd_recv, 72);
 
-struct bus1_peer {
+struct b1_peer {
 	int fd;
 	const void *pool;
 	size_t pool_size;
 };
 
-static int bus1_ioctl(int fd, unsigned long cmd, void *arg)
+static int b1_ioctl(int fd, unsigned long cmd, void *arg)
 {
 	int r;
 
@@ -50,14 +50,14 @@ static int bus1_ioctl(int fd, unsigned long cmd, void *arg)
 	return r < 0 ? -errno : 0;
 }
 
-int bus1_peer_new_from_fd(int fd, struct bus1_peer **peerp)
+int b1_peer_new_from_fd(int fd, struct b1_peer **peerp)
 {
 	struct bus1_cmd_peer_query query = { 0 };
-	struct bus1_peer *peer;
+	struct b1_peer *peer;
 	void *p;
 	int r;
 
-	r = bus1_ioctl(fd, BUS1_CMD_PEER_QUERY, &query);
+	r = b1_ioctl(fd, BUS1_CMD_PEER_QUERY, &query);
 	if (r < 0)
 		return r;
 
@@ -79,7 +79,7 @@ int bus1_peer_new_from_fd(int fd, struct bus1_peer **peerp)
 	return 0;
 }
 
-int bus1_peer_new_from_path(const char *path, struct bus1_peer **peerp)
+int b1_peer_new_from_path(const char *path, struct b1_peer **peerp)
 {
 	int fd, r;
 
@@ -87,18 +87,18 @@ int bus1_peer_new_from_path(const char *path, struct bus1_peer **peerp)
 	if (fd < 0)
 		return -errno;
 
-	r = bus1_peer_new_from_fd(fd, peerp);
+	r = b1_peer_new_from_fd(fd, peerp);
 	if (r < 0)
 		close(fd);
 	return r;
 }
 
-int bus1_peer_new(struct bus1_peer **peerp)
+int b1_peer_new(struct b1_peer **peerp)
 {
-	return bus1_peer_new_from_path(NULL, peerp);
+	return b1_peer_new_from_path(NULL, peerp);
 }
 
-struct bus1_peer *bus1_peer_free(struct bus1_peer *peer)
+struct b1_peer *b1_peer_free(struct b1_peer *peer)
 {
 	if (!peer)
 		return NULL;
@@ -110,40 +110,40 @@ struct bus1_peer *bus1_peer_free(struct bus1_peer *peer)
 	return NULL;
 }
 
-int bus1_peer_get_fd(struct bus1_peer *peer)
+int b1_peer_get_fd(struct b1_peer *peer)
 {
 	return peer->fd;
 }
 
-const void *bus1_peer_get_pool(struct bus1_peer *peer, size_t *sizep)
+const void *b1_peer_get_pool(struct b1_peer *peer, size_t *sizep)
 {
 	if (sizep)
 		*sizep = peer->pool_size;
 	return peer->pool;
 }
 
-int bus1_peer_query(struct bus1_peer *peer, struct bus1_cmd_peer_query *query)
+int b1_peer_query(struct b1_peer *peer, struct bus1_cmd_peer_query *query)
 {
 	memset(query, 0, sizeof(*query));
-	return bus1_ioctl(peer->fd, BUS1_CMD_PEER_QUERY, query);
+	return b1_ioctl(peer->fd, BUS1_CMD_PEER_QUERY, query);
 }
 
-int bus1_peer_reset(struct bus1_peer *peer)
+int b1_peer_reset(struct b1_peer *peer)
 {
 	struct bus1_cmd_peer_reset cmd = { 0 };
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_PEER_RESET, &cmd);
+	return b1_ioctl(peer->fd, BUS1_CMD_PEER_RESET, &cmd);
 }
 
-int bus1_peer_disconnect(struct bus1_peer *peer)
+int b1_peer_disconnect(struct b1_peer *peer)
 {
 	__u64 flags = 0;
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_PEER_DISCONNECT, &flags);
+	return b1_ioctl(peer->fd, BUS1_CMD_PEER_DISCONNECT, &flags);
 }
 
-int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
-				 uint64_t *src_handlep, uint64_t *dst_handlep)
+int b1_peer_handle_transfer_fd(struct b1_peer *src, int dst_fd,
+			       uint64_t *src_handlep, uint64_t *dst_handlep)
 {
 	struct bus1_cmd_handle_transfer cmd = {
 		.src_handle = *src_handlep,
@@ -152,7 +152,7 @@ int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
 	};
 	int r;
 
-	r = bus1_ioctl(src->fd, BUS1_CMD_HANDLE_TRANSFER, &cmd);
+	r = b1_ioctl(src->fd, BUS1_CMD_HANDLE_TRANSFER, &cmd);
 	if (r < 0)
 		return r;
 
@@ -162,59 +162,59 @@ int bus1_peer_handle_transfer_fd(struct bus1_peer *src, int dst_fd,
 	return 0;
 }
 
-int bus1_peer_handle_transfer(struct bus1_peer *src, struct bus1_peer *dst,
-			      uint64_t *src_handlep, uint64_t *dst_handlep)
+int b1_peer_handle_transfer(struct b1_peer *src, struct b1_peer *dst,
+			    uint64_t *src_handlep, uint64_t *dst_handlep)
 {
-	return bus1_peer_handle_transfer_fd(src, dst->fd, src_handlep, dst_handlep);
+	return b1_peer_handle_transfer_fd(src, dst->fd, src_handlep, dst_handlep);
 }
 
-int bus1_peer_handle_release(struct bus1_peer *peer, uint64_t handle)
+int b1_peer_handle_release(struct b1_peer *peer, uint64_t handle)
 {
 	struct bus1_cmd_handle_release cmd = { .handle = handle };
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_RELEASE, &cmd);
+	return b1_ioctl(peer->fd, BUS1_CMD_HANDLE_RELEASE, &cmd);
 }
 
-int bus1_peer_handle_reclaim(struct bus1_peer *peer, uint64_t handle)
+int b1_peer_handle_reclaim(struct b1_peer *peer, uint64_t handle)
 {
 	struct bus1_cmd_handle_query cmd = {
 		.flags = BUS1_HANDLE_QUERY_FLAG_RECLAIM,
 		.handle = handle,
 	};
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_QUERY, &cmd);
+	return b1_ioctl(peer->fd, BUS1_CMD_HANDLE_QUERY, &cmd);
 }
 
-int bus1_peer_handle_query(struct bus1_peer *peer, uint64_t handle,
-			   struct bus1_cmd_handle_query *query)
+int b1_peer_handle_query(struct b1_peer *peer, uint64_t handle,
+			 struct bus1_cmd_handle_query *query)
 {
 	memset(query, 0, sizeof(*query));
 	query->handle = handle;
-	return bus1_ioctl(peer->fd, BUS1_CMD_HANDLE_QUERY, query);
+	return b1_ioctl(peer->fd, BUS1_CMD_HANDLE_QUERY, query);
 }
 
-int bus1_peer_nodes_destroy(struct bus1_peer *peer, const uint64_t *nodes, size_t n_nodes)
+int b1_peer_nodes_destroy(struct b1_peer *peer, const uint64_t *nodes, size_t n_nodes)
 {
 	struct bus1_cmd_nodes_destroy cmd = {
 		.ptr_nodes = (__u64)(uintptr_t)nodes,
 		.n_nodes = n_nodes,
 	};
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_NODES_DESTROY, &cmd);
+	return b1_ioctl(peer->fd, BUS1_CMD_NODES_DESTROY, &cmd);
 }
 
-int bus1_peer_slice_release(struct bus1_peer *peer, uint64_t offset)
+int b1_peer_slice_release(struct b1_peer *peer, uint64_t offset)
 {
 	struct bus1_cmd_slice_release cmd = { .offset = offset };
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_SLICE_RELEASE, &cmd);
+	return b1_ioctl(peer->fd, BUS1_CMD_SLICE_RELEASE, &cmd);
 }
 
-int bus1_peer_send(struct bus1_peer *peer, uint64_t flags,
-		   const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
-		   const struct iovec *vecs, size_t n_vecs,
-		   uint64_t *handles, size_t n_handles,
-		   const int *fds, size_t n_fds)
+int b1_peer_send(struct b1_peer *peer, uint64_t flags,
+		 const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		 const struct iovec *vecs, size_t n_vecs,
+		 uint64_t *handles, size_t n_handles,
+		 const int *fds, size_t n_fds)
 {
 	struct bus1_cmd_send cmd = {
 		.flags = flags,
@@ -229,16 +229,16 @@ int bus1_peer_send(struct bus1_peer *peer, uint64_t flags,
 		.n_fds = n_fds,
 	};
 
-	return bus1_ioctl(peer->fd, BUS1_CMD_SEND, &cmd);
+	return b1_ioctl(peer->fd, BUS1_CMD_SEND, &cmd);
 }
 
-int bus1_peer_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg)
+int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 {
 	struct bus1_cmd_recv cmd = { .flags = flags };
 	const uint8_t *base;
 	int r;
 
-	r = bus1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
+	r = b1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
 	if (r < 0)
 		return r;
 
@@ -263,18 +263,18 @@ int bus1_peer_recv(struct bus1_peer *peer, uint64_t flags, struct bus1_msg *msg)
 	return 0;
 }
 
-int bus1_peer_msg_release(struct bus1_peer *peer, struct bus1_msg *msg)
+int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg)
 {
 	int r;
 
 	if (msg->offset == BUS1_OFFSET_INVALID)
 		return 0;
-	r = bus1_peer_slice_release(peer, msg->offset);
+	r = b1_peer_slice_release(peer, msg->offset);
 	msg->offset = BUS1_OFFSET_INVALID;
 	return r;
 }
 
-void bus1_msg_close_fds(const struct bus1_msg *msg)
+void b1_msg_close_fds(const struct b1_msg *msg)
 {
 	size_t i;
 
