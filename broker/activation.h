@@ -10,7 +10,7 @@
  * to a name that has no owner and lacks NO_AUTO_START, as dbus-daemon).
  *
  * The module knows nothing about connections or routing: a caller is an
- * opaque pointer (the broker passes its struct connection), and everything
+ * opaque pointer (the broker passes its struct peer), and everything
  * that goes out goes through struct activation_ops, so that the unit test can
  * drive it with a fake router. Messages it sends are built here, from
  * org.freedesktop.DBus.

@@ -19,6 +19,7 @@
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/native.h"
+#include "broker/policy.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
 #include "broker/name.h"
@@ -114,18 +115,16 @@ static void bus_apply_config(struct bus *bus, const struct bus_config *config)
 			.max_pending_service_starts = config->limits.max_pending_service_starts,
 			.servicedirs = &config->servicedirs,
 		};
-		struct connection *c;
+		struct peer *c;
 
 		if (bus_policy_new(&policy, config) >= 0) {
 			bus_policy_free(bus->policy);
 			bus->policy = policy;
 			/* Every connection gets the rules of the new policy. */
-			list_for_each_entry(c, &bus->connections, bus_link)
-				if (c->authenticated && connection_setup_policy(c) < 0)
+			list_for_each_entry(c, &bus->peers, bus_link)
+				if (c->authenticated && policy_setup_peer(c) < 0)
 					log_warn("cannot apply the new policy to %s",
-						 connection_name(c));
-			if (native_rules_update(&bus->native_rules, config) < 0)
-				log_warn("no direct path for native clients: out of memory");
+						 peer_name(c));
 			native_policy_changed(bus->native);
 		}
 
@@ -220,15 +219,15 @@ static void bus_activation_deliver(void *userdata, void *sender, struct message 
 
 static bool bus_activation_send_to_systemd(void *userdata, struct message *msg)
 {
-	struct connection *systemd = bus_resolve(userdata, ACTIVATION_SYSTEMD_NAME);
+	struct peer *systemd = bus_resolve(userdata, ACTIVATION_SYSTEMD_NAME);
 	int r;
 
 	if (!systemd)
 		return false;
 	/* Monitors saw it when it was made (ops->capture), as with dbus-daemon. */
-	r = connection_queue(systemd, msg);
-	if (r == CONNECTION_E_QUOTA)
-		connection_overflow(systemd);
+	r = peer_queue(systemd, msg);
+	if (r == PEER_E_QUOTA)
+		peer_overflow(systemd);
 	else if (r < 0)
 		log_warn("cannot queue a message for systemd: %s", strerror(-r));
 	return true;
@@ -241,9 +240,9 @@ static void bus_activation_capture(void *userdata, void *sender, struct message 
 
 static const char *bus_activation_owner(void *userdata, const char *name)
 {
-	struct connection *c = bus_resolve(userdata, name);
+	struct peer *c = bus_resolve(userdata, name);
 
-	return c ? connection_name(c) : NULL;
+	return c ? peer_name(c) : NULL;
 }
 
 static uint32_t bus_activation_next_serial(void *userdata)
@@ -340,7 +339,7 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 		return -ENOMEM;
 	*busp = bus;
 	list_init(&bus->listeners);
-	list_init(&bus->connections);
+	list_init(&bus->peers);
 	list_init(&bus->flush_list);
 	list_init(&bus->monitors);
 	list_init(&bus->dead_list);
@@ -456,10 +455,10 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 static void bus_free_dead(struct bus *bus)
 {
 	while (!list_is_empty(&bus->dead_list)) {
-		struct connection *c = list_first_entry(&bus->dead_list, struct connection,
+		struct peer *c = list_first_entry(&bus->dead_list, struct peer,
 							 dead_link);
 
-		connection_free(c);
+		peer_free(c);
 	}
 }
 
@@ -468,16 +467,16 @@ struct bus *bus_free(struct bus *bus)
 	if (!bus)
 		return NULL;
 	/* Closing emits signals to the remaining ones; that is harmless at exit. */
-	while (!list_is_empty(&bus->connections)) {
-		struct connection *c = list_first_entry(&bus->connections, struct connection,
+	while (!list_is_empty(&bus->peers)) {
+		struct peer *c = list_first_entry(&bus->peers, struct peer,
 							 bus_link);
 
-		connection_close(c, NULL);
+		peer_close(c, NULL);
 	}
 	bus_free_dead(bus);
-	/* After the connections: they release their bus1 nodes first. */
+	delivery_cache_deinit(&bus->deliveries);
+	/* After the peers: they release their bus1 nodes first. */
 	bus->native = native_free(bus->native);
-	bus->native_rules = native_rules_free(bus->native_rules);
 	while (!list_is_empty(&bus->listeners))
 		listener_free(list_first_entry(&bus->listeners, struct listener, link));
 	bus->flush = sd_event_source_disable_unref(bus->flush);
@@ -518,20 +517,20 @@ const char *bus_get_error(struct bus *bus)
 	return bus && bus->error ? bus->error : "unknown error";
 }
 
-struct connection *bus_resolve(struct bus *bus, const char *name)
+struct peer *bus_resolve(struct bus *bus, const char *name)
 {
 	struct name_owner *o = name_registry_resolve(bus->names, name);
-	struct connection *c;
+	struct peer *c;
 
 	if (!o)
 		return NULL;
-	c = container_of(o, struct connection, owner);
+	c = container_of(o, struct peer, owner);
 	return c->closed ? NULL : c;
 }
 
 int bus_accept(struct bus *bus, int fd, const uint8_t *nonce)
 {
-	struct connection *conn;
+	struct peer *peer;
 
 	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections) {
 		/* The listeners stop accepting at the limit; this is the fallback. */
@@ -540,7 +539,7 @@ int bus_accept(struct bus *bus, int fd, const uint8_t *nonce)
 		close(fd);
 		return 0;
 	}
-	return connection_new(&conn, bus, fd, nonce);
+	return connection_new(&peer, bus, fd, nonce);
 }
 
 void bus_incomplete_done(struct bus *bus)
@@ -564,16 +563,16 @@ void bus_flush_now(struct bus *bus)
 		sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
 	for (;;) {
 		if (!list_is_empty(&bus->overflow_list)) {
-			struct connection *c = list_first_entry(&bus->overflow_list,
-								 struct connection, overflow_link);
+			struct peer *c = list_first_entry(&bus->overflow_list, struct peer,
+							 overflow_link);
 
 			list_unlink(&c->overflow_link);
-			connection_close(c, "its output queue is full: it does not read");
+			peer_close(c, "its output queue is full: it does not read");
 			continue;
 		}
 		if (!list_is_empty(&bus->flush_list)) {
 			struct connection *c = list_first_entry(&bus->flush_list,
-								 struct connection, flush_link);
+							       struct connection, flush_link);
 
 			list_unlink(&c->flush_link);
 			connection_flush(c);
@@ -588,6 +587,13 @@ static int bus_flush_cb(sd_event_source *s, void *userdata)
 {
 	bus_flush_now(userdata);
 	return 0;
+}
+
+uint32_t bus_next_serial(struct bus *bus)
+{
+	if (++bus->serial == 0)
+		bus->serial = 1;
+	return bus->serial;
 }
 
 int bus_reload_config(struct bus *bus, char **errorp)

@@ -5,21 +5,27 @@
  * DOC: The bus object
  *
  * struct bus owns everything of one running bus: the sd-event loop, the
- * listeners, every connection, the name registry, the match rules, the user
+ * listeners, every peer, the name registry, the match rules, the user
  * accounting and the configuration. There is exactly one per process; every
- * object reaches it through a back pointer, never through a global.
+ * object reaches it through a back pointer, never through a global (the
+ * bus' serial counter and the cache of socket queue entries are in it too).
  *
- * The loop: one epoll set (sd-event). Every connection has one io source.
- * Input is read and dispatched at once (routing is synchronous); output is
- * queued on the destination sockets and flushed by one low-priority defer
- * source after all ready input has been handled, so that all messages a batch
- * of input produces for one destination leave in one sendmsg().
+ * The loop: one epoll set (sd-event). Every socket connection has one io
+ * source, the bus1 transport one for all native clients. Input is read and
+ * dispatched at once (routing is synchronous); output is queued on the
+ * destinations. A socket connection's io callback writes out every dirty
+ * connection when its input is dispatched (bus_flush_now()), so that all
+ * messages a batch of input produces for one destination leave in one
+ * sendmsg(); output produced elsewhere (timers, the bus1 input) is flushed by
+ * one low-priority defer source. The same flush closes peers that do not
+ * read (overflow) and frees closed peers.
  */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-event.h>
+#include "broker/connection.h"
 #include "conf/config.h"
 #include "util/list.h"
 #include "util/macro.h"
@@ -31,6 +37,7 @@ struct config_reload;
 struct bus_policy;
 struct bus_services;
 struct connection;
+struct peer;
 struct message;
 
 /**
@@ -78,30 +85,31 @@ struct bus {
 	struct config_reload *reload;	/* ReloadConfig, SIGHUP, inotify (reload.h) */
 	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
 	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
-	struct native_rules *native_rules; /* the policy for the direct path (native.h) */
 
 	struct list_node listeners;
-	struct list_node connections;	/* every connection, in accept order */
-	struct list_node flush_list;	/* connections with output queued */
+	struct list_node peers;		/* every peer, in accept order */
+	struct list_node flush_list;	/* socket connections with output queued */
 	/*
 	 * True while connection_io() dispatches a connection's input: it flushes
 	 * the whole flush list when done, so queueing then needs no deferred
 	 * flush (which would cost two sd-event updates per message).
 	 */
 	bool dispatching_input;
-	struct list_node monitors;	/* connections that called BecomeMonitor */
-	struct list_node dead_list;	/* closed connections, freed after dispatch */
-	struct list_node overflow_list;	/* connections to close for not reading */
+	struct list_node monitors;	/* peers that called BecomeMonitor */
+	struct list_node dead_list;	/* closed peers, freed after dispatch */
+	struct list_node overflow_list;	/* peers to close for not reading */
 	uint64_t next_id;		/* unique names are :1.<id>, never reused */
+	uint32_t serial;		/* of the last message the bus sent */
+	struct delivery_cache deliveries;	/* socket queue entries (connection.h) */
 
 	struct name_registry *names;
-	struct match_registry *matches;	/* AddMatch rules of every connection */
+	struct match_registry *matches;	/* AddMatch rules of every peer */
 	struct match_registry *monitor_matches;	/* BecomeMonitor filters */
 	size_t n_eavesdrop_rules;	/* AddMatch rules with eavesdrop=true */
 	struct reply_registry *replies;
 	struct user_registry *users;
 
-	/* per-connection output queue bounds (see connection_queue()) */
+	/* per-peer output queue bounds (see peer_queue()) */
 	size_t max_queued_bytes;
 	size_t max_queued_fds;
 
@@ -151,13 +159,16 @@ void bus_flush_now(struct bus *bus);
 void bus_schedule_flush(struct bus *bus, struct connection *conn);
 
 /*
- * One connection less that has not finished authenticating (it did, or it
+ * One peer less that has not finished authenticating (it did, or it
  * went away): listeners paused at max_incomplete_connections resume.
  */
 void bus_incomplete_done(struct bus *bus);
 
-/* The connection owning @name (unique or primary owner of a well-known name), or NULL. */
-struct connection *bus_resolve(struct bus *bus, const char *name);
+/* The peer owning @name (unique or primary owner of a well-known name), or NULL. */
+struct peer *bus_resolve(struct bus *bus, const char *name);
+
+/* Next serial for a message the bus sends (bus-wide counter, never 0). */
+uint32_t bus_next_serial(struct bus *bus);
 
 
 /* Reload the configuration file (SIGHUP, ReloadConfig). Return 0, 1 (invalid) or -errno. */

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Socket connections: authentication, framing, the output queue and
- * teardown. Routing of what a connection sends is in router.c, the bus
- * driver in driver.c. See connection.h.
+ * Socket connections, the socket transport of a peer: authentication,
+ * framing, the output queue. What the peer sends goes to peer.c, which
+ * hands it to the router. See connection.h.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -19,10 +20,7 @@
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/log.h"
-#include "broker/monitor.h"
-#include "broker/native.h"
-#include "broker/router.h"
-#include "conf/policy.h"
+#include "broker/peer.h"
 #include "dbus-compat/keyring.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
@@ -38,125 +36,81 @@
  * struct delivery - one message queued on one socket
  * @entry:	the socket's write-queue entry
  * @msg:	the (shared) message; one reference per delivery
- * @conn:	the destination, whose counters are charged
+ * @peer:	the destination, whose counters are charged
  * @iov:	header and body of @msg
  *
- * Freed deliveries are kept on a per-bus free list, so the steady state
- * allocates nothing per destination.
+ * Freed deliveries are kept in the bus' struct delivery_cache.
  */
 struct delivery {
 	struct socket_entry entry;
 	struct message *msg;
-	struct connection *conn;
+	struct peer *peer;
 	struct iovec iov[2];
 	struct delivery *next_free;
 };
 
 #define DELIVERY_CACHE_MAX 4096
 
-static struct delivery *delivery_free_list;
-static size_t delivery_n_free;
-static size_t delivery_n_used;
-
-static struct delivery *delivery_alloc(void)
+static struct delivery *delivery_alloc(struct delivery_cache *cache)
 {
-	struct delivery *d = delivery_free_list;
+	struct delivery *d = cache->free_list;
 
 	if (d) {
-		delivery_free_list = d->next_free;
-		delivery_n_free--;
-		delivery_n_used++;
+		cache->free_list = d->next_free;
+		cache->n_free--;
+		cache->n_used++;
 		return d;
 	}
 	d = malloc(sizeof(*d));
 	if (d)
-		delivery_n_used++;
+		cache->n_used++;
 	return d;
 }
 
-void connection_pool_stats(size_t *used_bytes, size_t *cached_bytes)
+void delivery_cache_stats(const struct delivery_cache *cache, size_t *used_bytes,
+			  size_t *cached_bytes)
 {
-	*used_bytes = delivery_n_used * sizeof(struct delivery);
-	*cached_bytes = delivery_n_free * sizeof(struct delivery);
+	*used_bytes = cache->n_used * sizeof(struct delivery);
+	*cached_bytes = cache->n_free * sizeof(struct delivery);
 }
 
-static void delivery_recycle(struct delivery *d)
+void delivery_cache_deinit(struct delivery_cache *cache)
 {
-	delivery_n_used--;
-	if (delivery_n_free >= DELIVERY_CACHE_MAX) {
+	while (cache->free_list) {
+		struct delivery *d = cache->free_list;
+
+		cache->free_list = d->next_free;
+		free(d);
+	}
+	cache->n_free = 0;
+}
+
+static void delivery_recycle(struct delivery_cache *cache, struct delivery *d)
+{
+	cache->n_used--;
+	if (cache->n_free >= DELIVERY_CACHE_MAX) {
 		free(d);
 		return;
 	}
-	d->next_free = delivery_free_list;
-	delivery_free_list = d;
-	delivery_n_free++;
+	d->next_free = cache->free_list;
+	cache->free_list = d;
+	cache->n_free++;
 }
 
 static void delivery_release(struct socket_entry *entry)
 {
 	struct delivery *d = container_of(entry, struct delivery, entry);
-	struct connection *conn = d->conn;
+	struct peer *peer = d->peer;
 	size_t size = message_get_size(d->msg);
 
-	conn->n_queued_bytes -= size;
-	conn->n_queued_fds -= d->msg->n_fds;
-	conn->n_queued_msgs--;
-	connection_uncharge(conn, USER_SLOT_BYTES, size);
+	peer->n_queued_bytes -= size;
+	peer->n_queued_fds -= d->msg->n_fds;
+	peer->n_queued_msgs--;
+	peer_uncharge(peer, USER_SLOT_BYTES, size);
 	if (d->msg->n_fds)
-		connection_uncharge(conn, USER_SLOT_FDS, d->msg->n_fds);
+		peer_uncharge(peer, USER_SLOT_FDS, d->msg->n_fds);
 	message_unref(d->msg);
-	delivery_recycle(d);
-}
-
-int connection_charge(struct connection *conn, enum user_slot slot, uint64_t amount)
-{
-	if (!conn->user || !amount)
-		return 0;
-	return user_charge(&conn->charges[slot], conn->user, slot, amount);
-}
-
-void connection_uncharge(struct connection *conn, enum user_slot slot, uint64_t amount)
-{
-	struct user_charge *c = &conn->charges[slot];
-
-	if (!c->user || !amount)
-		return;
-	if (amount > c->amount)
-		amount = c->amount;
-	user_counters_uncharge(&c->user->counters, slot, amount);
-	c->amount -= amount;
-}
-
-int connection_charge_message(struct connection *conn, uint64_t bytes, uint64_t n_fds)
-{
-	int r;
-
-	r = connection_charge(conn, USER_SLOT_BYTES, bytes);
-	if (r)
-		return r;
-	r = connection_charge(conn, USER_SLOT_FDS, n_fds);
-	if (r)
-		connection_uncharge(conn, USER_SLOT_BYTES, bytes);
-	return r;
-}
-
-void connection_overflow(struct connection *conn)
-{
-	if (conn->overflow || conn->closed)
-		return;
-	conn->overflow = true;
-	list_append(&conn->bus->overflow_list, &conn->overflow_link);
-	bus_schedule_flush(conn->bus, NULL);
-}
-
-uint32_t bus_next_serial(struct bus *bus)
-{
-	static uint32_t serial;
-
-	(void)bus;
-	if (++serial == 0)
-		serial = 1;
-	return serial;
+	delivery_recycle(&peer->bus->deliveries, d);
 }
 
 static void connection_update_events(struct connection *conn)
@@ -178,18 +132,19 @@ static void connection_update_events(struct connection *conn)
 	}
 }
 
-int connection_queue(struct connection *conn, struct message *msg)
+static int connection_queue(struct peer_transport *transport, struct message *msg)
 {
+	struct connection *conn = container_of(transport, struct connection, transport);
+	struct peer *peer = conn->peer;
+	struct bus *bus = peer->bus;
 	struct delivery *d;
 	size_t size = message_get_size(msg);
 	int r;
 
-	if (conn->closed || conn->overflow)
-		return CONNECTION_E_DEAD;
-	if (conn->native)
-		return native_conn_queue(conn->native, msg);
-	if (conn->n_queued_bytes + size > conn->bus->max_queued_bytes ||
-	    conn->n_queued_fds + msg->n_fds > conn->bus->max_queued_fds) {
+	if (conn->closed)
+		return PEER_E_DEAD;
+	if (peer->n_queued_bytes + size > bus->max_queued_bytes ||
+	    peer->n_queued_fds + msg->n_fds > bus->max_queued_fds) {
 		/*
 		 * The quota is for what the receiver does not take: one read
 		 * batch may produce more than it for a reader, so give the
@@ -198,24 +153,24 @@ int connection_queue(struct connection *conn, struct message *msg)
 		r = socket_dispatch_write(conn->socket);
 		if (r) {
 			/* Closed after this dispatch, never in the middle of routing. */
-			connection_overflow(conn);
-			return CONNECTION_E_DEAD;
+			peer_overflow(peer);
+			return PEER_E_DEAD;
 		}
-		if (conn->n_queued_bytes + size > conn->bus->max_queued_bytes ||
-		    conn->n_queued_fds + msg->n_fds > conn->bus->max_queued_fds)
-			return CONNECTION_E_QUOTA;
+		if (peer->n_queued_bytes + size > bus->max_queued_bytes ||
+		    peer->n_queued_fds + msg->n_fds > bus->max_queued_fds)
+			return PEER_E_QUOTA;
 	}
-	if (connection_charge_message(conn, size, msg->n_fds))
-		return CONNECTION_E_QUOTA;
+	if (peer_charge_message(peer, size, msg->n_fds))
+		return PEER_E_QUOTA;
 
-	d = delivery_alloc();
+	d = delivery_alloc(&bus->deliveries);
 	if (!d) {
-		connection_uncharge(conn, USER_SLOT_BYTES, size);
-		connection_uncharge(conn, USER_SLOT_FDS, msg->n_fds);
+		peer_uncharge(peer, USER_SLOT_BYTES, size);
+		peer_uncharge(peer, USER_SLOT_FDS, msg->n_fds);
 		return -ENOMEM;
 	}
 	d->msg = message_ref(msg);
-	d->conn = conn;
+	d->peer = peer;
 	message_get_iovec(msg, d->iov);
 	d->entry = (struct socket_entry){
 		.iov = d->iov,
@@ -225,29 +180,29 @@ int connection_queue(struct connection *conn, struct message *msg)
 		.release = delivery_release,
 	};
 	list_init(&d->entry.link);
-	conn->n_queued_bytes += size;
-	conn->n_queued_fds += msg->n_fds;
+	peer->n_queued_bytes += size;
+	peer->n_queued_fds += msg->n_fds;
 	r = socket_queue(conn->socket, &d->entry);
 	if (r) {
 		/* release is not called on failure: undo by hand. */
-		conn->n_queued_bytes -= size;
-		conn->n_queued_fds -= msg->n_fds;
-		connection_uncharge(conn, USER_SLOT_BYTES, size);
-		connection_uncharge(conn, USER_SLOT_FDS, msg->n_fds);
+		peer->n_queued_bytes -= size;
+		peer->n_queued_fds -= msg->n_fds;
+		peer_uncharge(peer, USER_SLOT_BYTES, size);
+		peer_uncharge(peer, USER_SLOT_FDS, msg->n_fds);
 		message_unref(d->msg);
-		delivery_recycle(d);
-		return r < 0 ? r : CONNECTION_E_QUOTA;
+		delivery_recycle(&bus->deliveries, d);
+		return r < 0 ? r : PEER_E_QUOTA;
 	}
-	if (conn->n_queued_bytes > conn->peak_queued_bytes)
-		conn->peak_queued_bytes = conn->n_queued_bytes;
-	if (conn->n_queued_fds > conn->peak_queued_fds)
-		conn->peak_queued_fds = conn->n_queued_fds;
-	conn->n_queued_msgs++;
-	conn->n_outgoing++;
-	if (!conn->bus->dispatching_input)
-		bus_schedule_flush(conn->bus, conn);
+	if (peer->n_queued_bytes > peer->peak_queued_bytes)
+		peer->peak_queued_bytes = peer->n_queued_bytes;
+	if (peer->n_queued_fds > peer->peak_queued_fds)
+		peer->peak_queued_fds = peer->n_queued_fds;
+	peer->n_queued_msgs++;
+	peer->n_outgoing++;
+	if (!bus->dispatching_input)
+		bus_schedule_flush(bus, conn);
 	else if (!list_node_is_linked(&conn->flush_link))
-		list_append(&conn->bus->flush_list, &conn->flush_link);
+		list_append(&bus->flush_list, &conn->flush_link);
 	return 0;
 }
 
@@ -259,96 +214,10 @@ void connection_flush(struct connection *conn)
 		return;
 	r = socket_dispatch_write(conn->socket);
 	if (r) {
-		connection_close(conn, r > 0 ? NULL : "write failed");
+		peer_close(conn->peer, r > 0 ? NULL : "write failed");
 		return;
 	}
 	connection_update_events(conn);
-}
-
-/*
- * The groups of a uid from the user database (primary first), for an
- * identity that did not come with the socket (DBUS_COOKIE_SHA1, TCP), as
- * dbus-daemon looks them up. An unknown user has none.
- */
-static int groups_from_user_db(uid_t uid, uint32_t **gidsp, size_t *np)
-{
-	struct passwd pw, *res = NULL;
-	_cleanup_free_ char *buf = NULL;
-	_cleanup_free_ gid_t *groups = NULL;
-	uint32_t *gids;
-	int ngroups = 64;
-
-	*gidsp = NULL;
-	*np = 0;
-	buf = malloc(16384);
-	if (!buf)
-		return -ENOMEM;
-	if (getpwuid_r(uid, &pw, buf, 16384, &res) || !res)
-		return 0;
-	for (;;) {
-		gid_t *g = realloc(groups, (size_t)ngroups * sizeof(*g));
-		int k = ngroups;
-
-		if (!g)
-			return -ENOMEM;
-		groups = g;
-		if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &k) >= 0) {
-			ngroups = k;
-			break;
-		}
-		if (k <= ngroups || k > 65536)
-			return 0;
-		ngroups = k;
-	}
-	gids = calloc((size_t)ngroups + 1, sizeof(*gids));
-	if (!gids)
-		return -ENOMEM;
-	gids[(*np)++] = (uint32_t)pw.pw_gid;
-	for (int i = 0; i < ngroups; i++)
-		if (groups[i] != pw.pw_gid)
-			gids[(*np)++] = (uint32_t)groups[i];
-	*gidsp = gids;
-	return 0;
-}
-
-int connection_setup_policy(struct connection *conn)
-{
-	const struct socket_creds *cr = socket_get_creds(conn->socket);
-	struct bus *bus = conn->bus;
-	_cleanup_free_ uint32_t *gids = NULL;
-	const struct bus_policy_rule *rule = NULL;
-	size_t n = 0;
-	int r;
-
-	conn->policy = bus_client_policy_free(conn->policy);
-	if (!bus->policy)
-		return 0;
-
-	if (conn->socket_identity) {
-		/* The primary group first, then the supplementary ones. */
-		gids = calloc(cr->n_groups + 1, sizeof(*gids));
-		if (!gids)
-			return -ENOMEM;
-		gids[n++] = (uint32_t)cr->gid;
-		for (size_t i = 0; i < cr->n_groups; i++)
-			if (cr->groups[i] != cr->gid)
-				gids[n++] = (uint32_t)cr->groups[i];
-	} else if (conn->uid != (uid_t)-1) {
-		r = groups_from_user_db(conn->uid, &gids, &n);
-		if (r < 0)
-			return r;
-	}
-
-	/* Anonymous clients have no identity to check; the config allowed them. */
-	if (!conn->anonymous &&
-	    !bus_policy_check_connect(bus->policy, (uint32_t)conn->uid, gids, n,
-				      (uint32_t)bus->uid, &rule))
-		return 1;
-	/* at_console: decided now (connect, reload), as dbus-daemon; see conf/console.h */
-	r = bus_client_policy_new(&conn->policy, bus->policy, (uint32_t)conn->uid, gids, n,
-				  conn->uid != (uid_t)-1 &&
-				  bus_policy_uid_at_console(bus->policy, (uint32_t)conn->uid) > 0);
-	return r < 0 ? r : 0;
 }
 
 /*
@@ -429,23 +298,6 @@ out:
 	return r;
 }
 
-int connection_get_pidfd(const struct connection *conn)
-{
-	return socket_get_creds(conn->socket)->pidfd;
-}
-
-void connection_set_native_pid(struct connection *conn, pid_t pid)
-{
-	int fd;
-
-	/* The bootstrapping process itself: its SO_PEERPIDFD names it already. */
-	if (pid <= 0 || (pid == conn->pid && connection_get_pidfd(conn) >= 0))
-		return;
-	fd = (int)syscall(SYS_pidfd_open, pid, 0);
-	socket_set_pidfd(conn->socket, fd >= 0 ? fd : -1);
-	conn->pid = pid;
-}
-
 /*
  * nonce-tcp: the first ADDRESS_NONCE_LEN bytes must be the listener's nonce
  * (compared without an early exit). Returns 0 (done or more needed), 1 when
@@ -465,7 +317,7 @@ static int connection_check_nonce(struct connection *conn)
 	if (conn->nonce_left == 0) {
 		explicit_bzero(conn->nonce, sizeof(conn->nonce));
 		if (conn->nonce_diff) {
-			connection_close(conn, "wrong nonce (nonce-tcp)");
+			peer_close(conn->peer, "wrong nonce (nonce-tcp)");
 			return 1;
 		}
 	}
@@ -486,7 +338,7 @@ static int connection_flush_sasl(struct connection *conn)
 	if (r < 0)
 		return r;
 	sasl_server_consume_output(&conn->sasl, n);
-	bus_schedule_flush(conn->bus, conn);
+	bus_schedule_flush(conn->peer->bus, conn);
 	return 0;
 }
 
@@ -516,45 +368,19 @@ static int connection_authenticate(struct connection *conn)
 
 		/* Let the last ERROR/REJECTED reach the client, then close. */
 		connection_flush(conn);
-		connection_close(conn, why ? why : "authentication failed");
+		peer_close(conn->peer, why ? why : "authentication failed");
 		return 1;
 	}
 	if (r == SASL_SERVER_DONE) {
 		uid_t uid = sasl_server_get_uid(&conn->sasl);
+		bool unix_fds = sasl_server_unix_fd_agreed(&conn->sasl);
+		bool anonymous = sasl_server_is_anonymous(&conn->sasl);
 
-		conn->authenticated = true;
-		conn->unix_fds = sasl_server_unix_fd_agreed(&conn->sasl);
-		conn->anonymous = sasl_server_is_anonymous(&conn->sasl);
-		if (uid != (uid_t)-1 && uid != conn->uid) {
-			/*
-			 * DBUS_COOKIE_SHA1: the identity is the one proven, not
-			 * the socket's (a TCP peer has none). Nothing is charged
-			 * to the connection before Hello: move it to its user.
-			 */
-			struct user *u = NULL;
-
-			r = user_registry_ref_user(conn->bus->users, &u, uid);
-			if (r < 0)
-				return r;
-			for (int i = 0; i < _USER_SLOT_N; i++)
-				user_charge_release(&conn->charges[i]);
-			user_unref(conn->user);
-			conn->user = u;
-			conn->uid = uid;
-			conn->socket_identity = false;
-		}
 		/* Its buffers are not needed any more (memory per connection). */
 		sasl_server_deinit(&conn->sasl);
 		socket_start_framing(conn->socket);
 		conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
-		bus_incomplete_done(conn->bus);
-		r = connection_setup_policy(conn);
-		if (r < 0)
-			return r;
-		if (r) {
-			connection_close(conn, "the bus policy does not allow this user to connect");
-			return 1;
-		}
+		return peer_authenticated(conn->peer, uid, unix_fds, anonymous);
 	}
 	return 0;
 }
@@ -564,41 +390,6 @@ static void close_fds(int *fds, size_t n)
 	for (size_t i = 0; i < n; i++)
 		safe_close(fds[i]);
 	free(fds);
-}
-
-/* Route @msg, for which message_parse*() returned @r (> 0: invalid); drops @msg. */
-static int connection_dispatch_parsed(struct connection *conn, struct message *msg, int r)
-{
-	if (r > 0) {
-		log_info("disconnecting %s: invalid message: %s",
-			 conn->registered ? connection_name(conn) : "(inactive)",
-			 dc_invalid_to_string(r));
-		connection_close(conn, NULL);
-	} else if (r == 0) {
-		size_t size = message_get_size(msg), n_fds_in = msg->n_fds;
-
-		conn->n_incoming++;
-		conn->bus->n_messages++;
-		/* Debug.Stats: what the bus holds of its messages (IncomingBytes). */
-		conn->n_dispatching_bytes += size;
-		conn->n_dispatching_fds += n_fds_in;
-		if (conn->n_dispatching_bytes > conn->peak_dispatching_bytes)
-			conn->peak_dispatching_bytes = conn->n_dispatching_bytes;
-		if (conn->n_dispatching_fds > conn->peak_dispatching_fds)
-			conn->peak_dispatching_fds = conn->n_dispatching_fds;
-		r = router_dispatch(conn, msg);
-		conn->n_dispatching_bytes -= size;
-		conn->n_dispatching_fds -= n_fds_in;
-	}
-	message_unref(msg);
-	return r;
-}
-
-int connection_dispatch_incoming(struct connection *conn, struct message *msg, const int *fds,
-				 size_t n_fds)
-{
-	/* The message owns the fds from here on, in all cases. */
-	return connection_dispatch_parsed(conn, msg, message_parse(msg, fds, n_fds));
 }
 
 /*
@@ -617,10 +408,10 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 	size_t n_all = n_fds, n_taken;
 	int r;
 
-	if (conn->n_spare_fds + n_fds > (size_t)conn->bus->limits.max_message_unix_fds) {
+	if (conn->n_spare_fds + n_fds > (size_t)conn->peer->bus->limits.max_message_unix_fds) {
 		close_fds(fds, n_fds);
 		message_unref(msg);
-		connection_close(conn, "sent more file descriptors than max_message_unix_fds");
+		peer_close(conn->peer, "sent more file descriptors than max_message_unix_fds");
 		return 1;
 	}
 	if (conn->n_spare_fds > 0) {
@@ -652,13 +443,13 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 	} else {
 		free(all);
 	}
-	return connection_dispatch_parsed(conn, msg, r);
+	return peer_dispatch_parsed(conn->peer, msg, r);
 }
 
 /* Take and dispatch every complete message. Returns 0, 1 (closed) or -errno. */
 static int connection_read_frames(struct connection *conn)
 {
-	struct bus *bus = conn->bus;
+	struct bus *bus = conn->peer->bus;
 	int r;
 
 	for (;;) {
@@ -676,19 +467,19 @@ static int connection_read_frames(struct connection *conn)
 			if (n >= SOCKET_FRAME_HEADER &&
 			    (socket_frame_size(data, &size) ||
 			     size > (size_t)bus->limits.max_message_size)) {
-				connection_close(conn, "message exceeds max_message_size");
+				peer_close(conn->peer, "message exceeds max_message_size");
 				return 1;
 			}
 			return 0;
 		}
 		if (r > 0) {
-			connection_close(conn, "invalid message framing");
+			peer_close(conn->peer, "invalid message framing");
 			return 1;
 		}
 		if (r < 0)
 			return r;
 		if (size > (size_t)bus->limits.max_message_size) {
-			connection_close(conn, "message exceeds max_message_size");
+			peer_close(conn->peer, "message exceeds max_message_size");
 			return 1;
 		}
 
@@ -721,13 +512,13 @@ static int connection_read_frames(struct connection *conn)
 			message_unref(msg);
 			if (r < 0)
 				return r;
-			connection_close(conn, "invalid message framing");
+			peer_close(conn->peer, "invalid message framing");
 			return 1;
 		}
-		if (n_fds && !conn->unix_fds) {
+		if (n_fds && !conn->peer->unix_fds) {
 			close_fds(fds, n_fds);
 			message_unref(msg);
-			connection_close(conn, "sent file descriptors without negotiating them");
+			peer_close(conn->peer, "sent file descriptors without negotiating them");
 			return 1;
 		}
 		r = connection_dispatch_frame(conn, msg, fds, n_fds);
@@ -742,7 +533,7 @@ static int connection_pending_fd_timeout(sd_event_source *s, uint64_t usec, void
 {
 	struct connection *conn = userdata;
 
-	connection_close(conn, "held file descriptors that no message took for longer "
+	peer_close(conn->peer, "held file descriptors that no message took for longer "
 			       "than pending_fd_timeout");
 	return 0;
 }
@@ -756,7 +547,7 @@ static int connection_pending_fd_timeout(sd_event_source *s, uint64_t usec, void
  */
 static void connection_watch_pending_fds(struct connection *conn)
 {
-	struct bus *bus = conn->bus;
+	struct bus *bus = conn->peer->bus;
 	uint64_t now;
 
 	if (!socket_holds_fds(conn->socket) && conn->n_spare_fds == 0) {
@@ -792,19 +583,19 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 			if (r == SOCKET_E_EOF) {
 				conn->eof = true;
 			} else if (r > 0) {
-				connection_close(conn, "protocol error");
+				peer_close(conn->peer, "protocol error");
 				return 0;
 			} else if (r < 0) {
-				connection_close(conn, "read failed");
+				peer_close(conn->peer, "read failed");
 				return 0;
 			}
 
-			if (!conn->authenticated) {
+			if (!conn->peer->authenticated) {
 				r = connection_authenticate(conn);
 				if (r)
 					goto out;
 			}
-			if (conn->authenticated) {
+			if (conn->peer->authenticated) {
 				r = connection_read_frames(conn);
 				if (r)
 					goto out;
@@ -818,10 +609,10 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 				break;
 		}
 		if (conn->eof) {
-			connection_close(conn, NULL);
+			peer_close(conn->peer, NULL);
 			return 0;
 		}
-		if (conn->authenticated)
+		if (conn->peer->authenticated)
 			connection_watch_pending_fds(conn);
 	}
 	connection_update_events(conn);
@@ -829,7 +620,7 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 
 out:
 	if (r < 0)
-		connection_close(conn, strerror(-r));
+		peer_close(conn->peer, strerror(-r));
 	return 0;
 }
 
@@ -841,7 +632,7 @@ out:
 static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct connection *conn = userdata;
-	struct bus *bus = conn->bus;
+	struct bus *bus = conn->peer->bus;
 
 	bus->dispatching_input = true;
 	connection_io_work(s, fd, revents, userdata);
@@ -855,14 +646,46 @@ static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *user
 {
 	struct connection *conn = userdata;
 
-	connection_close(conn, "authentication timed out");
+	peer_close(conn->peer, "authentication timed out");
 	return 0;
 }
 
-int connection_new(struct connection **connp, struct bus *bus, int fd, const uint8_t *nonce)
+/* The peer closes: no more I/O, and the fds it sent ahead are closed. */
+static void connection_close(struct peer_transport *transport)
 {
+	struct connection *conn = container_of(transport, struct connection, transport);
+
+	conn->closed = true;
+	conn->io = sd_event_source_disable_unref(conn->io);
+	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
+	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
+	close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
+	conn->n_spare_fds = 0;
+	list_unlink(&conn->flush_link);
+}
+
+static void connection_free(struct peer_transport *transport)
+{
+	struct connection *conn = container_of(transport, struct connection, transport);
+
+	connection_close(transport);
+	/* Releases queued deliveries, which uncharge the peer. */
+	conn->socket = socket_free(conn->socket);
+	sasl_server_deinit(&conn->sasl);
+	free(conn);
+}
+
+static const struct peer_transport_ops connection_ops = {
+	.queue = connection_queue,
+	.close = connection_close,
+	.free = connection_free,
+};
+
+int connection_new(struct peer **peerp, struct bus *bus, int fd, const uint8_t *nonce)
+{
+	struct socket_creds creds;
 	struct connection *conn;
-	const struct socket_creds *creds;
+	struct peer *peer;
 	unsigned int flags = 0;
 	uint64_t now;
 	int r;
@@ -872,50 +695,44 @@ int connection_new(struct connection **connp, struct bus *bus, int fd, const uin
 		close(fd);
 		return -ENOMEM;
 	}
-	conn->bus = bus;
-	list_init(&conn->bus_link);
+	conn->transport.ops = &connection_ops;
 	list_init(&conn->flush_link);
-	list_init(&conn->monitor_link);
-	list_init(&conn->dead_link);
-	list_init(&conn->overflow_link);
 
 	r = socket_new(&conn->socket, fd);
 	if (r < 0) {
 		free(conn);
 		return r;
 	}
-	creds = socket_get_creds(conn->socket);
-	conn->uid = creds->uid;
-	conn->pid = creds->pid;
-	conn->socket_identity = creds->have_creds;
+	/* The peer keeps them: a native client's pidfd may change (peer_set_pid()). */
+	socket_take_creds(conn->socket, &creds);
 	if (nonce) {
 		memcpy(conn->nonce, nonce, ADDRESS_NONCE_LEN);
 		conn->nonce_left = ADDRESS_NONCE_LEN;
 	}
 
 	/* fds travel on unix sockets only; TCP has no credentials for EXTERNAL. */
-	flags |= creds->have_creds ? SASL_SERVER_UNIX_FD : SASL_SERVER_NO_CREDENTIALS;
+	flags |= creds.have_creds ? SASL_SERVER_UNIX_FD : SASL_SERVER_NO_CREDENTIALS;
 	if (bus->allow_anonymous)
 		flags |= SASL_SERVER_ALLOW_ANONYMOUS;
-	r = sasl_server_init(&conn->sasl, conn->uid, bus->guid, flags);
-	if (r < 0)
-		goto fail;
+	r = sasl_server_init(&conn->sasl, creds.uid, bus->guid, flags);
+	if (r < 0) {
+		socket_creds_deinit(&creds);
+		connection_free(&conn->transport);
+		return r;
+	}
 	sasl_server_set_mechanisms(&conn->sasl, bus->auth_mechs);
 	sasl_server_set_cookie_source(&conn->sasl, connection_cookie_source, conn);
 
-	/* The real id is assigned at Hello (driver_hello()). */
-	name_owner_init(&conn->owner, 0);
-	match_owner_init(&conn->matches, &conn->owner);
-	reply_owner_init(&conn->replies, bus->replies);
-
-	r = user_registry_ref_user(bus->users, &conn->user, conn->uid);
+	/* From here on the peer owns the connection. */
+	r = peer_new(&peer, bus, &conn->transport, &creds);
 	if (r < 0)
-		goto fail_names;
+		return r;
+	conn->peer = peer;
 
 	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket), EPOLLIN,
 			    connection_io, conn);
 	if (r < 0)
-		goto fail_names;
+		goto fail;
 	conn->io_events = EPOLLIN;
 
 	if (bus->limits.auth_timeout > 0) {
@@ -924,89 +741,13 @@ int connection_new(struct connection **connp, struct bus *bus, int fd, const uin
 				      now + (uint64_t)bus->limits.auth_timeout * 1000, 0,
 				      connection_auth_timeout, conn);
 		if (r < 0)
-			goto fail_names;
+			goto fail;
 	}
-
-	list_append(&bus->connections, &conn->bus_link);
-	bus->n_incomplete++;
-	*connp = conn;
+	*peerp = peer;
 	return 0;
 
-fail_names:
-	conn->io = sd_event_source_disable_unref(conn->io);
-	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
-	for (int i = 0; i < _USER_SLOT_N; i++)
-		user_charge_release(&conn->charges[i]);
-	if (conn->user)
-		conn->user = user_unref(conn->user);
-	reply_owner_deinit(&conn->replies);
-	match_owner_deinit(&conn->matches);
-	name_owner_deinit(&conn->owner);
 fail:
-	sasl_server_deinit(&conn->sasl);
-	socket_free(conn->socket);
-	free(conn);
+	/* Freed with the dead after this dispatch. */
+	peer_close(peer, NULL);
 	return r;
-}
-
-void connection_close(struct connection *conn, const char *reason)
-{
-	struct bus *bus = conn->bus;
-
-	if (conn->closed)
-		return;
-	conn->closed = true;
-
-	if (reason)
-		log_info("closing connection %s (uid %u pid %d): %s",
-			 conn->registered ? connection_name(conn) : "(inactive)",
-			 (unsigned)conn->uid, (int)conn->pid, reason);
-
-	conn->io = sd_event_source_disable_unref(conn->io);
-	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
-	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
-	close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
-	conn->n_spare_fds = 0;
-	list_unlink(&conn->flush_link);
-	list_unlink(&conn->overflow_link);
-	if (!conn->authenticated)
-		bus_incomplete_done(bus);
-
-	/* The client sees its connection node destroyed. */
-	conn->native = native_conn_free(conn->native);
-	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
-	router_connection_gone(conn);
-
-	list_unlink(&conn->bus_link);
-	list_append(&bus->dead_list, &conn->dead_link);
-	bus_schedule_flush(bus, NULL);
-}
-
-struct connection *connection_free(struct connection *conn)
-{
-	if (!conn)
-		return NULL;
-	list_unlink(&conn->dead_link);
-	list_unlink(&conn->bus_link);
-	list_unlink(&conn->flush_link);
-	list_unlink(&conn->monitor_link);
-	list_unlink(&conn->overflow_link);
-	conn->io = sd_event_source_disable_unref(conn->io);
-	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
-	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
-	close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
-	conn->n_spare_fds = 0;
-	/* Releases queued deliveries, which uncharge conn->user. */
-	conn->socket = socket_free(conn->socket);
-	sasl_server_deinit(&conn->sasl);
-	conn->policy = bus_client_policy_free(conn->policy);
-	reply_owner_deinit(&conn->replies);
-	match_owner_deinit(&conn->matches);
-	name_owner_deinit(&conn->owner);
-	for (int i = 0; i < _USER_SLOT_N; i++)
-		user_charge_release(&conn->charges[i]);
-	if (conn->user)
-		conn->user = user_unref(conn->user);
-	free(conn);
-	return NULL;
 }

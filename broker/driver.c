@@ -14,25 +14,29 @@
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
-#include "broker/connection.h"
+#include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
 #include "broker/name.h"
+#include "broker/native.h"
+#include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
 #include "conf/config.h"
 #include "conf/policy.h"
 #include "dbus-compat/marshal.h"
 #include "dbus-compat/message.h"
+#include "dbus-compat/native-protocol.h"
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/signature.h"
 #include "dbus-compat/socket.h"
+#include "dbus-compat/validate.h"
 
 struct driver_call {
 	struct bus *bus;
-	struct connection *conn;
+	struct peer *conn;
 	struct message *msg;
 	struct dc_reader reader;
 	const char *err_name;
@@ -136,7 +140,7 @@ static int read_name(struct driver_call *c, const char **namep)
  * 1 (error set: NameHasNoOwner / InvalidArgs).
  */
 static int lookup_conn(struct driver_call *c, const char *what, const char **namep,
-		       struct connection **connp, bool *selfp)
+		       struct peer **connp, bool *selfp)
 {
 	const char *name;
 	int r;
@@ -159,13 +163,13 @@ static int lookup_conn(struct driver_call *c, const char *what, const char **nam
 
 static int method_hello(struct driver_call *c)
 {
-	/* Registered connections only get here (driver_hello handles the first). */
+	/* Registered connections only get here (driver_hello() handles the first). */
 	return driver_fail(c, DC_ERROR_FAILED, "Already handled an Hello message");
 }
 
 static int method_request_name(struct driver_call *c)
 {
-	struct connection *conn = c->conn;
+	struct peer *conn = c->conn;
 	const char *name;
 	uint32_t flags, reply;
 	struct name *n;
@@ -176,7 +180,7 @@ static int method_request_name(struct driver_call *c)
 	if (r)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
 
-	if (!name_is_valid_str(name))
+	if (!validate_bus_name_lenient(name, strlen(name)))
 		return driver_fail(c, DC_ERROR_INVALID_ARGS,
 				   "Requested bus name \"%s\" is not valid", name);
 	if (name[0] == ':')
@@ -187,7 +191,7 @@ static int method_request_name(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS,
 				   "Connection \"%s\" is not allowed to own the service \"%s\" "
 				   "because it is reserved for D-Bus' use only",
-				   connection_name(conn), name);
+				   peer_name(conn), name);
 
 	if (conn->policy) {
 		const struct bus_policy_rule *rule = NULL;
@@ -199,7 +203,7 @@ static int method_request_name(struct driver_call *c)
 			return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				"Connection \"%s\" is not allowed to own the service \"%s\" due "
 				"to security policies in the configuration file (%s)",
-				connection_name(conn), name, why ? why : "no rule allows it");
+				peer_name(conn), name, why ? why : "no rule allows it");
 		}
 	}
 
@@ -220,12 +224,12 @@ static int method_request_name(struct driver_call *c)
 				"Connection \"%s\" is not allowed to own more services "
 				"(increase limits in configuration file if required; "
 				"max_names_per_connection=%lld)",
-				connection_name(conn),
+				peer_name(conn),
 				(long long)c->bus->limits.max_names_per_connection);
-		if (connection_charge(conn, USER_SLOT_NAMES, 1))
+		if (peer_charge(conn, USER_SLOT_NAMES, 1))
 			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
 					   "The user %u owns too many names", (unsigned)conn->uid);
-		connection_uncharge(conn, USER_SLOT_NAMES, 1);
+		peer_uncharge(conn, USER_SLOT_NAMES, 1);
 	}
 
 	r = name_registry_request(c->bus->names, &conn->owner, name, flags, &reply);
@@ -248,7 +252,7 @@ static int method_release_name(struct driver_call *c)
 	r = read_name(c, &name);
 	if (r)
 		return r;
-	if (!name_is_valid_str(name))
+	if (!validate_bus_name_lenient(name, strlen(name)))
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Given bus name \"%s\" is not valid",
 				   name);
 	if (name[0] == ':')
@@ -342,7 +346,7 @@ static int method_list_activatable_names(struct driver_call *c)
 
 static int method_add_match(struct driver_call *c)
 {
-	struct connection *conn = c->conn;
+	struct peer *conn = c->conn;
 	struct match_rule *rule = NULL;
 	const char *text, *reason = NULL;
 	int r;
@@ -352,7 +356,7 @@ static int method_add_match(struct driver_call *c)
 			"Connection \"%s\" is not allowed to add more match rules "
 			"(increase limits in configuration file if required; "
 			"max_match_rules_per_connection=%lld)",
-			connection_name(conn),
+			peer_name(conn),
 			(long long)c->bus->limits.max_match_rules_per_connection);
 	r = read_name(c, &text);
 	if (r)
@@ -370,17 +374,17 @@ static int method_add_match(struct driver_call *c)
 		match_rule_free(rule);
 		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				   "rejected attempt to call AddMatch with eavesdrop=true by "
-				   "connection %s with uid %u", connection_name(conn),
+				   "connection %s with uid %u", peer_name(conn),
 				   (unsigned)conn->uid);
 	}
-	if (connection_charge(conn, USER_SLOT_MATCHES, 1)) {
+	if (peer_charge(conn, USER_SLOT_MATCHES, 1)) {
 		match_rule_free(rule);
 		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
 				   "The user %u has too many match rules", (unsigned)conn->uid);
 	}
 	r = match_registry_add(c->bus->matches, &conn->matches, rule);
 	if (r < 0) {
-		connection_uncharge(conn, USER_SLOT_MATCHES, 1);
+		peer_uncharge(conn, USER_SLOT_MATCHES, 1);
 		match_rule_free(rule);
 		return r;
 	}
@@ -392,7 +396,7 @@ static int method_add_match(struct driver_call *c)
 
 static int method_remove_match(struct driver_call *c)
 {
-	struct connection *conn = c->conn;
+	struct peer *conn = c->conn;
 	struct match_rule *rule = NULL, *other;
 	const char *text, *reason = NULL;
 	int r;
@@ -428,13 +432,13 @@ static int method_remove_match(struct driver_call *c)
 	if (other->eavesdrop && c->bus->n_eavesdrop_rules)
 		c->bus->n_eavesdrop_rules--;
 	match_registry_remove(other);
-	connection_uncharge(conn, USER_SLOT_MATCHES, 1);
+	peer_uncharge(conn, USER_SLOT_MATCHES, 1);
 	return reply_empty(c);
 }
 
 static int method_get_name_owner(struct driver_call *c)
 {
-	struct connection *owner;
+	struct peer *owner;
 	const char *name;
 	int r;
 
@@ -447,13 +451,13 @@ static int method_get_name_owner(struct driver_call *c)
 	if (!owner)
 		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
 				   "Could not get owner of name '%s': no such name", name);
-	return reply_s(c, connection_name(owner));
+	return reply_s(c, peer_name(owner));
 }
 
 static int method_list_queued_owners(struct driver_call *c)
 {
 	struct message_builder b;
-	struct connection *owner;
+	struct peer *owner;
 	struct name *n;
 	const char *name;
 	int r;
@@ -466,7 +470,7 @@ static int method_list_queued_owners(struct driver_call *c)
 	if (!strcmp(name, DC_SERVICE_DBUS)) {
 		dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
 	} else if (name[0] == ':' && (owner = bus_resolve(c->bus, name))) {
-		dc_writer_write(&b.body, "s", connection_name(owner));
+		dc_writer_write(&b.body, "s", peer_name(owner));
 	} else if ((n = name_registry_find(c->bus->names, name))) {
 		struct name_ownership *o;
 
@@ -483,7 +487,7 @@ static int method_list_queued_owners(struct driver_call *c)
 
 static int method_get_connection_unix_user(struct driver_call *c)
 {
-	struct connection *peer = NULL;
+	struct peer *peer = NULL;
 	bool self = false;
 	const char *name;
 	int r;
@@ -499,7 +503,7 @@ static int method_get_connection_unix_user(struct driver_call *c)
 
 static int method_get_connection_unix_process_id(struct driver_call *c)
 {
-	struct connection *peer = NULL;
+	struct peer *peer = NULL;
 	bool self = false;
 	const char *name;
 	pid_t pid;
@@ -566,7 +570,7 @@ static int open_own_pidfd(void)
  */
 static void asv_process_fd(struct driver_call *c, struct message_builder *b, int *pidfd)
 {
-	if (*pidfd < 0 || !connection_can_receive_fds(c->conn))
+	if (*pidfd < 0 || !peer_can_receive_fds(c->conn))
 		return;
 	dc_writer_open(&b->body, '{', NULL);
 	dc_writer_write(&b->body, "s", "ProcessFD");
@@ -580,7 +584,7 @@ static void asv_process_fd(struct driver_call *c, struct message_builder *b, int
 
 static int method_get_connection_credentials(struct driver_call *c)
 {
-	struct connection *peer = NULL;
+	struct peer *peer = NULL;
 	bool self = false;
 	struct message_builder b;
 	const char *name;
@@ -605,7 +609,7 @@ static int method_get_connection_credentials(struct driver_call *c)
 	} else {
 		/* Groups and label belong to the socket's peer, not to a proven identity. */
 		const struct socket_creds *cr = peer->socket_identity ?
-						socket_get_creds(peer->socket) : NULL;
+						&peer->creds : NULL;
 
 		if (peer->uid != (uid_t)-1)
 			asv_u(w, "UnixUserID", (uint32_t)peer->uid);
@@ -640,7 +644,7 @@ static int method_get_connection_credentials(struct driver_call *c)
 			dc_writer_close(w);
 			dc_writer_close(w);
 		}
-		pidfd = connection_get_pidfd(peer);
+		pidfd = peer_get_pidfd(peer);
 		asv_process_fd(c, &b, &pidfd);
 	}
 	dc_writer_close(w);
@@ -649,7 +653,7 @@ static int method_get_connection_credentials(struct driver_call *c)
 
 static int method_get_adt_audit_session_data(struct driver_call *c)
 {
-	struct connection *peer = NULL;
+	struct peer *peer = NULL;
 	bool self = false;
 	const char *name;
 	int r;
@@ -664,7 +668,7 @@ static int method_get_adt_audit_session_data(struct driver_call *c)
 
 static int method_get_connection_selinux_security_context(struct driver_call *c)
 {
-	struct connection *peer = NULL;
+	struct peer *peer = NULL;
 	bool self = false;
 	struct message_builder b;
 	const struct socket_creds *cr;
@@ -675,7 +679,7 @@ static int method_get_connection_selinux_security_context(struct driver_call *c)
 	if (r)
 		return r;
 	/* Only with SELinux active: any other LSM label is not an SELinux context. */
-	cr = !self ? socket_get_creds(peer->socket) : NULL;
+	cr = !self ? &peer->creds : NULL;
 	if (!cr || !cr->label || access("/sys/fs/selinux/enforce", F_OK) < 0)
 		return driver_fail(c, DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN,
 				   "Could not determine security context for '%s'", name);
@@ -818,13 +822,13 @@ static int method_ping(struct driver_call *c)
  * keeps charging its sender until it is written).
  */
 
-static uint32_t conn_bus_names(const struct connection *conn)
+static uint32_t conn_bus_names(const struct peer *conn)
 {
 	return (uint32_t)conn->owner.n_ownerships + (conn->owner.registry ? 1 : 0);
 }
 
 /* After a name request (or Hello) of @conn: raise the peaks. */
-void driver_stats_names_changed(struct bus *bus, struct connection *conn)
+void driver_stats_names_changed(struct bus *bus, struct peer *conn)
 {
 	uint32_t total = (uint32_t)(bus->names->n_ownerships + hmap_size(&bus->names->uniques));
 	uint32_t mine = conn_bus_names(conn);
@@ -844,7 +848,7 @@ static uint32_t bus_match_rules(struct bus *bus)
 }
 
 /* After AddMatch or BecomeMonitor of @conn: raise the peaks. */
-void driver_stats_matches_changed(struct bus *bus, struct connection *conn)
+void driver_stats_matches_changed(struct bus *bus, struct peer *conn)
 {
 	uint32_t total = bus_match_rules(bus);
 	uint32_t mine = (uint32_t)conn->matches.n_rules;
@@ -864,7 +868,7 @@ static int method_get_stats(struct driver_call *c)
 	struct dc_writer *w;
 	size_t used, cached;
 
-	connection_pool_stats(&used, &cached);
+	delivery_cache_stats(&c->bus->deliveries, &used, &cached);
 	reply_init(c, &b, "a{sv}");
 	w = &b.body;
 	dc_writer_open(w, 'a', NULL);
@@ -887,7 +891,7 @@ static int method_get_stats(struct driver_call *c)
 
 static int method_get_connection_stats(struct driver_call *c)
 {
-	struct connection *peer = NULL;
+	struct peer *peer = NULL;
 	bool self = false;
 	struct message_builder b;
 	struct dc_writer *w;
@@ -909,7 +913,7 @@ static int method_get_connection_stats(struct driver_call *c)
 	asv_u(w, "PeakMatchRules", peer->peak_matches);
 	asv_u(w, "BusNames", conn_bus_names(peer));
 	asv_u(w, "PeakBusNames", peer->peak_names);
-	asv_s(w, "UniqueName", connection_name(peer));
+	asv_s(w, "UniqueName", peer_name(peer));
 	asv_u(w, "IncomingMessages", 0);
 	asv_u(w, "IncomingBytes", (uint32_t)peer->n_dispatching_bytes);
 	asv_u(w, "IncomingFDs", (uint32_t)peer->n_dispatching_fds);
@@ -928,19 +932,19 @@ static int method_get_all_match_rules(struct driver_call *c)
 {
 	struct message_builder b;
 	struct dc_writer *w;
-	struct connection *conn;
+	struct peer *conn;
 	char buf[MATCH_RULE_MAX_LENGTH * 4];
 
 	reply_init(c, &b, "a{sas}");
 	w = &b.body;
 	dc_writer_open(w, 'a', NULL);
-	list_for_each_entry(conn, &c->bus->connections, bus_link) {
+	list_for_each_entry(conn, &c->bus->peers, bus_link) {
 		struct match_rule *rule;
 
 		if (!conn->registered || conn->closed)
 			continue;
 		dc_writer_open(w, '{', NULL);
-		dc_writer_write(w, "s", connection_name(conn));
+		dc_writer_write(w, "s", peer_name(conn));
 		dc_writer_open(w, 'a', NULL);
 		list_for_each_entry(rule, &conn->matches.rules, owner_link) {
 			if (match_rule_to_string(rule, buf, sizeof(buf)) >= 0)
@@ -951,6 +955,133 @@ static int method_get_all_match_rules(struct driver_call *c)
 	}
 	dc_writer_close(w);
 	return reply_send(c, &b);
+}
+
+/* --------------------------------------------- org.freedesktop.DBus.Bus1 */
+
+/*
+ * The native clients' bootstrap (docs/native-protocol.md): Connect(h) with
+ * the client's /dev/bus1 fd, before Hello. The reply (the client's handles
+ * of its three nodes) goes out on the socket; everything after it over bus1.
+ */
+static int method_bus1_connect(struct driver_call *c)
+{
+	_cleanup_message_ struct message *reply = NULL;
+	struct peer *conn = c->conn;
+	struct message *msg = c->msg;
+	struct message_builder b;
+	struct native_conn *nc;
+	uint64_t handles[3];
+	uint32_t index;
+	int r;
+
+	if (!c->bus->native)
+		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
+				   "This bus has no bus1 transport (/dev/bus1 is absent)");
+	if (conn->output != conn->transport || conn->registered)
+		return driver_fail(c, DC_ERROR_FAILED,
+				   "Connect must be the first call, and only one");
+	if (strcmp(msg->signature, DC_BUS1_CONNECT_SIGNATURE))
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Connect takes one unix fd (signature h)");
+	if (dc_reader_read(&c->reader, "h", &index) || index >= msg->n_fds)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "Connect needs its fd (negotiate NEGOTIATE_UNIX_FD)");
+
+	r = native_attach(c->bus->native, conn, msg->fds[index], handles, &nc);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s",
+				   r == NATIVE_E_NOT_BUS1 ? "Connect needs a /dev/bus1 fd" :
+							    "bus1 handle transfer failed");
+	/* The broker keeps no copy of the client's peer fd (native_attach()). */
+	close(msg->fds[index]);
+	msg->fds[index] = -1;
+
+	message_builder_init_method_return(&b, msg, DC_BUS1_CONNECT_REPLY);
+	b.sender = DC_SERVICE_DBUS;
+	dc_writer_write(&b.body, DC_BUS1_CONNECT_REPLY, handles[0], handles[1], handles[2]);
+	r = message_builder_seal(&b, bus_next_serial(c->bus), &reply);
+	message_builder_deinit(&b);
+	if (r == 0) {
+		/* Still a socket connection here: the reply goes out on the socket. */
+		r = peer_queue(conn, reply);
+		if (r > 0) {
+			peer_close(conn, "cannot queue the bus1 bootstrap reply");
+			r = 0;
+		} else if (r == 0) {
+			peer_set_output(conn, native_conn_transport(nc));
+			return 0;
+		}
+	}
+	native_conn_free(nc);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * GetDirectHandle(s name) -> (s unique_name), with the owner's direct-node
+ * handle in the reply's bus1 handle list: the direct path between two
+ * native clients, if the policy lets the callee enforce it (policy.h).
+ */
+static int method_bus1_get_direct_handle(struct driver_call *c)
+{
+	_cleanup_message_ struct message *reply = NULL;
+	struct native_conn *caller = native_conn_of(c->conn), *callee;
+	struct peer *target;
+	struct message_builder b;
+	const char *name;
+	int r;
+
+	if (!caller)
+		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
+				   "Direct handles are for native (bus1) clients only");
+	if (dc_reader_read(&c->reader, "s", &name) || !name)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "GetDirectHandle takes one bus name (signature s)");
+	target = bus_resolve(c->bus, name);
+	if (!target)
+		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
+				   "Could not get owner of name '%s': no such name", name);
+	callee = native_conn_of(target);
+	if (!callee)
+		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
+				   "The owner of '%s' is not a native client", name);
+
+	r = policy_check_direct(c->bus, c->conn, target);
+	switch (r) {
+	case POLICY_DIRECT_ALLOWED:
+		break;
+	case POLICY_DIRECT_DENIED:
+		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+				   "The policy does not allow calls to '%s'", name);
+	case POLICY_DIRECT_OPAQUE:
+		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
+				   "The policy for '%s' looks at interfaces, members, paths, "
+				   "errors, fds, groups or the console: no direct handle", name);
+	case POLICY_DIRECT_NO_REPLIES:
+		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
+				   "The policy does not allow replies from '%s': no direct "
+				   "handle", name);
+	default:
+		return r < 0 ? r : -EINVAL;
+	}
+	r = native_conn_allow_direct(callee, (uint32_t)c->conn->uid);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "No direct handle to '%s' now",
+				   name);
+
+	message_builder_init_method_return(&b, c->msg, "s");
+	b.sender = DC_SERVICE_DBUS;
+	dc_writer_write(&b.body, "s", peer_name(target));
+	r = message_builder_seal(&b, bus_next_serial(c->bus), &reply);
+	message_builder_deinit(&b);
+	if (r)
+		return r < 0 ? r : -EINVAL;
+	/* Over bus1, since the reply carries a handle. */
+	return native_send_direct_handle(caller, callee, reply);
 }
 
 /* ------------------------------------------------------------ Properties */
@@ -980,11 +1111,17 @@ static int method_introspect(struct driver_call *c);
 enum {
 	METHOD_ANY_PATH = 1 << 0,	/* available at every object path */
 	METHOD_PRIVILEGED = 1 << 1,	/* bus uid or root only */
+	METHOD_BOOTSTRAP = 1 << 2,	/* called before Hello (driver_dispatch_bootstrap()) */
 };
 
 enum {
 	IFACE_ANY_PATH = 1 << 0,	/* the interface exists at every path */
 	IFACE_UNINTERESTING = 1 << 1,	/* not listed in the Interfaces property */
+	/*
+	 * Not dbus-daemon's: not introspected, no properties, and only called
+	 * by its name (a call without interface never finds it).
+	 */
+	IFACE_HIDDEN = 1 << 2,
 };
 
 struct driver_method {
@@ -1004,7 +1141,7 @@ struct driver_interface {
 };
 
 static const struct driver_method dbus_methods[] = {
-	{ "Hello", "", "s", method_hello, METHOD_ANY_PATH },
+	{ "Hello", "", "s", method_hello, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
 	{ "RequestName", "su", "u", method_request_name, METHOD_ANY_PATH },
 	{ "ReleaseName", "s", "u", method_release_name, METHOD_ANY_PATH },
 	{ "StartServiceByName", "su", "u", method_start_service_by_name, METHOD_ANY_PATH },
@@ -1062,6 +1199,14 @@ static const struct driver_method peer_methods[] = {
 	{}
 };
 
+static const struct driver_method bus1_methods[] = {
+	{ DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, DC_BUS1_CONNECT_REPLY,
+	  method_bus1_connect, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
+	{ DC_BUS1_METHOD_GET_DIRECT_HANDLE, DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE,
+	  DC_BUS1_GET_DIRECT_HANDLE_REPLY, method_bus1_get_direct_handle, METHOD_ANY_PATH },
+	{}
+};
+
 static const struct driver_interface interfaces[] = {
 	{ DC_INTERFACE_DBUS, dbus_methods,
 	  "    <signal name=\"NameOwnerChanged\">\n"
@@ -1090,6 +1235,8 @@ static const struct driver_interface interfaces[] = {
 	{ DC_INTERFACE_MONITORING, monitoring_methods, NULL, 0, NULL },
 	{ DC_INTERFACE_STATS, stats_methods, NULL, 0, NULL },
 	{ DC_INTERFACE_PEER, peer_methods, NULL, IFACE_ANY_PATH | IFACE_UNINTERESTING, NULL },
+	{ DC_INTERFACE_BUS1, bus1_methods, NULL,
+	  IFACE_ANY_PATH | IFACE_UNINTERESTING | IFACE_HIDDEN, NULL },
 	{}
 };
 
@@ -1122,7 +1269,7 @@ static const struct driver_interface *find_interface(struct driver_call *c, cons
 	const struct driver_interface *i;
 
 	for (i = interfaces; i->name; i++)
-		if (!strcmp(i->name, name))
+		if (!(i->flags & IFACE_HIDDEN) && !strcmp(i->name, name))
 			return i;
 	driver_fail(c, DC_ERROR_UNKNOWN_INTERFACE, "Interface \"%s\" not found", name);
 	return NULL;
@@ -1276,6 +1423,8 @@ int driver_introspect_xml(char **xmlp, const char *path)
 		    "1.0//EN\"\n\"http://www.freedesktop.org/standards/dbus/1.0/"
 		    "introspect.dtd\">\n<node>\n");
 	for (i = interfaces; i->name; i++) {
+		if (i->flags & IFACE_HIDDEN)
+			continue;
 		if (!canonical && !(i->flags & IFACE_ANY_PATH))
 			continue;
 		sb_add(&sb, "  <interface name=\"%s\">\n", i->name);
@@ -1333,13 +1482,27 @@ static int driver_finish(struct driver_call *c, int r)
 	return r < 0 ? r : 0;
 }
 
-static int driver_call_init(struct driver_call *c, struct connection *conn, struct message *msg)
+static int driver_call_init(struct driver_call *c, struct peer *conn, struct message *msg)
 {
 	*c = (struct driver_call){ .bus = conn->bus, .conn = conn, .msg = msg };
 	return message_get_body_reader(msg, &c->reader);
 }
 
-int driver_dispatch(struct connection *conn, struct message *msg)
+/*
+ * driver_call_init(), and a body that cannot be read is answered with
+ * InvalidArgs. Return: 0, 1 (answered) or negative errno.
+ */
+static int driver_call_start(struct driver_call *c, struct peer *conn, struct message *msg)
+{
+	int r = driver_call_init(c, conn, msg);
+
+	if (r <= 0)
+		return r;
+	r = driver_finish(c, driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid message body"));
+	return r < 0 ? r : 1;
+}
+
+int driver_dispatch(struct peer *conn, struct message *msg)
 {
 	const struct driver_interface *i;
 	const struct driver_method *m;
@@ -1354,25 +1517,23 @@ int driver_dispatch(struct connection *conn, struct message *msg)
 		if (bus_resolve(conn->bus, ACTIVATION_SYSTEMD_NAME) == conn)
 			return activation_systemd_failure(conn->bus->activation, msg);
 		log_info("Ignoring ActivationFailure from non-systemd connection %s",
-			 connection_name(conn));
+			 peer_name(conn));
 		return 0;
 	}
 	/* Signals and replies to the bus are ignored, as by dbus-daemon. */
 	if (msg->type != DC_MESSAGE_METHOD_CALL)
 		return 0;
 
-	r = driver_call_init(&c, conn, msg);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return driver_finish(&c, driver_fail(&c, DC_ERROR_INVALID_ARGS,
-						     "Invalid message body"));
+	r = driver_call_start(&c, conn, msg);
+	if (r)
+		return r < 0 ? r : 0;
 
 	canonical = msg->path && !strcmp(msg->path, DC_PATH_DBUS);
 	for (i = interfaces; i->name; i++) {
 		if (!canonical && !(i->flags & IFACE_ANY_PATH))
 			continue;
-		if (msg->interface && strcmp(msg->interface, i->name))
+		if (msg->interface ? strcmp(msg->interface, i->name) != 0 :
+				     (i->flags & IFACE_HIDDEN) != 0)
 			continue;
 		found_iface = true;
 		for (m = i->methods; m->name; m++) {
@@ -1381,7 +1542,7 @@ int driver_dispatch(struct connection *conn, struct message *msg)
 			if ((m->flags & METHOD_PRIVILEGED) && !caller_is_privileged(&c))
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"rejected attempt to call %s by connection %s with uid %u",
-					m->name, connection_name(conn), (unsigned)conn->uid));
+					m->name, peer_name(conn), (unsigned)conn->uid));
 			if (!canonical && !(m->flags & METHOD_ANY_PATH))
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"Method '%s' is only available at the canonical object "
@@ -1399,7 +1560,7 @@ int driver_dispatch(struct connection *conn, struct message *msg)
 					     DC_SERVICE_DBUS, msg->member));
 }
 
-int driver_dispatch_peer(struct connection *conn, struct message *msg)
+int driver_dispatch_peer(struct peer *conn, struct message *msg)
 {
 	struct driver_call c;
 	int r;
@@ -1418,7 +1579,7 @@ int driver_dispatch_peer(struct connection *conn, struct message *msg)
 		msg->member, msg->signature, msg->interface ? msg->interface : "(null)"));
 }
 
-int driver_hello(struct connection *conn, struct message *msg)
+static int driver_hello(struct peer *conn, struct message *msg)
 {
 	struct bus *bus = conn->bus;
 	_cleanup_message_ struct message *m = NULL;
@@ -1442,7 +1603,7 @@ int driver_hello(struct connection *conn, struct message *msg)
 	}
 
 	/* Completed connections count against the user, as in dbus-daemon. */
-	if (connection_charge(conn, USER_SLOT_CONNECTIONS, 1)) {
+	if (peer_charge(conn, USER_SLOT_CONNECTIONS, 1)) {
 		r = driver_call_init(&c, conn, msg);
 		if (r < 0)
 			return r;
@@ -1456,7 +1617,7 @@ int driver_hello(struct connection *conn, struct message *msg)
 	conn->registered = true;
 	bus->n_active++;
 
-	r = message_stitch_sender(msg, connection_name(conn), &m);
+	r = message_stitch_sender(msg, peer_name(conn), &m);
 	if (r < 0)
 		return r;
 	monitor_capture(bus, m, conn, NULL);
@@ -1465,11 +1626,51 @@ int driver_hello(struct connection *conn, struct message *msg)
 	if (r < 0)
 		return r;
 	/* The reply comes before NameOwnerChanged/NameAcquired, as with dbus-daemon. */
-	r = driver_finish(&c, reply_s(&c, connection_name(conn)));
+	r = driver_finish(&c, reply_s(&c, peer_name(conn)));
 	if (r < 0)
 		return r;
 	r = name_registry_add_unique(bus->names, &conn->owner);
 	if (r >= 0)
 		driver_stats_names_changed(bus, conn);
 	return r;
+}
+
+/* The METHOD_BOOTSTRAP method @msg calls, or NULL. */
+static const struct driver_method *find_bootstrap_method(const struct message *msg)
+{
+	const struct driver_interface *i;
+	const struct driver_method *m;
+
+	if (msg->type != DC_MESSAGE_METHOD_CALL || !msg->member || !msg->destination ||
+	    strcmp(msg->destination, DC_SERVICE_DBUS))
+		return NULL;
+	for (i = interfaces; i->name; i++) {
+		if (msg->interface ? strcmp(msg->interface, i->name) != 0 :
+				     (i->flags & IFACE_HIDDEN) != 0)
+			continue;
+		for (m = i->methods; m->name; m++)
+			if ((m->flags & METHOD_BOOTSTRAP) && !strcmp(m->name, msg->member))
+				return m;
+	}
+	return NULL;
+}
+
+bool driver_is_bootstrap(const struct message *msg)
+{
+	return find_bootstrap_method(msg) != NULL;
+}
+
+int driver_dispatch_bootstrap(struct peer *conn, struct message *msg)
+{
+	const struct driver_method *m = find_bootstrap_method(msg);
+	struct driver_call c;
+	int r;
+
+	if (m->fn == method_hello)
+		return driver_hello(conn, msg);
+	/* Not stitched (no unique name yet) and not shown to monitors. */
+	r = driver_call_start(&c, conn, msg);
+	if (r)
+		return r < 0 ? r : 0;
+	return driver_finish(&c, m->fn(&c));
 }

@@ -18,23 +18,36 @@
  *  - privileged methods (BecomeMonitor, UpdateActivationEnvironment, and
  *    AddMatch with eavesdrop=true) need the bus' uid or root: AccessDenied.
  * A call with NO_REPLY_EXPECTED gets neither reply nor error.
+ *
+ * org.freedesktop.DBus.Bus1 (the native clients' bootstrap and direct path,
+ * docs/native-protocol.md) is in the same table, hidden: it is not
+ * introspected and only found when a call names it.
  */
 
-struct connection;
+#include <stdbool.h>
+
+struct peer;
 struct message;
 
-/* The first message of a connection: Hello (unstitched, from the socket). */
-int driver_hello(struct connection *conn, struct message *msg);
+/*
+ * Whether @msg (from a connection that is not registered yet) calls a method
+ * that comes before Hello: Hello itself, and the bus1 bootstrap
+ * org.freedesktop.DBus.Bus1.Connect (docs/native-protocol.md).
+ */
+bool driver_is_bootstrap(const struct message *msg);
+
+/* Handle such a call (unstitched). Return 0 or negative errno. */
+int driver_dispatch_bootstrap(struct peer *conn, struct message *msg);
 
 /* A stitched message to org.freedesktop.DBus. Return 0 or negative errno. */
-int driver_dispatch(struct connection *conn, struct message *msg);
+int driver_dispatch(struct peer *conn, struct message *msg);
 
 /*
  * A method call without destination: only org.freedesktop.DBus.Peer is
  * answered (libdbus' behaviour towards dbus-daemon); anything else gets
  * UnknownMethod.
  */
-int driver_dispatch_peer(struct connection *conn, struct message *msg);
+int driver_dispatch_peer(struct peer *conn, struct message *msg);
 
 /* The introspection XML of the driver object at @path (malloc()ed). */
 int driver_introspect_xml(char **xmlp, const char *path);
@@ -44,5 +57,5 @@ int driver_introspect_xml(char **xmlp, const char *path);
  * match rules (AddMatch, BecomeMonitor).
  */
 struct bus;
-void driver_stats_names_changed(struct bus *bus, struct connection *conn);
-void driver_stats_matches_changed(struct bus *bus, struct connection *conn);
+void driver_stats_names_changed(struct bus *bus, struct peer *conn);
+void driver_stats_matches_changed(struct bus *bus, struct peer *conn);

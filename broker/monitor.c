@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include "broker/bus.h"
-#include "broker/connection.h"
+#include "broker/peer.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
@@ -14,28 +14,28 @@
 #include "broker/router.h"
 #include "dbus-compat/message.h"
 
-int monitor_become(struct connection *conn, struct match_rule **rules, size_t n_rules)
+int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules)
 {
-	struct bus *bus = conn->bus;
+	struct bus *bus = peer->bus;
 	struct match_rule *rule;
 	size_t i;
 	int r;
 
-	list_for_each_entry(rule, &conn->matches.rules, owner_link)
+	list_for_each_entry(rule, &peer->matches.rules, owner_link)
 		if (rule->eavesdrop && bus->n_eavesdrop_rules)
 			bus->n_eavesdrop_rules--;
-	match_owner_deinit(&conn->matches);
-	connection_uncharge(conn, USER_SLOT_MATCHES, conn->charges[USER_SLOT_MATCHES].amount);
-	match_owner_init(&conn->matches, &conn->owner);
+	match_owner_deinit(&peer->matches);
+	peer_uncharge(peer, USER_SLOT_MATCHES, peer->charges[USER_SLOT_MATCHES].amount);
+	match_owner_init(&peer->matches, &peer->owner);
 
 	for (i = 0; i < n_rules; i++) {
 		match_rule_set_eavesdrop(rules[i], true);
-		r = match_registry_add(bus->monitor_matches, &conn->matches, rules[i]);
+		r = match_registry_add(bus->monitor_matches, &peer->matches, rules[i]);
 		if (r < 0) {
 			/* Rules added so far belong to the registry; free the rest. */
 			for (size_t j = i; j < n_rules; j++)
 				rules[j] = match_rule_free(rules[j]);
-			connection_close(conn, "out of memory becoming a monitor");
+			peer_close(peer, "out of memory becoming a monitor");
 			return 0;
 		}
 		rules[i] = NULL;
@@ -46,19 +46,19 @@ int monitor_become(struct connection *conn, struct match_rule **rules, size_t n_
 	 * monitor gets NameLost for each, its unique name last (busctl monitor
 	 * waits for that one). Only then is it a monitor.
 	 */
-	if (conn->owner.registry)
-		name_registry_remove_unique(bus->names, &conn->owner);
-	router_sync_name_charge(conn);
-	reply_owner_flush(&conn->replies, router_noreply, bus);
+	if (peer->owner.registry)
+		name_registry_remove_unique(bus->names, &peer->owner);
+	router_sync_name_charge(peer);
+	reply_owner_flush(&peer->replies, router_noreply, bus);
 	/* Still an active connection (dbus-daemon's count and limit). */
-	conn->monitor = true;
+	peer->monitor = true;
 
-	list_append(&bus->monitors, &conn->monitor_link);
+	list_append(&bus->monitors, &peer->monitor_link);
 	return 0;
 }
 
-void monitor_capture(struct bus *bus, struct message *msg, struct connection *sender,
-		     struct connection *recipient)
+void monitor_capture(struct bus *bus, struct message *msg, struct peer *sender,
+		     struct peer *recipient)
 {
 	struct match_message mm;
 	struct list_node result;
@@ -72,7 +72,7 @@ void monitor_capture(struct bus *bus, struct message *msg, struct connection *se
 	mm.recipient = NULL;
 	match_registry_match(bus->monitor_matches, &mm, &result);
 	list_for_each_entry(o, &result, result_link) {
-		struct connection *c = container_of(o, struct connection, matches);
+		struct peer *c = container_of(o, struct peer, matches);
 		int r;
 
 		if (c->closed || c->overflow || !c->monitor)
@@ -80,8 +80,8 @@ void monitor_capture(struct bus *bus, struct message *msg, struct connection *se
 		/* A monitor that cannot take fds does not get such messages. */
 		if (msg->n_fds && !c->unix_fds)
 			continue;
-		r = connection_queue(c, msg);
-		if (r == CONNECTION_E_QUOTA)
-			connection_overflow(c);
+		r = peer_queue(c, msg);
+		if (r == PEER_E_QUOTA)
+			peer_overflow(c);
 	}
 }

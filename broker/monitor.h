@@ -23,20 +23,20 @@
 #include <stddef.h>
 
 struct bus;
-struct connection;
+struct peer;
 struct match_rule;
 struct message;
 
 /**
- * monitor_become() - make @conn a monitor
- * @conn:	a registered, non-monitor connection
+ * monitor_become() - make @peer a monitor
+ * @peer:	a registered, non-monitor connection
  * @rules:	parsed filters (eavesdrop is forced on here); ownership moves to
  *		the monitor registry on success, stays with the caller on failure
  * @n_rules:	number of filters (>= 1; an empty list is [""] by then)
  *
  * Return: 0 or -ENOMEM.
  */
-int monitor_become(struct connection *conn, struct match_rule **rules, size_t n_rules);
+int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules);
 
-void monitor_capture(struct bus *bus, struct message *msg, struct connection *sender,
-		     struct connection *recipient);
+void monitor_capture(struct bus *bus, struct message *msg, struct peer *sender,
+		     struct peer *recipient);

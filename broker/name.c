@@ -10,71 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "broker/name.h"
+#include "dbus-compat/validate.h"
 #include "util/macro.h"
-
-static bool bus_char_initial(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || c == '-';
-}
-
-static bool bus_char(char c)
-{
-	return bus_char_initial(c) || (c >= '0' && c <= '9');
-}
-
-/*
- * Same acceptance as libdbus' _dbus_validate_bus_name(), including its
- * leniency for unique names (":" alone or ":1" pass). A namespace (match
- * rules' arg0namespace) may be a single element, so @need_dot is false.
- */
-static bool name_check(const char *s, size_t len, bool need_dot)
-{
-	const char *end = s + len;
-	bool dot = false;
-
-	if (len == 0 || len > 255)
-		return false;
-	if (*s == ':') {
-		for (++s; s != end; ++s) {
-			if (*s == '.') {
-				if (s + 1 == end || !bus_char(s[1]))
-					return false;
-				++s;
-			} else if (!bus_char(*s)) {
-				return false;
-			}
-		}
-		return true;
-	}
-	if (!bus_char_initial(*s))
-		return false;
-	for (++s; s != end; ++s) {
-		if (*s == '.') {
-			if (s + 1 == end || !bus_char_initial(s[1]))
-				return false;
-			dot = true;
-			++s;
-		} else if (!bus_char(*s)) {
-			return false;
-		}
-	}
-	return dot || !need_dot;
-}
-
-bool name_is_valid(const char *s, size_t len)
-{
-	return name_check(s, len, true);
-}
-
-bool name_is_valid_namespace(const char *s, size_t len)
-{
-	return name_check(s, len, false);
-}
-
-bool name_is_valid_str(const char *str)
-{
-	return name_is_valid(str, strnlen(str, 256));
-}
 
 const char *name_error_string(int code)
 {
@@ -337,7 +274,7 @@ static void name_drop_primary(struct name_registry *reg, struct name *name,
 
 static int check_name(const char *str)
 {
-	if (!name_is_valid_str(str))
+	if (!validate_bus_name_lenient(str, strlen(str)))
 		return NAME_E_INVALID;
 	if (str[0] == ':')
 		return NAME_E_UNIQUE;

@@ -230,15 +230,4 @@ bool name_owner_is_primary(const struct name_owner *owner, const char *str);
 struct name_owner *name_registry_next_unique(struct name_registry *reg,
 					     struct name_owner *prev);
 
-/*
- * Validate a bus name as dbus-daemon does (_dbus_validate_bus_name): at most
- * 255 bytes; unique (':' + elements of [A-Za-z0-9_-]) or well-known (elements
- * of [A-Za-z_-][A-Za-z0-9_-]*); at least two elements separated by single
- * dots, no leading/trailing dot.
- */
-bool name_is_valid(const char *str, size_t len);
-bool name_is_valid_str(const char *str);
-/* As name_is_valid(), but a well-known name may be a single element. */
-bool name_is_valid_namespace(const char *str, size_t len);
-
 const char *name_error_string(int code);

@@ -15,12 +15,13 @@
 #include <systemd/sd-event.h>
 #include "libbus1.h"
 #include "broker/bus.h"
-#include "broker/connection.h"
+#include "broker/peer.h"
 #include "broker/log.h"
 #include "broker/name.h"
 #include "broker/native.h"
 #include "broker/router.h"
 #include "dbus-compat/message.h"
+#include "dbus-compat/native-protocol.h"
 #include "dbus-compat/protocol.h"
 #include "conf/config.h"
 #include "util/hashmap.h"
@@ -49,13 +50,15 @@
 
 /**
  * struct native_conn - the bus1 side of one native connection
+ * @transport:	the connection's output goes here (peer_set_output())
  * @native:	the broker's transport
- * @conn:	the connection (owns this object through conn->native)
+ * @conn:	the connection (owns this object through @transport)
  * @node:	the broker's own handle of the connection node (input arrives there)
  * @client:	the broker's handle to the client node (output goes there)
  * @node_link:	native->nodes, keyed by @node
  * @client_link: native->clients, keyed by @client
- * @uid, @gid, @pid: kernel-stamped sender of the last message received
+ * @have_creds:	a message was received (its kernel-stamped pid is the connection's)
+ * @released:	the nodes and handles are released (the peer closed)
  * @q_bytes, @q_fds, @q_msgs: sent (or collected) for the client and not known
  *		to be read: an upper bound, exact after native_conn_refresh()
  * @charged_bytes, @charged_fds: what of that is charged to the connection's
@@ -67,16 +70,15 @@
  * @uids:	uids published to the client as allowed direct callers
  */
 struct native_conn {
+	struct peer_transport transport;
 	struct native *native;
-	struct connection *conn;
+	struct peer *conn;
 	uint64_t node;
 	uint64_t client;
 	struct hmap_node node_link;
 	struct hmap_node client_link;
 	bool have_creds;
-	uint32_t uid;
-	uint32_t gid;
-	uint32_t pid;
+	bool released;
 
 	uint64_t q_bytes;
 	uint64_t q_fds;
@@ -183,10 +185,10 @@ void native_flush(struct native *native)
 			 */
 			log_warn("bus1 multicast to %zu destinations failed: %s", n, strerror(-r));
 			for (size_t i = 0; i < n; i++)
-				connection_overflow(native->batch_nc[i]->conn);
+				peer_overflow(native->batch_nc[i]->conn);
 		} else {
 			for (size_t i = 0; i < n; i++) {
-				struct connection *c = native->batch_nc[i]->conn;
+				struct peer *c = native->batch_nc[i]->conn;
 
 				switch (native->batch_err[i]) {
 				case 0:
@@ -194,14 +196,14 @@ void native_flush(struct native *native)
 				case EHOSTUNREACH:
 				case ENXIO:
 					/* The client's peer is gone; NODE_DESTROY follows. */
-					connection_overflow(c);
+					peer_overflow(c);
 					break;
 				default:
 					/* EDQUOT, ENOSPC: it does not read its messages. */
 					log_info("bus1 destination %s: %s",
-						 c->registered ? connection_name(c) : "(inactive)",
+						 c->registered ? peer_name(c) : "(inactive)",
 						 strerror((int)native->batch_err[i]));
-					connection_overflow(c);
+					peer_overflow(c);
 					break;
 				}
 			}
@@ -231,8 +233,8 @@ static void native_conn_uncharge(struct native_conn *nc, uint64_t bytes, uint64_
 {
 	bytes = MIN(bytes, nc->charged_bytes);
 	fds = MIN(fds, nc->charged_fds);
-	connection_uncharge(nc->conn, USER_SLOT_BYTES, bytes);
-	connection_uncharge(nc->conn, USER_SLOT_FDS, fds);
+	peer_uncharge(nc->conn, USER_SLOT_BYTES, bytes);
+	peer_uncharge(nc->conn, USER_SLOT_FDS, fds);
 	nc->charged_bytes -= bytes;
 	nc->charged_fds -= fds;
 }
@@ -280,20 +282,21 @@ static bool native_conn_over(struct native_conn *nc, uint64_t size, uint64_t n_f
 	       nc->q_msgs + 1 > max_msgs;
 }
 
-int native_conn_queue(struct native_conn *nc, struct message *msg)
+static int native_conn_queue(struct peer_transport *t, struct message *msg)
 {
+	struct native_conn *nc = container_of(t, struct native_conn, transport);
 	struct native *native = nc->native;
-	struct connection *conn = nc->conn;
+	struct peer *conn = nc->conn;
 	uint64_t size = message_get_size(msg);
 
 	if (conn->closed || conn->overflow)
-		return CONNECTION_E_DEAD;
+		return PEER_E_DEAD;
 	/*
 	 * No fd check here: every native client negotiated fds (its bootstrap
 	 * carried one), so one multicast with the fds suits all of them.
 	 *
 	 * The output queue is the client's bus1 queue: bounded as a socket's
-	 * (CONNECTION_E_QUOTA: the caller is refused or the receiver
+	 * (PEER_E_QUOTA: the caller is refused or the receiver
 	 * disconnected, as the router decides), by what the kernel says the
 	 * client has not read yet.
 	 */
@@ -301,9 +304,9 @@ int native_conn_queue(struct native_conn *nc, struct message *msg)
 	    native_conn_over(nc, size, msg->n_fds))
 		native_conn_refresh(nc);
 	if (native_conn_over(nc, size, msg->n_fds))
-		return CONNECTION_E_QUOTA;
-	if (connection_charge_message(conn, size, msg->n_fds))
-		return CONNECTION_E_QUOTA;
+		return PEER_E_QUOTA;
+	if (peer_charge_message(conn, size, msg->n_fds))
+		return PEER_E_QUOTA;
 	nc->charged_bytes += size;
 	nc->charged_fds += msg->n_fds;
 	nc->q_bytes += size;
@@ -340,7 +343,7 @@ static int native_input(struct native *native, const struct b1_msg *bm)
 {
 	struct bus *bus = native->bus;
 	struct native_conn *nc;
-	struct connection *conn;
+	struct peer *conn;
 	struct message *msg = NULL;
 	size_t size;
 	int r;
@@ -363,36 +366,33 @@ static int native_input(struct native *native, const struct b1_msg *bm)
 
 	if (bm->uid != (uint32_t)conn->uid) {
 		close_fds(bm->fds, bm->n_fds);
-		connection_close(conn, "bus1 message stamped with a different uid");
+		peer_close(conn, "bus1 message stamped with a different uid");
 		return 0;
 	}
 	if (!nc->have_creds)
 		/* The first bus1 message (Hello): its process is the connection's. */
-		connection_set_native_pid(conn, (pid_t)bm->pid);
+		peer_set_pid(conn, (pid_t)bm->pid);
 	nc->have_creds = true;
-	nc->uid = bm->uid;
-	nc->gid = bm->gid;
-	nc->pid = bm->pid;
 
 	if (bm->n_fds && !conn->unix_fds) {
 		close_fds(bm->fds, bm->n_fds);
-		connection_close(conn, "sent file descriptors without negotiating them");
+		peer_close(conn, "sent file descriptors without negotiating them");
 		return 0;
 	}
 	if (bm->n_fds > (size_t)bus->limits.max_message_unix_fds) {
 		close_fds(bm->fds, bm->n_fds);
-		connection_close(conn, "message exceeds max_message_unix_fds");
+		peer_close(conn, "message exceeds max_message_unix_fds");
 		return 0;
 	}
 	if (bm->n_bytes > (size_t)bus->limits.max_message_size) {
 		close_fds(bm->fds, bm->n_fds);
-		connection_close(conn, "message exceeds max_message_size");
+		peer_close(conn, "message exceeds max_message_size");
 		return 0;
 	}
 	/* One bus1 message must be exactly one D-Bus message. */
 	if (message_frame_size(bm->data, bm->n_bytes, &size) || size != bm->n_bytes) {
 		close_fds(bm->fds, bm->n_fds);
-		connection_close(conn, "invalid message framing");
+		peer_close(conn, "invalid message framing");
 		return 0;
 	}
 
@@ -403,7 +403,7 @@ static int native_input(struct native *native, const struct b1_msg *bm)
 		return r;
 	}
 	memcpy(message_incoming_data(msg), bm->data, size);
-	r = connection_dispatch_incoming(conn, msg, bm->fds, bm->n_fds);
+	r = peer_dispatch_incoming(conn, msg, bm->fds, bm->n_fds);
 	return r < 0 ? r : 0;
 }
 
@@ -428,7 +428,7 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 			struct native_conn *nc = find_by_client(native, bm.destination);
 
 			if (nc)
-				connection_close(nc->conn, NULL);
+				peer_close(nc->conn, NULL);
 			continue;
 		}
 		r = native_input(native, &bm);
@@ -443,132 +443,75 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 
 /* --------------------------------------------------------------- bootstrap */
 
-bool native_is_connect(const struct message *msg)
+static void native_conn_close(struct peer_transport *t);
+static void native_conn_destroy(struct peer_transport *t);
+
+static const struct peer_transport_ops native_transport_ops = {
+	.queue = native_conn_queue,
+	.close = native_conn_close,
+	.free = native_conn_destroy,
+};
+
+/* Give the client's peer (through @fd) a new node and the broker a handle to it. */
+static int native_transfer_node(struct native *native, int fd, uint64_t *client_node,
+				uint64_t *handle)
 {
-	return msg->type == DC_MESSAGE_METHOD_CALL && msg->interface && msg->member &&
-	       msg->destination && !strcmp(msg->destination, DC_SERVICE_DBUS) &&
-	       !strcmp(msg->interface, NATIVE_INTERFACE) && !strcmp(msg->member, "Connect");
+	struct bus1_cmd_handle_transfer cmd = {
+		.src_handle = BUS1_HANDLE_CREATE,
+		.dst_fd = (uint32_t)b1_peer_get_fd(native->peer),
+	};
+
+	if (ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &cmd) < 0)
+		return -errno;
+	*client_node = cmd.src_handle;
+	*handle = cmd.dst_handle;
+	return 0;
 }
 
-static int reply_error(struct connection *conn, struct message *msg, const char *name,
-		       const char *text)
+int native_attach(struct native *native, struct peer *conn, int fd,
+		  uint64_t handles[static 3], struct native_conn **ncp)
 {
-	return router_send_error(conn, msg, name, "%s", text);
-}
-
-int native_connect(struct native *native, struct connection *conn, struct message *msg,
-		   struct native_conn **ncp)
-{
-	_cleanup_message_ struct message *reply = NULL;
-	struct message_builder b;
 	struct native_conn *nc;
-	struct dc_reader reader;
-	uint32_t index;
-	uint64_t node = BUS1_HANDLE_CREATE, bus_handle = 0;
-	uint64_t client_node = BUS1_HANDLE_CREATE, client = 0, direct_node = 0;
-	int fd, r;
-
-	if (!native)
-		return reply_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
-				   "This bus has no bus1 transport (/dev/bus1 is absent)");
-	if (*ncp || conn->registered)
-		return reply_error(conn, msg, DC_ERROR_FAILED,
-				   "Connect must be the first call, and only one");
-	if (strcmp(msg->signature, "h"))
-		return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
-				   "Connect takes one unix fd (signature h)");
-	r = message_get_body_reader(msg, &reader);
-	if (r < 0)
-		return r;
-	if (r > 0 || dc_reader_read(&reader, "h", &index) || index >= msg->n_fds)
-		return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
-				   "Connect needs its fd (negotiate NEGOTIATE_UNIX_FD)");
-	fd = msg->fds[index];
+	uint64_t node = BUS1_HANDLE_CREATE;
+	int r;
 
 	nc = calloc(1, sizeof(*nc));
 	if (!nc)
 		return -ENOMEM;
+	nc->transport.ops = &native_transport_ops;
 	nc->native = native;
 	nc->conn = conn;
 	nc->refresh_msgs = NATIVE_REFRESH_MESSAGES;
 	nc->refresh_bytes = NATIVE_REFRESH_BYTES;
 
 	/* The connection node: the broker's, the client gets the only other handle. */
-	r = b1_peer_handle_transfer_fd(native->peer, fd, &node, &bus_handle);
+	r = b1_peer_handle_transfer_fd(native->peer, fd, &node, &handles[0]);
 	if (r < 0) {
 		free(nc);
-		return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
-				   r == -EBADF || r == -ENOTTY || r == -EINVAL ?
-				   "Connect needs a /dev/bus1 fd" : "bus1 handle transfer failed");
-	}
-	/*
-	 * The client node: created on the client's peer through its fd (the
-	 * broker may: it holds the fd), the broker receives a handle to it.
-	 */
-	{
-		struct bus1_cmd_handle_transfer cmd = {
-			.src_handle = BUS1_HANDLE_CREATE,
-			.dst_fd = (uint32_t)b1_peer_get_fd(native->peer),
-		};
-
-		if (ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &cmd) < 0) {
-			r = -errno;
-			b1_peer_handle_release(native->peer, node);
-			free(nc);
-			return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
-					   r == -EBADF || r == -ENOTTY ?
-					   "Connect needs a /dev/bus1 fd" :
-					   "bus1 handle transfer failed");
-		}
-		client_node = cmd.src_handle;
-		client = cmd.dst_handle;
-
-		/* The direct node: the same, a second node of the client. */
-		cmd = (struct bus1_cmd_handle_transfer){
-			.src_handle = BUS1_HANDLE_CREATE,
-			.dst_fd = (uint32_t)b1_peer_get_fd(native->peer),
-		};
-		if (ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &cmd) < 0) {
-			r = -errno;
-			b1_peer_handle_release(native->peer, client);
-			b1_peer_handle_release(native->peer, node);
-			free(nc);
-			return reply_error(conn, msg, DC_ERROR_INVALID_ARGS,
-					   "bus1 handle transfer failed");
-		}
-		direct_node = cmd.src_handle;
-		nc->direct = cmd.dst_handle;
+		return r == -EBADF || r == -ENOTTY || r == -EINVAL ? NATIVE_E_NOT_BUS1 :
+								     NATIVE_E_TRANSFER;
 	}
 	nc->node = node;
-	nc->client = client;
-
 	/*
-	 * The broker keeps no copy of the client's peer fd: it must not keep
-	 * the client's peer alive, nor act as it later. The fd is owned by the
-	 * message; replace it with -1 so nothing else can use it.
+	 * The client node (output goes there) and the direct node (direct
+	 * calls of other clients arrive there): created on the client's peer
+	 * through its fd, which the broker may do while it holds the fd.
 	 */
-	close(fd);
-	msg->fds[index] = -1;
-
-	message_builder_init_method_return(&b, msg, "ttt");
-	b.sender = DC_SERVICE_DBUS;
-	dc_writer_write(&b.body, "ttt", bus_handle, client_node, direct_node);
-	r = message_builder_seal(&b, bus_next_serial(conn->bus), &reply);
-	message_builder_deinit(&b);
-	if (r < 0)
+	r = native_transfer_node(native, fd, &handles[1], &nc->client);
+	if (r < 0) {
+		r = r == -EBADF || r == -ENOTTY ? NATIVE_E_NOT_BUS1 : NATIVE_E_TRANSFER;
 		goto fail;
-	/* Still a socket connection here: the reply goes out on the socket. */
-	r = connection_queue(conn, reply);
-	if (r) {
-		r = r < 0 ? r : 0;
-		connection_close(conn, "cannot queue the bus1 bootstrap reply");
+	}
+	r = native_transfer_node(native, fd, &handles[2], &nc->direct);
+	if (r < 0) {
+		r = NATIVE_E_TRANSFER;
 		goto fail;
 	}
 
-	r = hmap_insert(&native->nodes, &nc->node_link, handle_hash(node));
+	r = hmap_insert(&native->nodes, &nc->node_link, handle_hash(nc->node));
 	if (r < 0)
 		goto fail;
-	r = hmap_insert(&native->clients, &nc->client_link, handle_hash(client));
+	r = hmap_insert(&native->clients, &nc->client_link, handle_hash(nc->client));
 	if (r < 0) {
 		hmap_remove(&native->nodes, &nc->node_link);
 		goto fail;
@@ -578,19 +521,25 @@ int native_connect(struct native *native, struct connection *conn, struct messag
 
 fail:
 	b1_peer_handle_release(native->peer, nc->direct);
-	b1_peer_handle_release(native->peer, client);
-	b1_peer_handle_release(native->peer, node);
+	b1_peer_handle_release(native->peer, nc->client);
+	b1_peer_handle_release(native->peer, nc->node);
 	free(nc);
 	return r;
 }
 
-struct native_conn *native_conn_free(struct native_conn *nc)
+struct peer_transport *native_conn_transport(struct native_conn *nc)
 {
-	struct native *native;
+	return &nc->transport;
+}
 
-	if (!nc)
-		return NULL;
-	native = nc->native;
+/* Release the nodes and handles; the object stays until the peer is freed. */
+static void native_conn_release(struct native_conn *nc)
+{
+	struct native *native = nc->native;
+
+	if (nc->released)
+		return;
+	nc->released = true;
 	for (size_t i = 0; i < native->batch_n; i++)
 		if (native->batch_nc[i] == nc)
 			native->batch_nc[i] = NULL;
@@ -607,30 +556,37 @@ struct native_conn *native_conn_free(struct native_conn *nc)
 	b1_peer_handle_release(native->peer, nc->client);
 	native_conn_uncharge(nc, nc->charged_bytes, nc->charged_fds);
 	b1_peer_handle_release(native->peer, nc->direct);
+}
+
+struct native_conn *native_conn_free(struct native_conn *nc)
+{
+	if (!nc)
+		return NULL;
+	native_conn_release(nc);
 	free(nc->uids);
 	free(nc);
 	return NULL;
 }
 
-int native_conn_get_creds(const struct native_conn *nc, uint32_t *uid, uint32_t *gid,
-			  uint32_t *pid)
+static void native_conn_close(struct peer_transport *t)
 {
-	if (!nc->have_creds)
-		return -ENODATA;
-	*uid = nc->uid;
-	*gid = nc->gid;
-	*pid = nc->pid;
-	return 0;
+	native_conn_release(container_of(t, struct native_conn, transport));
+}
+
+static void native_conn_destroy(struct peer_transport *t)
+{
+	native_conn_free(container_of(t, struct native_conn, transport));
+}
+
+struct native_conn *native_conn_of(struct peer *conn)
+{
+	struct peer_transport *t = conn->output;
+
+	return t && t->ops == &native_transport_ops ? container_of(t, struct native_conn, transport) :
+						      NULL;
 }
 
 /* ------------------------------------------------------------ direct path */
-
-bool native_is_get_direct_handle(const struct message *msg)
-{
-	return msg->type == DC_MESSAGE_METHOD_CALL && msg->interface && msg->member &&
-	       !strcmp(msg->interface, NATIVE_INTERFACE) &&
-	       !strcmp(msg->member, "GetDirectHandle");
-}
 
 /*
  * Tell @nc (through the broker, so in the broker's order) which uids may call
@@ -639,26 +595,27 @@ bool native_is_get_direct_handle(const struct message *msg)
 static int native_publish(struct native_conn *nc)
 {
 	_cleanup_message_ struct message *sig = NULL;
-	struct connection *conn = nc->conn;
+	struct peer *conn = nc->conn;
 	struct message_builder b;
 	int r;
 
-	message_builder_init_signal(&b, DC_PATH_DBUS, NATIVE_INTERFACE, "DirectPolicy", "au");
+	message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_BUS1, DC_BUS1_SIGNAL_DIRECT_POLICY,
+				    DC_BUS1_DIRECT_POLICY_SIGNATURE);
 	b.sender = DC_SERVICE_DBUS;
-	b.destination = connection_name(conn);
+	b.destination = peer_name(conn);
 	r = dc_writer_append_array(&b.body, 'u', nc->uids, nc->n_uids);
 	if (r == 0)
 		r = message_builder_seal(&b, bus_next_serial(conn->bus), &sig);
 	message_builder_deinit(&b);
 	if (r)
 		return r < 0 ? r : -EINVAL;
-	r = connection_queue(conn, sig);
-	if (r == CONNECTION_E_QUOTA)
-		connection_overflow(conn);
+	r = peer_queue(conn, sig);
+	if (r == PEER_E_QUOTA)
+		peer_overflow(conn);
 	return r < 0 ? r : (r ? 1 : 0);
 }
 
-static int native_publish_uid(struct native_conn *nc, uint32_t uid)
+int native_conn_allow_direct(struct native_conn *nc, uint32_t uid)
 {
 	uint32_t *v;
 
@@ -677,7 +634,7 @@ static int native_publish_uid(struct native_conn *nc, uint32_t uid)
 
 void native_policy_changed(struct native *native)
 {
-	struct connection *c;
+	struct peer *c;
 
 	if (!native)
 		return;
@@ -686,241 +643,33 @@ void native_policy_changed(struct native *native)
 	 * answer direct calls with DirectRevoked until a caller has asked the
 	 * broker again (and was allowed under the new policy).
 	 */
-	list_for_each_entry(c, &native->bus->connections, bus_link) {
-		struct native_conn *nc = c->native;
+	list_for_each_entry(c, &native->bus->peers, bus_link) {
+		struct native_conn *nc = native_conn_of(c);
 
 		if (!nc || !nc->n_uids || c->closed || !c->registered)
 			continue;
 		nc->n_uids = 0;
 		if (native_publish(nc) < 0)
-			connection_overflow(c);
+			peer_overflow(c);
 	}
 }
 
-/* ----------------------------------------------- the policy, for the callee */
-
-/*
- * A send/receive rule the callee cannot evaluate from a direct message and
- * its kernel-stamped uid: one that looks at interface, member, path, error
- * name or fds, or applies by group or console (the callee knows the uid,
- * not the groups or the seat).
- */
-struct native_rule {
-	char *name;		/* send_destination / receive_sender, NULL: any */
-	bool prefix;
-};
-
-struct native_rules {
-	struct native_rule *v;
-	size_t n;
-};
-
-static bool rule_is_opaque(const struct bus_policy_rule *r)
+int native_send_direct_handle(struct native_conn *caller, struct native_conn *callee,
+			      struct message *reply)
 {
-	if (r->type != BUS_POLICY_RULE_SEND && r->type != BUS_POLICY_RULE_RECEIVE)
-		return false;
-	return r->interface || r->member || r->path || r->error || r->min_fds > 0 ||
-	       r->max_fds < BUS_POLICY_MAX_FDS || r->scope == BUS_POLICY_SCOPE_GROUP ||
-	       r->scope == BUS_POLICY_SCOPE_CONSOLE;
-}
-
-struct native_rules *native_rules_free(struct native_rules *rules)
-{
-	if (!rules)
-		return NULL;
-	for (size_t i = 0; i < rules->n; i++)
-		free(rules->v[i].name);
-	free(rules->v);
-	free(rules);
-	return NULL;
-}
-
-int native_rules_update(struct native_rules **rulesp, const struct bus_config *config)
-{
-	struct native_rules *rules;
-	struct bus_policy_rule *r;
-	size_t n = 0;
-
-	*rulesp = native_rules_free(*rulesp);
-	rules = calloc(1, sizeof(*rules));
-	if (!rules)
-		return -ENOMEM;
-	list_for_each_entry(r, &config->rules, link)
-		if (rule_is_opaque(r))
-			n++;
-	if (n) {
-		rules->v = calloc(n, sizeof(*rules->v));
-		if (!rules->v) {
-			native_rules_free(rules);
-			return -ENOMEM;
-		}
-	}
-	list_for_each_entry(r, &config->rules, link) {
-		if (!rule_is_opaque(r))
-			continue;
-		if (r->name) {
-			rules->v[rules->n].name = strdup(r->name);
-			if (!rules->v[rules->n].name) {
-				native_rules_free(rules);
-				return -ENOMEM;
-			}
-		}
-		rules->v[rules->n].prefix = r->name_is_prefix;
-		rules->n++;
-	}
-	*rulesp = rules;
-	return 0;
-}
-
-static bool name_matches(const char *rule, bool prefix, const char *name)
-{
-	size_t n = strlen(rule);
-
-	return !strcmp(rule, name) || (prefix && !strncmp(rule, name, n) && name[n] == '.');
-}
-
-static bool conn_has_name(struct connection *c, const struct native_rule *rule)
-{
-	struct name_ownership *o;
-
-	if (name_matches(rule->name, rule->prefix, connection_name(c)))
-		return true;
-	list_for_each_entry(o, &c->owner.ownerships, owner_link)
-		if (name_matches(rule->name, rule->prefix, o->name->str))
-			return true;
-	return false;
-}
-
-/*
- * Does an opaque rule concern calls from @from to @to or their replies? Then
- * the callee could not reach the broker's verdict for every message.
- */
-static bool native_opaque(struct bus *bus, struct connection *from, struct connection *to)
-{
-	const struct native_rules *rules = bus->native_rules;
-
-	if (!bus->policy)
-		return false;
-	if (!rules)
-		return true;	/* the summary failed (ENOMEM): no direct path */
-	for (size_t i = 0; i < rules->n; i++)
-		if (!rules->v[i].name || conn_has_name(from, &rules->v[i]) ||
-		    conn_has_name(to, &rules->v[i]))
-			return true;
-	return false;
-}
-
-/*
- * The broker's verdict on a message of @type (a call, or a requested reply)
- * from @from to @to: with the opaque rules excluded it is the same for every
- * such message, so one probe decides it.
- */
-static int native_probe(native_policy_fn policy, struct connection *from, struct connection *to,
-			int type)
-{
-	_cleanup_message_ struct message *probe = NULL;
-	struct message_builder b;
-	int r;
-
-	if (type == DC_MESSAGE_METHOD_CALL) {
-		message_builder_init_method_call(&b, connection_name(to), "/", NULL,
-						 "DirectCall", "");
-	} else {
-		message_builder_init(&b, type, "");
-		b.reply_serial = 1;
-		b.destination = connection_name(to);
-		if (type == DC_MESSAGE_ERROR)
-			b.error_name = DC_ERROR_FAILED;
-	}
-	b.sender = connection_name(from);
-	r = message_builder_seal(&b, 1, &probe);
-	message_builder_deinit(&b);
-	if (r)
-		return r < 0 ? r : -EINVAL;
-	return policy(from, to, probe, type != DC_MESSAGE_METHOD_CALL);
-}
-
-int native_get_direct_handle(struct native *native, struct connection *conn, struct message *msg,
-			     native_policy_fn policy)
-{
-	_cleanup_message_ struct message *reply = NULL;
-	struct native_conn *nc = conn->native;
-	struct connection *target;
-	struct message_builder b;
-	struct dc_reader reader;
+	struct native *native = caller->native;
 	struct iovec iov[2];
-	const char *name = NULL;
-	uint64_t handle;
+	uint64_t handle = callee->direct;
 	int r;
-
-	if (!native || !nc)
-		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED, "%s",
-					 "Direct handles are for native (bus1) clients only");
-	r = message_get_body_reader(msg, &reader);
-	if (r < 0)
-		return r;
-	if (r > 0 || strcmp(msg->signature, "s") || dc_reader_read(&reader, "s", &name) || !name)
-		return router_send_error(conn, msg, DC_ERROR_INVALID_ARGS, "%s",
-					 "GetDirectHandle takes one bus name (signature s)");
-	target = bus_resolve(conn->bus, name);
-	if (!target)
-		return router_send_error(conn, msg, DC_ERROR_NAME_HAS_NO_OWNER,
-					 "Could not get owner of name '%s': no such name", name);
-	if (!target->native)
-		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
-					 "The owner of '%s' is not a native client", name);
-
-	/*
-	 * The broker's verdict for a call from the caller to the owner. It is
-	 * the callee's to enforce on the direct path, where it knows only the
-	 * message and the caller's kernel-stamped uid: if a rule concerning the
-	 * two looks at anything else, no direct handle (the calls go through
-	 * the broker, which applies every rule).
-	 */
-	r = native_probe(policy, conn, target, DC_MESSAGE_METHOD_CALL);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		return router_send_error(conn, msg, DC_ERROR_ACCESS_DENIED,
-					 "The policy does not allow calls to '%s'", name);
-	if (native_opaque(conn->bus, conn, target))
-		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
-					 "The policy for '%s' looks at interfaces, members, paths, "
-					 "errors, fds, groups or the console: no direct handle",
-					 name);
-	r = native_probe(policy, target, conn, DC_MESSAGE_METHOD_RETURN);
-	if (r > 0)
-		r = native_probe(policy, target, conn, DC_MESSAGE_ERROR);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		return router_send_error(conn, msg, DC_ERROR_NOT_SUPPORTED,
-					 "The policy does not allow replies from '%s': no direct "
-					 "handle", name);
-	r = native_publish_uid(target->native, (uint32_t)conn->uid);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return router_send_error(conn, msg, DC_ERROR_LIMITS_EXCEEDED,
-					 "No direct handle to '%s' now", name);
-
-	message_builder_init_method_return(&b, msg, "s");
-	b.sender = DC_SERVICE_DBUS;
-	dc_writer_write(&b.body, "s", connection_name(target));
-	r = message_builder_seal(&b, bus_next_serial(conn->bus), &reply);
-	message_builder_deinit(&b);
-	if (r)
-		return r < 0 ? r : -EINVAL;
 
 	/* After everything routed before it (the DirectPolicy signal too). */
 	native_flush(native);
 	message_get_iovec(reply, iov);
-	handle = target->native->direct;
-	r = b1_peer_send(native->peer, 0, &nc->client, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+	r = b1_peer_send(native->peer, 0, &caller->client, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
 			 &handle, 1, NULL, 0);
 	if (r < 0) {
-		log_info("direct handle for %s: %s", connection_name(conn), strerror(-r));
-		connection_overflow(conn);
+		log_info("direct handle for %s: %s", peer_name(caller->conn), strerror(-r));
+		peer_overflow(caller->conn);
 	}
 	return 0;
 }

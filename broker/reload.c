@@ -39,7 +39,6 @@ struct config_reload {
 	char **paths;			/* directories to watch (kept until attached) */
 	size_t n_paths;
 
-	unsigned int n_reloads;
 	unsigned int n_failures;
 };
 
@@ -130,11 +129,6 @@ struct config_reload *config_reload_free(struct config_reload *r)
 void config_reload_set_debounce(struct config_reload *r, uint64_t usec)
 {
 	r->debounce_usec = usec;
-}
-
-unsigned int config_reload_n_reloads(const struct config_reload *r)
-{
-	return r->n_reloads;
 }
 
 unsigned int config_reload_n_failures(const struct config_reload *r)
@@ -312,7 +306,6 @@ static int config_reload_do(struct config_reload *r, char **errorp)
 			*errorp = NULL;
 		return ret;
 	}
-	r->n_reloads++;
 	ret = config_reload_watch(r, config);
 	if (ret < 0)
 		reload_log(r, 4, "Cannot update the watched directories: %s", strerror(-ret));

@@ -87,7 +87,6 @@ int config_reload_run(struct config_reload *r, char **errorp);
 /* Debounce delay for inotify-triggered reloads (default 100 ms). */
 void config_reload_set_debounce(struct config_reload *r, uint64_t usec);
 
-/* Statistics for tests and Debug.Stats: reloads done, failed, directories watched. */
-unsigned int config_reload_n_reloads(const struct config_reload *r);
+/* Statistics for tests: reloads failed, directories watched. */
 unsigned int config_reload_n_failures(const struct config_reload *r);
 unsigned int config_reload_n_watches(const struct config_reload *r);

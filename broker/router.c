@@ -12,13 +12,13 @@
 #include <time.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
-#include "broker/connection.h"
+#include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
-#include "broker/native.h"
 #include "broker/name.h"
+#include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
 #include "conf/policy.h"
@@ -42,11 +42,11 @@ void destset_deinit(struct destset *set)
 	set->n = set->cap = 0;
 }
 
-int destset_add(struct destset *set, struct connection *conn)
+int destset_add(struct destset *set, struct peer *peer)
 {
 	if (set->n == set->cap) {
 		size_t cap = set->cap * 2;
-		struct connection **v;
+		struct peer **v;
 
 		if (set->conns == set->inline_conns) {
 			v = malloc(cap * sizeof(*v));
@@ -61,132 +61,26 @@ int destset_add(struct destset *set, struct connection *conn)
 		set->conns = v;
 		set->cap = cap;
 	}
-	set->conns[set->n++] = conn;
+	set->conns[set->n++] = peer;
 	return 0;
 }
 
 /* ------------------------------------------------------------------ policy */
 
-/*
- * The names a connection owns or waits for, for send_destination= and
- * receive_sender= rules (dbus-daemon matches queued names too). Small sets
- * live on the stack.
- */
-#define PEER_NAMES_INLINE 16
-struct peer_names {
-	struct bus_policy_peer peer;
-	const char **v;
-	const char *inline_v[PEER_NAMES_INLINE];
-};
-
-static int peer_names_init(struct peer_names *pn, struct connection *c)
-{
-	struct name_ownership *o;
-	size_t n = 0;
-
-	pn->v = pn->inline_v;
-	if (c->owner.n_ownerships + 1 > PEER_NAMES_INLINE) {
-		pn->v = malloc((c->owner.n_ownerships + 1) * sizeof(*pn->v));
-		if (!pn->v)
-			return -ENOMEM;
-	}
-	pn->v[n++] = connection_name(c);
-	list_for_each_entry(o, &c->owner.ownerships, owner_link)
-		pn->v[n++] = o->name->str;
-	pn->peer.names = pn->v;
-	pn->peer.n_names = n;
-	return 0;
-}
-
-static void peer_names_deinit(struct peer_names *pn)
-{
-	if (pn->v != pn->inline_v)
-		free(pn->v);
-}
-
-static void policy_message(struct bus_policy_message *pm, const struct message *m,
-			   bool requested_reply)
-{
-	*pm = (struct bus_policy_message){
-		.type = m->type,
-		.path = m->path,
-		.interface = m->interface,
-		.member = m->member,
-		.error_name = m->error_name,
-		.destination = m->destination,
-		.sender = m->sender,
-		.is_reply = m->reply_serial != 0,
-		.requested_reply = requested_reply,
-		.n_fds = (uint32_t)m->n_fds,
-	};
-}
-
-/*
- * May @m go from @from (NULL: the driver) to @to (NULL: the driver)? Both
- * the sender's send rules and the receiver's receive rules must allow it.
- * @from_names: the sender's names if already computed (else NULL).
- * Return: 1 allowed, 0 denied (*@rulep: the deciding rule, *@sendp: whether
- * the send side denied), -ENOMEM.
- */
-static int policy_allows(struct bus *bus, struct connection *from,
-			 const struct bus_policy_peer *from_names, struct connection *to,
-			 struct message *m, bool requested_reply, bool eavesdropping,
-			 const struct bus_policy_rule **rulep, bool *sendp)
-{
-	struct bus_policy_message pm;
-	struct peer_names fn, tn;
-	bool ok = true;
-	int r;
-
-	*rulep = NULL;
-	*sendp = false;
-	if (!bus->policy)
-		return 1;
-	policy_message(&pm, m, requested_reply);
-
-	if (from && from->policy) {
-		if (to) {
-			r = peer_names_init(&tn, to);
-			if (r < 0)
-				return r;
-		}
-		ok = bus_client_policy_check_send(from->policy, &pm, to ? &tn.peer : NULL, rulep);
-		if (to)
-			peer_names_deinit(&tn);
-		if (!ok) {
-			*sendp = true;
-			return 0;
-		}
-	}
-	if (to && to->policy) {
-		if (from && !from_names) {
-			r = peer_names_init(&fn, from);
-			if (r < 0)
-				return r;
-			from_names = &fn.peer;
-		}
-		ok = bus_client_policy_check_receive(to->policy, &pm, from ? from_names : NULL,
-						     eavesdropping, rulep);
-		if (from_names == &fn.peer)
-			peer_names_deinit(&fn);
-	}
-	return ok;
-}
-
-static int router_send_error_capture(struct connection *conn, struct message *call,
+static int router_send_error_capture(struct peer *peer, struct message *call,
 				     const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
 /* AccessDenied to the sender of a message the policy rejected. */
-static int policy_denied(struct connection *conn, struct message *m,
-			 const struct bus_policy_rule *rule, bool send_side)
+static int policy_denied(struct peer *peer, struct message *m,
+			 const struct policy_verdict *verdict)
 {
-	_cleanup_free_ char *why = rule ? bus_policy_rule_describe(rule) : NULL;
+	_cleanup_free_ char *why = verdict->rule ? bus_policy_rule_describe(verdict->rule) : NULL;
 
-	return router_send_error_capture(conn, m, DC_ERROR_ACCESS_DENIED,
+	return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED,
 		"Rejected %s message, type=\"%s\" interface=\"%s\" member=\"%s\" "
 		"error name=\"%s\" destination=\"%s\" (%s)",
-		send_side ? "send" : "receive", bus_message_type_to_string(m->type),
+		verdict->send_side ? "send" : "receive", bus_message_type_to_string(m->type),
 		m->interface ? m->interface : "(unset)", m->member ? m->member : "(unset)",
 		m->error_name ? m->error_name : "(unset)",
 		m->destination ? m->destination : "(unset)",
@@ -217,8 +111,8 @@ static uint64_t loop_now_usec(struct bus *bus)
 	return now_usec();
 }
 
-void router_fill_match(struct match_message *mm, struct message *msg, struct connection *sender,
-		       struct connection *recipient)
+void router_fill_match(struct match_message *mm, struct message *msg, struct peer *sender,
+		       struct peer *recipient)
 {
 	unsigned int i, n;
 	const char *v;
@@ -260,11 +154,11 @@ static int router_deliver(struct destset *set, struct message *msg)
 	int r;
 
 	for (i = 0; i < set->n; i++) {
-		struct connection *c = set->conns[i];
+		struct peer *c = set->conns[i];
 
-		r = connection_queue(c, msg);
-		if (r == CONNECTION_E_QUOTA)
-			connection_overflow(c);
+		r = peer_queue(c, msg);
+		if (r == PEER_E_QUOTA)
+			peer_overflow(c);
 		else if (r < 0)
 			return r;
 	}
@@ -277,7 +171,7 @@ enum {
 	ERROR_CAPTURE,		/* as IF_EXPECTED, but monitors always see it */
 };
 
-_printf_(5, 0) static int router_send_error_v(struct connection *conn, struct message *call,
+_printf_(5, 0) static int router_send_error_v(struct peer *peer, struct message *call,
 					      int mode, const char *name, const char *fmt,
 					      va_list ap)
 {
@@ -286,59 +180,59 @@ _printf_(5, 0) static int router_send_error_v(struct connection *conn, struct me
 	bool send;
 	int r;
 
-	send = !conn->closed && (mode == ERROR_FORCE || message_expects_reply(call));
-	if (!send && (mode != ERROR_CAPTURE || list_is_empty(&conn->bus->monitors)))
+	send = !peer->closed && (mode == ERROR_FORCE || message_expects_reply(call));
+	if (!send && (mode != ERROR_CAPTURE || list_is_empty(&peer->bus->monitors)))
 		return 0;
 	if (fmt && vasprintf(&text, fmt, ap) < 0)
 		return -ENOMEM;
-	r = message_new_error(&err, call, DC_SERVICE_DBUS, bus_next_serial(conn->bus), name,
+	r = message_new_error(&err, call, DC_SERVICE_DBUS, bus_next_serial(peer->bus), name,
 			      text);
 	if (r < 0)
 		return r;
 	if (send)
-		router_send_from_driver(conn->bus, conn, err);
+		router_send_from_driver(peer->bus, peer, err);
 	else
 		/* dbus-daemon shows monitors the error it would have sent. */
-		monitor_capture(conn->bus, err, NULL, conn);
+		monitor_capture(peer->bus, err, NULL, peer);
 	return 0;
 }
 
-int router_send_error(struct connection *conn, struct message *call, const char *name,
+int router_send_error(struct peer *peer, struct message *call, const char *name,
 		      const char *fmt, ...)
 {
 	va_list ap;
 	int r;
 
 	va_start(ap, fmt);
-	r = router_send_error_v(conn, call, ERROR_IF_EXPECTED, name, fmt, ap);
+	r = router_send_error_v(peer, call, ERROR_IF_EXPECTED, name, fmt, ap);
 	va_end(ap);
 	return r;
 }
 
 /* An error even to a message that expects none (rejected replies). */
-static int router_send_error_force(struct connection *conn, struct message *call,
+static int router_send_error_force(struct peer *peer, struct message *call,
 				   const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-static int router_send_error_force(struct connection *conn, struct message *call,
+static int router_send_error_force(struct peer *peer, struct message *call,
 				   const char *name, const char *fmt, ...)
 {
 	va_list ap;
 	int r;
 
 	va_start(ap, fmt);
-	r = router_send_error_v(conn, call, ERROR_FORCE, name, fmt, ap);
+	r = router_send_error_v(peer, call, ERROR_FORCE, name, fmt, ap);
 	va_end(ap);
 	return r;
 }
 
-static int router_send_error_capture(struct connection *conn, struct message *call,
+static int router_send_error_capture(struct peer *peer, struct message *call,
 				     const char *name, const char *fmt, ...)
 {
 	va_list ap;
 	int r;
 
 	va_start(ap, fmt);
-	r = router_send_error_v(conn, call, ERROR_CAPTURE, name, fmt, ap);
+	r = router_send_error_v(peer, call, ERROR_CAPTURE, name, fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -348,25 +242,24 @@ static int router_send_error_capture(struct connection *conn, struct message *ca
  * is not delivered. As dbus-daemon does, the bus answers it with an
  * AccessDenied error addressed to itself, which only monitors see.
  */
-static bool router_driver_signal_denied(struct bus *bus, struct connection *to,
+static bool router_driver_signal_denied(struct bus *bus, struct peer *to,
 					struct message *msg)
 {
 	_cleanup_message_ struct message *err = NULL;
 	_cleanup_free_ char *why = NULL, *text = NULL;
-	const struct bus_policy_rule *rule;
-	bool send_side;
+	struct policy_verdict verdict;
 	int r;
 
 	if (msg->type != DC_MESSAGE_SIGNAL || !to->policy)
 		return false;
-	r = policy_allows(bus, NULL, NULL, to, msg, false, false, &rule, &send_side);
+	r = policy_check(bus, NULL, NULL, to, msg, false, false, &verdict);
 	if (r != 0)
 		return false;
-	why = rule ? bus_policy_rule_describe(rule) : NULL;
+	why = verdict.rule ? bus_policy_rule_describe(verdict.rule) : NULL;
 	if (asprintf(&text, "Rejected receive message, type=\"signal\" interface=\"%s\" "
 		     "member=\"%s\" destination=\"%s\" (%s)",
 		     msg->interface ? msg->interface : "(unset)",
-		     msg->member ? msg->member : "(unset)", connection_name(to),
+		     msg->member ? msg->member : "(unset)", peer_name(to),
 		     why ? why : "no rule allows it") < 0)
 		return true;
 	if (message_new_error(&err, msg, DC_SERVICE_DBUS, bus_next_serial(bus),
@@ -375,7 +268,7 @@ static bool router_driver_signal_denied(struct bus *bus, struct connection *to,
 	return true;
 }
 
-void router_send_from_driver(struct bus *bus, struct connection *to, struct message *msg)
+void router_send_from_driver(struct bus *bus, struct peer *to, struct message *msg)
 {
 	int r;
 
@@ -384,11 +277,11 @@ void router_send_from_driver(struct bus *bus, struct connection *to, struct mess
 		return;
 	if (router_driver_signal_denied(bus, to, msg))
 		return;
-	r = connection_queue(to, msg);
-	if (r == CONNECTION_E_QUOTA)
-		connection_overflow(to);
+	r = peer_queue(to, msg);
+	if (r == PEER_E_QUOTA)
+		peer_overflow(to);
 	else if (r < 0)
-		log_warn("cannot queue message for %s: %s", connection_name(to), strerror(-r));
+		log_warn("cannot queue message for %s: %s", peer_name(to), strerror(-r));
 }
 
 /*
@@ -396,13 +289,13 @@ void router_send_from_driver(struct bus *bus, struct connection *to, struct mess
  * policy, each receiver must be allowed to get it (silently skipped if not,
  * as in dbus-daemon); @recipient != NULL means the others eavesdrop.
  */
-static int router_collect_matches(struct bus *bus, struct message *msg, struct connection *sender,
-				  struct connection *recipient, struct destset *set)
+static int router_collect_matches(struct bus *bus, struct message *msg, struct peer *sender,
+				  struct peer *recipient, struct destset *set)
 {
 	struct match_message mm;
 	struct list_node result;
 	struct match_owner *o;
-	struct peer_names sn;
+	struct policy_names sn;
 	bool have_sn = false;
 	int r = 0;
 
@@ -414,7 +307,7 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct c
 	router_fill_match(&mm, msg, sender, recipient);
 	match_registry_match(bus->matches, &mm, &result);
 	list_for_each_entry(o, &result, result_link) {
-		struct connection *c = container_of(o, struct connection, matches);
+		struct peer *c = container_of(o, struct peer, matches);
 
 		if (c->closed || c->overflow || c->monitor)
 			continue;
@@ -422,23 +315,22 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct c
 		if (msg->n_fds && !c->unix_fds)
 			continue;
 		if (bus->policy) {
-			const struct bus_policy_rule *rule;
-			bool send_side;
+			struct policy_verdict verdict;
 
 			if (sender && !have_sn) {
-				r = peer_names_init(&sn, sender);
+				r = policy_names_init(&sn, sender);
 				if (r < 0)
 					return r;
 				have_sn = true;
 			}
-			r = policy_allows(bus, sender, have_sn ? &sn.peer : NULL, c, msg, false,
-					  recipient != NULL, &rule, &send_side);
+			r = policy_check(bus, sender, have_sn ? &sn.peer : NULL, c, msg, false,
+					  recipient != NULL, &verdict);
 			if (r < 0)
 				break;
 			if (r == 0) {
 				/* Not delivered, silently; monitors see the error. */
 				if (sender && recipient == NULL)
-					(void)policy_denied(sender, msg, rule, send_side);
+					(void)policy_denied(sender, msg, &verdict);
 				r = 0;
 				continue;
 			}
@@ -448,7 +340,7 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct c
 			break;
 	}
 	if (have_sn)
-		peer_names_deinit(&sn);
+		policy_names_deinit(&sn);
 	return r < 0 ? r : 0;
 }
 
@@ -470,7 +362,7 @@ void router_broadcast_from_driver(struct bus *bus, struct message *msg)
 
 /* ------------------------------------------------------------- name events */
 
-static void router_send_name_signal(struct bus *bus, struct connection *to, const char *member,
+static void router_send_name_signal(struct bus *bus, struct peer *to, const char *member,
 				    const char *name)
 {
 	_cleanup_message_ struct message *m = NULL;
@@ -480,7 +372,7 @@ static void router_send_name_signal(struct bus *bus, struct connection *to, cons
 	/* Built even for a closed receiver: monitors see it, as with dbus-daemon. */
 	message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_DBUS, member, "s");
 	b.sender = DC_SERVICE_DBUS;
-	b.destination = connection_name(to);
+	b.destination = peer_name(to);
 	dc_writer_write(&b.body, "s", name);
 	r = message_builder_seal(&b, bus_next_serial(bus), &m);
 	message_builder_deinit(&b);
@@ -492,25 +384,25 @@ static void router_send_name_signal(struct bus *bus, struct connection *to, cons
 	router_send_from_driver(bus, to, m);
 }
 
-/* Keep the NAMES charge of @conn equal to the names it owns or waits for. */
-void router_sync_name_charge(struct connection *conn)
+/* Keep the NAMES charge of @peer equal to the names it owns or waits for. */
+void router_sync_name_charge(struct peer *peer)
 {
-	uint64_t have = conn->charges[USER_SLOT_NAMES].amount;
-	uint64_t want = conn->owner.n_ownerships;
+	uint64_t have = peer->charges[USER_SLOT_NAMES].amount;
+	uint64_t want = peer->owner.n_ownerships;
 
 	if (want > have) {
 		/* Cannot fail the operation after the fact: checked up front. */
-		if (connection_charge(conn, USER_SLOT_NAMES, want - have))
-			log_warn("names of %s exceed the user's quota", connection_name(conn));
+		if (peer_charge(peer, USER_SLOT_NAMES, want - have))
+			log_warn("names of %s exceed the user's quota", peer_name(peer));
 	} else if (want < have) {
-		connection_uncharge(conn, USER_SLOT_NAMES, have - want);
+		peer_uncharge(peer, USER_SLOT_NAMES, have - want);
 	}
 }
 
 void router_name_event(void *userdata, const struct name_event *ev)
 {
 	struct bus *bus = userdata;
-	struct connection *c;
+	struct peer *c;
 
 	switch (ev->type) {
 	case NAME_EVENT_OWNER_CHANGED: {
@@ -534,12 +426,12 @@ void router_name_event(void *userdata, const struct name_event *ev)
 		break;
 	}
 	case NAME_EVENT_LOST:
-		c = container_of(ev->old_owner, struct connection, owner);
+		c = container_of(ev->old_owner, struct peer, owner);
 		router_sync_name_charge(c);
 		router_send_name_signal(bus, c, "NameLost", ev->name);
 		break;
 	case NAME_EVENT_ACQUIRED:
-		c = container_of(ev->new_owner, struct connection, owner);
+		c = container_of(ev->new_owner, struct peer, owner);
 		router_sync_name_charge(c);
 		router_send_name_signal(bus, c, "NameAcquired", ev->name);
 		/* StartServiceByName replies and queued auto-start calls, after NameAcquired. */
@@ -553,7 +445,7 @@ void router_name_event(void *userdata, const struct name_event *ev)
 static void router_send_noreply(struct bus *bus, struct reply_owner *caller, uint32_t serial,
 				const char *text)
 {
-	struct connection *c = container_of(caller, struct connection, replies);
+	struct peer *c = container_of(caller, struct peer, replies);
 	_cleanup_message_ struct message *m = NULL;
 	struct message_builder b;
 	int r;
@@ -564,7 +456,7 @@ static void router_send_noreply(struct bus *bus, struct reply_owner *caller, uin
 	b.error_name = DC_ERROR_NO_REPLY;
 	b.reply_serial = serial;
 	b.sender = DC_SERVICE_DBUS;
-	b.destination = connection_name(c);
+	b.destination = peer_name(c);
 	dc_writer_write(&b.body, "s", text);
 	r = message_builder_seal(&b, bus_next_serial(bus), &m);
 	message_builder_deinit(&b);
@@ -631,64 +523,56 @@ void router_arm_reply_timer(struct bus *bus)
 static void router_rule_dropped(void *userdata, struct match_rule *rule)
 {
 	struct bus *bus = userdata;
-	struct connection *c = container_of(rule->owner, struct connection, matches);
+	struct peer *c = container_of(rule->owner, struct peer, matches);
 
 	if (rule->eavesdrop && bus->n_eavesdrop_rules)
 		bus->n_eavesdrop_rules--;
-	connection_uncharge(c, USER_SLOT_MATCHES, 1);
+	peer_uncharge(c, USER_SLOT_MATCHES, 1);
 }
 
-void router_connection_gone(struct connection *conn)
+void router_peer_gone(struct peer *peer)
 {
-	struct bus *bus = conn->bus;
+	struct bus *bus = peer->bus;
 
 	/* Its calls waiting for an activation are dropped. */
-	activation_sender_gone(bus->activation, conn);
+	activation_sender_gone(bus->activation, peer);
 
 	/* Its own rules first: it must not receive its own NameOwnerChanged. */
-	if (!conn->monitor) {
+	if (!peer->monitor) {
 		struct match_rule *rule;
 
-		list_for_each_entry(rule, &conn->matches.rules, owner_link)
+		list_for_each_entry(rule, &peer->matches.rules, owner_link)
 			if (rule->eavesdrop && bus->n_eavesdrop_rules)
 				bus->n_eavesdrop_rules--;
 	}
-	match_owner_deinit(&conn->matches);
-	connection_uncharge(conn, USER_SLOT_MATCHES, conn->charges[USER_SLOT_MATCHES].amount);
+	match_owner_deinit(&peer->matches);
+	peer_uncharge(peer, USER_SLOT_MATCHES, peer->charges[USER_SLOT_MATCHES].amount);
 
-	if (conn->owner.registry) {
+	if (peer->owner.registry) {
 		/* Names (newest first) and the unique name, with their signals. */
-		name_registry_remove_unique(bus->names, &conn->owner);
-		(void)match_registry_drop_unique(bus->matches, connection_name(conn),
+		name_registry_remove_unique(bus->names, &peer->owner);
+		(void)match_registry_drop_unique(bus->matches, peer_name(peer),
 						 router_rule_dropped, bus);
 	}
-	if (conn->registered)	/* monitors included */
+	if (peer->registered)	/* monitors included */
 		bus->n_active--;
 
 	/* Callers waiting on this connection get NoReply, its own calls vanish. */
-	reply_owner_flush(&conn->replies, router_noreply, bus);
-	list_unlink(&conn->monitor_link);
+	reply_owner_flush(&peer->replies, router_noreply, bus);
+	list_unlink(&peer->monitor_link);
 }
 
 /* ------------------------------------------------------------------ routing */
 
-static bool is_hello(const struct message *m)
+static int router_broadcast(struct peer *peer, struct message *m)
 {
-	return m->type == DC_MESSAGE_METHOD_CALL && m->destination &&
-	       !strcmp(m->destination, DC_SERVICE_DBUS) && m->member &&
-	       !strcmp(m->member, "Hello") &&
-	       (!m->interface || !strcmp(m->interface, DC_INTERFACE_DBUS));
-}
-
-static int router_broadcast(struct connection *conn, struct message *m)
-{
-	struct bus *bus = conn->bus;
+	struct bus *bus = peer->bus;
 	struct destset set;
 	int r;
 
 	destset_init(&set);
-	monitor_capture(bus, m, conn, NULL);
-	r = router_collect_matches(bus, m, conn, NULL, &set);
+	monitor_capture(bus, m, peer, NULL);
+	r = router_collect_matches(bus, m, peer, NULL, &set);
 	if (r >= 0)
 		r = router_deliver(&set, m);
 	destset_deinit(&set);
@@ -697,148 +581,175 @@ static int router_broadcast(struct connection *conn, struct message *m)
 
 /* Show @m to monitors, unless they saw it before it waited for an activation. */
 static void router_capture(bool resumed, struct bus *bus, struct message *m,
-			   struct connection *sender, struct connection *target)
+			   struct peer *sender, struct peer *target)
 {
 	if (!resumed)
 		monitor_capture(bus, m, sender, target);
 }
 
 /*
- * @resumed: @m waited for an activation; monitors saw it when it arrived
- * (activation.h, ops->capture) and do not see it again.
+ * @m is for a name nobody owns. Auto-start (dbus-daemon: method calls and
+ * unicast signals without NO_AUTO_START): queued until the name appears
+ * (monitors see it when it is delivered), or ServiceUnknown / Spawn.* /
+ * LimitsExceeded. The send rules decide first, as if the service owned the
+ * name; a name without .service file is ServiceUnknown before that
+ * (dbus-daemon). Anything else: NameHasNoOwner for a call, else dropped.
  */
-static int router_unicast(struct connection *conn, struct message *m, bool resumed)
+static int router_unicast_unowned(struct peer *peer, struct message *m, bool resumed)
 {
-	struct bus *bus = conn->bus;
-	struct connection *target;
-	struct reply_slot *slot = NULL;
-	struct list_node *last;
-	struct destset set;
+	struct bus *bus = peer->bus;
+	struct policy_verdict verdict;
 	int r;
 
-	target = bus_resolve(bus, m->destination);
-	if (!target) {
-		/*
-		 * Auto-start (dbus-daemon: method calls and unicast signals without
-		 * NO_AUTO_START): queued until the name appears (monitors see it when
-		 * it is delivered), or ServiceUnknown / Spawn.* / LimitsExceeded. The
-		 * send rules decide first, as if the service owned the name; a name
-		 * without .service file is ServiceUnknown before that (dbus-daemon).
-		 */
-		if ((m->type == DC_MESSAGE_METHOD_CALL || m->type == DC_MESSAGE_SIGNAL) &&
-		    !(m->flags & DC_FLAG_NO_AUTO_START)) {
-			if (bus->policy && activation_is_activatable(bus->activation,
-								     m->destination)) {
-				const struct bus_policy_rule *rule;
-				bool send_side;
-
-				r = policy_allows(bus, conn, NULL, NULL, m, false, false, &rule,
-						  &send_side);
-				if (r < 0)
-					return r;
-				if (r == 0) {
-					router_capture(resumed, bus, m, conn, NULL);
-					return policy_denied(conn, m, rule, true);
-				}
+	if ((m->type == DC_MESSAGE_METHOD_CALL || m->type == DC_MESSAGE_SIGNAL) &&
+	    !(m->flags & DC_FLAG_NO_AUTO_START)) {
+		if (bus->policy && activation_is_activatable(bus->activation, m->destination)) {
+			r = policy_check(bus, peer, NULL, NULL, m, false, false, &verdict);
+			if (r < 0)
+				return r;
+			if (r == 0) {
+				router_capture(resumed, bus, m, peer, NULL);
+				return policy_denied(peer, m, &verdict);
 			}
-			return activation_start(bus->activation, conn, m, m->destination, true);
 		}
-		router_capture(resumed, bus, m, conn, NULL);
-		if (m->type != DC_MESSAGE_METHOD_CALL)
-			return 0;
-		return router_send_error(conn, m, DC_ERROR_NAME_HAS_NO_OWNER,
-					 "Name \"%s\" does not exist", m->destination);
+		return activation_start(bus->activation, peer, m, m->destination, true);
 	}
+	router_capture(resumed, bus, m, peer, NULL);
+	if (m->type != DC_MESSAGE_METHOD_CALL)
+		return 0;
+	return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
+				 "Name \"%s\" does not exist", m->destination);
+}
 
+/* Why a unicast message is not delivered (router_unicast_admit()). */
+enum {
+	UNICAST_ADMITTED,
+	UNICAST_NOT_A_REPLY,		/* a reply nobody waits for */
+	UNICAST_CALL_FDS,		/* a call with fds to one that takes none */
+	UNICAST_SIGNAL_FDS,		/* a signal with fds to one that takes none: dropped */
+	UNICAST_SERIAL_EXISTS,		/* a call with the serial of a pending one */
+	UNICAST_TOO_MANY_CALLS,		/* max_replies_per_connection */
+};
+
+/*
+ * May @m go from @peer to @target as far as the reply tracking and fd
+ * passing go? A reply consumes the slot of its call; a call that expects a
+ * reply gets one (*@slotp). Return: UNICAST_*, or negative errno.
+ */
+static int router_unicast_admit(struct peer *peer, struct peer *target, struct message *m,
+				struct reply_slot **slotp)
+{
+	struct bus *bus = peer->bus;
+	struct reply_slot *slot;
+	struct list_node *last;
+	int r;
+
+	*slotp = NULL;
 	switch (m->type) {
 	case DC_MESSAGE_METHOD_RETURN:
 	case DC_MESSAGE_ERROR:
-		r = reply_registry_consume(bus->replies, &target->replies, &conn->replies,
+		r = reply_registry_consume(bus->replies, &target->replies, &peer->replies,
 					   m->reply_serial);
-		if (r) {
-			router_capture(resumed, bus, m, conn, target);
-			return router_send_error_force(conn, m, DC_ERROR_ACCESS_DENIED,
-				"Rejected: %s is not a reply to a pending method call of %s "
-				"(reply serial %u)",
-				m->type == DC_MESSAGE_ERROR ? "error" : "method return",
-				connection_name(target), m->reply_serial);
-		}
-		break;
+		return r ? UNICAST_NOT_A_REPLY : UNICAST_ADMITTED;
 	case DC_MESSAGE_METHOD_CALL:
-		if (m->n_fds && !target->unix_fds) {
-			router_capture(resumed, bus, m, conn, target);
-			return router_send_error(conn, m, DC_ERROR_NOT_SUPPORTED,
-				"Tried to send message with Unix file descriptors to a client "
-				"that doesn't support that.");
-		}
-		if (message_expects_reply(m)) {
-			r = reply_registry_add(bus->replies, &conn->replies, &target->replies,
-					       m->serial, loop_now_usec(bus));
-			if (r == REPLY_E_EXISTS) {
-				router_capture(resumed, bus, m, conn, target);
-				return router_send_error(conn, m, DC_ERROR_ACCESS_DENIED,
-					"Message has the same reply serial as a currently-"
-					"outstanding existing method call");
-			} else if (r == REPLY_E_QUOTA) {
-				router_capture(resumed, bus, m, conn, target);
-				return router_send_error(conn, m, DC_ERROR_LIMITS_EXCEEDED,
-					"The maximum number of pending replies per connection "
-					"has been reached");
-			} else if (r < 0) {
-				return r;
-			}
-			/* reply_registry_add() appends the new slot to the caller's calls. */
-			last = list_last(&conn->replies.calls);
-			slot = last ? list_entry(last, struct reply_slot, caller_link) : NULL;
-			if (!slot || slot->callee != &target->replies || slot->serial != m->serial)
-				slot = reply_registry_find(bus->replies, &conn->replies,
-							   &target->replies, m->serial);
-			if (bus->replies->timeout_usec)
-				router_arm_reply_timer(bus);
-		}
-		break;
+		if (m->n_fds && !target->unix_fds)
+			return UNICAST_CALL_FDS;
+		if (!message_expects_reply(m))
+			return UNICAST_ADMITTED;
+		r = reply_registry_add(bus->replies, &peer->replies, &target->replies, m->serial,
+				       loop_now_usec(bus));
+		if (r == REPLY_E_EXISTS)
+			return UNICAST_SERIAL_EXISTS;
+		if (r == REPLY_E_QUOTA)
+			return UNICAST_TOO_MANY_CALLS;
+		if (r < 0)
+			return r;
+		/* reply_registry_add() appends the new slot to the caller's calls. */
+		last = list_last(&peer->replies.calls);
+		slot = last ? list_entry(last, struct reply_slot, caller_link) : NULL;
+		if (!slot || slot->callee != &target->replies || slot->serial != m->serial)
+			slot = reply_registry_find(bus->replies, &peer->replies, &target->replies,
+						   m->serial);
+		*slotp = slot;
+		if (bus->replies->timeout_usec)
+			router_arm_reply_timer(bus);
+		return UNICAST_ADMITTED;
 	default:
 		/* Signals (and unknown types) to one peer: drop fds it cannot take. */
-		if (m->n_fds && !target->unix_fds) {
-			router_capture(resumed, bus, m, conn, target);
-			return 0;
-		}
-		break;
+		return m->n_fds && !target->unix_fds ? UNICAST_SIGNAL_FDS : UNICAST_ADMITTED;
 	}
+}
 
-	router_capture(resumed, bus, m, conn, target);
+/* The error for a message router_unicast_admit() refused (@why). */
+static int router_unicast_refuse(struct peer *peer, struct peer *target, struct message *m,
+				 int why)
+{
+	switch (why) {
+	case UNICAST_NOT_A_REPLY:
+		return router_send_error_force(peer, m, DC_ERROR_ACCESS_DENIED,
+			"Rejected: %s is not a reply to a pending method call of %s "
+			"(reply serial %u)",
+			m->type == DC_MESSAGE_ERROR ? "error" : "method return",
+			peer_name(target), m->reply_serial);
+	case UNICAST_CALL_FDS:
+		return router_send_error(peer, m, DC_ERROR_NOT_SUPPORTED,
+			"Tried to send message with Unix file descriptors to a client "
+			"that doesn't support that.");
+	case UNICAST_SERIAL_EXISTS:
+		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
+			"Message has the same reply serial as a currently-"
+			"outstanding existing method call");
+	case UNICAST_TOO_MANY_CALLS:
+		return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
+			"The maximum number of pending replies per connection "
+			"has been reached");
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Deliver an admitted @m to @target (the policy permitting) and to the
+ * eavesdroppers. @slot: the reply slot of a call, released if the call does
+ * not get through.
+ */
+static int router_unicast_deliver(struct peer *peer, struct peer *target, struct message *m,
+				  struct reply_slot *slot)
+{
+	struct bus *bus = peer->bus;
+	struct destset set;
+	int r;
 
 	if (bus->policy) {
-		const struct bus_policy_rule *rule;
-		bool send_side;
+		struct policy_verdict verdict;
 
-		r = policy_allows(bus, conn, NULL, target, m,
-				  m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR,
-				  false, &rule, &send_side);
+		r = policy_check(bus, peer, NULL, target, m,
+				 m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR,
+				 false, &verdict);
 		if (r < 0)
 			return r;
 		if (r == 0) {
 			if (slot)
 				reply_slot_free(slot);
-			return policy_denied(conn, m, rule, send_side);
+			return policy_denied(peer, m, &verdict);
 		}
 	}
 
 	/* The addressed recipient first, then eavesdroppers. */
-	r = connection_queue(target, m);
-	if (r == CONNECTION_E_QUOTA || r == CONNECTION_E_DEAD) {
+	r = peer_queue(target, m);
+	if (r == PEER_E_QUOTA || r == PEER_E_DEAD) {
 		if (m->type == DC_MESSAGE_METHOD_CALL) {
 			if (slot)
 				reply_slot_free(slot);
-			if (r == CONNECTION_E_QUOTA)
-				return router_send_error(conn, m, DC_ERROR_LIMITS_EXCEEDED,
+			if (r == PEER_E_QUOTA)
+				return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
 					"The message queue of %s is full: it does not read its "
-					"messages", connection_name(target));
-			return router_send_error(conn, m, DC_ERROR_NO_REPLY,
+					"messages", peer_name(target));
+			return router_send_error(peer, m, DC_ERROR_NO_REPLY,
 				"Message recipient disconnected from message bus without replying");
 		}
-		if (r == CONNECTION_E_QUOTA)
-			connection_overflow(target);
+		if (r == PEER_E_QUOTA)
+			peer_overflow(target);
 	} else if (r < 0) {
 		if (slot)
 			reply_slot_free(slot);
@@ -846,29 +757,41 @@ static int router_unicast(struct connection *conn, struct message *m, bool resum
 	}
 
 	destset_init(&set);
-	r = router_collect_matches(bus, m, conn, target, &set);
+	r = router_collect_matches(bus, m, peer, target, &set);
 	if (r >= 0)
 		r = router_deliver(&set, m);
 	destset_deinit(&set);
 	return r;
 }
 
-int router_resume_activated(struct connection *conn, struct message *msg)
+/*
+ * @resumed: @m waited for an activation; monitors saw it when it arrived
+ * (activation.h, ops->capture) and do not see it again. Otherwise they see
+ * it once the bus decided what happens to it, before any error it causes.
+ */
+static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 {
-	if (conn->closed)
-		return 0;
-	return router_unicast(conn, msg, true);
+	struct peer *target;
+	struct reply_slot *slot;
+	int r;
+
+	target = bus_resolve(peer->bus, m->destination);
+	if (!target)
+		return router_unicast_unowned(peer, m, resumed);
+	r = router_unicast_admit(peer, target, m, &slot);
+	if (r < 0)
+		return r;
+	router_capture(resumed, peer->bus, m, peer, target);
+	if (r != UNICAST_ADMITTED)
+		return router_unicast_refuse(peer, target, m, r);
+	return router_unicast_deliver(peer, target, m, slot);
 }
 
-/* The send policy for the direct path of native clients (native.h). */
-static int router_native_policy(struct connection *from, struct connection *to,
-				struct message *probe, bool requested_reply)
+int router_resume_activated(struct peer *peer, struct message *msg)
 {
-	const struct bus_policy_rule *rule;
-	bool send_side;
-
-	return policy_allows(from->bus, from, NULL, to, probe, requested_reply, false, &rule,
-			     &send_side);
+	if (peer->closed)
+		return 0;
+	return router_unicast(peer, msg, true);
 }
 
 /*
@@ -884,56 +807,54 @@ static int router_native_policy(struct connection *from, struct connection *to,
  */
 #define ROUTER_INACTIVE_SENDER ":not.active.yet"
 
-static int router_dispatch_unregistered(struct connection *conn, struct message *msg)
+static int router_dispatch_unregistered(struct peer *peer, struct message *msg)
 {
 	_cleanup_message_ struct message *m = NULL;
 	int r;
 
 	if (!msg->destination && msg->type == DC_MESSAGE_METHOD_CALL)
-		return driver_dispatch_peer(conn, msg);
+		return driver_dispatch_peer(peer, msg);
 	if (!msg->destination && msg->type != DC_MESSAGE_SIGNAL)
 		return 0;
 
 	r = message_stitch_sender(msg, ROUTER_INACTIVE_SENDER, &m);
 	if (r < 0)
 		return r;
-	monitor_capture(conn->bus, m, conn, NULL);
+	monitor_capture(peer->bus, m, peer, NULL);
 	if (!m->destination || strcmp(m->destination, DC_SERVICE_DBUS)) {
-		connection_close(conn, "a message other than Hello() before Hello()");
+		peer_close(peer, "a message other than Hello() before Hello()");
 		return 0;
 	}
-	return router_send_error_force(conn, m, DC_ERROR_ACCESS_DENIED,
+	return router_send_error_force(peer, m, DC_ERROR_ACCESS_DENIED,
 		"Client tried to send a message other than Hello without being registered");
 }
 
-int router_dispatch(struct connection *conn, struct message *msg)
+int router_dispatch(struct peer *peer, struct message *msg)
 {
 	_cleanup_message_ struct message *m = NULL;
 	int r;
 
-	if (conn->monitor) {
-		connection_close(conn, "monitors are not allowed to send messages");
+	if (peer->monitor) {
+		peer_close(peer, "monitors are not allowed to send messages");
 		return 0;
 	}
-	/* The bus1 bootstrap comes before Hello (docs/native-protocol.md). */
-	if (!conn->registered && native_is_connect(msg))
-		return native_connect(conn->bus->native, conn, msg, &conn->native);
-	if (!conn->registered) {
-		if (!is_hello(msg))
-			return router_dispatch_unregistered(conn, msg);
-		return driver_hello(conn, msg);
+	/* Hello, and the bus1 bootstrap (docs/native-protocol.md), come first. */
+	if (!peer->registered) {
+		if (driver_is_bootstrap(msg))
+			return driver_dispatch_bootstrap(peer, msg);
+		return router_dispatch_unregistered(peer, msg);
 	}
 
-	r = message_stitch_sender(msg, connection_name(conn), &m);
+	r = message_stitch_sender(msg, peer_name(peer), &m);
 	if (r < 0)
 		return r;
 
 	if (!m->destination) {
 		if (m->type == DC_MESSAGE_SIGNAL)
-			return router_broadcast(conn, m);
-		monitor_capture(conn->bus, m, conn, NULL);
+			return router_broadcast(peer, m);
+		monitor_capture(peer->bus, m, peer, NULL);
 		if (m->type == DC_MESSAGE_METHOD_CALL)
-			return driver_dispatch_peer(conn, m);
+			return driver_dispatch_peer(peer, m);
 		return 0;
 	}
 	if (!strcmp(m->destination, DC_SERVICE_DBUS)) {
@@ -944,28 +865,23 @@ int router_dispatch(struct connection *conn, struct message *msg)
 		bool late = activation_is_systemd_failure(m);
 
 		if (!late)
-			monitor_capture(conn->bus, m, conn, NULL);
-		if (conn->bus->policy) {
-			const struct bus_policy_rule *rule;
-			bool send_side;
+			monitor_capture(peer->bus, m, peer, NULL);
+		if (peer->bus->policy) {
+			struct policy_verdict verdict;
 
-			r = policy_allows(conn->bus, conn, NULL, NULL, m, false, false, &rule,
-					  &send_side);
+			r = policy_check(peer->bus, peer, NULL, NULL, m, false, false, &verdict);
 			if (r < 0)
 				return r;
 			if (r == 0) {
 				if (late)
-					monitor_capture(conn->bus, m, conn, NULL);
-				return policy_denied(conn, m, rule, true);
+					monitor_capture(peer->bus, m, peer, NULL);
+				return policy_denied(peer, m, &verdict);
 			}
 		}
-		if (native_is_get_direct_handle(m))
-			return native_get_direct_handle(conn->bus->native, conn, m,
-							router_native_policy);
-		r = driver_dispatch(conn, m);
+		r = driver_dispatch(peer, m);
 		if (late)
-			monitor_capture(conn->bus, m, conn, NULL);
+			monitor_capture(peer->bus, m, peer, NULL);
 		return r;
 	}
-	return router_unicast(conn, m, false);
+	return router_unicast(peer, m, false);
 }

@@ -815,3 +815,32 @@ char *bus_policy_rule_describe(const struct bus_policy_rule *r)
 	}
 	return b.s;
 }
+
+/* ------------------------------------------------------------------ */
+/* the direct path                                                      */
+
+static bool rule_is_opaque(const struct bus_policy_rule *r)
+{
+	if (r->type != BUS_POLICY_RULE_SEND && r->type != BUS_POLICY_RULE_RECEIVE)
+		return false;
+	return r->interface || r->member || r->path || r->error || r->min_fds > 0 ||
+	       r->max_fds < BUS_POLICY_MAX_FDS || r->scope == BUS_POLICY_SCOPE_GROUP ||
+	       r->scope == BUS_POLICY_SCOPE_CONSOLE;
+}
+
+bool bus_policy_opaque_between(const struct bus_policy *policy, const struct bus_policy_peer *a,
+			       const struct bus_policy_peer *b)
+{
+	if (!policy)
+		return false;
+	for (size_t i = 0; i < policy->n_rules; i++) {
+		const struct bus_policy_rule *r = &policy->rules[i];
+
+		if (!rule_is_opaque(r))
+			continue;
+		if (!r->name || peer_has_name(a, r->name, r->name_is_prefix) ||
+		    peer_has_name(b, r->name, r->name_is_prefix))
+			return true;
+	}
+	return false;
+}

@@ -173,3 +173,18 @@ bool bus_client_policy_check_own(const struct bus_client_policy *client, const c
  * for AccessDenied messages and logs; malloc'ed, NULL on ENOMEM.
  */
 char *bus_policy_rule_describe(const struct bus_policy_rule *rule);
+
+/**
+ * bus_policy_opaque_between() - does a rule see more than a callee can?
+ * @a, @b:	the names of the two peers of a direct (peer-to-peer) path
+ *
+ * On a direct path the callee enforces the policy itself, knowing only the
+ * message and the caller's kernel-stamped uid. A send or receive rule that
+ * looks at the interface, member, path, error name or fds, or applies by
+ * group or console, cannot be evaluated there. This says whether such a rule
+ * names either peer (or names nobody, so applies to all): then the broker's
+ * verdict is not the same for every message between the two, and they must
+ * talk through the broker. @policy may be NULL (no policy: false).
+ */
+bool bus_policy_opaque_between(const struct bus_policy *policy, const struct bus_policy_peer *a,
+			       const struct bus_policy_peer *b);

@@ -230,10 +230,15 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 	return 0;
 }
 
-void socket_set_pidfd(struct socket *s, int pidfd)
+void socket_take_creds(struct socket *s, struct socket_creds *creds)
 {
-	safe_close(s->creds.pidfd);
-	s->creds.pidfd = pidfd;
+	*creds = s->creds;
+	s->creds = (struct socket_creds){
+		.pid = 0,
+		.uid = (uid_t)-1,
+		.gid = (gid_t)-1,
+		.pidfd = -1,
+	};
 }
 
 /* ---- frames ------------------------------------------------------------ */

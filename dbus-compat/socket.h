@@ -152,12 +152,12 @@ int socket_creds_query(struct socket_creds *creds, int fd);
 void socket_creds_deinit(struct socket_creds *creds);
 
 /*
- * Replace the pidfd of @s's credentials with @pidfd (owned from now on; -1
- * for none), closing the old one. For transports whose messages come from
- * another process than the socket's peer (bus1).
+ * Move the credentials of @s into @creds (the caller releases them with
+ * socket_creds_deinit()); socket_get_creds() then returns empty ones. For
+ * an owner of the connection that outlives what it knows of the socket.
  */
 struct socket;
-void socket_set_pidfd(struct socket *s, int pidfd);
+void socket_take_creds(struct socket *s, struct socket_creds *creds);
 
 /**
  * struct socket_frame - one complete D-Bus message read from the socket

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "broker/name.h"
+#include "dbus-compat/validate.h"
 #include "check.h"
 
 static char log_buf[4096];
@@ -93,16 +94,16 @@ static void test_validation(void)
 	char longname[300];
 
 	for (size_t i = 0; i < sizeof(valid) / sizeof(valid[0]); i++)
-		CHECK(name_is_valid_str(valid[i]));
+		CHECK(validate_bus_name_lenient(valid[i], strlen(valid[i])));
 	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++)
-		CHECK(!name_is_valid_str(invalid[i]));
+		CHECK(!validate_bus_name_lenient(invalid[i], strlen(invalid[i])));
 	memset(longname, 'a', sizeof(longname));
 	longname[1] = '.';
 	longname[255] = '\0';
-	CHECK(name_is_valid_str(longname));
+	CHECK(validate_bus_name_lenient(longname, strlen(longname)));
 	longname[255] = 'a';
 	longname[256] = '\0';
-	CHECK(!name_is_valid_str(longname));
+	CHECK(!validate_bus_name_lenient(longname, strlen(longname)));
 }
 
 static void test_errors(void)

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Peers: the transport-neutral client of the bus. See peer.h.
+ */
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "broker/bus.h"
+#include "broker/log.h"
+#include "broker/peer.h"
+#include "broker/policy.h"
+#include "broker/router.h"
+#include "conf/policy.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/protocol.h"
+
+int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transport,
+	     struct socket_creds *creds)
+{
+	struct peer *peer;
+	int r;
+
+	peer = calloc(1, sizeof(*peer));
+	if (!peer) {
+		transport->ops->free(transport);
+		socket_creds_deinit(creds);
+		return -ENOMEM;
+	}
+	peer->bus = bus;
+	list_init(&peer->bus_link);
+	list_init(&peer->monitor_link);
+	list_init(&peer->dead_link);
+	list_init(&peer->overflow_link);
+	peer->transport = transport;
+	peer->output = transport;
+	peer->creds = *creds;
+	*creds = (struct socket_creds){ .pidfd = -1 };
+	peer->uid = peer->creds.uid;
+	peer->pid = peer->creds.pid;
+	peer->socket_identity = peer->creds.have_creds;
+
+	/* The real id is assigned at Hello (driver.c). */
+	name_owner_init(&peer->owner, 0);
+	match_owner_init(&peer->matches, &peer->owner);
+	reply_owner_init(&peer->replies, bus->replies);
+
+	r = user_registry_ref_user(bus->users, &peer->user, peer->uid);
+	if (r < 0) {
+		peer_free(peer);
+		return r;
+	}
+	list_append(&bus->peers, &peer->bus_link);
+	bus->n_incomplete++;
+	*peerp = peer;
+	return 0;
+}
+
+struct peer *peer_free(struct peer *peer)
+{
+	if (!peer)
+		return NULL;
+	list_unlink(&peer->dead_link);
+	list_unlink(&peer->bus_link);
+	list_unlink(&peer->monitor_link);
+	list_unlink(&peer->overflow_link);
+	/* Transports first: releasing queued output uncharges peer->user. */
+	if (peer->output && peer->output != peer->transport)
+		peer->output->ops->free(peer->output);
+	if (peer->transport)
+		peer->transport->ops->free(peer->transport);
+	peer->output = peer->transport = NULL;
+	peer->policy = bus_client_policy_free(peer->policy);
+	reply_owner_deinit(&peer->replies);
+	match_owner_deinit(&peer->matches);
+	name_owner_deinit(&peer->owner);
+	for (int i = 0; i < _USER_SLOT_N; i++)
+		user_charge_release(&peer->charges[i]);
+	if (peer->user)
+		peer->user = user_unref(peer->user);
+	socket_creds_deinit(&peer->creds);
+	free(peer);
+	return NULL;
+}
+
+void peer_close(struct peer *peer, const char *reason)
+{
+	struct bus *bus = peer->bus;
+
+	if (peer->closed)
+		return;
+	peer->closed = true;
+
+	if (reason)
+		log_info("closing connection %s (uid %u pid %d): %s",
+			 peer->registered ? peer_name(peer) : "(inactive)",
+			 (unsigned)peer->uid, (int)peer->pid, reason);
+
+	peer->transport->ops->close(peer->transport);
+	/* A native client sees its connection node destroyed. */
+	if (peer->output != peer->transport)
+		peer->output->ops->close(peer->output);
+	list_unlink(&peer->overflow_link);
+	if (!peer->authenticated)
+		bus_incomplete_done(bus);
+
+	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
+	router_peer_gone(peer);
+
+	list_unlink(&peer->bus_link);
+	list_append(&bus->dead_list, &peer->dead_link);
+	bus_schedule_flush(bus, NULL);
+}
+
+int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous)
+{
+	int r;
+
+	peer->authenticated = true;
+	peer->unix_fds = unix_fds;
+	peer->anonymous = anonymous;
+	if (uid != (uid_t)-1 && uid != peer->uid) {
+		/*
+		 * DBUS_COOKIE_SHA1: the identity is the one proven, not the
+		 * socket's (a TCP peer has none). Nothing is charged to the peer
+		 * before Hello: move it to its user.
+		 */
+		struct user *u = NULL;
+
+		r = user_registry_ref_user(peer->bus->users, &u, uid);
+		if (r < 0)
+			return r;
+		for (int i = 0; i < _USER_SLOT_N; i++)
+			user_charge_release(&peer->charges[i]);
+		user_unref(peer->user);
+		peer->user = u;
+		peer->uid = uid;
+		peer->socket_identity = false;
+	}
+	bus_incomplete_done(peer->bus);
+	r = policy_setup_peer(peer);
+	if (r < 0)
+		return r;
+	if (r) {
+		peer_close(peer, "the bus policy does not allow this user to connect");
+		return 1;
+	}
+	return 0;
+}
+
+int peer_queue(struct peer *peer, struct message *msg)
+{
+	if (peer->closed || peer->overflow)
+		return PEER_E_DEAD;
+	return peer->output->ops->queue(peer->output, msg);
+}
+
+void peer_set_output(struct peer *peer, struct peer_transport *output)
+{
+	/* Only once: the bootstrap is the first call, and only one. */
+	assert(peer->output == peer->transport);
+	peer->output = output;
+}
+
+int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed)
+{
+	int r = parsed;
+
+	if (r > 0) {
+		log_info("disconnecting %s: invalid message: %s",
+			 peer->registered ? peer_name(peer) : "(inactive)",
+			 dc_invalid_to_string(r));
+		peer_close(peer, NULL);
+	} else if (r == 0) {
+		size_t size = message_get_size(msg), n_fds_in = msg->n_fds;
+
+		peer->n_incoming++;
+		peer->bus->n_messages++;
+		/* Debug.Stats: what the bus holds of its messages (IncomingBytes). */
+		peer->n_dispatching_bytes += size;
+		peer->n_dispatching_fds += n_fds_in;
+		if (peer->n_dispatching_bytes > peer->peak_dispatching_bytes)
+			peer->peak_dispatching_bytes = peer->n_dispatching_bytes;
+		if (peer->n_dispatching_fds > peer->peak_dispatching_fds)
+			peer->peak_dispatching_fds = peer->n_dispatching_fds;
+		r = router_dispatch(peer, msg);
+		peer->n_dispatching_bytes -= size;
+		peer->n_dispatching_fds -= n_fds_in;
+	}
+	message_unref(msg);
+	return r;
+}
+
+int peer_dispatch_incoming(struct peer *peer, struct message *msg, const int *fds,
+			   size_t n_fds)
+{
+	/* The message owns the fds from here on, in all cases. */
+	return peer_dispatch_parsed(peer, msg, message_parse(msg, fds, n_fds));
+}
+
+int peer_charge(struct peer *peer, enum user_slot slot, uint64_t amount)
+{
+	if (!peer->user || !amount)
+		return 0;
+	return user_charge(&peer->charges[slot], peer->user, slot, amount);
+}
+
+void peer_uncharge(struct peer *peer, enum user_slot slot, uint64_t amount)
+{
+	struct user_charge *c = &peer->charges[slot];
+
+	if (!c->user || !amount)
+		return;
+	if (amount > c->amount)
+		amount = c->amount;
+	user_counters_uncharge(&c->user->counters, slot, amount);
+	c->amount -= amount;
+}
+
+int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds)
+{
+	int r;
+
+	r = peer_charge(peer, USER_SLOT_BYTES, bytes);
+	if (r)
+		return r;
+	r = peer_charge(peer, USER_SLOT_FDS, n_fds);
+	if (r)
+		peer_uncharge(peer, USER_SLOT_BYTES, bytes);
+	return r;
+}
+
+void peer_overflow(struct peer *peer)
+{
+	if (peer->overflow || peer->closed)
+		return;
+	peer->overflow = true;
+	list_append(&peer->bus->overflow_list, &peer->overflow_link);
+	bus_schedule_flush(peer->bus, NULL);
+}
+
+void peer_set_pid(struct peer *peer, pid_t pid)
+{
+	int fd;
+
+	/* The bootstrapping process itself: its SO_PEERPIDFD names it already. */
+	if (pid <= 0 || (pid == peer->pid && peer->creds.pidfd >= 0))
+		return;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (peer->creds.pidfd >= 0)
+		close(peer->creds.pidfd);
+	peer->creds.pidfd = fd >= 0 ? fd : -1;
+	peer->pid = pid;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: Peers
+ *
+ * A struct peer is one client of the bus, whatever carries its messages: its
+ * credentials, its accounting user and charges, the policy rules that apply
+ * to it, and its D-Bus state: its unique name and owned names (struct
+ * name_owner), its match rules, the calls it must answer.
+ *
+ * Its messages travel over a transport (struct peer_transport): every peer
+ * arrives through one (a socket connection, connection.h), which stays for
+ * its whole life: when that ends, the peer ends. Its output may be taken
+ * over by another transport (the bus1 transport of a native client,
+ * native.h, after its bootstrap). Input reaches the peer through
+ * peer_dispatch_incoming(), from whichever transport it arrives on. Neither
+ * the router nor the driver knows which transports a peer uses.
+ *
+ * Life cycle: created unauthenticated by its transport -> authenticated (its
+ * identity is known: the policy rules are set up) -> registered (Hello: has
+ * ":1.N") -> possibly a monitor -> closed. peer_close() tears the D-Bus state
+ * down at once (names released with their signals, callers of pending calls
+ * get NoReply) and hands the object to the bus, which frees it after the
+ * current dispatch, so callers up the stack may still look at it (->closed).
+ *
+ * Return codes: negative errno is fatal; PEER_E_* are conditions the caller
+ * handles.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "broker/match.h"
+#include "broker/name.h"
+#include "broker/reply.h"
+#include "broker/user.h"
+#include "dbus-compat/socket.h"
+#include "util/list.h"
+
+struct bus;
+struct bus_client_policy;
+struct message;
+struct peer_transport;
+
+/**
+ * struct peer_transport_ops - what a transport does for a peer
+ * @queue:	queue @msg (stitched; take a reference) for the peer, which is
+ *		not closed: 0, PEER_E_QUOTA (over the output limit, nothing
+ *		queued), PEER_E_DEAD (cannot take it), or negative errno
+ * @close:	the peer closes: stop its I/O and release what the transport
+ *		holds for it, without calling back into the peer
+ * @free:	free the transport (the peer is being freed)
+ */
+struct peer_transport_ops {
+	int (*queue)(struct peer_transport *transport, struct message *msg);
+	void (*close)(struct peer_transport *transport);
+	void (*free)(struct peer_transport *transport);
+};
+
+/* Embedded in the transport's own object, which gets back with container_of(). */
+struct peer_transport {
+	const struct peer_transport_ops *ops;
+};
+
+struct peer {
+	struct bus *bus;
+	struct list_node bus_link;	/* bus->peers */
+	struct list_node monitor_link;	/* bus->monitors */
+	struct list_node dead_link;	/* bus->dead_list once closed */
+	struct list_node overflow_link;	/* bus->overflow_list */
+
+	struct peer_transport *transport;	/* it arrived through; ends with it */
+	struct peer_transport *output;	/* where its messages go: ->transport or a successor */
+
+	/* credentials */
+	struct socket_creds creds;	/* of its socket at accept: groups, label, pidfd */
+	uid_t uid;			/* (uid_t)-1: unknown (TCP, ANONYMOUS) */
+	pid_t pid;			/* 0: unknown */
+	bool socket_identity;		/* uid is the socket peer's: its groups apply */
+	struct user *user;		/* accounting */
+	struct user_charge charges[_USER_SLOT_N];	/* what this peer holds */
+	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
+
+	/* D-Bus state */
+	struct name_owner owner;	/* unique name + well-known names */
+	struct match_owner matches;	/* AddMatch rules */
+	struct reply_owner replies;	/* calls this peer must answer */
+	unsigned int n_names;		/* well-known names owned or queued for */
+
+	bool authenticated;		/* identity known, policy set up */
+	bool registered;		/* Hello done */
+	bool monitor;			/* BecomeMonitor done */
+	bool unix_fds;			/* may receive fds (NEGOTIATE_UNIX_FD) */
+	bool anonymous;			/* authenticated with ANONYMOUS */
+	bool closed;			/* peer_close() ran */
+	bool overflow;			/* does not read: closed after this dispatch */
+
+	/* statistics (Debug.Stats); the output queue's are kept by the transport */
+	uint64_t n_incoming;
+	uint64_t n_outgoing;
+	size_t n_queued_bytes;		/* output queued, not yet written */
+	size_t n_queued_fds;
+	size_t n_queued_msgs;
+	uint64_t peak_queued_bytes;
+	uint64_t peak_queued_fds;
+	size_t n_dispatching_bytes;	/* its message being routed now */
+	size_t n_dispatching_fds;
+	uint64_t peak_dispatching_bytes;
+	uint64_t peak_dispatching_fds;
+	unsigned int peak_names;	/* unique name + names owned or queued for */
+	unsigned int peak_matches;
+};
+
+enum {
+	_PEER_E_SUCCESS,
+	PEER_E_QUOTA,
+	PEER_E_DEAD,
+};
+
+/**
+ * peer_new() - a new, unauthenticated peer
+ * @peerp:	output (linked into the bus)
+ * @bus:	the bus
+ * @transport:	the transport it arrives through; owned by the peer from now
+ *		on (freed with it, also when this fails)
+ * @creds:	its credentials, moved into the peer (also when this fails)
+ *
+ * Return: 0 or negative errno.
+ */
+int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transport,
+	     struct socket_creds *creds);
+
+/* Free a closed peer and its transports (called by the bus after dispatch). */
+struct peer *peer_free(struct peer *peer);
+
+/**
+ * peer_close() - disconnect and tear down the D-Bus state
+ * @peer:	peer (closing twice is a no-op)
+ * @reason:	logged (at info level) when not NULL
+ */
+void peer_close(struct peer *peer, const char *reason);
+
+/**
+ * peer_authenticated() - the transport proved who the peer is
+ * @uid:	the identity it proved, if not the socket's ((uid_t)-1: the socket's)
+ * @unix_fds:	it may receive fds
+ * @anonymous:	it authenticated as nobody (ANONYMOUS)
+ *
+ * Sets up the policy rules that apply to it. Return: 0, 1 if the policy
+ * does not let it connect (it is closed), or negative errno.
+ */
+int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous);
+
+/**
+ * peer_queue() - queue a message for this peer
+ * @peer:	destination
+ * @msg:	the message, already stitched (a reference is taken)
+ *
+ * Return: 0 if queued; PEER_E_QUOTA if the destination's output queue is
+ * over its byte or fd limit (nothing queued; the caller decides between an
+ * error to the sender and disconnecting the receiver); PEER_E_DEAD if the
+ * destination is closed; negative errno.
+ */
+int peer_queue(struct peer *peer, struct message *msg);
+
+/* From now on, @peer's output goes to @output (owned by the peer). */
+void peer_set_output(struct peer *peer, struct peer_transport *output);
+
+/*
+ * Parse @msg, which takes over the @n_fds fds in @fds (not the array), and
+ * route it; consumes @msg. 0 when routed, 1 when the message was invalid and
+ * the peer is closed for it, or -errno.
+ */
+int peer_dispatch_incoming(struct peer *peer, struct message *msg, const int *fds,
+			   size_t n_fds);
+
+/*
+ * Route @msg, for which message_parse*() returned @parsed (> 0: invalid: the
+ * peer is closed); consumes @msg. Return as peer_dispatch_incoming().
+ */
+int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed);
+
+/*
+ * Charge / uncharge @amount of @slot to the peer's user, recorded in the
+ * peer (returned in full when it is freed). charge: 0 or USER_E_QUOTA.
+ */
+int peer_charge(struct peer *peer, enum user_slot slot, uint64_t amount);
+void peer_uncharge(struct peer *peer, enum user_slot slot, uint64_t amount);
+
+/* Charge a queued message's bytes and fds, both or neither: 0 or USER_E_QUOTA. */
+int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds);
+
+/* Mark @peer to be disconnected because it does not read its output. */
+void peer_overflow(struct peer *peer);
+
+/* The peer's pidfd (its ProcessFD, owned by the peer), or -1 if unknown. */
+static inline int peer_get_pidfd(const struct peer *peer)
+{
+	return peer->creds.pidfd;
+}
+
+/*
+ * The peer's messages come from process @pid (a native client's first bus1
+ * message, stamped by the kernel): from now on pid and pidfd are that one's.
+ */
+void peer_set_pid(struct peer *peer, pid_t pid);
+
+/* The unique name (":1.N"); only meaningful when registered. */
+static inline const char *peer_name(const struct peer *peer)
+{
+	return peer->owner.unique_name;
+}
+
+/* Whether @peer may receive fds. */
+static inline bool peer_can_receive_fds(const struct peer *peer)
+{
+	return peer->unix_fds;
+}

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The broker's policy decisions, on top of conf's compiled policy. See
+ * policy.h.
+ */
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include "broker/bus.h"
+#include "broker/peer.h"
+#include "broker/policy.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/protocol.h"
+#include "util/macro.h"
+
+int policy_names_init(struct policy_names *pn, struct peer *peer)
+{
+	struct name_ownership *o;
+	size_t n = 0;
+
+	pn->v = pn->inline_v;
+	if (peer->owner.n_ownerships + 1 > POLICY_NAMES_INLINE) {
+		pn->v = malloc((peer->owner.n_ownerships + 1) * sizeof(*pn->v));
+		if (!pn->v)
+			return -ENOMEM;
+	}
+	pn->v[n++] = peer_name(peer);
+	list_for_each_entry(o, &peer->owner.ownerships, owner_link)
+		pn->v[n++] = o->name->str;
+	pn->peer.names = pn->v;
+	pn->peer.n_names = n;
+	return 0;
+}
+
+void policy_names_deinit(struct policy_names *pn)
+{
+	if (pn->v != pn->inline_v)
+		free(pn->v);
+	pn->v = NULL;
+}
+
+static void policy_message(struct bus_policy_message *pm, const struct message *m,
+			   bool requested_reply)
+{
+	*pm = (struct bus_policy_message){
+		.type = m->type,
+		.path = m->path,
+		.interface = m->interface,
+		.member = m->member,
+		.error_name = m->error_name,
+		.destination = m->destination,
+		.sender = m->sender,
+		.is_reply = m->reply_serial != 0,
+		.requested_reply = requested_reply,
+		.n_fds = (uint32_t)m->n_fds,
+	};
+}
+
+int policy_check(struct bus *bus, struct peer *from,
+		 const struct bus_policy_peer *from_names, struct peer *to,
+		 struct message *m, bool requested_reply, bool eavesdropping,
+		 struct policy_verdict *verdict)
+{
+	struct bus_policy_message pm;
+	struct policy_names fn, tn;
+	bool ok = true;
+	int r;
+
+	*verdict = (struct policy_verdict){};
+	if (!bus->policy)
+		return 1;
+	policy_message(&pm, m, requested_reply);
+
+	if (from && from->policy) {
+		if (to) {
+			r = policy_names_init(&tn, to);
+			if (r < 0)
+				return r;
+		}
+		ok = bus_client_policy_check_send(from->policy, &pm, to ? &tn.peer : NULL,
+						  &verdict->rule);
+		if (to)
+			policy_names_deinit(&tn);
+		if (!ok) {
+			verdict->send_side = true;
+			return 0;
+		}
+	}
+	if (to && to->policy) {
+		if (from && !from_names) {
+			r = policy_names_init(&fn, from);
+			if (r < 0)
+				return r;
+			from_names = &fn.peer;
+		}
+		ok = bus_client_policy_check_receive(to->policy, &pm, from ? from_names : NULL,
+						     eavesdropping, &verdict->rule);
+		if (from_names == &fn.peer)
+			policy_names_deinit(&fn);
+	}
+	return ok;
+}
+
+/*
+ * The groups of a uid from the user database (primary first), for an
+ * identity that did not come with the socket (DBUS_COOKIE_SHA1, TCP), as
+ * dbus-daemon looks them up. An unknown user has none.
+ */
+static int groups_from_user_db(uid_t uid, uint32_t **gidsp, size_t *np)
+{
+	struct passwd pw, *res = NULL;
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_free_ gid_t *groups = NULL;
+	uint32_t *gids;
+	int ngroups = 64;
+
+	*gidsp = NULL;
+	*np = 0;
+	buf = malloc(16384);
+	if (!buf)
+		return -ENOMEM;
+	if (getpwuid_r(uid, &pw, buf, 16384, &res) || !res)
+		return 0;
+	for (;;) {
+		gid_t *g = realloc(groups, (size_t)ngroups * sizeof(*g));
+		int k = ngroups;
+
+		if (!g)
+			return -ENOMEM;
+		groups = g;
+		if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &k) >= 0) {
+			ngroups = k;
+			break;
+		}
+		if (k <= ngroups || k > 65536)
+			return 0;
+		ngroups = k;
+	}
+	gids = calloc((size_t)ngroups + 1, sizeof(*gids));
+	if (!gids)
+		return -ENOMEM;
+	gids[(*np)++] = (uint32_t)pw.pw_gid;
+	for (int i = 0; i < ngroups; i++)
+		if (groups[i] != pw.pw_gid)
+			gids[(*np)++] = (uint32_t)groups[i];
+	*gidsp = gids;
+	return 0;
+}
+
+int policy_setup_peer(struct peer *peer)
+{
+	const struct socket_creds *cr = &peer->creds;
+	struct bus *bus = peer->bus;
+	_cleanup_free_ uint32_t *gids = NULL;
+	const struct bus_policy_rule *rule = NULL;
+	size_t n = 0;
+	int r;
+
+	peer->policy = bus_client_policy_free(peer->policy);
+	if (!bus->policy)
+		return 0;
+
+	if (peer->socket_identity) {
+		/* The primary group first, then the supplementary ones. */
+		gids = calloc(cr->n_groups + 1, sizeof(*gids));
+		if (!gids)
+			return -ENOMEM;
+		gids[n++] = (uint32_t)cr->gid;
+		for (size_t i = 0; i < cr->n_groups; i++)
+			if (cr->groups[i] != cr->gid)
+				gids[n++] = (uint32_t)cr->groups[i];
+	} else if (peer->uid != (uid_t)-1) {
+		r = groups_from_user_db(peer->uid, &gids, &n);
+		if (r < 0)
+			return r;
+	}
+
+	/* Anonymous clients have no identity to check; the config allowed them. */
+	if (!peer->anonymous &&
+	    !bus_policy_check_connect(bus->policy, (uint32_t)peer->uid, gids, n,
+				      (uint32_t)bus->uid, &rule))
+		return 1;
+	/* at_console: decided now (connect, reload), as dbus-daemon; see conf/console.h */
+	r = bus_client_policy_new(&peer->policy, bus->policy, (uint32_t)peer->uid, gids, n,
+				  peer->uid != (uid_t)-1 &&
+				  bus_policy_uid_at_console(bus->policy, (uint32_t)peer->uid) > 0);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * The verdict on a message of @type (a call, or a requested reply) from
+ * @from to @to, for a message that no opaque rule concerns: then it is the
+ * same for every such message, so one probe decides it.
+ */
+static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int type)
+{
+	_cleanup_message_ struct message *probe = NULL;
+	struct policy_verdict verdict;
+	struct message_builder b;
+	int r;
+
+	if (type == DC_MESSAGE_METHOD_CALL) {
+		message_builder_init_method_call(&b, peer_name(to), "/", NULL,
+						 "DirectCall", "");
+	} else {
+		message_builder_init(&b, type, "");
+		b.reply_serial = 1;
+		b.destination = peer_name(to);
+		if (type == DC_MESSAGE_ERROR)
+			b.error_name = DC_ERROR_FAILED;
+	}
+	b.sender = peer_name(from);
+	r = message_builder_seal(&b, 1, &probe);
+	message_builder_deinit(&b);
+	if (r)
+		return r < 0 ? r : -EINVAL;
+	return policy_check(bus, from, NULL, to, probe, type != DC_MESSAGE_METHOD_CALL, false,
+			    &verdict);
+}
+
+int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
+{
+	struct policy_names fn, tn;
+	bool opaque;
+	int r;
+
+	r = policy_probe(bus, from, to, DC_MESSAGE_METHOD_CALL);
+	if (r <= 0)
+		return r < 0 ? r : POLICY_DIRECT_DENIED;
+	if (bus->policy) {
+		r = policy_names_init(&fn, from);
+		if (r < 0)
+			return r;
+		r = policy_names_init(&tn, to);
+		if (r < 0) {
+			policy_names_deinit(&fn);
+			return r;
+		}
+		opaque = bus_policy_opaque_between(bus->policy, &fn.peer, &tn.peer);
+		policy_names_deinit(&tn);
+		policy_names_deinit(&fn);
+		if (opaque)
+			return POLICY_DIRECT_OPAQUE;
+	}
+	r = policy_probe(bus, to, from, DC_MESSAGE_METHOD_RETURN);
+	if (r > 0)
+		r = policy_probe(bus, to, from, DC_MESSAGE_ERROR);
+	if (r <= 0)
+		return r < 0 ? r : POLICY_DIRECT_NO_REPLIES;
+	return POLICY_DIRECT_ALLOWED;
+}

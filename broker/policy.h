@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: The broker's policy decisions
+ *
+ * conf/policy.c compiles dbus-daemon's <policy> rules and answers pure
+ * questions about a message described by a struct bus_policy_message. This
+ * file is the one place where the broker asks them: it knows what a
+ * connection is (its names, its credentials), so it turns connections and
+ * messages into those descriptions. Every decision goes through here:
+ *  - whether a connection may connect at all, and which rules apply to it
+ *    (policy_setup_peer(), on connect and on every reload);
+ *  - whether a message may go from one connection to another, or to or from
+ *    the bus driver (policy_check());
+ *  - whether two native clients may talk on a direct path, where the callee
+ *    enforces the policy itself (policy_check_direct()).
+ * Owning names (<allow own=...>) is asked by the driver directly of the
+ * connection's compiled client policy (peer->policy), since it concerns one
+ * connection only.
+ *
+ * Without a policy (bus->policy NULL) everything is allowed.
+ */
+
+#include <stdbool.h>
+#include "conf/policy.h"
+
+struct bus;
+struct peer;
+struct message;
+
+/**
+ * struct policy_names - the names a connection owns or waits for
+ * @peer:	as the compiled policy wants them
+ *
+ * For send_destination= and receive_sender= rules; dbus-daemon matches
+ * queued names too. Small sets live in the object (on the caller's stack).
+ */
+#define POLICY_NAMES_INLINE 16
+struct policy_names {
+	struct bus_policy_peer peer;
+	const char **v;
+	const char *inline_v[POLICY_NAMES_INLINE];
+};
+
+/* Collect the names of @peer (registered). Return 0 or -ENOMEM. */
+int policy_names_init(struct policy_names *pn, struct peer *peer);
+void policy_names_deinit(struct policy_names *pn);
+
+/**
+ * struct policy_verdict - why a message was denied
+ * @rule:	the deciding rule, NULL when none matched (default deny)
+ * @send_side:	the sender's send rules denied (else the receiver's receive rules)
+ */
+struct policy_verdict {
+	const struct bus_policy_rule *rule;
+	bool send_side;
+};
+
+/**
+ * policy_check() - may @m go from @from to @to?
+ * @from:	the sender, NULL: the bus driver
+ * @from_names:	the sender's names if the caller collected them already
+ *		(several receivers of one message), else NULL
+ * @to:		the receiver, NULL: the bus driver or a service not yet
+ *		activated (then the message's destination field is matched)
+ * @requested_reply: @m is a reply that @to is waiting for
+ * @eavesdropping: @to is not the addressed recipient
+ * @verdict:	set when denied
+ *
+ * Both the sender's send rules and the receiver's receive rules must allow
+ * it. Return: 1 allowed, 0 denied, -ENOMEM.
+ */
+int policy_check(struct bus *bus, struct peer *from,
+		 const struct bus_policy_peer *from_names, struct peer *to,
+		 struct message *m, bool requested_reply, bool eavesdropping,
+		 struct policy_verdict *verdict);
+
+/**
+ * policy_setup_peer() - (re)build the rules that apply to @peer
+ *
+ * From bus->policy and the connection's credentials: its groups come with
+ * the socket, or from the user database for an identity proven otherwise
+ * (DBUS_COOKIE_SHA1 over TCP). Called when it authenticated and on every
+ * reload.
+ * Return: 0, 1 if the policy does not let it connect at all, or -ENOMEM.
+ */
+int policy_setup_peer(struct peer *peer);
+
+/*
+ * The verdict on a direct path (policy_check_direct()): allowed, or why
+ * not. Every value but POLICY_DIRECT_ALLOWED means the two talk through the
+ * broker.
+ */
+enum {
+	POLICY_DIRECT_ALLOWED,
+	POLICY_DIRECT_DENIED,		/* calls from the caller are denied */
+	POLICY_DIRECT_OPAQUE,		/* a rule about the two sees more than the callee */
+	POLICY_DIRECT_NO_REPLIES,	/* the callee's replies would be denied */
+};
+
+/**
+ * policy_check_direct() - may @from call @to directly, past the broker?
+ *
+ * On the direct path the callee enforces the broker's verdict, knowing only
+ * the message and the caller's kernel-stamped uid. So it is allowed only
+ * when no rule about the two looks at anything else
+ * (bus_policy_opaque_between()); then the verdict is the same for every call
+ * and every requested reply, and one probe message of each kind decides it.
+ * Return: POLICY_DIRECT_*, or -ENOMEM.
+ */
+int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to);
