@@ -3,6 +3,7 @@
  * Messages and queue entries: see message.h.
  */
 
+#include <linux/bitmap.h>
 #include <linux/cred.h>
 #include <linux/err.h>
 #include <linux/file.h>
@@ -11,6 +12,7 @@
 #include <linux/pid.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/uaccess.h>
 #include <linux/uio.h>
 #include "message.h"
 #include "node.h"
@@ -18,6 +20,7 @@
 #include "pool.h"
 #include "gc.h"
 #include "stats.h"
+#include "uapi/linux/bus1.h"
 
 /**
  * bus1_message_new() - allocate a message for the current task
@@ -339,4 +342,276 @@ void bus1_entry_free_list(struct list_head *list)
 		list_del_init(&entry->tx_link);
 		bus1_entry_free(entry);
 	}
+}
+
+/* Copy the destinations and set up the per-destination arrays. */
+static int bus1_send_import_dests(struct bus1_send *send, u64 __user *udests)
+{
+	size_t n = send->n_dests;
+
+	/* unicast and small multicasts need no allocation for these */
+	if (n <= ARRAY_SIZE(send->dests_stack)) {
+		send->dests = send->dests_stack;
+		send->errors = send->errors_stack;
+		send->entries = send->entries_stack;
+		memset(send->errors_stack, 0, sizeof(send->errors_stack));
+		memset(send->entries_stack, 0, sizeof(send->entries_stack));
+		if (copy_from_user(send->dests, udests, n * sizeof(*send->dests)))
+			return -EFAULT;
+		return 0;
+	}
+
+	send->dests = vmemdup_user(udests, n * sizeof(*send->dests));
+	if (IS_ERR(send->dests)) {
+		int r = PTR_ERR(send->dests);
+
+		send->dests = NULL;
+		return r;
+	}
+	send->errors = kvcalloc(n, sizeof(*send->errors), GFP_KERNEL);
+	send->entries = kvcalloc(n, sizeof(*send->entries), GFP_KERNEL);
+	if (!send->errors || !send->entries)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Take a reference on each file the sender names, into the message. */
+static int bus1_send_import_fds(struct bus1_send *send, u32 __user *ufds)
+{
+	struct bus1_message *message = send->message;
+	struct file *f;
+	u32 *fds;
+	size_t i;
+	int r = 0;
+
+	if (!message->n_fds)
+		return 0;
+
+	fds = vmemdup_user(ufds, message->n_fds * sizeof(*fds));
+	if (IS_ERR(fds))
+		return PTR_ERR(fds);
+
+	for (i = 0; i < message->n_fds; i++) {
+		f = fds[i] > INT_MAX ? NULL : fget(fds[i]);
+		if (!f) {
+			r = -EBADF;
+			break;
+		}
+		/* bus1 and io_uring fds could close reference cycles (gc.h) */
+		r = bus1_gc_check_file(f);
+		if (r < 0) {
+			fput(f);
+			break;
+		}
+		message->n_unix += r;
+		message->files[i] = f;
+		r = 0;
+	}
+	kvfree(fds);
+	/* counted even on failure: the message puts what it holds when freed */
+	bus1_gc_track(message->n_unix);
+	return r;
+}
+
+/*
+ * Resolve the carried handles into the message, under the sender's lock.
+ * CREATE entries make new nodes; once the lock is dropped their ids are
+ * written back to user space. They are marked in @created, so that a SEND
+ * that fails discards them (bus1_send_deinit()).
+ */
+static int bus1_send_import_handles(struct bus1_send *send, u64 __user *uids)
+{
+	struct bus1_peer *peer = send->sender;
+	struct bus1_node *node;
+	bool c, any = false;
+	size_t i;
+	int r = 0;
+
+	if (!send->n_handles)
+		return 0;
+
+	send->ids = vmemdup_user(uids, send->n_handles * sizeof(*send->ids));
+	if (IS_ERR(send->ids)) {
+		r = PTR_ERR(send->ids);
+		send->ids = NULL;
+		return r;
+	}
+	send->created = bitmap_zalloc(send->n_handles, GFP_KERNEL);
+	if (!send->created)
+		return -ENOMEM;
+
+	mutex_lock(&peer->lock);
+	if (peer->disconnected) {
+		mutex_unlock(&peer->lock);
+		return -ESHUTDOWN;
+	}
+	/* check before creating anything */
+	for (i = 0; i < send->n_handles; i++) {
+		if (send->ids[i] != BUS1_HANDLE_CREATE &&
+		    !bus1_handle_lookup(peer, send->ids[i])) {
+			mutex_unlock(&peer->lock);
+			return -ENXIO;
+		}
+	}
+	for (i = 0; i < send->n_handles; i++) {
+		node = bus1_handle_resolve(peer, send->ids[i], &send->ids[i], &c);
+		if (IS_ERR(node)) {
+			r = PTR_ERR(node);
+			break;
+		}
+		send->message->nodes[i] = node;
+		bus1_node_carry(node);
+		if (c) {
+			__set_bit(i, send->created);
+			any = true;
+		}
+	}
+	mutex_unlock(&peer->lock);
+
+	if (!r && any && copy_to_user(uids, send->ids, send->n_handles * sizeof(*send->ids)))
+		r = -EFAULT;
+	return r;
+}
+
+/**
+ * bus1_send_import() - import a SEND from the sender's memory
+ * @send:	the SEND to fill in
+ * @sender:	the sending peer (referenced by the caller, no lock held)
+ * @uarg:	the struct bus1_cmd_send in the sender's memory
+ *
+ * Copies and checks the command, imports the data vector (the data itself
+ * stays in the sender's memory, see @send->iter), copies the destinations,
+ * creates the message charged to the calling task's real uid and resolves
+ * the carried files and handles into it. CREATE entries make new nodes and
+ * are written back to user space. The errors of the message itself are
+ * therefore all reported here, before any destination is looked at.
+ *
+ * Runs without any lock held across a user copy.
+ *
+ * On success the caller delivers @send (bus1_tx_send()) and then releases
+ * it with bus1_send_deinit(); on failure nothing is left to release.
+ *
+ * Return: 0 or a negative errno.
+ */
+int bus1_send_import(struct bus1_send *send, struct bus1_peer *sender, void __user *uarg)
+{
+	struct bus1_cmd_send cmd;
+	struct bus1_user *user;
+	ssize_t len;
+	int r;
+
+	might_sleep();
+	lockdep_assert_not_held(&sender->lock);
+
+	/* everything but the room for small SENDs, which is set up on use */
+	memset(send, 0, offsetof(struct bus1_send, iov_stack));
+	send->sender = sender;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags & ~BUS1_SEND_FLAG_CONTINUE)
+		return -EINVAL;
+	if (!cmd.n_destinations || cmd.n_destinations > bus1_max_destinations ||
+	    cmd.n_vecs > UIO_MAXIOV || cmd.n_handles > bus1_max_handles ||
+	    cmd.n_fds > bus1_max_fds)
+		return -EINVAL;
+
+	if (READ_ONCE(sender->disconnected))
+		return -ESHUTDOWN;
+
+	send->flags = cmd.flags;
+	send->n_dests = cmd.n_destinations;
+	send->uerrors = u64_to_user_ptr(cmd.ptr_errors);
+	send->n_handles = cmd.n_handles;
+
+	if (cmd.n_vecs) {
+		send->iov = send->iov_stack;
+		len = import_iovec(ITER_SOURCE, u64_to_user_ptr(cmd.ptr_vecs), cmd.n_vecs,
+				   ARRAY_SIZE(send->iov_stack), &send->iov, &send->iter);
+		if (len < 0)
+			return len;
+	} else {
+		iov_iter_kvec(&send->iter, ITER_SOURCE, NULL, 0, 0);
+		len = 0;
+	}
+	if (len > sender->pool.size) {
+		r = -EMSGSIZE;
+		goto err;
+	}
+
+	r = bus1_send_import_dests(send, u64_to_user_ptr(cmd.ptr_destinations));
+	if (r < 0)
+		goto err;
+
+	/*
+	 * Charge the sending task's real uid. Usually that is the opener's,
+	 * whose user object the peer keeps: no lookup on the common path.
+	 */
+	if (uid_eq(current_uid(), sender->user->uid))
+		user = bus1_user_ref(sender->user);
+	else
+		user = bus1_user_ref_by_uid(current_uid());
+	if (IS_ERR(user)) {
+		r = PTR_ERR(user);
+		goto err;
+	}
+	send->message = bus1_message_new(user, len, cmd.n_handles, cmd.n_fds);
+	bus1_user_unref(user);
+	if (IS_ERR(send->message)) {
+		r = PTR_ERR(send->message);
+		send->message = NULL;
+		goto err;
+	}
+
+	r = bus1_send_import_fds(send, u64_to_user_ptr(cmd.ptr_fds));
+	if (r < 0)
+		goto err;
+	r = bus1_send_import_handles(send, u64_to_user_ptr(cmd.ptr_handles));
+	if (r < 0)
+		goto err;
+	return 0;
+
+err:
+	bus1_send_deinit(send, r);
+	return r;
+}
+
+/**
+ * bus1_send_deinit() - release an imported SEND
+ * @send:	the SEND, imported by bus1_send_import(); bus1_tx_send() left
+ *		no entry in it
+ * @r:		its result: if negative, the nodes it created are discarded
+ *
+ * Takes the sender's lock to discard created nodes; the caller holds no
+ * peer lock.
+ */
+void bus1_send_deinit(struct bus1_send *send, int r)
+{
+	struct bus1_peer *sender = send->sender;
+	size_t i;
+
+	lockdep_assert_not_held(&sender->lock);
+
+	if (r < 0 && send->created) {
+		mutex_lock(&sender->lock);
+		for_each_set_bit(i, send->created, send->n_handles)
+			bus1_handle_discard_created(sender, send->ids[i]);
+		mutex_unlock(&sender->lock);
+	}
+	bitmap_free(send->created);
+	send->created = NULL;
+	kvfree(send->ids);
+	send->ids = NULL;
+	send->message = bus1_message_unref(send->message);
+	if (send->entries != send->entries_stack)
+		kvfree(send->entries);
+	if (send->errors != send->errors_stack)
+		kvfree(send->errors);
+	if (send->dests != send->dests_stack)
+		kvfree(send->dests);
+	send->entries = NULL;
+	send->errors = NULL;
+	send->dests = NULL;
+	kfree(send->iov);
+	send->iov = NULL;
 }

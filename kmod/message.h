@@ -19,6 +19,14 @@
  * __u64 per carried handle and one __u32 per carried fd. The sender writes the
  * data; the receiver writes handle ids and fd numbers at RECV.
  *
+ * A SEND is first imported (bus1_send_import()): the command and the arrays
+ * it names are copied from the sender's memory and resolved, without any
+ * lock held across user copies, into a struct bus1_send: the message with
+ * its carried nodes and files, the destinations, and an iterator over the
+ * data, which stays in the sender's memory until it is copied into each
+ * destination's slice. Then the SEND's transaction (bus1_tx_send(), tx.h)
+ * instantiates it at every destination.
+ *
  * Locking: bus1_entry_reserve() and bus1_entry_unlink() take or require the
  * destination peer's lock as documented; bus1_entry_copy_data() reads user
  * memory and runs unlocked; bus1_entry_free() and bus1_message_unref() must
@@ -30,6 +38,7 @@
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/types.h>
+#include <linux/uio.h>
 #include "queue.h"
 #include "user.h"
 
@@ -38,7 +47,6 @@ struct bus1_peer;
 struct bus1_slice;
 struct cred;
 struct file;
-struct iov_iter;
 struct pid;
 
 enum bus1_entry_type {
@@ -101,6 +109,52 @@ struct bus1_entry {
 	u64 handle_id;
 };
 
+/* destinations a SEND handles without allocating its per-destination arrays */
+#define BUS1_SEND_FAST_DESTS 8
+
+/**
+ * struct bus1_send - a SEND, imported from the sender's memory
+ * @sender:	the sending peer (the caller's reference)
+ * @flags:	BUS1_SEND_FLAG_*
+ * @message:	the message (a reference), its nodes and files resolved
+ * @iter:	the data, still in the sender's memory
+ * @iov:	the iovec array behind @iter if it was allocated, or NULL
+ * @n_dests:	number of destinations
+ * @dests:	the destinations, handle ids of @sender
+ * @errors:	per destination: 0, or the positive errno reported for it
+ * @uerrors:	where the sender wants @errors back, or NULL
+ * @entries:	per destination: its entry while reserved and not staged
+ * @n_handles:	number of carried handles
+ * @ids:	their ids, with CREATE replaced by the new id, or NULL
+ * @created:	bitmap: which of @ids this SEND created, or NULL
+ * @iov_stack:	room for @iov of a SEND with few vectors
+ * @dests_stack:	room for @dests of a SEND with few destinations
+ * @errors_stack:	likewise for @errors
+ * @entries_stack:	likewise for @entries
+ *
+ * @iter may point into @iov_stack: the object must not be moved. The room
+ * for small SENDs comes last: bus1_send_import() zeroes what precedes it.
+ */
+struct bus1_send {
+	struct bus1_peer *sender;
+	u64 flags;
+	struct bus1_message *message;
+	struct iov_iter iter;
+	struct iovec *iov;
+	size_t n_dests;
+	u64 *dests;
+	u32 *errors;
+	u32 __user *uerrors;
+	struct bus1_entry **entries;
+	size_t n_handles;
+	u64 *ids;
+	unsigned long *created;
+	struct iovec iov_stack[UIO_FASTIOV];
+	u64 dests_stack[BUS1_SEND_FAST_DESTS];
+	u32 errors_stack[BUS1_SEND_FAST_DESTS];
+	struct bus1_entry *entries_stack[BUS1_SEND_FAST_DESTS];
+};
+
 struct bus1_message *bus1_message_new(struct bus1_user *user, size_t n_bytes,
 				      size_t n_handles, size_t n_fds);
 struct bus1_message *bus1_message_ref(struct bus1_message *message);
@@ -116,5 +170,8 @@ int bus1_entry_copy_data(struct bus1_entry *entry, struct iov_iter *iter);
 void bus1_entry_unlink(struct bus1_entry *entry, bool publish);
 void bus1_entry_free(struct bus1_entry *entry);
 void bus1_entry_free_list(struct list_head *list);
+
+int bus1_send_import(struct bus1_send *send, struct bus1_peer *sender, void __user *uarg);
+void bus1_send_deinit(struct bus1_send *send, int r);
 
 #endif /* __BUS1_MESSAGE_H */

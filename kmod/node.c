@@ -371,6 +371,56 @@ void bus1_handle_discard_node(struct bus1_handle *handle)
 }
 
 /**
+ * bus1_handle_resolve() - resolve a handle id passed in by its holder
+ * @peer:	holder (locked)
+ * @id:		one of @peer's handle ids, or BUS1_HANDLE_CREATE
+ * @idp:	set to the handle's id (the new one for a CREATE)
+ * @createdp:	set to whether a node was created
+ *
+ * Return: a new reference on the handle's node, ERR_PTR(-ENXIO) if @peer
+ * holds no handle @id, or the error of bus1_handle_create_node().
+ */
+struct bus1_node *bus1_handle_resolve(struct bus1_peer *peer, u64 id, u64 *idp,
+				      bool *createdp)
+{
+	struct bus1_handle *handle;
+
+	lockdep_assert_held(&peer->lock);
+
+	*createdp = false;
+	if (id == BUS1_HANDLE_CREATE) {
+		handle = bus1_handle_create_node(peer);
+		if (IS_ERR(handle))
+			return ERR_CAST(handle);
+		*createdp = true;
+	} else {
+		handle = bus1_handle_lookup(peer, id);
+		if (!handle)
+			return ERR_PTR(-ENXIO);
+	}
+	*idp = handle->id;
+	return bus1_node_ref(handle->node);
+}
+
+/**
+ * bus1_handle_discard_created() - undo a CREATE of a call that failed
+ * @peer:	holder (locked)
+ * @id:		the id bus1_handle_resolve() created
+ *
+ * Another thread of @peer may already have used the new id (ids are
+ * predictable): then the node stays, as if that thread had created it.
+ */
+void bus1_handle_discard_created(struct bus1_peer *peer, u64 id)
+{
+	struct bus1_handle *handle;
+
+	lockdep_assert_held(&peer->lock);
+	handle = bus1_handle_lookup(peer, id);
+	if (handle)
+		bus1_handle_discard_node(handle);
+}
+
+/**
  * bus1_handle_first() - any handle of a peer
  * @peer:	holder (locked)
  *

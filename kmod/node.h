@@ -129,6 +129,9 @@ void bus1_node_carry(struct bus1_node *node);
 void bus1_node_uncarry(struct bus1_node *node);
 void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer);
 void bus1_handle_discard_node(struct bus1_handle *handle);
+struct bus1_node *bus1_handle_resolve(struct bus1_peer *peer, u64 id, u64 *idp,
+				      bool *createdp);
+void bus1_handle_discard_created(struct bus1_peer *peer, u64 id);
 struct bus1_handle *bus1_handle_first(struct bus1_peer *peer);
 
 #endif /* __BUS1_NODE_H */

@@ -4,7 +4,6 @@
  */
 
 #include <linux/atomic.h>
-#include <linux/bitmap.h>
 #include <linux/cred.h>
 #include <linux/err.h>
 #include <linux/file.h>
@@ -349,44 +348,6 @@ static int bus1_peer_ioctl_reset(struct bus1_peer *peer, void __user *uarg)
 	return bus1_peer_flush(peer, false);
 }
 
-/* Resolve one of @peer's handle ids (or CREATE) to a node reference. */
-static struct bus1_node *bus1_peer_resolve(struct bus1_peer *peer, u64 id, u64 *idp,
-					   bool *createdp)
-{
-	struct bus1_handle *handle;
-
-	lockdep_assert_held(&peer->lock);
-
-	*createdp = false;
-	if (id == BUS1_HANDLE_CREATE) {
-		handle = bus1_handle_create_node(peer);
-		if (IS_ERR(handle))
-			return ERR_CAST(handle);
-		*createdp = true;
-	} else {
-		handle = bus1_handle_lookup(peer, id);
-		if (!handle)
-			return ERR_PTR(-ENXIO);
-	}
-	*idp = handle->id;
-	return bus1_node_ref(handle->node);
-}
-
-/*
- * Undo a CREATE of a failed call. Another thread of the caller may already
- * have used the new id (ids are predictable): then the node stays, as if it
- * had been created by that thread.
- */
-static void bus1_peer_discard_created(struct bus1_peer *peer, u64 id)
-{
-	struct bus1_handle *handle;
-
-	lockdep_assert_held(&peer->lock);
-	handle = bus1_handle_lookup(peer, id);
-	if (handle)
-		bus1_handle_discard_node(handle);
-}
-
 static struct bus1_peer *bus1_peer_from_fd(u32 fd)
 {
 	struct bus1_peer *peer;
@@ -429,7 +390,7 @@ static int bus1_peer_ioctl_transfer(struct bus1_peer *peer, void __user *uarg)
 	if (peer->disconnected)
 		node = ERR_PTR(-ESHUTDOWN);
 	else
-		node = bus1_peer_resolve(peer, cmd.src_handle, &src_id, &created);
+		node = bus1_handle_resolve(peer, cmd.src_handle, &src_id, &created);
 	mutex_unlock(&peer->lock);
 	if (IS_ERR(node)) {
 		bus1_peer_unref(dst);
@@ -450,7 +411,7 @@ static int bus1_peer_ioctl_transfer(struct bus1_peer *peer, void __user *uarg)
 
 	if (r < 0 && created) {
 		mutex_lock(&peer->lock);
-		bus1_peer_discard_created(peer, src_id);
+		bus1_handle_discard_created(peer, src_id);
 		mutex_unlock(&peer->lock);
 	}
 	bus1_node_unref(node);
@@ -670,340 +631,17 @@ static int bus1_peer_ioctl_slice_release(struct bus1_peer *peer, void __user *ua
 	return r;
 }
 
-/* Import the fds of a SEND into @message. */
-static int bus1_peer_send_fds(struct bus1_message *message, const struct bus1_cmd_send *cmd)
-{
-	struct file *f;
-	u32 *fds;
-	size_t i;
-	int r = 0;
-
-	if (!cmd->n_fds)
-		return 0;
-
-	fds = vmemdup_user(u64_to_user_ptr(cmd->ptr_fds), cmd->n_fds * sizeof(*fds));
-	if (IS_ERR(fds))
-		return PTR_ERR(fds);
-
-	for (i = 0; i < cmd->n_fds; i++) {
-		f = fds[i] > INT_MAX ? NULL : fget(fds[i]);
-		if (!f) {
-			r = -EBADF;
-			break;
-		}
-		/* bus1 and io_uring fds could close reference cycles (gc.h) */
-		r = bus1_gc_check_file(f);
-		if (r < 0) {
-			fput(f);
-			break;
-		}
-		message->n_unix += r;
-		message->files[i] = f;
-		r = 0;
-	}
-	kvfree(fds);
-	/* counted even on failure: the message puts what it holds when freed */
-	bus1_gc_track(message->n_unix);
-	return r;
-}
-
-/*
- * Resolve the carried handles of a SEND into @message. CREATE entries make
- * new nodes; their ids are written back to user space and marked in
- * @created so a failing SEND can discard them.
- */
-static int bus1_peer_send_handles(struct bus1_peer *peer, struct bus1_message *message,
-				  const struct bus1_cmd_send *cmd, u64 *ids,
-				  unsigned long *created)
-{
-	struct bus1_node *node;
-	bool c, any = false;
-	size_t i;
-	int r = 0;
-
-	mutex_lock(&peer->lock);
-	if (peer->disconnected) {
-		mutex_unlock(&peer->lock);
-		return -ESHUTDOWN;
-	}
-	/* check before creating anything */
-	for (i = 0; i < cmd->n_handles; i++) {
-		if (ids[i] != BUS1_HANDLE_CREATE && !bus1_handle_lookup(peer, ids[i])) {
-			mutex_unlock(&peer->lock);
-			return -ENXIO;
-		}
-	}
-	for (i = 0; i < cmd->n_handles; i++) {
-		node = bus1_peer_resolve(peer, ids[i], &ids[i], &c);
-		if (IS_ERR(node)) {
-			r = PTR_ERR(node);
-			break;
-		}
-		message->nodes[i] = node;
-		bus1_node_carry(node);
-		if (c) {
-			__set_bit(i, created);
-			any = true;
-		}
-	}
-	mutex_unlock(&peer->lock);
-
-	if (!r && any && copy_to_user(u64_to_user_ptr(cmd->ptr_handles), ids,
-				      cmd->n_handles * sizeof(*ids)))
-		r = -EFAULT;
-	return r;
-}
-
-/* Take an entry that was reserved (and maybe filled) but never staged back. */
-static void bus1_peer_discard_entry(struct bus1_entry *entry)
-{
-	mutex_lock(&entry->peer->lock);
-	bus1_entry_unlink(entry, false);
-	mutex_unlock(&entry->peer->lock);
-	bus1_pool_punch(&entry->peer->pool);
-	bus1_entry_free(entry);
-}
-
-/*
- * Reserve a slice for @message at the destination @dest (one of @peer's
- * handle ids). Return the entry, or an ERR_PTR(): -ENOMEM fails the whole
- * SEND, any other errno only this destination.
- */
-static struct bus1_entry *bus1_peer_send_reserve(struct bus1_peer *peer,
-						 struct bus1_message *message, u64 dest)
-{
-	struct bus1_handle *handle;
-	struct bus1_entry *entry;
-	struct bus1_node *node;
-	int r;
-
-	mutex_lock(&peer->lock);
-	handle = peer->disconnected ? NULL : bus1_handle_lookup(peer, dest);
-	node = handle ? bus1_node_ref(handle->node) : NULL;
-	mutex_unlock(&peer->lock);
-	if (!node)
-		return ERR_PTR(-ENXIO);
-
-	entry = bus1_entry_new_data(node->owner, message, node);
-	bus1_node_unref(node);
-	if (!entry)
-		return ERR_PTR(-ENOMEM);
-	r = bus1_entry_reserve(entry);
-	if (r < 0) {
-		bus1_entry_free(entry);
-		return ERR_PTR(r);
-	}
-	return entry;
-}
-
-/*
- * SEND in three steps, so that no destination waits on the sender's memory:
- *
- *   1. reserve a slice at every destination (charges, pool space);
- *   2. copy the data into every slice, unlocked, nothing staged yet (a
- *      large multicast or a sender whose memory faults slowly delays only
- *      its own message), and write the per-destination errors back;
- *   3. stage, timestamp and commit: short locked steps, no user memory.
- *
- * A destination that disconnects or whose node is destroyed between 1 and
- * 3 is treated as if the message had been delivered and then dropped,
- * which is what would happen a moment later anyway.
- */
+/* SEND: import (message.c), then the SEND's transaction (tx.c). */
 static int bus1_peer_ioctl_send(struct bus1_peer *peer, void __user *uarg)
 {
-	struct iovec iov_stack[UIO_FASTIOV], *iov = iov_stack;
-	struct bus1_entry *entries_stack[8], **entries = NULL;
-	struct bus1_message *message = NULL;
-	unsigned long *created = NULL;
-	u64 *dests = NULL, *ids = NULL;
-	struct bus1_cmd_send cmd;
-	struct bus1_entry *entry;
-	struct bus1_user *user;
-	struct iov_iter iter;
-	struct bus1_tx tx;
-	u64 dests_stack[8];
-	u32 errors_stack[8];
-	u32 *errors = NULL;
-	size_t i, n_failed = 0;
-	int r, first_error = 0;
-	ssize_t len;
+	struct bus1_send send;
+	int r;
 
-	BUILD_BUG_ON(ARRAY_SIZE(dests_stack) != ARRAY_SIZE(entries_stack) ||
-		     ARRAY_SIZE(errors_stack) != ARRAY_SIZE(entries_stack));
-
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags & ~BUS1_SEND_FLAG_CONTINUE)
-		return -EINVAL;
-	if (!cmd.n_destinations || cmd.n_destinations > bus1_max_destinations ||
-	    cmd.n_vecs > UIO_MAXIOV || cmd.n_handles > bus1_max_handles ||
-	    cmd.n_fds > bus1_max_fds)
-		return -EINVAL;
-
-	if (READ_ONCE(peer->disconnected))
-		return -ESHUTDOWN;
-
-	bus1_tx_init(&tx, peer);
-
-	if (cmd.n_vecs) {
-		len = import_iovec(ITER_SOURCE, u64_to_user_ptr(cmd.ptr_vecs), cmd.n_vecs,
-				   ARRAY_SIZE(iov_stack), &iov, &iter);
-		if (len < 0)
-			return len;
-	} else {
-		iov = NULL;
-		iov_iter_kvec(&iter, ITER_SOURCE, NULL, 0, 0);
-		len = 0;
-	}
-	if (len > peer->pool.size) {
-		r = -EMSGSIZE;
-		goto out;
-	}
-
-	/* unicast and small multicasts need no allocation for these */
-	if (cmd.n_destinations <= ARRAY_SIZE(dests_stack)) {
-		dests = dests_stack;
-		errors = errors_stack;
-		entries = entries_stack;
-		memset(errors_stack, 0, sizeof(errors_stack));
-		memset(entries_stack, 0, sizeof(entries_stack));
-		if (copy_from_user(dests, u64_to_user_ptr(cmd.ptr_destinations),
-				   cmd.n_destinations * sizeof(*dests))) {
-			r = -EFAULT;
-			goto out;
-		}
-	} else {
-		dests = vmemdup_user(u64_to_user_ptr(cmd.ptr_destinations),
-				     cmd.n_destinations * sizeof(*dests));
-		if (IS_ERR(dests)) {
-			r = PTR_ERR(dests);
-			dests = NULL;
-			goto out;
-		}
-		errors = kvcalloc(cmd.n_destinations, sizeof(*errors), GFP_KERNEL);
-		entries = kvcalloc(cmd.n_destinations, sizeof(*entries), GFP_KERNEL);
-		if (!errors || !entries) {
-			r = -ENOMEM;
-			goto out;
-		}
-	}
-
-	/*
-	 * Charge the sending task's real uid. Usually that is the opener's,
-	 * whose user object the peer keeps: no lookup on the common path.
-	 */
-	if (uid_eq(current_uid(), peer->user->uid))
-		user = bus1_user_ref(peer->user);
-	else
-		user = bus1_user_ref_by_uid(current_uid());
-	if (IS_ERR(user)) {
-		r = PTR_ERR(user);
-		goto out;
-	}
-	message = bus1_message_new(user, len, cmd.n_handles, cmd.n_fds);
-	bus1_user_unref(user);
-	if (IS_ERR(message)) {
-		r = PTR_ERR(message);
-		message = NULL;
-		goto out;
-	}
-	r = bus1_peer_send_fds(message, &cmd);
+	r = bus1_send_import(&send, peer, uarg);
 	if (r < 0)
-		goto out;
-
-	if (cmd.n_handles) {
-		ids = vmemdup_user(u64_to_user_ptr(cmd.ptr_handles),
-				   cmd.n_handles * sizeof(*ids));
-		if (IS_ERR(ids)) {
-			r = PTR_ERR(ids);
-			ids = NULL;
-			goto out;
-		}
-		created = bitmap_zalloc(cmd.n_handles, GFP_KERNEL);
-		if (!created) {
-			r = -ENOMEM;
-			goto out;
-		}
-		r = bus1_peer_send_handles(peer, message, &cmd, ids, created);
-		if (r < 0)
-			goto out;
-	}
-
-	/* 1. reserve */
-	for (i = 0; i < cmd.n_destinations; i++) {
-		entry = bus1_peer_send_reserve(peer, message, dests[i]);
-		if (IS_ERR(entry)) {
-			r = PTR_ERR(entry);
-			if (r == -ENOMEM)
-				goto out;
-			errors[i] = -r;
-			if (!n_failed++)
-				first_error = r;
-			continue;
-		}
-		entries[i] = entry;
-	}
-
-	if (n_failed && !(cmd.flags & BUS1_SEND_FLAG_CONTINUE)) {
-		for (i = 0; i < cmd.n_destinations; i++)
-			if (!errors[i])
-				errors[i] = ECANCELED;
-		if (cmd.ptr_errors)
-			(void)!copy_to_user(u64_to_user_ptr(cmd.ptr_errors), errors,
-					    cmd.n_destinations * sizeof(*errors));
-		r = first_error;
-		goto out;
-	}
-
-	/* 2. copy, and report; nothing is staged yet */
-	for (i = 0; i < cmd.n_destinations; i++) {
-		if (!entries[i])
-			continue;
-		r = bus1_entry_copy_data(entries[i], &iter);
-		if (r < 0)
-			goto out;
-	}
-	if (cmd.ptr_errors && copy_to_user(u64_to_user_ptr(cmd.ptr_errors), errors,
-					   cmd.n_destinations * sizeof(*errors))) {
-		r = -EFAULT;
-		goto out;
-	}
-
-	/* 3. stage and commit */
-	bus1_gc_lock_shared();
-	for (i = 0; i < cmd.n_destinations; i++) {
-		entry = entries[i];
-		if (!entry)
-			continue;
-		entries[i] = NULL;
-		if (bus1_tx_stage(&tx, entry) < 0)
-			bus1_peer_discard_entry(entry);
-	}
-	bus1_tx_timestamp(&tx);
-	bus1_tx_commit(&tx);
-	bus1_gc_unlock_shared();
-	r = 0;
-
-out:
-	for (i = 0; entries && i < cmd.n_destinations; i++)
-		if (entries[i])
-			bus1_peer_discard_entry(entries[i]);
-	if (r < 0 && created) {
-		mutex_lock(&peer->lock);
-		for_each_set_bit(i, created, cmd.n_handles)
-			bus1_peer_discard_created(peer, ids[i]);
-		mutex_unlock(&peer->lock);
-	}
-	bitmap_free(created);
-	kvfree(ids);
-	bus1_message_unref(message);
-	if (entries != entries_stack)
-		kvfree(entries);
-	if (errors != errors_stack)
-		kvfree(errors);
-	if (dests != dests_stack)
-		kvfree(dests);
-	kfree(iov);
+		return r;
+	r = bus1_tx_send(&send);
+	bus1_send_deinit(&send, r);
 	return r;
 }
 
@@ -1216,12 +854,43 @@ static int bus1_peer_recv_finish(struct bus1_peer *peer, struct bus1_recv *rv, i
 	return r;
 }
 
+/*
+ * Deliver the claimed entry (unlocked), then give up the claim (locked). On
+ * success the fds are installed: they become the user's.
+ */
+static int bus1_peer_recv_complete(struct bus1_peer *peer, struct bus1_recv *rv,
+				   void __user *uarg)
+{
+	LIST_HEAD(drop);
+	size_t i;
+	int r;
+
+	r = bus1_peer_recv_deliver(peer, rv, uarg);
+
+	bus1_gc_lock_shared();
+	mutex_lock(&peer->lock);
+	r = bus1_peer_recv_finish(peer, rv, r, &drop);
+	mutex_unlock(&peer->lock);
+	bus1_entry_free_list(&drop);
+	bus1_gc_unlock_shared();
+	if (r < 0)
+		return r;
+
+	/* past the point of no return: the fds become the user's */
+	for (i = 0; rv->files && i < rv->n_fds; i++) {
+		fd_install(rv->fds[i], rv->files[i]);
+		rv->fds[i] = -1;
+		rv->files[i] = NULL;
+	}
+	rv->n_fds = 0;
+	return r;
+}
+
 static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
 {
 	struct bus1_recv rv;
 	LIST_HEAD(drop);
 	u64 flags;
-	size_t i;
 	int r;
 
 	if (copy_from_user(&rv.cmd, uarg, sizeof(rv.cmd)))
@@ -1245,32 +914,13 @@ static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
 		mutex_unlock(&peer->lock);
 		bus1_entry_free_list(&drop);
 		bus1_gc_unlock_shared();
-		if (r < 0 || !rv.entry)
-			break;
 
-		r = bus1_peer_recv_deliver(peer, &rv, uarg);
-
-		bus1_gc_lock_shared();
-		mutex_lock(&peer->lock);
-		r = bus1_peer_recv_finish(peer, &rv, r, &drop);
-		mutex_unlock(&peer->lock);
-		bus1_entry_free_list(&drop);
-		bus1_gc_unlock_shared();
-
-		if (r >= 0) {
-			/* past the point of no return: the fds become the user's */
-			for (i = 0; rv.files && i < rv.n_fds; i++) {
-				fd_install(rv.fds[i], rv.files[i]);
-				rv.fds[i] = -1;
-				rv.files[i] = NULL;
-			}
-			rv.n_fds = 0;
-		}
+		if (r >= 0 && rv.entry)
+			r = bus1_peer_recv_complete(peer, &rv, uarg);
+		/* whatever the claim gathered and did not hand over */
 		bus1_recv_deinit(&rv);
 	} while (r == -ERESTART);
 
-	if (r < 0 && !rv.entry)
-		bus1_recv_deinit(&rv);
 	mutex_unlock(&peer->recv_lock);
 	return r;
 }

@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Transactions: staging and commit of multicasts. See tx.h and queue.h.
+ * Transactions: staging and commit of multicasts, and the transaction of a
+ * SEND. See tx.h and queue.h.
  */
 
 #include <linux/atomic.h>
+#include <linux/err.h>
 #include <linux/kernel.h>
 #include <linux/lockdep.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
+#include <linux/uaccess.h>
+#include "gc.h"
 #include "message.h"
 #include "node.h"
 #include "peer.h"
+#include "pool.h"
 #include "tx.h"
+#include "uapi/linux/bus1.h"
 
 /**
  * bus1_tx_init() - start a transaction
@@ -146,4 +152,150 @@ void bus1_tx_abort(struct bus1_tx *tx)
 		wake_up_interruptible_poll(&peer->waitq, EPOLLIN | EPOLLRDNORM);
 	}
 	bus1_entry_free_list(&tx->entries);
+}
+
+/*
+ * Reserve a slice for the message of @send at the destination @dest (one of
+ * the sender's handle ids). Return the entry, or an ERR_PTR(): -ENOMEM fails
+ * the whole SEND, any other errno only this destination.
+ */
+static struct bus1_entry *bus1_tx_send_reserve(struct bus1_send *send, u64 dest)
+{
+	struct bus1_peer *sender = send->sender;
+	struct bus1_handle *handle;
+	struct bus1_entry *entry;
+	struct bus1_node *node;
+	int r;
+
+	mutex_lock(&sender->lock);
+	handle = sender->disconnected ? NULL : bus1_handle_lookup(sender, dest);
+	node = handle ? bus1_node_ref(handle->node) : NULL;
+	mutex_unlock(&sender->lock);
+	if (!node)
+		return ERR_PTR(-ENXIO);
+
+	entry = bus1_entry_new_data(node->owner, send->message, node);
+	bus1_node_unref(node);
+	if (!entry)
+		return ERR_PTR(-ENOMEM);
+	r = bus1_entry_reserve(entry);
+	if (r < 0) {
+		bus1_entry_free(entry);
+		return ERR_PTR(r);
+	}
+	return entry;
+}
+
+/* Take back an entry that was reserved (and maybe filled), never staged. */
+static void bus1_tx_send_discard(struct bus1_entry *entry)
+{
+	mutex_lock(&entry->peer->lock);
+	bus1_entry_unlink(entry, false);
+	mutex_unlock(&entry->peer->lock);
+	bus1_pool_punch(&entry->peer->pool);
+	bus1_entry_free(entry);
+}
+
+/**
+ * bus1_tx_send() - deliver an imported SEND to its destinations
+ * @send:	the SEND (bus1_send_import())
+ *
+ * The SEND's transaction, in three steps, so that no destination waits on
+ * the sender's memory:
+ *
+ *   1. reserve a slice at every destination (charges, pool space);
+ *   2. copy the data into every slice, unlocked, nothing staged yet (a
+ *      large multicast or a sender whose memory faults slowly delays only
+ *      its own message), and write the per-destination errors back;
+ *   3. stage, timestamp and commit: short locked steps, no user memory.
+ *
+ * Without BUS1_SEND_FLAG_CONTINUE a destination failing in step 1 ends the
+ * SEND there: the other destinations are reported as ECANCELED and nothing
+ * is delivered. A destination that disconnects or whose node is destroyed
+ * between 1 and 3 is treated as if the message had been delivered and then
+ * dropped, which is what would happen a moment later anyway.
+ *
+ * The caller holds no lock; user memory is only touched before anything is
+ * staged and with no peer or node lock held. On return no entry is left in
+ * @send: what was reserved and not staged has been taken back.
+ *
+ * Return: 0 if the message was delivered to every destination whose error
+ * is 0; else the errno of the first failing destination, -ENOMEM, or -EFAULT
+ * if the data or the errors array is not accessible.
+ */
+int bus1_tx_send(struct bus1_send *send)
+{
+	struct bus1_entry *entry;
+	struct bus1_tx tx;
+	size_t i, n_failed = 0;
+	int r, first_error = 0;
+
+	might_sleep();
+	lockdep_assert_not_held(&send->sender->lock);
+
+	bus1_tx_init(&tx, send->sender);
+
+	/* 1. reserve */
+	for (i = 0; i < send->n_dests; i++) {
+		entry = bus1_tx_send_reserve(send, send->dests[i]);
+		if (IS_ERR(entry)) {
+			r = PTR_ERR(entry);
+			if (r == -ENOMEM)
+				goto out;
+			send->errors[i] = -r;
+			if (!n_failed++)
+				first_error = r;
+			continue;
+		}
+		send->entries[i] = entry;
+	}
+
+	if (n_failed && !(send->flags & BUS1_SEND_FLAG_CONTINUE)) {
+		for (i = 0; i < send->n_dests; i++)
+			if (!send->errors[i])
+				send->errors[i] = ECANCELED;
+		if (send->uerrors)
+			(void)!copy_to_user(send->uerrors, send->errors,
+					    send->n_dests * sizeof(*send->errors));
+		r = first_error;
+		goto out;
+	}
+
+	/* 2. copy, and report; nothing is staged yet */
+	for (i = 0; i < send->n_dests; i++) {
+		if (!send->entries[i])
+			continue;
+		r = bus1_entry_copy_data(send->entries[i], &send->iter);
+		if (r < 0)
+			goto out;
+	}
+	if (send->uerrors && copy_to_user(send->uerrors, send->errors,
+					  send->n_dests * sizeof(*send->errors))) {
+		r = -EFAULT;
+		goto out;
+	}
+
+	/* 3. stage and commit */
+	bus1_gc_lock_shared();
+	for (i = 0; i < send->n_dests; i++) {
+		entry = send->entries[i];
+		if (!entry)
+			continue;
+		send->entries[i] = NULL;
+		if (bus1_tx_stage(&tx, entry) < 0)
+			bus1_tx_send_discard(entry);
+	}
+	bus1_tx_timestamp(&tx);
+	bus1_tx_commit(&tx);
+	bus1_gc_unlock_shared();
+	r = 0;
+
+out:
+	for (i = 0; i < send->n_dests; i++) {
+		if (send->entries[i]) {
+			bus1_tx_send_discard(send->entries[i]);
+			send->entries[i] = NULL;
+		}
+	}
+	return r;
 }

@@ -16,6 +16,11 @@
  * cannot be staged is left to the caller); then either bus1_tx_timestamp()
  * followed by bus1_tx_commit(), or bus1_tx_abort().
  *
+ * A SEND is one transaction: bus1_tx_send() reserves its entries at every
+ * destination, copies the data into them, writes the per-destination
+ * errors back to the sender, and only then stages and commits them, so no
+ * user memory is touched while anything is staged.
+ *
  * Locking: each step takes the lock of one peer at a time; the caller must
  * hold no peer lock.
  */
@@ -25,6 +30,7 @@
 
 struct bus1_entry;
 struct bus1_peer;
+struct bus1_send;
 
 /**
  * struct bus1_tx - a transaction
@@ -49,5 +55,6 @@ int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry);
 u64 bus1_tx_timestamp(struct bus1_tx *tx);
 void bus1_tx_commit(struct bus1_tx *tx);
 void bus1_tx_abort(struct bus1_tx *tx);
+int bus1_tx_send(struct bus1_send *send);
 
 #endif /* __BUS1_TX_H */
