@@ -1,29 +1,24 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The bus object: configuration, listeners, the event loop and the
- * once-per-iteration flush of output. See bus.h.
+ * The state of the bus: its registries, the configuration in force, the
+ * activation glue and the once-per-iteration flush of output. See bus.h.
  */
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
-#include <systemd/sd-daemon.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
 #include "broker/connection.h"
-#include "broker/listener.h"
 #include "broker/log.h"
-#include "broker/native.h"
-#include "broker/policy.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
 #include "broker/name.h"
-#include "broker/reload.h"
+#include "broker/native.h"
+#include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
 #include "broker/user.h"
@@ -64,24 +59,14 @@ static int read_machine_id(char id[33])
 	return -ENOENT;
 }
 
-static void bus_config_warn(void *userdata, const char *message)
-{
-	log_warn("%s", message);
-}
-
 /* Listeners paused at max_incomplete_connections accept again below it. */
 static void bus_resume_listeners(struct bus *bus)
 {
-	struct listener *l;
-
-	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections)
-		return;
-	list_for_each_entry(l, &bus->listeners, link)
-		listener_resume(l);
+	if (bus->n_incomplete < (unsigned int)bus->limits.max_incomplete_connections)
+		bus->loop->resume_listeners(bus);
 }
 
-/* Apply the parts of a configuration that can change at runtime. */
-static void bus_apply_config(struct bus *bus, const struct bus_config *config)
+void bus_apply_config(struct bus *bus, const struct bus_config *config)
 {
 	if (config)
 		bus->limits = config->limits;
@@ -133,74 +118,6 @@ static void bus_apply_config(struct bus *bus, const struct bus_config *config)
 			log_warn("cannot load the service directories: out of memory");
 	}
 }
-
-static int bus_set_error(struct bus *bus, char *msg)
-{
-	free(bus->error);
-	bus->error = msg;
-	return 1;
-}
-
-static int bus_link_listener(struct bus *bus, struct listener *l)
-{
-	char *joined;
-
-	list_append(&bus->listeners, &l->link);
-	if (bus->address) {
-		if (asprintf(&joined, "%s;%s", bus->address, l->address) < 0)
-			return -ENOMEM;
-		free(bus->address);
-		bus->address = joined;
-	} else {
-		bus->address = strdup(l->address);
-		if (!bus->address)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/*
- * "systemd:" (dbus-daemon's socket activation address, as in dbus.service's
- * --address=systemd:): one listener per socket systemd passed (LISTEN_FDS).
- */
-static int bus_add_systemd_listeners(struct bus *bus)
-{
-	int n = sd_listen_fds(1);
-
-	if (n <= 0) {
-		char *msg = strdup(n < 0 ? "systemd: cannot read the passed sockets (LISTEN_FDS)" :
-				   "systemd: address given, but systemd passed no socket");
-
-		return msg ? bus_set_error(bus, msg) : -ENOMEM;
-	}
-	for (int i = 0; i < n; i++) {
-		struct listener *l = NULL;
-		char *err = NULL;
-		int r = listener_new_fd(&l, bus, SD_LISTEN_FDS_START + i, &err);
-
-		if (r)
-			return r < 0 ? r : bus_set_error(bus, err);
-		r = bus_link_listener(bus, l);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int bus_add_listener(struct bus *bus, const char *address)
-{
-	struct listener *l = NULL;
-	char *err = NULL;
-	int r;
-
-	if (!strcmp(address, "systemd:"))
-		return bus_add_systemd_listeners(bus);
-	r = listener_new(&l, bus, address, &err);
-	if (r)
-		return r < 0 ? r : bus_set_error(bus, err);
-	return bus_link_listener(bus, l);
-}
-
 
 /* ------------------------------------------------ activation <-> bus glue */
 
@@ -265,20 +182,8 @@ static const struct activation_ops bus_activation_ops = {
 	.log = bus_activation_log,
 };
 
-static int bus_reload_apply(void *userdata, const struct bus_config *config)
+void bus_config_reloaded(struct bus *bus)
 {
-	/* Listen addresses and the bus type stay; limits, policy and services change. */
-	bus_apply_config(userdata, config);
-	return 0;
-}
-
-/*
- * After every reload (ReloadConfig, SIGHUP, a change in a watched directory),
- * applied or not: the ActivatableServicesChanged broadcast, as dbus-daemon.
- */
-static void bus_reload_done(void *userdata, int result)
-{
-	struct bus *bus = userdata;
 	_cleanup_message_ struct message *m = NULL;
 	struct message_builder b;
 	int r;
@@ -296,49 +201,13 @@ static void bus_reload_done(void *userdata, int result)
 	router_broadcast_from_driver(bus, m);
 }
 
-static const struct config_reload_ops bus_reload_ops = {
-	.apply = bus_reload_apply,
-	.log = bus_activation_log,
-	.reloaded = bus_reload_done,
-};
-
-/*
- * More connections need more fds. Like dbus-daemon: try to raise both limits to 65536 (which needs
- * CAP_SYS_RESOURCE when above the hard limit), else at least the soft limit
- * to the hard one. Never lowered.
- */
-#define BUS_FD_LIMIT 65536
-
-static void raise_fd_limit(void)
+int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_activation,
+	     const struct bus_loop_ops *loop, char **errorp)
 {
-	struct rlimit rl, want;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	if (rl.rlim_cur < BUS_FD_LIMIT || rl.rlim_max < BUS_FD_LIMIT) {
-		want.rlim_cur = rl.rlim_cur > BUS_FD_LIMIT ? rl.rlim_cur : BUS_FD_LIMIT;
-		want.rlim_max = rl.rlim_max > BUS_FD_LIMIT ? rl.rlim_max : BUS_FD_LIMIT;
-		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
-			return;
-	}
-	if (rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		(void)setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-int bus_new(struct bus **busp, const struct bus_options *opts)
-{
-	struct bus *bus;
-	const struct bus_config *config = opts->config;
 	struct user_limits ulimits;
 	int r;
 
-	bus = calloc(1, sizeof(*bus));
-	if (!bus)
-		return -ENOMEM;
-	*busp = bus;
-	list_init(&bus->listeners);
+	bus->loop = loop;
 	list_init(&bus->peers);
 	list_init(&bus->flush_list);
 	list_init(&bus->monitors);
@@ -347,23 +216,13 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 	bus->uid = getuid();
 	bus->pid = getpid();
 	bus->pidfd = -1;
-	bus->systemd_activation = opts->systemd_activation;
+	bus->systemd_activation = systemd_activation;
 
 	r = address_generate_guid(bus->guid);
 	if (r < 0)
 		return r;
 	if (read_machine_id(bus->machine_id) < 0)
 		memcpy(bus->machine_id, bus->guid, sizeof(bus->machine_id));
-	if (opts->config_file) {
-		bus->config_file = strdup(opts->config_file);
-		if (!bus->config_file)
-			return -ENOMEM;
-	}
-	if (config && config->type) {
-		bus->bus_type = strdup(config->type);
-		if (!bus->bus_type)
-			return -ENOMEM;
-	}
 	bus->allow_anonymous = config && config->allow_anonymous;
 	/* <auth>: the mechanisms offered; none given: all of them (dbus-daemon). */
 	bus->auth_mechs = SASL_MECH_ALL;
@@ -373,20 +232,22 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 		bus->auth_mechs = 0;
 		list_for_each_entry(a, &config->auth, link) {
 			unsigned int m = sasl_mech_from_name(a->str);
-			char *msg;
 
 			if (!m) {
-				if (asprintf(&msg, "Unsupported auth mechanism \"%s\" in bus config "
-					     "file detected. Supported mechanisms are \"EXTERNAL, "
-					     "DBUS_COOKIE_SHA1, ANONYMOUS\".", a->str) < 0)
+				if (asprintf(errorp, "Unsupported auth mechanism \"%s\" in bus "
+					     "config file detected. Supported mechanisms are "
+					     "\"EXTERNAL, DBUS_COOKIE_SHA1, ANONYMOUS\".",
+					     a->str) < 0) {
+					*errorp = NULL;
 					return -ENOMEM;
-				return bus_set_error(bus, msg);
+				}
+				return 1;
 			}
 			bus->auth_mechs |= m;
 		}
 	}
 
-	if (bus->bus_type && !strcmp(bus->bus_type, "system"))
+	if (config && config->type && !strcmp(config->type, "system"))
 		user_limits_init_system(&ulimits);
 	else
 		user_limits_init_session(&ulimits);
@@ -404,117 +265,77 @@ int bus_new(struct bus **busp, const struct bus_options *opts)
 	r = match_registry_new(&bus->monitor_matches);
 	if (r < 0)
 		return r;
-	/* Before raise_fd_limit(): activated services get the original RLIMIT_NOFILE. */
 	r = activation_new(&bus->activation, &bus_activation_ops, bus);
 	if (r < 0)
 		return r;
-	{
-		struct bus_config_options copts = {
-			.no_listen_ok = true,
-			.warn = bus_config_warn,
-		};
-
-		r = config_reload_new(&bus->reload, opts->config_file, &copts, &bus_reload_ops, bus);
-		if (r < 0)
-			return r;
-		r = config_reload_watch(bus->reload, config);
-		if (r < 0)
-			return r;
-	}
 	bus_apply_config(bus, config);
 	r = reply_registry_new(&bus->replies, (size_t)bus->limits.max_replies_per_connection,
 			       bus->limits.reply_timeout > 0 ?
 			       (uint64_t)bus->limits.reply_timeout * 1000 : 0);
-	if (r < 0)
-		return r;
-
-	raise_fd_limit();
-
-	if (opts->address) {
-		r = bus_add_listener(bus, opts->address);
-		if (r)
-			return r;
-	} else if (config) {
-		struct bus_config_string *s;
-
-		list_for_each_entry(s, &config->listen, link) {
-			r = bus_add_listener(bus, s->str);
-			if (r)
-				return r;
-		}
-	}
-	if (!bus->address) {
-		char *msg = strdup("no address to listen on (no <listen> and no --address)");
-
-		return msg ? bus_set_error(bus, msg) : -ENOMEM;
-	}
-	/* DBUS_STARTER_ADDRESS of activated services. */
-	return activation_set_address(bus->activation, bus->address);
+	return r < 0 ? r : 0;
 }
 
 static void bus_free_dead(struct bus *bus)
 {
-	while (!list_is_empty(&bus->dead_list)) {
-		struct peer *c = list_first_entry(&bus->dead_list, struct peer,
-							 dead_link);
-
-		peer_free(c);
-	}
+	while (!list_is_empty(&bus->dead_list))
+		peer_free(list_first_entry(&bus->dead_list, struct peer, dead_link));
 }
 
-struct bus *bus_free(struct bus *bus)
+void bus_deinit(struct bus *bus)
 {
-	if (!bus)
-		return NULL;
 	/* Closing emits signals to the remaining ones; that is harmless at exit. */
-	while (!list_is_empty(&bus->peers)) {
-		struct peer *c = list_first_entry(&bus->peers, struct peer,
-							 bus_link);
-
-		peer_close(c, NULL);
-	}
+	while (!list_is_empty(&bus->peers))
+		peer_close(list_first_entry(&bus->peers, struct peer, bus_link), NULL);
 	bus_free_dead(bus);
 	delivery_cache_deinit(&bus->deliveries);
 	/* After the peers: they release their bus1 nodes first. */
 	bus->native = native_free(bus->native);
-	while (!list_is_empty(&bus->listeners))
-		listener_free(list_first_entry(&bus->listeners, struct listener, link));
 	bus->flush = sd_event_source_disable_unref(bus->flush);
 	bus->reply_timer = sd_event_source_disable_unref(bus->reply_timer);
-	bus->sig_term = sd_event_source_disable_unref(bus->sig_term);
-	bus->sig_int = sd_event_source_disable_unref(bus->sig_int);
-	bus->sig_hup = sd_event_source_disable_unref(bus->sig_hup);
-	bus->event = sd_event_unref(bus->event);
+	bus->event = NULL;
 	if (bus->replies)
-		reply_registry_free(bus->replies);
+		bus->replies = reply_registry_free(bus->replies);
 	if (bus->matches)
-		match_registry_free(bus->matches);
+		bus->matches = match_registry_free(bus->matches);
 	if (bus->monitor_matches)
-		match_registry_free(bus->monitor_matches);
+		bus->monitor_matches = match_registry_free(bus->monitor_matches);
 	if (bus->names)
-		name_registry_free(bus->names);
+		bus->names = name_registry_free(bus->names);
 	if (bus->users)
-		user_registry_free(bus->users);
-	activation_free(bus->activation);
-	config_reload_free(bus->reload);
-	bus_policy_free(bus->policy);
-	safe_close(bus->pidfd);
-	free(bus->address);
-	free(bus->error);
-	free(bus->config_file);
-	free(bus->bus_type);
-	free(bus);
-	return NULL;
+		bus->users = user_registry_free(bus->users);
+	bus->activation = activation_free(bus->activation);
+	bus->policy = bus_policy_free(bus->policy);
+	bus->pidfd = safe_close(bus->pidfd);
 }
 
-const char *bus_get_address(struct bus *bus)
+static int bus_flush_cb(sd_event_source *s, void *userdata);
+
+int bus_attach(struct bus *bus, sd_event *event)
 {
-	return bus->address;
+	int r;
+
+	bus->event = event;
+	/* Child sources of activated services. */
+	r = activation_attach(bus->activation, event);
+	if (r < 0)
+		return r;
+	/* Output goes out after all ready input of one iteration was handled. */
+	r = sd_event_add_defer(event, &bus->flush, bus_flush_cb, bus);
+	if (r < 0)
+		return r;
+	r = sd_event_source_set_priority(bus->flush, SD_EVENT_PRIORITY_IDLE);
+	if (r < 0)
+		return r;
+	r = sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
+	if (r < 0)
+		return r;
+	/* Native clients: the bus1 transport, when /dev/bus1 exists. */
+	return native_new(&bus->native, bus);
 }
 
-const char *bus_get_error(struct bus *bus)
+int bus_set_address(struct bus *bus, const char *address)
 {
-	return bus && bus->error ? bus->error : "unknown error";
+	return activation_set_address(bus->activation, address);
 }
 
 struct peer *bus_resolve(struct bus *bus, const char *name)
@@ -594,80 +415,4 @@ uint32_t bus_next_serial(struct bus *bus)
 	if (++bus->serial == 0)
 		bus->serial = 1;
 	return bus->serial;
-}
-
-int bus_reload_config(struct bus *bus, char **errorp)
-{
-	/* Invalid file: the old configuration stays (logged, returned for ReloadConfig). */
-	return config_reload_run(bus->reload, errorp);
-}
-
-static int bus_signal_cb(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
-{
-	struct bus *bus = userdata;
-
-	if (si->ssi_signo == SIGHUP) {
-		_cleanup_free_ char *err = NULL;
-
-		if (bus_reload_config(bus, &err))
-			log_warn("cannot reload configuration: %s", err ? err : "error");
-		return 0;
-	}
-	return sd_event_exit(sd_event_source_get_event(s), 0);
-}
-
-int bus_run(struct bus *bus)
-{
-	struct listener *l;
-	sigset_t mask;
-	int r;
-
-	r = sd_event_new(&bus->event);
-	if (r < 0)
-		return r;
-	/* Child sources (activated services) and the inotify watches of the reloader. */
-	r = activation_attach(bus->activation, bus->event);
-	if (r < 0)
-		return r;
-	r = config_reload_attach(bus->reload, bus->event);
-	if (r < 0)
-		log_warn("cannot watch the configuration directories: %s", strerror(-r));
-
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-		return -errno;
-	r = sd_event_add_signal(bus->event, &bus->sig_term, SIGTERM, bus_signal_cb, bus);
-	if (r >= 0)
-		r = sd_event_add_signal(bus->event, &bus->sig_int, SIGINT, bus_signal_cb, bus);
-	if (r >= 0)
-		r = sd_event_add_signal(bus->event, &bus->sig_hup, SIGHUP, bus_signal_cb, bus);
-	if (r < 0)
-		return r;
-
-	/* Output goes out after all ready input of one iteration was handled. */
-	r = sd_event_add_defer(bus->event, &bus->flush, bus_flush_cb, bus);
-	if (r < 0)
-		return r;
-	r = sd_event_source_set_priority(bus->flush, SD_EVENT_PRIORITY_IDLE);
-	if (r < 0)
-		return r;
-	r = sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
-	if (r < 0)
-		return r;
-
-	/* Native clients: the bus1 transport, when /dev/bus1 exists. */
-	r = native_new(&bus->native, bus);
-	if (r < 0)
-		return r;
-
-	list_for_each_entry(l, &bus->listeners, link) {
-		r = listener_attach(l);
-		if (r < 0)
-			return r;
-	}
-
-	return sd_event_loop(bus->event);
 }

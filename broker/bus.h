@@ -2,13 +2,19 @@
 #pragma once
 
 /**
- * DOC: The bus object
+ * DOC: The bus
  *
- * struct bus owns everything of one running bus: the sd-event loop, the
- * listeners, every peer, the name registry, the match rules, the user
- * accounting and the configuration. There is exactly one per process; every
- * object reaches it through a back pointer, never through a global (the
- * bus' serial counter and the cache of socket queue entries are in it too).
+ * struct bus is the state of one bus that every part of the broker reads:
+ * every peer, the name registry, the match rules, the pending replies, the
+ * user accounting, the policy, the activation state and the limits of the
+ * configuration in force. Every object reaches it through a back pointer,
+ * never through a global (the bus' serial counter and the cache of socket
+ * queue entries are in it too).
+ *
+ * It does not own the process: the loop (broker.h) creates the event loop,
+ * the listening sockets, the signal handlers and the configuration reloader,
+ * and lends the bus what it needs of them (bus_attach(), struct
+ * bus_loop_ops).
  *
  * The loop: one epoll set (sd-event). Every socket connection has one io
  * source, the bus1 transport one for all native clients. Input is read and
@@ -32,26 +38,24 @@
 
 struct activation;
 struct native;
+struct bus;
 struct bus_config;
-struct config_reload;
 struct bus_policy;
-struct bus_services;
 struct connection;
 struct peer;
 struct message;
 
 /**
- * struct bus_options - how to start the bus
- * @config:		loaded configuration (borrowed; may be NULL with @address)
- * @config_file:	its path, for ReloadConfig / SIGHUP (may be NULL)
- * @address:		--address, replaces the config's <listen> elements
- * @systemd_activation:	--systemd-activation
+ * struct bus_loop_ops - what the bus asks of the loop that owns it
+ * @resume_listeners:	fewer incomplete connections than
+ *			max_incomplete_connections: accept again
+ * @reload_config:	reload the configuration file now (ReloadConfig):
+ *			0, 1 (invalid: *@errorp says why, the old one stays) or
+ *			negative errno
  */
-struct bus_options {
-	const struct bus_config *config;
-	const char *config_file;
-	const char *address;
-	bool systemd_activation;
+struct bus_loop_ops {
+	void (*resume_listeners)(struct bus *bus);
+	int (*reload_config)(struct bus *bus, char **errorp);
 };
 
 struct name_registry;
@@ -60,19 +64,13 @@ struct reply_registry;
 struct user_registry;
 
 struct bus {
-	sd_event *event;
-	sd_event_source *sig_term;
-	sd_event_source *sig_int;
-	sd_event_source *sig_hup;
+	const struct bus_loop_ops *loop;
+	sd_event *event;		/* the loop's (bus_attach()), NULL before */
 	sd_event_source *flush;		/* defer: write out dirty connections */
 	sd_event_source *reply_timer;	/* reply_timeout of the oldest pending call */
 
 	char guid[33];
 	char machine_id[33];
-	char *address;			/* printable: every listener's address, ';'-joined */
-	char *error;			/* start-up error message */
-	char *config_file;
-	char *bus_type;			/* "session", "system", ... or NULL */
 	bool systemd_activation;
 	bool allow_anonymous;
 	unsigned int auth_mechs;	/* SASL_MECH_* the <auth> elements allow */
@@ -82,11 +80,9 @@ struct bus {
 
 	struct bus_config_limits limits;
 	struct activation *activation;	/* .service files, pending activations (activation.h) */
-	struct config_reload *reload;	/* ReloadConfig, SIGHUP, inotify (reload.h) */
 	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
 	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
 
-	struct list_node listeners;
 	struct list_node peers;		/* every peer, in accept order */
 	struct list_node flush_list;	/* socket connections with output queued */
 	/*
@@ -126,22 +122,45 @@ struct bus {
 };
 
 /**
- * bus_new() - create the bus and its listening sockets
+ * bus_init() - set up the state of a bus
+ * @bus:	zeroed, embedded in its owner
+ * @config:	the configuration (borrowed; NULL: the defaults, with --address)
+ * @systemd_activation: --systemd-activation
+ * @loop:	the owner's callbacks
+ * @errorp:	set to a message (malloc()ed) when the configuration is invalid
  *
- * The event loop is not created here (it must not cross --fork); see
- * bus_run(). Return: 0, negative errno, or 1 on an invalid configuration or
- * address (bus_get_error()); *busp is set in all cases where it could be
- * allocated, so the error can be read.
+ * Nothing of the event loop yet: it must not cross --fork (bus_attach()).
+ * Return: 0, 1 (invalid configuration: *@errorp) or negative errno; call
+ * bus_deinit() in every case.
  */
-int bus_new(struct bus **busp, const struct bus_options *opts);
-struct bus *bus_free(struct bus *bus);
-DEFINE_CLEANUP_FUNC(struct bus *, bus_free);
+int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_activation,
+	     const struct bus_loop_ops *loop, char **errorp);
 
-const char *bus_get_address(struct bus *bus);
-const char *bus_get_error(struct bus *bus);
+/* Close every peer, release everything (detaching from the loop). */
+void bus_deinit(struct bus *bus);
 
-/* Create the event loop, attach the listeners and run until SIGTERM/SIGINT. */
-int bus_run(struct bus *bus);
+/*
+ * Attach to the loop's @event: the deferred flush, the activation's child
+ * sources and the bus1 transport (when /dev/bus1 exists). Return 0 or
+ * negative errno.
+ */
+int bus_attach(struct bus *bus, sd_event *event);
+
+/* DBUS_STARTER_ADDRESS of activated services: every listener's address. */
+int bus_set_address(struct bus *bus, const char *address);
+
+/*
+ * Apply the parts of a configuration that can change at runtime: limits,
+ * policy (every peer's rules are rebuilt), service directories.
+ */
+void bus_apply_config(struct bus *bus, const struct bus_config *config);
+
+/*
+ * After every reload attempt (ReloadConfig, SIGHUP, a change in a watched
+ * directory), applied or not: broadcast ActivatableServicesChanged, as
+ * dbus-daemon does.
+ */
+void bus_config_reloaded(struct bus *bus);
 
 /*
  * A listener accepted @fd (owned by the callee from now on); @nonce: the
@@ -170,6 +189,8 @@ struct peer *bus_resolve(struct bus *bus, const char *name);
 /* Next serial for a message the bus sends (bus-wide counter, never 0). */
 uint32_t bus_next_serial(struct bus *bus);
 
-
-/* Reload the configuration file (SIGHUP, ReloadConfig). Return 0, 1 (invalid) or -errno. */
-int bus_reload_config(struct bus *bus, char **errorp);
+/* Reload the configuration file (ReloadConfig): see struct bus_loop_ops. */
+static inline int bus_reload_config(struct bus *bus, char **errorp)
+{
+	return bus->loop->reload_config(bus, errorp);
+}

@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include "config.h"
-#include "broker/bus.h"
+#include "broker/broker.h"
 #include "broker/cli.h"
 #include "broker/driver.h"
 #include "broker/log.h"
@@ -174,7 +174,7 @@ static void ensure_stdio(void)
  * default connect policy, GetConnectionUnixUser of the driver) follows.
  * Return: 0 or negative errno; -ESRCH for an unknown user.
  */
-static int drop_privileges(struct bus *bus, const char *user)
+static int drop_privileges(struct broker *broker, const char *user)
 {
 	struct passwd *pw;
 
@@ -190,7 +190,7 @@ static int drop_privileges(struct bus *bus, const char *user)
 		return -errno;
 	if (setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
 		return -errno;
-	bus->uid = pw->pw_uid;
+	broker_set_uid(broker, pw->pw_uid);
 	return 0;
 }
 
@@ -199,17 +199,142 @@ static void config_warn(void *userdata, const char *message)
 	log_warn("%s", message);
 }
 
+/*
+ * --help, --version, --introspect: answered without starting anything.
+ * Return: an exit status, or -1 when none of them was asked for.
+ */
+static int answer_query(const struct cli *cli)
+{
+	_cleanup_free_ char *xml = NULL;
+	int r;
+
+	if (cli->help) {
+		cli_print_help(stdout, program_invocation_short_name);
+		return EXIT_SUCCESS;
+	}
+	if (cli->version) {
+		printf("bus1-broker %s (compatible with D-Bus Message Bus Daemon 1.14)\n",
+		       PACKAGE_VERSION);
+		return EXIT_SUCCESS;
+	}
+	if (!cli->introspect)
+		return -1;
+	r = driver_introspect_xml(&xml, DC_PATH_DBUS);
+	if (r < 0) {
+		fprintf(stderr, "introspection failed: %s\n", strerror(-r));
+		return EXIT_FAILURE;
+	}
+	fputs(xml, stdout);
+	return EXIT_SUCCESS;
+}
+
+/* Load --config-file, as dbus-daemon reports its failures. Return 0 or -1 (reported). */
+static int load_config(const struct cli *cli, struct bus_config **configp)
+{
+	struct bus_config_options copts = {
+		.no_listen_ok = cli->address != NULL,
+		.warn = config_warn,
+	};
+	_cleanup_free_ char *cerr = NULL;
+	int r;
+
+	r = bus_config_load(configp, cli->config_file, &copts, &cerr);
+	if (r > 0) {
+		fprintf(stderr, "Failed to start message bus: %s\n", cerr);
+		return -1;
+	} else if (r < 0) {
+		fprintf(stderr, "Failed to start message bus: %s: %s\n", cli->config_file,
+			strerror(-r));
+		return -1;
+	}
+	/*
+	 * dbus-daemon refuses to start when <apparmor mode="required"/> and the
+	 * kernel has no AppArmor. bus1-broker never mediates with AppArmor (nor
+	 * SELinux), so "required" can never be met.
+	 */
+	if ((*configp)->apparmor == BUS_CONFIG_APPARMOR_REQUIRED) {
+		fprintf(stderr, "Failed to start message bus: AppArmor mediation required "
+			"but not present (bus1-broker does not implement it)\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* An LSM that would mediate D-Bus for dbus-daemon does not here: say so. */
+static void warn_unmediated_lsm(const struct bus_config *config)
+{
+	if (access("/sys/fs/selinux/enforce", F_OK) == 0)
+		log_warn("SELinux is enabled, but bus1-broker does not mediate messages with it: "
+			 "only the <policy> rules apply");
+	if (config && config->apparmor != BUS_CONFIG_APPARMOR_DISABLED &&
+	    access("/sys/kernel/security/apparmor", F_OK) == 0)
+		log_warn("AppArmor is enabled, but bus1-broker does not mediate messages with it: "
+			 "only the <policy> rules apply");
+}
+
+/*
+ * The bus listens: tell the world (pid file, <user>, --print-address and
+ * --print-pid, the forked parent, systemd). Return 0 or -1 (logged).
+ */
+static int announce(const struct cli *cli, struct broker *broker,
+		    const struct bus_config *config, const char *pidfile, bool forked,
+		    int ready_fd)
+{
+	int r;
+
+	if (pidfile) {
+		r = write_pidfile(pidfile);
+		if (r < 0) {
+			log_err("cannot write pid file %s: %s", pidfile, strerror(-r));
+			return -1;
+		}
+	}
+	if (config && config->user) {
+		r = drop_privileges(broker, config->user);
+		if (r < 0) {
+			log_err("cannot change to user %s: %s", config->user, strerror(-r));
+			return -1;
+		}
+	}
+
+	/* The sockets listen already: clients may connect as soon as they know. */
+	r = print_startup_info(cli, broker_get_address(broker));
+	if (r < 0) {
+		log_err("cannot print the bus address: %s", strerror(-r));
+		return -1;
+	}
+	if (ready_fd >= 0) {
+		detach_stdio();
+		if (cli->syslog != CLI_SYSLOG_NONE)
+			log_setup(LOG_TARGET_SYSLOG);
+		(void)write_all(ready_fd, "1", 1);
+		safe_close(ready_fd);
+	}
+
+	/*
+	 * Type=notify: ready once clients can connect (the sockets listen; they
+	 * queue in the backlog until the loop runs). A forked bus reports its
+	 * own pid. Without NOTIFY_SOCKET this does nothing.
+	 */
+	if (forked)
+		(void)sd_notifyf(0, "MAINPID=%d\nREADY=1\nSTATUS=Serving %s", (int)getpid(),
+				 broker_get_address(broker));
+	else
+		(void)sd_notifyf(0, "READY=1\nSTATUS=Serving %s", broker_get_address(broker));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
-	_cleanup_(bus_freep) struct bus *bus = NULL;
-	struct bus_options opts = {};
+	_cleanup_(broker_freep) struct broker *broker = NULL;
+	struct broker_options opts = {};
 	struct cli cli;
 	const char *err = NULL, *word = NULL;
-	_cleanup_free_ char *cerr = NULL;
 	const char *pidfile = NULL;
 	int ready_fd = -1;
 	bool do_fork;
+	sigset_t mask;
 	int r;
 
 	ensure_stdio();
@@ -221,27 +346,9 @@ int main(int argc, char **argv)
 		cli_print_help(stderr, program_invocation_short_name);
 		return EXIT_FAILURE;
 	}
-	if (cli.help) {
-		cli_print_help(stdout, program_invocation_short_name);
-		return EXIT_SUCCESS;
-	}
-	if (cli.version) {
-		printf("bus1-broker %s (compatible with D-Bus Message Bus Daemon 1.14)\n",
-		       PACKAGE_VERSION);
-		return EXIT_SUCCESS;
-	}
-	if (cli.introspect) {
-		_cleanup_free_ char *xml = NULL;
-
-		r = driver_introspect_xml(&xml, DC_PATH_DBUS);
-		if (r < 0) {
-			fprintf(stderr, "introspection failed: %s\n", strerror(-r));
-			return EXIT_FAILURE;
-		}
-		fputs(xml, stdout);
-		return EXIT_SUCCESS;
-	}
-
+	r = answer_query(&cli);
+	if (r >= 0)
+		return r;
 	if (!cli.config_file && !cli.address) {
 		fprintf(stderr, "No configuration file specified.\n");
 		cli_print_help(stderr, program_invocation_short_name);
@@ -250,55 +357,24 @@ int main(int argc, char **argv)
 
 	log_setup(cli.syslog == CLI_SYSLOG_ONLY ? LOG_TARGET_SYSLOG :
 		  cli.syslog == CLI_SYSLOG_BOTH ? LOG_TARGET_BOTH : LOG_TARGET_STDERR);
-
 	if (cli.config_file) {
-		struct bus_config_options copts = {
-			.no_listen_ok = cli.address != NULL,
-			.warn = config_warn,
-		};
-
-		r = bus_config_load(&config, cli.config_file, &copts, &cerr);
-		if (r > 0) {
-			fprintf(stderr, "Failed to start message bus: %s\n", cerr);
+		if (load_config(&cli, &config) < 0)
 			return EXIT_FAILURE;
-		} else if (r < 0) {
-			fprintf(stderr, "Failed to start message bus: %s: %s\n", cli.config_file,
-				strerror(-r));
-			return EXIT_FAILURE;
-		}
-		/*
-		 * dbus-daemon refuses to start when <apparmor mode="required"/>
-		 * and the kernel has no AppArmor. bus1-broker never mediates with
-		 * AppArmor (nor SELinux), so "required" can never be met.
-		 */
-		if (config->apparmor == BUS_CONFIG_APPARMOR_REQUIRED) {
-			fprintf(stderr, "Failed to start message bus: AppArmor mediation required "
-				"but not present (bus1-broker does not implement it)\n");
-			return EXIT_FAILURE;
-		}
 		if (config->syslog && cli.syslog == CLI_SYSLOG_DEFAULT)
 			log_setup(LOG_TARGET_BOTH);
 		if (!cli.nopidfile)
 			pidfile = config->pidfile;
 	}
-
-	/* An LSM that would mediate D-Bus for dbus-daemon does not here: say so. */
-	if (access("/sys/fs/selinux/enforce", F_OK) == 0)
-		log_warn("SELinux is enabled, but bus1-broker does not mediate messages with it: "
-			 "only the <policy> rules apply");
-	if (config && config->apparmor != BUS_CONFIG_APPARMOR_DISABLED &&
-	    access("/sys/kernel/security/apparmor", F_OK) == 0)
-		log_warn("AppArmor is enabled, but bus1-broker does not mediate messages with it: "
-			 "only the <policy> rules apply");
+	warn_unmediated_lsm(config);
 
 	opts.config = config;
 	opts.config_file = cli.config_file;
 	opts.address = cli.address;
 	opts.systemd_activation = cli.systemd_activation;
-	r = bus_new(&bus, &opts);
+	r = broker_new(&broker, &opts);
 	if (r) {
 		fprintf(stderr, "Failed to start message bus: %s\n",
-			r > 0 ? bus_get_error(bus) : strerror(-r));
+			r > 0 ? broker_get_error(broker) : strerror(-r));
 		return EXIT_FAILURE;
 	}
 
@@ -316,61 +392,19 @@ int main(int argc, char **argv)
 	/*
 	 * From here on others learn that the bus is up (address, pid file,
 	 * READY=1) and may signal it at once (systemd's ExecReload=, a test's
-	 * SIGTERM) before bus_run() sets up its signalfd: hold the signals
+	 * SIGTERM) before broker_run() sets up its signalfd: hold the signals
 	 * pending until then instead of dying of the default action.
 	 */
-	{
-		sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	(void)sigprocmask(SIG_BLOCK, &mask, NULL);
 
-		sigemptyset(&mask);
-		sigaddset(&mask, SIGTERM);
-		sigaddset(&mask, SIGINT);
-		sigaddset(&mask, SIGHUP);
-		(void)sigprocmask(SIG_BLOCK, &mask, NULL);
-	}
-
-	if (pidfile) {
-		r = write_pidfile(pidfile);
-		if (r < 0) {
-			log_err("cannot write pid file %s: %s", pidfile, strerror(-r));
-			return EXIT_FAILURE;
-		}
-	}
-
-	if (config && config->user) {
-		r = drop_privileges(bus, config->user);
-		if (r < 0) {
-			log_err("cannot change to user %s: %s", config->user, strerror(-r));
-			return EXIT_FAILURE;
-		}
-	}
-
-	/* The sockets listen already: clients may connect as soon as they know. */
-	r = print_startup_info(&cli, bus_get_address(bus));
-	if (r < 0) {
-		log_err("cannot print the bus address: %s", strerror(-r));
+	if (announce(&cli, broker, config, pidfile, do_fork, ready_fd) < 0)
 		return EXIT_FAILURE;
-	}
-	if (ready_fd >= 0) {
-		detach_stdio();
-		if (cli.syslog != CLI_SYSLOG_NONE)
-			log_setup(LOG_TARGET_SYSLOG);
-		(void)write_all(ready_fd, "1", 1);
-		ready_fd = safe_close(ready_fd);
-	}
 
-	/*
-	 * Type=notify: ready once clients can connect (the sockets listen; they
-	 * queue in the backlog until the loop runs). A forked bus reports its
-	 * own pid. Without NOTIFY_SOCKET this does nothing.
-	 */
-	if (do_fork)
-		(void)sd_notifyf(0, "MAINPID=%d\nREADY=1\nSTATUS=Serving %s", (int)getpid(),
-				 bus_get_address(bus));
-	else
-		(void)sd_notifyf(0, "READY=1\nSTATUS=Serving %s", bus_get_address(bus));
-
-	r = bus_run(bus);
+	r = broker_run(broker);
 	(void)sd_notify(0, "STOPPING=1");
 	if (pidfile)
 		unlink(pidfile);

@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The broker process: the loop, the listeners, signals and the configuration
+ * reloader around the bus. See broker.h.
+ */
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <systemd/sd-daemon.h>
+#include "broker/broker.h"
+#include "broker/listener.h"
+#include "broker/log.h"
+#include "broker/reload.h"
+#include "conf/config.h"
+
+/* ------------------------------------------------------------- listeners */
+
+static int broker_set_error(struct broker *broker, char *msg)
+{
+	free(broker->error);
+	broker->error = msg;
+	return msg ? 1 : -ENOMEM;
+}
+
+static int broker_link_listener(struct broker *broker, struct listener *l)
+{
+	char *joined;
+
+	list_append(&broker->listeners, &l->link);
+	if (broker->address) {
+		if (asprintf(&joined, "%s;%s", broker->address, l->address) < 0)
+			return -ENOMEM;
+		free(broker->address);
+		broker->address = joined;
+	} else {
+		broker->address = strdup(l->address);
+		if (!broker->address)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * "systemd:" (dbus-daemon's socket activation address, as in dbus.service's
+ * --address=systemd:): one listener per socket systemd passed (LISTEN_FDS).
+ */
+static int broker_add_systemd_listeners(struct broker *broker)
+{
+	int n = sd_listen_fds(1);
+
+	if (n <= 0)
+		return broker_set_error(broker, strdup(n < 0 ?
+			"systemd: cannot read the passed sockets (LISTEN_FDS)" :
+			"systemd: address given, but systemd passed no socket"));
+	for (int i = 0; i < n; i++) {
+		struct listener *l = NULL;
+		char *err = NULL;
+		int r = listener_new_fd(&l, &broker->bus, SD_LISTEN_FDS_START + i, &err);
+
+		if (r)
+			return r < 0 ? r : broker_set_error(broker, err);
+		r = broker_link_listener(broker, l);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int broker_add_listener(struct broker *broker, const char *address)
+{
+	struct listener *l = NULL;
+	char *err = NULL;
+	int r;
+
+	if (!strcmp(address, "systemd:"))
+		return broker_add_systemd_listeners(broker);
+	r = listener_new(&l, &broker->bus, address, &err);
+	if (r)
+		return r < 0 ? r : broker_set_error(broker, err);
+	return broker_link_listener(broker, l);
+}
+
+static void broker_resume_listeners(struct bus *bus)
+{
+	struct broker *broker = container_of(bus, struct broker, bus);
+	struct listener *l;
+
+	list_for_each_entry(l, &broker->listeners, link)
+		listener_resume(l);
+}
+
+/* ------------------------------------------------------------ reloading */
+
+static int broker_reload_config(struct bus *bus, char **errorp)
+{
+	struct broker *broker = container_of(bus, struct broker, bus);
+
+	/* Invalid file: the old configuration stays (logged, returned for ReloadConfig). */
+	return config_reload_run(broker->reload, errorp);
+}
+
+static const struct bus_loop_ops broker_loop_ops = {
+	.resume_listeners = broker_resume_listeners,
+	.reload_config = broker_reload_config,
+};
+
+static int broker_reload_apply(void *userdata, const struct bus_config *config)
+{
+	struct broker *broker = userdata;
+
+	/* Listen addresses and the bus type stay; limits, policy and services change. */
+	bus_apply_config(&broker->bus, config);
+	return 0;
+}
+
+static void broker_reload_done(void *userdata, int result)
+{
+	struct broker *broker = userdata;
+
+	bus_config_reloaded(&broker->bus);
+}
+
+static void broker_log(void *userdata, int priority, const char *text)
+{
+	log_printf(priority, "%s", text);
+}
+
+static void broker_config_warn(void *userdata, const char *message)
+{
+	log_warn("%s", message);
+}
+
+static const struct config_reload_ops broker_reload_ops = {
+	.apply = broker_reload_apply,
+	.log = broker_log,
+	.reloaded = broker_reload_done,
+};
+
+/* ---------------------------------------------------------------- object */
+
+/*
+ * More connections need more fds. Like dbus-daemon: try to raise both limits
+ * to 65536 (which needs CAP_SYS_RESOURCE when above the hard limit), else at
+ * least the soft limit to the hard one. Never lowered.
+ */
+#define BROKER_FD_LIMIT 65536
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl, want;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur < BROKER_FD_LIMIT || rl.rlim_max < BROKER_FD_LIMIT) {
+		want.rlim_cur = rl.rlim_cur > BROKER_FD_LIMIT ? rl.rlim_cur : BROKER_FD_LIMIT;
+		want.rlim_max = rl.rlim_max > BROKER_FD_LIMIT ? rl.rlim_max : BROKER_FD_LIMIT;
+		if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+			return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int broker_new(struct broker **brokerp, const struct broker_options *opts)
+{
+	const struct bus_config *config = opts->config;
+	struct bus_config_options copts = {
+		.no_listen_ok = true,
+		.warn = broker_config_warn,
+	};
+	struct broker *broker;
+	char *err = NULL;
+	int r;
+
+	broker = calloc(1, sizeof(*broker));
+	if (!broker)
+		return -ENOMEM;
+	*brokerp = broker;
+	list_init(&broker->listeners);
+
+	/* Before raise_fd_limit(): activated services get the original RLIMIT_NOFILE. */
+	r = bus_init(&broker->bus, config, opts->systemd_activation, &broker_loop_ops, &err);
+	if (r)
+		return r < 0 ? r : broker_set_error(broker, err);
+	r = config_reload_new(&broker->reload, opts->config_file, &copts, &broker_reload_ops,
+			      broker);
+	if (r < 0)
+		return r;
+	r = config_reload_watch(broker->reload, config);
+	if (r < 0)
+		return r;
+
+	raise_fd_limit();
+
+	if (opts->address) {
+		r = broker_add_listener(broker, opts->address);
+		if (r)
+			return r;
+	} else if (config) {
+		struct bus_config_string *s;
+
+		list_for_each_entry(s, &config->listen, link) {
+			r = broker_add_listener(broker, s->str);
+			if (r)
+				return r;
+		}
+	}
+	if (!broker->address)
+		return broker_set_error(broker,
+			strdup("no address to listen on (no <listen> and no --address)"));
+	return bus_set_address(&broker->bus, broker->address);
+}
+
+struct broker *broker_free(struct broker *broker)
+{
+	if (!broker)
+		return NULL;
+	bus_deinit(&broker->bus);
+	while (!list_is_empty(&broker->listeners))
+		listener_free(list_first_entry(&broker->listeners, struct listener, link));
+	broker->sig_term = sd_event_source_disable_unref(broker->sig_term);
+	broker->sig_int = sd_event_source_disable_unref(broker->sig_int);
+	broker->sig_hup = sd_event_source_disable_unref(broker->sig_hup);
+	broker->reload = config_reload_free(broker->reload);
+	broker->event = sd_event_unref(broker->event);
+	free(broker->address);
+	free(broker->error);
+	free(broker);
+	return NULL;
+}
+
+const char *broker_get_address(struct broker *broker)
+{
+	return broker->address;
+}
+
+const char *broker_get_error(struct broker *broker)
+{
+	return broker && broker->error ? broker->error : "unknown error";
+}
+
+void broker_set_uid(struct broker *broker, uid_t uid)
+{
+	broker->bus.uid = uid;
+}
+
+/* ------------------------------------------------------------------ loop */
+
+static int broker_signal_cb(sd_event_source *s, const struct signalfd_siginfo *si,
+			    void *userdata)
+{
+	struct broker *broker = userdata;
+
+	if (si->ssi_signo == SIGHUP) {
+		_cleanup_free_ char *err = NULL;
+
+		if (config_reload_run(broker->reload, &err))
+			log_warn("cannot reload configuration: %s", err ? err : "error");
+		return 0;
+	}
+	return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+int broker_run(struct broker *broker)
+{
+	struct listener *l;
+	sigset_t mask;
+	int r;
+
+	r = sd_event_new(&broker->event);
+	if (r < 0)
+		return r;
+	r = bus_attach(&broker->bus, broker->event);
+	if (r < 0)
+		return r;
+	/* The inotify watches of the reloader. */
+	r = config_reload_attach(broker->reload, broker->event);
+	if (r < 0)
+		log_warn("cannot watch the configuration directories: %s", strerror(-r));
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		return -errno;
+	r = sd_event_add_signal(broker->event, &broker->sig_term, SIGTERM, broker_signal_cb,
+				broker);
+	if (r >= 0)
+		r = sd_event_add_signal(broker->event, &broker->sig_int, SIGINT, broker_signal_cb,
+					broker);
+	if (r >= 0)
+		r = sd_event_add_signal(broker->event, &broker->sig_hup, SIGHUP, broker_signal_cb,
+					broker);
+	if (r < 0)
+		return r;
+
+	list_for_each_entry(l, &broker->listeners, link) {
+		r = listener_attach(l);
+		if (r < 0)
+			return r;
+	}
+	return sd_event_loop(broker->event);
+}

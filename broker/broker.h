@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: The broker process
+ *
+ * struct broker is what one bus1-broker process runs: the bus (bus.h, its
+ * state), the sd-event loop, the listening sockets (listener.h), the signal
+ * handlers (SIGTERM and SIGINT stop the loop, SIGHUP reloads) and the
+ * configuration reloader (reload.h: SIGHUP, ReloadConfig, inotify on the
+ * configuration and service directories). main.c makes one.
+ *
+ * broker_new() creates the bus and binds the listening sockets, so that an
+ * unusable address is reported by the exit status of the starting process;
+ * broker_run() creates the event loop (which must not cross --fork), attaches
+ * everything to it and runs until SIGTERM or SIGINT.
+ */
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+#include "broker/bus.h"
+#include "util/list.h"
+#include "util/macro.h"
+
+struct bus_config;
+struct config_reload;
+
+/**
+ * struct broker_options - how to start the bus
+ * @config:		loaded configuration (borrowed; may be NULL with @address)
+ * @config_file:	its path, for ReloadConfig / SIGHUP (may be NULL)
+ * @address:		--address, replaces the config's <listen> elements
+ * @systemd_activation:	--systemd-activation
+ */
+struct broker_options {
+	const struct bus_config *config;
+	const char *config_file;
+	const char *address;
+	bool systemd_activation;
+};
+
+struct broker {
+	struct bus bus;
+	sd_event *event;
+	sd_event_source *sig_term;
+	sd_event_source *sig_int;
+	sd_event_source *sig_hup;
+	struct list_node listeners;
+	struct config_reload *reload;	/* ReloadConfig, SIGHUP, inotify (reload.h) */
+	char *address;			/* printable: every listener's address, ';'-joined */
+	char *error;			/* start-up error message */
+};
+
+/**
+ * broker_new() - create the bus and its listening sockets
+ *
+ * Return: 0, negative errno, or 1 on an invalid configuration or address
+ * (broker_get_error()); *@brokerp is set in all cases where it could be
+ * allocated, so the error can be read.
+ */
+int broker_new(struct broker **brokerp, const struct broker_options *opts);
+struct broker *broker_free(struct broker *broker);
+DEFINE_CLEANUP_FUNC(struct broker *, broker_free);
+
+const char *broker_get_address(struct broker *broker);
+const char *broker_get_error(struct broker *broker);
+
+/* The process now runs as @uid (<user>): the bus' own identity follows. */
+void broker_set_uid(struct broker *broker, uid_t uid);
+
+/* Create the event loop, attach everything and run until SIGTERM/SIGINT. */
+int broker_run(struct broker *broker);
