@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "broker/bus.h"
-#include "broker/connection.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "dbus-compat/address.h"

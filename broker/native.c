@@ -19,7 +19,6 @@
 #include "broker/log.h"
 #include "broker/name.h"
 #include "broker/native.h"
-#include "broker/router.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/native-protocol.h"
 #include "dbus-compat/protocol.h"
