@@ -947,18 +947,17 @@ static const char *const rule_attributes[_A_N + 1] = {
 	[_A_N] = NULL,
 };
 
-static int parse_rule(struct file_parser *p, unsigned int line, const char *element,
-		      bool allow, const char **atts, const struct element *policy)
+/*
+ * The attributes of one <allow>/<deny> must describe one kind of rule, as
+ * dbus-daemon checks them: messages sent or received, owning names, or
+ * connecting users/groups. Return 0 (*@sendp / *@receivep: a send or receive
+ * rule) or the parser's error.
+ */
+static int check_rule_attributes(struct file_parser *p, unsigned int line, const char *element,
+				 const char *const *v, bool *sendp, bool *receivep)
 {
-	const char *v[_A_N];
-	struct bus_policy_rule *rule;
 	bool any_send = false, any_receive = false, any_message;
-	const char *type_attr = NULL;
-	int r, n_exclusive;
-
-	r = locate_attributes(p, line, element, atts, rule_attributes, v);
-	if (r)
-		return r;
+	int n_exclusive;
 
 	for (int i = A_SEND_INTERFACE; i <= A_SEND_REQUESTED_REPLY; i++)
 		any_send |= v[i] != NULL;
@@ -968,6 +967,8 @@ static int parse_rule(struct file_parser *p, unsigned int line, const char *elem
 	if (!any_send && v[A_EAVESDROP])
 		any_receive = true;
 	any_message = any_send || any_receive || v[A_EAVESDROP] || v[A_MAX_FDS] || v[A_MIN_FDS];
+	*sendp = any_send;
+	*receivep = any_receive;
 
 	if (!(any_send || any_receive || v[A_OWN] || v[A_OWN_PREFIX] || v[A_USER] || v[A_GROUP]))
 		return parser_fail(p, line, "Element <%s> must have one or more attributes",
@@ -1000,6 +1001,115 @@ static int parse_rule(struct file_parser *p, unsigned int line, const char *elem
 		return parser_fail(p, line,
 				   "Invalid combination of attributes on element <%s>: receive_error cannot be combined with receive_member or receive_interface",
 				   element);
+	return 0;
+}
+
+/* A send (@send) or receive rule. Return 0 or the parser's error. */
+static int rule_set_message(struct file_parser *p, unsigned int line,
+			    struct bus_policy_rule *rule, const char *const *v, bool send)
+{
+	const char *type_attr = v[send ? A_SEND_TYPE : A_RECEIVE_TYPE];
+	const char *name;
+
+	rule->type = send ? BUS_POLICY_RULE_SEND : BUS_POLICY_RULE_RECEIVE;
+	if (type_attr) {
+		rule->message_type = bus_message_type_from_string(type_attr);
+		if (rule->message_type < 0)
+			return parser_fail(p, line, "Bad message type \"%s\"", type_attr);
+	}
+	if (parse_true_false(p, line, "eavesdrop", v[A_EAVESDROP], &rule->eavesdrop) ||
+	    parse_true_false(p, line, "send_broadcast", v[A_SEND_BROADCAST], &rule->broadcast) ||
+	    parse_true_false(p, line, send ? "send_requested_reply" : "receive_requested_reply",
+			     v[send ? A_SEND_REQUESTED_REPLY : A_RECEIVE_REQUESTED_REPLY],
+			     &rule->requested_reply))
+		return p->r;
+	/* Broadcasts have no destination: such a rule could never match. */
+	if (send && v[A_SEND_DESTINATION] && !is_wildcard(v[A_SEND_DESTINATION]) &&
+	    rule->broadcast == BUS_TRISTATE_TRUE)
+		return parser_fail(p, line,
+				   "Rule with send_broadcast=\"true\" and send_destination=\"%s\" cannot match anything",
+				   v[A_SEND_DESTINATION]);
+	if (parse_fds_attribute(p, line, "max_fds", v[A_MAX_FDS], BUS_POLICY_MAX_FDS,
+				&rule->max_fds) ||
+	    parse_fds_attribute(p, line, "min_fds", v[A_MIN_FDS], 0, &rule->min_fds))
+		return p->r;
+
+	if (send) {
+		name = v[A_SEND_DESTINATION];
+		if (v[A_SEND_DESTINATION_PREFIX]) {
+			/* The prefix is taken literally: "*" is no wildcard here. */
+			rule->name = strdup(v[A_SEND_DESTINATION_PREFIX]);
+			rule->name_is_prefix = true;
+			if (!rule->name)
+				return parser_fail_errno(p, -ENOMEM);
+			name = NULL;
+		}
+	} else {
+		name = v[A_RECEIVE_SENDER];
+	}
+	if ((name && dup_or_null(name, &rule->name) < 0) ||
+	    dup_or_null(v[send ? A_SEND_INTERFACE : A_RECEIVE_INTERFACE], &rule->interface) < 0 ||
+	    dup_or_null(v[send ? A_SEND_MEMBER : A_RECEIVE_MEMBER], &rule->member) < 0 ||
+	    dup_or_null(v[send ? A_SEND_ERROR : A_RECEIVE_ERROR], &rule->error) < 0 ||
+	    dup_or_null(v[send ? A_SEND_PATH : A_RECEIVE_PATH], &rule->path) < 0)
+		return parser_fail_errno(p, -ENOMEM);
+	return 0;
+}
+
+/* An own= or own_prefix= rule. Return 0 or the parser's error. */
+static int rule_set_own(struct file_parser *p, struct bus_policy_rule *rule,
+			const char *const *v)
+{
+	rule->type = BUS_POLICY_RULE_OWN;
+	if (v[A_OWN])
+		return dup_or_null(v[A_OWN], &rule->name) < 0 ? parser_fail_errno(p, -ENOMEM) : 0;
+	rule->name = strdup(v[A_OWN_PREFIX]);
+	rule->name_is_prefix = true;
+	return rule->name ? 0 : parser_fail_errno(p, -ENOMEM);
+}
+
+/*
+ * A user= or group= (connect) rule. An unknown user or group is warned about
+ * and the rule dropped (*@skipp), as dbus-daemon does. Return 0 or the
+ * parser's error.
+ */
+static int rule_set_identity(struct file_parser *p, unsigned int line, const char *element,
+			     struct bus_policy_rule *rule, const char *const *v, bool *skipp)
+{
+	bool user = v[A_USER] != NULL;
+	const char *who = user ? v[A_USER] : v[A_GROUP];
+	int r;
+
+	rule->type = user ? BUS_POLICY_RULE_USER : BUS_POLICY_RULE_GROUP;
+	if (is_wildcard(who)) {
+		rule->id_any = true;
+		return 0;
+	}
+	r = user ? conf_lookup_user(who, &rule->id) : conf_lookup_group(who, &rule->id);
+	if (r < 0)
+		return parser_fail_errno(p, r);
+	if (r == 0) {
+		*skipp = true;
+		return parser_warn(p, line, "Unknown %s \"%s\" on element <%s>",
+				   user ? "username" : "group", who, element);
+	}
+	return 0;
+}
+
+static int parse_rule(struct file_parser *p, unsigned int line, const char *element,
+		      bool allow, const char **atts, const struct element *policy)
+{
+	const char *v[_A_N];
+	struct bus_policy_rule *rule;
+	bool send, receive, skip = false;
+	int r;
+
+	r = locate_attributes(p, line, element, atts, rule_attributes, v);
+	if (r)
+		return r;
+	r = check_rule_attributes(p, line, element, v, &send, &receive);
+	if (r)
+		return r;
 
 	rule = calloc(1, sizeof(*rule));
 	if (!rule)
@@ -1013,100 +1123,16 @@ static int parse_rule(struct file_parser *p, unsigned int line, const char *elem
 	rule->max_fds = BUS_POLICY_MAX_FDS;
 	rule->log = v[A_LOG] && strcmp(v[A_LOG], "true") == 0;
 
-	if (any_send || any_receive) {
-		bool send = any_send;
-		const char *name;
-
-		rule->type = send ? BUS_POLICY_RULE_SEND : BUS_POLICY_RULE_RECEIVE;
-		type_attr = v[send ? A_SEND_TYPE : A_RECEIVE_TYPE];
-		if (type_attr) {
-			rule->message_type = bus_message_type_from_string(type_attr);
-			if (rule->message_type < 0) {
-				rule_free(rule);
-				return parser_fail(p, line, "Bad message type \"%s\"", type_attr);
-			}
-		}
-		if (parse_true_false(p, line, "eavesdrop", v[A_EAVESDROP], &rule->eavesdrop) ||
-		    parse_true_false(p, line, "send_broadcast", v[A_SEND_BROADCAST],
-				     &rule->broadcast) ||
-		    parse_true_false(p, line, send ? "send_requested_reply" :
-				     "receive_requested_reply",
-				     v[send ? A_SEND_REQUESTED_REPLY : A_RECEIVE_REQUESTED_REPLY],
-				     &rule->requested_reply)) {
-			rule_free(rule);
-			return p->r;
-		}
-		/* Broadcasts have no destination: such a rule could never match. */
-		if (send && v[A_SEND_DESTINATION] && !is_wildcard(v[A_SEND_DESTINATION]) &&
-		    rule->broadcast == BUS_TRISTATE_TRUE) {
-			rule_free(rule);
-			return parser_fail(p, line,
-					   "Rule with send_broadcast=\"true\" and send_destination=\"%s\" cannot match anything",
-					   v[A_SEND_DESTINATION]);
-		}
-		if (parse_fds_attribute(p, line, "max_fds", v[A_MAX_FDS], BUS_POLICY_MAX_FDS,
-					&rule->max_fds) ||
-		    parse_fds_attribute(p, line, "min_fds", v[A_MIN_FDS], 0, &rule->min_fds)) {
-			rule_free(rule);
-			return p->r;
-		}
-
-		if (send) {
-			name = v[A_SEND_DESTINATION];
-			if (v[A_SEND_DESTINATION_PREFIX]) {
-				/* The prefix is taken literally: "*" is no wildcard here. */
-				rule->name = strdup(v[A_SEND_DESTINATION_PREFIX]);
-				rule->name_is_prefix = true;
-				if (!rule->name)
-					goto nomem;
-				name = NULL;
-			}
-		} else {
-			name = v[A_RECEIVE_SENDER];
-		}
-		if ((name && dup_or_null(name, &rule->name) < 0) ||
-		    dup_or_null(v[send ? A_SEND_INTERFACE : A_RECEIVE_INTERFACE],
-				&rule->interface) < 0 ||
-		    dup_or_null(v[send ? A_SEND_MEMBER : A_RECEIVE_MEMBER], &rule->member) < 0 ||
-		    dup_or_null(v[send ? A_SEND_ERROR : A_RECEIVE_ERROR], &rule->error) < 0 ||
-		    dup_or_null(v[send ? A_SEND_PATH : A_RECEIVE_PATH], &rule->path) < 0)
-			goto nomem;
-	} else if (v[A_OWN] || v[A_OWN_PREFIX]) {
-		rule->type = BUS_POLICY_RULE_OWN;
-		if (v[A_OWN]) {
-			if (dup_or_null(v[A_OWN], &rule->name) < 0)
-				goto nomem;
-		} else {
-			rule->name = strdup(v[A_OWN_PREFIX]);
-			rule->name_is_prefix = true;
-			if (!rule->name)
-				goto nomem;
-		}
-	} else if (v[A_USER] || v[A_GROUP]) {
-		bool user = v[A_USER] != NULL;
-		const char *who = user ? v[A_USER] : v[A_GROUP];
-
-		rule->type = user ? BUS_POLICY_RULE_USER : BUS_POLICY_RULE_GROUP;
-		if (is_wildcard(who)) {
-			rule->id_any = true;
-		} else {
-			r = user ? conf_lookup_user(who, &rule->id) : conf_lookup_group(who, &rule->id);
-			if (r < 0) {
-				rule_free(rule);
-				return parser_fail_errno(p, r);
-			}
-			if (r == 0) {
-				rule_free(rule);
-				return parser_warn(p, line, "Unknown %s \"%s\" on element <%s>",
-						   user ? "username" : "group", who, element);
-			}
-		}
-	}
-
-	if (policy->policy.ignored) {
+	if (send || receive)
+		r = rule_set_message(p, line, rule, v, send);
+	else if (v[A_OWN] || v[A_OWN_PREFIX])
+		r = rule_set_own(p, rule, v);
+	else if (v[A_USER] || v[A_GROUP])
+		r = rule_set_identity(p, line, element, rule, v, &skip);
+	if (r || skip || policy->policy.ignored) {
 		/* <policy user="unknown">: dbus-daemon drops its rules silently. */
 		rule_free(rule);
-		return 0;
+		return r;
 	}
 	if ((rule->type == BUS_POLICY_RULE_USER || rule->type == BUS_POLICY_RULE_GROUP) &&
 	    (rule->scope == BUS_POLICY_SCOPE_USER || rule->scope == BUS_POLICY_SCOPE_GROUP)) {
@@ -1120,10 +1146,6 @@ static int parse_rule(struct file_parser *p, unsigned int line, const char *elem
 
 	list_append(&p->config->rules, &rule->link);
 	return 0;
-
-nomem:
-	rule_free(rule);
-	return parser_fail_errno(p, -ENOMEM);
 }
 
 /* ------------------------------------------------------------------ */
