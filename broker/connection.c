@@ -331,15 +331,24 @@ static int connection_flush_sasl(struct connection *conn)
 	size_t n;
 	int r;
 
-	out = sasl_server_peek_output(&conn->sasl, &n);
+	out = sasl_server_peek_output(conn->sasl, &n);
 	if (!n)
 		return 0;
 	r = socket_queue_copy(conn->socket, out, n);
 	if (r < 0)
 		return r;
-	sasl_server_consume_output(&conn->sasl, n);
+	sasl_server_consume_output(conn->sasl, n);
 	bus_schedule_flush(conn->peer->bus, conn);
 	return 0;
+}
+
+static void connection_free_sasl(struct connection *conn)
+{
+	if (!conn->sasl)
+		return;
+	sasl_server_deinit(conn->sasl);
+	free(conn->sasl);
+	conn->sasl = NULL;
 }
 
 /* Feed raw input to the SASL server. Returns 0, 1 (closed) or -errno. */
@@ -357,14 +366,14 @@ static int connection_authenticate(struct connection *conn)
 	data = socket_peek_raw(conn->socket, &n);
 	if (!n)
 		return 0;
-	r = sasl_server_feed(&conn->sasl, data, n, &consumed);
+	r = sasl_server_feed(conn->sasl, data, n, &consumed);
 	socket_consume_raw(conn->socket, consumed);
 	if (r < 0)
 		return r;
 	if (connection_flush_sasl(conn) < 0)
 		return -ENOMEM;
 	if (r == SASL_SERVER_FAILED) {
-		const char *why = sasl_server_get_failure(&conn->sasl);
+		const char *why = sasl_server_get_failure(conn->sasl);
 
 		/* Let the last ERROR/REJECTED reach the client, then close. */
 		connection_flush(conn);
@@ -372,12 +381,12 @@ static int connection_authenticate(struct connection *conn)
 		return 1;
 	}
 	if (r == SASL_SERVER_DONE) {
-		uid_t uid = sasl_server_get_uid(&conn->sasl);
-		bool unix_fds = sasl_server_unix_fd_agreed(&conn->sasl);
-		bool anonymous = sasl_server_is_anonymous(&conn->sasl);
+		uid_t uid = sasl_server_get_uid(conn->sasl);
+		bool unix_fds = sasl_server_unix_fd_agreed(conn->sasl);
+		bool anonymous = sasl_server_is_anonymous(conn->sasl);
 
-		/* Its buffers are not needed any more (memory per connection). */
-		sasl_server_deinit(&conn->sasl);
+		/* Not needed any more (memory per connection). */
+		connection_free_sasl(conn);
 		socket_start_framing(conn->socket);
 		conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
 		return peer_authenticated(conn->peer, uid, unix_fds, anonymous);
@@ -671,7 +680,7 @@ static void connection_free(struct peer_transport *transport)
 	connection_close(transport);
 	/* Releases queued deliveries, which uncharge the peer. */
 	conn->socket = socket_free(conn->socket);
-	sasl_server_deinit(&conn->sasl);
+	connection_free_sasl(conn);
 	free(conn);
 }
 
@@ -714,14 +723,17 @@ int connection_new(struct peer **peerp, struct bus *bus, int fd, const uint8_t *
 	flags |= creds.have_creds ? SASL_SERVER_UNIX_FD : SASL_SERVER_NO_CREDENTIALS;
 	if (bus->allow_anonymous)
 		flags |= SASL_SERVER_ALLOW_ANONYMOUS;
-	r = sasl_server_init(&conn->sasl, creds.uid, bus->guid, flags);
+	conn->sasl = malloc(sizeof(*conn->sasl));
+	r = conn->sasl ? sasl_server_init(conn->sasl, creds.uid, bus->guid, flags) : -ENOMEM;
 	if (r < 0) {
+		free(conn->sasl);
+		conn->sasl = NULL;
 		socket_creds_deinit(&creds);
 		connection_free(&conn->transport);
 		return r;
 	}
-	sasl_server_set_mechanisms(&conn->sasl, bus->auth_mechs);
-	sasl_server_set_cookie_source(&conn->sasl, connection_cookie_source, conn);
+	sasl_server_set_mechanisms(conn->sasl, bus->auth_mechs);
+	sasl_server_set_cookie_source(conn->sasl, connection_cookie_source, conn);
 
 	/* From here on the peer owns the connection. */
 	r = peer_new(&peer, bus, &conn->transport, &creds);

@@ -47,7 +47,7 @@ struct connection {
 	int *spare_fds;			/* fds sent beyond the UNIX_FDS of its messages, */
 	size_t n_spare_fds;		/* for the next ones (connection.c) */
 	uint32_t io_events;		/* events currently requested */
-	struct sasl_server sasl;
+	struct sasl_server *sasl;	/* until authenticated */
 
 	/* nonce-tcp: the nonce the client must send before the SASL NUL byte */
 	uint8_t nonce[ADDRESS_NONCE_LEN];
