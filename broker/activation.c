@@ -1657,3 +1657,36 @@ out:
 	free(values);
 	return ret;
 }
+
+/* ---------------------------------------------------------------- re-exec */
+
+bool activation_is_idle(const struct activation *a)
+{
+	return list_is_empty(&a->pendings) && list_is_empty(&a->resolving) &&
+	       list_is_empty(&a->children);
+}
+
+void activation_get_env(const struct activation *a, char *const **envp, size_t *np)
+{
+	*envp = a->env;
+	*np = a->n_env;
+}
+
+int activation_restore_env(struct activation *a, const char *const *env, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(env[i], '=');
+		_cleanup_free_ char *key = NULL;
+		int r;
+
+		if (!eq || eq == env[i])
+			return -EINVAL;
+		key = strndup(env[i], (size_t)(eq - env[i]));
+		if (!key)
+			return -ENOMEM;
+		r = env_set(a, key, eq + 1);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

@@ -295,3 +295,14 @@ void activation_strv_free(char **v);
 
 /* Number of queued requests (all names), for statistics and tests. */
 size_t activation_n_pending(const struct activation *a);
+
+/*
+ * Re-exec (reexec.h): whether nothing is in flight (no pending activation,
+ * no spawned process still running), so that only the environment set with
+ * UpdateActivationEnvironment needs carrying over (activation_get_env(),
+ * activation_restore_env()).
+ */
+bool activation_is_idle(const struct activation *a);
+void activation_get_env(const struct activation *a, char *const **envp, size_t *np);
+/* Replace the environment by @n "KEY=VALUE" strings (copied). 0 or -ENOMEM. */
+int activation_restore_env(struct activation *a, const char *const *env, size_t n);

@@ -14,6 +14,7 @@
 #include "broker/broker.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/reexec.h"
 #include "broker/reload.h"
 #include "conf/config.h"
 
@@ -26,7 +27,7 @@ static int broker_set_error(struct broker *broker, char *msg)
 	return msg ? 1 : -ENOMEM;
 }
 
-static int broker_link_listener(struct broker *broker, struct listener *l)
+int broker_link_listener(struct broker *broker, struct listener *l)
 {
 	char *joined;
 
@@ -167,7 +168,7 @@ static void raise_fd_limit(void)
 	}
 }
 
-int broker_new(struct broker **brokerp, const struct broker_options *opts)
+int broker_new_restoring(struct broker **brokerp, const struct broker_options *opts)
 {
 	const struct bus_config *config = opts->config;
 	struct bus_config_options copts = {
@@ -183,6 +184,7 @@ int broker_new(struct broker **brokerp, const struct broker_options *opts)
 		return -ENOMEM;
 	*brokerp = broker;
 	list_init(&broker->listeners);
+	broker->exe_fd = -1;
 
 	/* Before raise_fd_limit(): activated services get the original RLIMIT_NOFILE. */
 	r = bus_init(&broker->bus, config, opts->systemd_activation, &broker_loop_ops, &err);
@@ -197,7 +199,19 @@ int broker_new(struct broker **brokerp, const struct broker_options *opts)
 		return r;
 
 	raise_fd_limit();
+	return 0;
+}
 
+int broker_new(struct broker **brokerp, const struct broker_options *opts)
+{
+	const struct bus_config *config = opts->config;
+	struct broker *broker;
+	int r;
+
+	r = broker_new_restoring(brokerp, opts);
+	if (r)
+		return r;
+	broker = *brokerp;
 	if (opts->address) {
 		r = broker_add_listener(broker, opts->address);
 		if (r)
@@ -227,7 +241,10 @@ struct broker *broker_free(struct broker *broker)
 	broker->sig_term = sd_event_source_disable_unref(broker->sig_term);
 	broker->sig_int = sd_event_source_disable_unref(broker->sig_int);
 	broker->sig_hup = sd_event_source_disable_unref(broker->sig_hup);
+	broker->sig_usr2 = sd_event_source_disable_unref(broker->sig_usr2);
 	broker->reload = config_reload_free(broker->reload);
+	safe_close(broker->exe_fd);
+	free(broker->exe_path);
 	broker->event = sd_event_unref(broker->event);
 	free(broker->address);
 	free(broker->error);
@@ -257,6 +274,10 @@ static int broker_signal_cb(sd_event_source *s, const struct signalfd_siginfo *s
 {
 	struct broker *broker = userdata;
 
+	if (si->ssi_signo == SIGUSR2) {
+		reexec_run(broker);
+		return 0;
+	}
 	if (si->ssi_signo == SIGHUP) {
 		_cleanup_free_ char *err = NULL;
 
@@ -273,12 +294,15 @@ int broker_run(struct broker *broker)
 	sigset_t mask;
 	int r;
 
-	r = sd_event_new(&broker->event);
-	if (r < 0)
-		return r;
-	r = bus_attach(&broker->bus, broker->event);
-	if (r < 0)
-		return r;
+	/* A re-executed bus has its loop already (broker_restore()). */
+	if (!broker->event) {
+		r = sd_event_new(&broker->event);
+		if (r < 0)
+			return r;
+		r = bus_attach(&broker->bus, broker->event);
+		if (r < 0)
+			return r;
+	}
 	/* The inotify watches of the reloader. */
 	r = config_reload_attach(broker->reload, broker->event);
 	if (r < 0)
@@ -288,6 +312,7 @@ int broker_run(struct broker *broker)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR2);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
 		return -errno;
 	r = sd_event_add_signal(broker->event, &broker->sig_term, SIGTERM, broker_signal_cb,
@@ -297,6 +322,9 @@ int broker_run(struct broker *broker)
 					broker);
 	if (r >= 0)
 		r = sd_event_add_signal(broker->event, &broker->sig_hup, SIGHUP, broker_signal_cb,
+					broker);
+	if (r >= 0)
+		r = sd_event_add_signal(broker->event, &broker->sig_usr2, SIGUSR2, broker_signal_cb,
 					broker);
 	if (r < 0)
 		return r;

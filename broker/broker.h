@@ -13,7 +13,8 @@
  * broker_new() creates the bus and binds the listening sockets, so that an
  * unusable address is reported by the exit status of the starting process;
  * broker_run() creates the event loop (which must not cross --fork), attaches
- * everything to it and runs until SIGTERM or SIGINT.
+ * everything to it and runs until SIGTERM or SIGINT. SIGUSR2 re-executes the
+ * program in place (reexec.h).
  */
 
 #include <stdbool.h>
@@ -50,6 +51,12 @@ struct broker {
 	struct config_reload *reload;	/* ReloadConfig, SIGHUP, inotify (reload.h) */
 	char *address;			/* printable: every listener's address, ';'-joined */
 	char *error;			/* start-up error message */
+
+	/* re-exec (reexec.h) */
+	sd_event_source *sig_usr2;
+	char **argv;			/* main()'s */
+	char *exe_path;			/* the program to execute */
+	int exe_fd;			/* the running program (the fallback), -1: none */
 };
 
 /**
@@ -65,6 +72,16 @@ DEFINE_CLEANUP_FUNC(struct broker *, broker_free);
 
 const char *broker_get_address(struct broker *broker);
 const char *broker_get_error(struct broker *broker);
+
+/*
+ * broker_new() without the listening sockets, for a re-executed bus
+ * (reexec.h) whose sockets come with its state.
+ */
+int broker_new_restoring(struct broker **brokerp, const struct broker_options *opts);
+
+/* Add @l to the listeners and its address to the bus address. 0 or -ENOMEM. */
+struct listener;
+int broker_link_listener(struct broker *broker, struct listener *l);
 
 /* The process now runs as @uid (<user>): the bus' own identity follows. */
 void broker_set_uid(struct broker *broker, uid_t uid);

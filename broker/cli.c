@@ -79,6 +79,9 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 	*cli = (struct cli){
 		.print_address_fd = -1,
 		.print_pid_fd = -1,
+		.check_state_fd = -1,
+		.restore_state_fd = -1,
+		.reexec_fallback_fd = -1,
 	};
 
 	for (i = 1; i < argc; i++) {
@@ -186,6 +189,21 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 			cli->syslog = CLI_SYSLOG_NONE;
 		} else if (!strcmp(arg, "--introspect")) {
 			cli->introspect = true;
+		} else if ((v = match_opt(arg, "--check-state", &m)), m) {
+			if (!v || parse_fd(v, &cli->check_state_fd) < 0) {
+				*errorp = "--check-state needs a file descriptor";
+				return 1;
+			}
+		} else if ((v = match_opt(arg, "--restore-state", &m)), m) {
+			if (!v || parse_fd(v, &cli->restore_state_fd) < 0) {
+				*errorp = "--restore-state needs a file descriptor";
+				return 1;
+			}
+		} else if ((v = match_opt(arg, "--reexec-fallback", &m)), m) {
+			if (!v || parse_fd(v, &cli->reexec_fallback_fd) < 0) {
+				*errorp = "--reexec-fallback needs a file descriptor";
+				return 1;
+			}
 		} else {
 			*errorp = "unknown option";
 			return 1;

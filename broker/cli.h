@@ -61,6 +61,10 @@ struct cli {
 	bool introspect;
 	bool version;
 	bool help;
+	/* re-exec (reexec.h), given by the bus to itself: -1 when absent */
+	int check_state_fd;		/* --check-state=FD */
+	int restore_state_fd;		/* --restore-state=FD */
+	int reexec_fallback_fd;		/* --reexec-fallback=FD */
 };
 
 /**

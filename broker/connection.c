@@ -763,3 +763,84 @@ fail:
 	peer_close(peer, NULL);
 	return r;
 }
+
+/* ---------------------------------------------------------------- re-exec */
+
+struct connection *connection_of(struct peer *peer)
+{
+	struct peer_transport *t = peer->transport;
+
+	return t && t->ops == &connection_ops ? container_of(t, struct connection, transport) :
+						NULL;
+}
+
+int connection_snapshot(struct connection *conn, struct socket_snapshot *snap)
+{
+	return socket_snapshot(conn->socket, snap);
+}
+
+int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
+			    struct socket_creds *creds, const struct socket_snapshot *snap,
+			    const int *spare_fds, size_t n_spare)
+{
+	struct connection *conn;
+	struct peer *peer;
+	int r;
+
+	conn = calloc(1, sizeof(*conn));
+	if (!conn) {
+		close(fd);
+		socket_creds_deinit(creds);
+		return -ENOMEM;
+	}
+	conn->transport.ops = &connection_ops;
+	list_init(&conn->flush_link);
+	if (n_spare) {
+		conn->spare_fds = malloc(n_spare * sizeof(*conn->spare_fds));
+		if (!conn->spare_fds) {
+			free(conn);
+			close(fd);
+			socket_creds_deinit(creds);
+			return -ENOMEM;
+		}
+		memcpy(conn->spare_fds, spare_fds, n_spare * sizeof(*spare_fds));
+		conn->n_spare_fds = n_spare;
+	}
+	r = socket_new_restored(&conn->socket, fd, snap);
+	if (r < 0) {
+		close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
+		free(conn);
+		socket_creds_deinit(creds);
+		return r;
+	}
+	/* The credentials are the ones it connected with: drop the new query's. */
+	{
+		struct socket_creds fresh;
+
+		socket_take_creds(conn->socket, &fresh);
+		socket_creds_deinit(&fresh);
+	}
+	r = peer_new(&peer, bus, &conn->transport, creds);
+	if (r < 0)
+		return r;
+	conn->peer = peer;
+	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket), EPOLLIN,
+			    connection_io, conn);
+	if (r < 0) {
+		peer_close(peer, NULL);
+		return r;
+	}
+	conn->io_events = EPOLLIN;
+	*peerp = peer;
+	return 0;
+}
+
+/* After the peer's state is restored: arm what the socket needs. */
+void connection_restored(struct connection *conn)
+{
+	connection_watch_pending_fds(conn);
+	/* Output that was queued goes out on the next flush. */
+	if (socket_wants_write(conn->socket))
+		bus_schedule_flush(conn->peer->bus, conn);
+	connection_update_events(conn);
+}

@@ -94,3 +94,31 @@ int connection_new(struct peer **peerp, struct bus *bus, int fd, const uint8_t *
 
 /* Write out queued output (called by the bus' flush). */
 void connection_flush(struct connection *conn);
+
+/* After connection_new_restored() and the rest of the peer: resume its I/O. */
+void connection_restored(struct connection *conn);
+
+/* The socket connection @peer arrived through, or NULL if it is another transport. */
+struct connection *connection_of(struct peer *peer);
+
+/*
+ * Re-exec (reexec.h): what the socket holds for the peer (socket.h's
+ * snapshot: borrowed fds, copied bytes) and the fds sent ahead of their
+ * messages (borrowed). Return 0 or -ENOMEM.
+ */
+int connection_snapshot(struct connection *conn, struct socket_snapshot *snap);
+
+/**
+ * connection_new_restored() - a peer whose socket crossed a re-exec
+ * @peerp:	output (linked into the bus, authenticated, not registered: the
+ *		caller restores the rest of the peer)
+ * @fd:		the client socket (owned from now on, also on failure)
+ * @creds:	its credentials as they were (moved into the peer)
+ * @snap:	what the socket held (its fds owned from now on)
+ * @spare_fds, @n_spare: fds sent ahead of their messages (owned from now on)
+ *
+ * Return: 0 or negative errno.
+ */
+int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
+			    struct socket_creds *creds, const struct socket_snapshot *snap,
+			    const int *spare_fds, size_t n_spare);

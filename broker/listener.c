@@ -277,3 +277,30 @@ int listener_attach(struct listener *l)
 	}
 	return 0;
 }
+
+int listener_new_restored(struct listener **listenerp, struct bus *bus, const int *fds,
+			  size_t n_fds, bool tcp, const uint8_t *nonce, const char *address,
+			  const char *unlink_path, const char *nonce_file)
+{
+	_cleanup_(listener_freep) struct listener *l = NULL;
+
+	if (n_fds == 0 || n_fds > ADDRESS_TCP_FDS_MAX)
+		return -EINVAL;
+	l = listener_alloc(bus);
+	if (!l)
+		return -ENOMEM;
+	l->tcp = tcp;
+	if (nonce) {
+		l->has_nonce = true;
+		memcpy(l->nonce, nonce, ADDRESS_NONCE_LEN);
+	}
+	l->address = strdup(address);
+	if (!l->address || (unlink_path && !(l->unlink_path = strdup(unlink_path))) ||
+	    (nonce_file && !(l->nonce_file = strdup(nonce_file))))
+		return -ENOMEM;
+	/* Owned from here on (the caller must not close them any more). */
+	memcpy(l->fds, fds, n_fds * sizeof(*fds));
+	l->n_fds = n_fds;
+	*listenerp = steal_ptr(l);
+	return 0;
+}

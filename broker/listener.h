@@ -63,6 +63,19 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
  */
 int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char **errorp);
 
+/**
+ * listener_new_restored() - a listener that crossed a re-exec (reexec.h)
+ * @fds, @n_fds:	its listening sockets (owned on success)
+ * @tcp:		tcp: or nonce-tcp:
+ * @nonce:		nonce-tcp's nonce (ADDRESS_NONCE_LEN bytes), or NULL
+ * @address, @unlink_path, @nonce_file: as they were (copied; the last two may be NULL)
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int listener_new_restored(struct listener **listenerp, struct bus *bus, const int *fds,
+			  size_t n_fds, bool tcp, const uint8_t *nonce, const char *address,
+			  const char *unlink_path, const char *nonce_file);
+
 struct listener *listener_free(struct listener *listener);
 DEFINE_CLEANUP_FUNC(struct listener *, listener_free);
 

@@ -24,6 +24,7 @@
 #include "broker/cli.h"
 #include "broker/driver.h"
 #include "broker/log.h"
+#include "broker/reexec.h"
 #include "conf/config.h"
 #include "dbus-compat/protocol.h"
 #include "util/macro.h"
@@ -346,6 +347,9 @@ int main(int argc, char **argv)
 		cli_print_help(stderr, program_invocation_short_name);
 		return EXIT_FAILURE;
 	}
+	/* The new program of a re-exec, asked whether it can take the state. */
+	if (cli.check_state_fd >= 0)
+		return reexec_check_state(cli.check_state_fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	r = answer_query(&cli);
 	if (r >= 0)
 		return r;
@@ -365,12 +369,22 @@ int main(int argc, char **argv)
 		if (!cli.nopidfile)
 			pidfile = config->pidfile;
 	}
-	warn_unmediated_lsm(config);
 
 	opts.config = config;
 	opts.config_file = cli.config_file;
 	opts.address = cli.address;
 	opts.systemd_activation = cli.systemd_activation;
+	if (cli.restore_state_fd >= 0) {
+		/* Re-executed (reexec.h): the bus is up and announced already. */
+		r = broker_restore(&broker, &opts, cli.restore_state_fd, cli.reexec_fallback_fd,
+				   argv);
+		if (r < 0) {
+			log_err("re-exec: cannot restore the bus: %s", strerror(-r));
+			return EXIT_FAILURE;
+		}
+		goto run;
+	}
+	warn_unmediated_lsm(config);
 	r = broker_new(&broker, &opts);
 	if (r) {
 		fprintf(stderr, "Failed to start message bus: %s\n",
@@ -399,11 +413,17 @@ int main(int argc, char **argv)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR2);
 	(void)sigprocmask(SIG_BLOCK, &mask, NULL);
 
 	if (announce(&cli, broker, config, pidfile, do_fork, ready_fd) < 0)
 		return EXIT_FAILURE;
 
+run:
+	r = reexec_prepare(broker, argv);
+	if (r < 0)
+		log_warn("re-exec will be refused: cannot find the running program: %s",
+			 strerror(-r));
 	r = broker_run(broker);
 	(void)sd_notify(0, "STOPPING=1");
 	if (pidfile)

@@ -283,11 +283,11 @@ static int check_name(const char *str)
 	return 0;
 }
 
-static int name_create(struct name_registry *reg, struct name_owner *owner, const char *str,
-		       uint64_t h, uint32_t flags)
+/* A new name without owner, indexed by @h but not yet in the name list. */
+static int name_alloc(struct name_registry *reg, const char *str, uint64_t h,
+		      struct name **namep)
 {
 	size_t len = strlen(str);
-	struct name_ownership *o;
 	struct name *name;
 	int r;
 
@@ -302,6 +302,20 @@ static int name_create(struct name_registry *reg, struct name_owner *owner, cons
 		free(name);
 		return r;
 	}
+	*namep = name;
+	return 0;
+}
+
+static int name_create(struct name_registry *reg, struct name_owner *owner, const char *str,
+		       uint64_t h, uint32_t flags)
+{
+	struct name_ownership *o;
+	struct name *name;
+	int r;
+
+	r = name_alloc(reg, str, h, &name);
+	if (r < 0)
+		return r;
 	o = ownership_new(name, owner, flags);
 	if (!o) {
 		hmap_remove(&reg->names, &name->node);
@@ -449,4 +463,71 @@ void name_registry_release_all(struct name_registry *reg, struct name_owner *own
 
 		release_ownership(reg, o);
 	}
+}
+
+/* ------------------------------------------------------------------ re-exec */
+
+int name_registry_restore_name(struct name_registry *reg, const char *str)
+{
+	uint64_t h = hash_str(str);
+	struct name *name;
+	int r;
+
+	if (check_name(str))
+		return -EINVAL;
+	if (name_lookup_hashed(reg, str, h))
+		return -EEXIST;
+	r = name_alloc(reg, str, h, &name);
+	if (r < 0)
+		return r;
+	list_append(&reg->name_list, &name->registry_link);
+	reg->n_names++;
+	return 0;
+}
+
+int name_registry_restore_unique(struct name_registry *reg, struct name_owner *owner)
+{
+	if (owner->registry)
+		return -EALREADY;
+	if (name_registry_find_unique(reg, owner->unique_name))
+		return -EEXIST;
+	owner->registry = reg;
+	return hmap_insert(&reg->uniques, &owner->unique_node, hash_str(owner->unique_name));
+}
+
+int name_registry_restore_ownership(struct name_registry *reg, struct name_owner *owner,
+				    const char *str, uint32_t flags, uint32_t queue_pos)
+{
+	struct name *name = name_lookup_hashed(reg, str, hash_str(str));
+	struct name_ownership *o, *pos;
+	struct list_node *at;
+
+	if (!name)
+		return -ENOENT;
+	if (name_find_ownership(name, owner))
+		return -EEXIST;
+	o = ownership_new(name, owner, flags & NAME_FLAG_MASK);
+	if (!o)
+		return -ENOMEM;
+	o->restore_pos = queue_pos;
+	/* Queues come back mostly in order: look for the place from the tail. */
+	at = &name->queue;
+	while (at->prev != &name->queue) {
+		pos = list_entry(at->prev, struct name_ownership, name_link);
+		if (pos->restore_pos < queue_pos)
+			break;
+		at = at->prev;
+	}
+	list_insert_between(&o->name_link, at->prev, at);
+	name->n_queued++;
+	return 0;
+}
+
+void name_registry_restore_done(struct name_registry *reg)
+{
+	struct name *name, *tmp;
+
+	list_for_each_entry_safe(name, tmp, &reg->name_list, registry_link)
+		if (list_is_empty(&name->queue))
+			name_free(name);
 }

@@ -141,6 +141,7 @@ struct name_ownership {
 	struct list_node name_link;  /* in name->queue */
 	struct list_node owner_link; /* in owner->ownerships */
 	uint32_t flags;              /* NAME_FLAG_* of the latest request */
+	uint32_t restore_pos;        /* name_registry_restore_ownership() only */
 };
 
 enum name_event_type {
@@ -231,3 +232,18 @@ struct name_owner *name_registry_next_unique(struct name_registry *reg,
 					     struct name_owner *prev);
 
 const char *name_error_string(int code);
+
+/*
+ * Re-exec (reexec.h): re-create a registry as it was, without events. First
+ * every well-known name, in ListNames order (name_registry_restore_name());
+ * then every owner's unique name and, in the owner's order of acquisition,
+ * its ownerships with their position in the name's queue (0: primary).
+ * Return 0, -EEXIST (a duplicate), -ENOENT (a name not restored first),
+ * -EINVAL (an invalid name) or -ENOMEM. A name left without owner is removed
+ * by name_registry_restore_done().
+ */
+int name_registry_restore_name(struct name_registry *reg, const char *str);
+int name_registry_restore_unique(struct name_registry *reg, struct name_owner *owner);
+int name_registry_restore_ownership(struct name_registry *reg, struct name_owner *owner,
+				    const char *str, uint32_t flags, uint32_t queue_pos);
+void name_registry_restore_done(struct name_registry *reg);

@@ -86,7 +86,6 @@ struct peer {
 	struct name_owner owner;	/* unique name + well-known names */
 	struct match_owner matches;	/* AddMatch rules */
 	struct reply_owner replies;	/* calls this peer must answer */
-	unsigned int n_names;		/* well-known names owned or queued for */
 
 	bool authenticated;		/* identity known, policy set up */
 	bool registered;		/* Hello done */

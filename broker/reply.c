@@ -78,11 +78,37 @@ struct reply_slot *reply_registry_find(struct reply_registry *reg, struct reply_
 	return NULL;
 }
 
+/* A new slot, indexed and linked to both owners (not to the expiry list). */
+static struct reply_slot *slot_new(struct reply_registry *reg, struct reply_owner *caller,
+				   struct reply_owner *callee, uint32_t serial,
+				   uint64_t deadline_usec)
+{
+	struct reply_slot *s;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	if (hmap_insert(&reg->slots, &s->node, slot_hash(caller, callee, serial)) < 0) {
+		free(s);
+		return NULL;
+	}
+	s->caller = caller;
+	s->callee = callee;
+	s->serial = serial;
+	s->deadline_usec = deadline_usec;
+	list_append(&caller->calls, &s->caller_link);
+	caller->n_calls++;
+	list_append(&callee->pending, &s->callee_link);
+	callee->n_pending++;
+	list_init(&s->expire_link);
+	reg->n_slots++;
+	return s;
+}
+
 int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
 		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec)
 {
 	struct reply_slot *s;
-	int r;
 
 	/* dbus-daemon checks the duplicate before the limit. */
 	if (reply_registry_find(reg, caller, callee, serial))
@@ -90,27 +116,12 @@ int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
 	if (reg->max_per_caller && caller->n_calls >= reg->max_per_caller)
 		return REPLY_E_QUOTA;
 
-	s = calloc(1, sizeof(*s));
+	s = slot_new(reg, caller, callee, serial,
+		     reg->timeout_usec ? now_usec + reg->timeout_usec : 0);
 	if (!s)
 		return -ENOMEM;
-	r = hmap_insert(&reg->slots, &s->node, slot_hash(caller, callee, serial));
-	if (r < 0) {
-		free(s);
-		return r;
-	}
-	s->caller = caller;
-	s->callee = callee;
-	s->serial = serial;
-	s->deadline_usec = reg->timeout_usec ? now_usec + reg->timeout_usec : 0;
-	list_append(&caller->calls, &s->caller_link);
-	caller->n_calls++;
-	list_append(&callee->pending, &s->callee_link);
-	callee->n_pending++;
 	if (s->deadline_usec)
 		list_append(&reg->expire, &s->expire_link);
-	else
-		list_init(&s->expire_link);
-	reg->n_slots++;
 	return 0;
 }
 
@@ -182,4 +193,29 @@ uint64_t reply_registry_next_deadline(const struct reply_registry *reg)
 	if (list_is_empty(&reg->expire))
 		return 0;
 	return list_entry(reg->expire.next, struct reply_slot, expire_link)->deadline_usec;
+}
+
+int reply_registry_restore(struct reply_registry *reg, struct reply_owner *caller,
+			   struct reply_owner *callee, uint32_t serial, uint64_t deadline_usec)
+{
+	struct reply_slot *s, *pos;
+	struct list_node *at;
+
+	if (reply_registry_find(reg, caller, callee, serial))
+		return -EEXIST;
+	s = slot_new(reg, caller, callee, serial, deadline_usec);
+	if (!s)
+		return -ENOMEM;
+	if (deadline_usec) {
+		/* Expiry goes oldest first: keep the list sorted, from the tail. */
+		at = &reg->expire;
+		while (at->prev != &reg->expire) {
+			pos = list_entry(at->prev, struct reply_slot, expire_link);
+			if (pos->deadline_usec <= deadline_usec)
+				break;
+			at = at->prev;
+		}
+		list_insert_between(&s->expire_link, at->prev, at);
+	}
+	return 0;
 }

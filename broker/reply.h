@@ -126,3 +126,12 @@ size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
 			     reply_noreply_fn fn, void *userdata);
 /* Deadline of the oldest slot (for the event loop's timer), 0 if none. */
 uint64_t reply_registry_next_deadline(const struct reply_registry *reg);
+
+/*
+ * Re-exec (reexec.h): re-create the slot (@caller, @callee, @serial) with
+ * its deadline as it was (0: never). Call per callee in the order of its
+ * pending slots, so that NoReply errors keep their order. No quota check.
+ * Return 0, -EEXIST or -ENOMEM.
+ */
+int reply_registry_restore(struct reply_registry *reg, struct reply_owner *caller,
+			   struct reply_owner *callee, uint32_t serial, uint64_t deadline_usec);

@@ -906,33 +906,62 @@ int socket_queue(struct socket *s, struct socket_entry *e)
 	return 0;
 }
 
+/*
+ * An entry of the socket's own: a copy of the bytes (after the fds), and fds
+ * it owns, closed when the entry is released (written or dropped).
+ */
 struct copy_entry {
 	struct socket_entry entry;
 	struct iovec iov;
-	uint8_t data[];
+	size_t n_fds;
+	int fds[];
 };
 
 static void copy_entry_release(struct socket_entry *e)
 {
-	free(container_of(e, struct copy_entry, entry));
+	struct copy_entry *c = container_of(e, struct copy_entry, entry);
+
+	close_fds(c->fds, c->n_fds);
+	free(c);
+}
+
+/*
+ * Queue a copy of @n bytes with @n_fds fds to send with the first of them. On
+ * success the socket owns the fds (closed when the entry is released); on
+ * failure they stay the caller's.
+ */
+static int socket_queue_copy_fds(struct socket *s, const void *data, size_t n, const int *fds,
+				 size_t n_fds)
+{
+	struct copy_entry *c;
+	uint8_t *p;
+
+	if (n_fds > SOCKET_FDS_MAX)
+		return SOCKET_E_TOO_MANY_FDS;
+	if (n == 0)
+		return n_fds > 0 ? -EINVAL : 0;
+	c = calloc(1, sizeof(*c) + n_fds * sizeof(int) + n);
+	if (!c)
+		return -ENOMEM;
+	if (n_fds > 0)
+		memcpy(c->fds, fds, n_fds * sizeof(int));
+	c->n_fds = n_fds;
+	p = (uint8_t *)(c->fds + n_fds);
+	memcpy(p, data, n);
+	c->iov.iov_base = p;
+	c->iov.iov_len = n;
+	c->entry.iov = &c->iov;
+	c->entry.n_iov = 1;
+	c->entry.fds = c->fds;
+	c->entry.n_fds = n_fds;
+	c->entry.release = copy_entry_release;
+	/* Cannot fail: the fd count and the size were checked above. */
+	return socket_queue(s, &c->entry);
 }
 
 int socket_queue_copy(struct socket *s, const void *data, size_t n)
 {
-	struct copy_entry *c;
-
-	if (n == 0)
-		return 0;
-	c = calloc(1, sizeof(*c) + n);
-	if (!c)
-		return -ENOMEM;
-	memcpy(c->data, data, n);
-	c->iov.iov_base = c->data;
-	c->iov.iov_len = n;
-	c->entry.iov = &c->iov;
-	c->entry.n_iov = 1;
-	c->entry.release = copy_entry_release;
-	return socket_queue(s, &c->entry);
+	return socket_queue_copy_fds(s, data, n, NULL, 0);
 }
 
 /*
@@ -1086,4 +1115,277 @@ size_t socket_get_queued_bytes(const struct socket *s)
 size_t socket_get_queued_fds(const struct socket *s)
 {
 	return s->out_fds;
+}
+
+/* ---- handover across a re-exec ---------------------------------------- */
+
+static void *memdup(const void *p, size_t n)
+{
+	void *q = malloc(n);
+
+	if (q)
+		memcpy(q, p, n);
+	return q;
+}
+
+/*
+ * Copy what is left of @e (the bytes after the first e->n_written) into @out,
+ * with its fds when none of it went out yet.
+ */
+static int snapshot_entry(const struct socket_entry *e, struct socket_snapshot_entry *out)
+{
+	size_t skip = e->n_written, n = 0, i;
+	uint8_t *p;
+
+	p = malloc(e->n_total - e->n_written);
+	if (!p)
+		return -ENOMEM;
+	for (i = 0; i < e->n_iov; i++) {
+		const struct iovec *v = &e->iov[i];
+
+		if (skip >= v->iov_len) {
+			skip -= v->iov_len;
+			continue;
+		}
+		memcpy(p + n, (const uint8_t *)v->iov_base + skip, v->iov_len - skip);
+		n += v->iov_len - skip;
+		skip = 0;
+	}
+	out->data = p;
+	out->n_data = n;
+
+	if (e->n_written == 0 && e->n_fds > 0) {
+		out->fds = memdup(e->fds, e->n_fds * sizeof(int));
+		if (!out->fds)
+			return -ENOMEM; /* out->data is freed with the snapshot */
+		out->n_fds = e->n_fds;
+	}
+	return 0;
+}
+
+/*
+ * Stream offsets become offsets into the copied input: a batch that began
+ * before the first buffered byte (its read also carried bytes already taken)
+ * starts at 0, which claims the same frame (socket_claim_fds() compares its
+ * start only with frame starts, and none is before that byte).
+ */
+int socket_snapshot(const struct socket *s, struct socket_snapshot *snap)
+{
+	const struct socket_entry *e;
+	size_t n_in = s->in_end - s->in_start, n_out = 0, i;
+	int r;
+
+	*snap = (struct socket_snapshot){
+		.framing = s->framing,
+		.eof = s->eof,
+		.violation = s->violation,
+	};
+
+	if (n_in > 0) {
+		/* In the scratch buffer or its own: s->in is its bytes. */
+		snap->in = memdup(s->in + s->in_start, n_in);
+		if (!snap->in)
+			goto fail;
+		snap->n_in = n_in;
+	}
+
+	if (s->n_batches > 0) {
+		snap->in_fds = calloc(s->n_batches, sizeof(*snap->in_fds));
+		if (!snap->in_fds)
+			goto fail;
+	}
+	for (i = 0; i < s->n_batches; i++) {
+		const struct fd_batch *b = s->batches[i];
+		struct socket_snapshot_fds *f = &snap->in_fds[i];
+
+		/* Every batch ends behind in_offset, see socket_consume_raw(). */
+		f->start = b->start > s->in_offset ? (size_t)(b->start - s->in_offset) : 0;
+		f->end = (size_t)(b->end - s->in_offset);
+		f->fds = memdup(b->fds, b->n_fds * sizeof(int));
+		if (!f->fds)
+			goto fail;
+		f->n_fds = b->n_fds;
+		snap->n_in_fds++;
+	}
+
+	list_for_each_entry(e, &s->out_queue, link)
+		n_out++;
+	if (n_out > 0) {
+		snap->out = calloc(n_out, sizeof(*snap->out));
+		if (!snap->out)
+			goto fail;
+	}
+	list_for_each_entry(e, &s->out_queue, link) {
+		r = snapshot_entry(e, &snap->out[snap->n_out++]);
+		if (r < 0)
+			goto fail;
+	}
+	return 0;
+
+fail:
+	socket_snapshot_deinit(snap);
+	return -ENOMEM;
+}
+
+void socket_snapshot_deinit(struct socket_snapshot *snap)
+{
+	size_t i;
+
+	free(snap->in);
+	for (i = 0; i < snap->n_in_fds; i++)
+		free(snap->in_fds[i].fds);
+	free(snap->in_fds);
+	for (i = 0; i < snap->n_out; i++) {
+		free(snap->out[i].data);
+		free(snap->out[i].fds);
+	}
+	free(snap->out);
+	*snap = (struct socket_snapshot){};
+}
+
+static bool fds_valid(const int *fds, size_t n)
+{
+	size_t i;
+
+	if (n > 0 && !fds)
+		return false;
+	for (i = 0; i < n; i++)
+		if (fds[i] < 0)
+			return false;
+	return true;
+}
+
+/* Whether a socket can be in the state @snap describes (see socket.h). */
+static bool snapshot_valid(const struct socket_snapshot *snap)
+{
+	size_t i, end = 0;
+
+	if (snap->n_in > 0 && !snap->in)
+		return false;
+	if (snap->n_in_fds > SOCKET_BATCHES_MAX || (snap->n_in_fds > 0 && !snap->in_fds))
+		return false;
+	for (i = 0; i < snap->n_in_fds; i++) {
+		const struct socket_snapshot_fds *f = &snap->in_fds[i];
+
+		/* Batches are disjoint reads in stream order, within the input. */
+		if (f->start < end || f->start >= f->end || f->end > snap->n_in)
+			return false;
+		if (f->n_fds == 0 || f->n_fds > SOCKET_FDS_MAX || !fds_valid(f->fds, f->n_fds))
+			return false;
+		end = f->end;
+	}
+	if (snap->n_out > 0 && !snap->out)
+		return false;
+	for (i = 0; i < snap->n_out; i++) {
+		const struct socket_snapshot_entry *o = &snap->out[i];
+
+		if (o->n_data > 0 && !o->data)
+			return false;
+		/* fds need at least one byte to travel with. */
+		if (o->n_fds > 0 && o->n_data == 0)
+			return false;
+		if (o->n_fds > SOCKET_FDS_MAX || !fds_valid(o->fds, o->n_fds))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Close the fds of @snap that the restored socket did not take over: those of
+ * the batches from @batch on and of the entries from @entry on.
+ */
+static void snapshot_close_fds(const struct socket_snapshot *snap, size_t batch, size_t entry)
+{
+	size_t i;
+
+	for (i = batch; snap->in_fds && i < snap->n_in_fds; i++)
+		if (snap->in_fds[i].fds)
+			close_fds(snap->in_fds[i].fds, snap->in_fds[i].n_fds);
+	for (i = entry; snap->out && i < snap->n_out; i++)
+		if (snap->out[i].fds)
+			close_fds(snap->out[i].fds, snap->out[i].n_fds);
+}
+
+/*
+ * Give @s the input of @snap in a buffer of its own, sized as
+ * socket_use_scratch() sizes a remainder it moves out: the rest of the front
+ * frame, and for a small one room to read on; a large frame's buffer ends with
+ * the frame, so socket_read_frame() hands it out without a copy.
+ */
+static int socket_restore_input(struct socket *s, const struct socket_snapshot *snap)
+{
+	size_t size = 0, alloc;
+
+	if (snap->n_in == 0)
+		return 0;
+	/* A broken header is reported when the socket is read. */
+	if (!snap->framing || snap->n_in < SOCKET_FRAME_HEADER ||
+	    socket_frame_size(snap->in, &size))
+		size = 0;
+	alloc = MAX(remainder_alloc(size, snap->n_in), snap->n_in);
+	s->in = malloc(alloc);
+	if (!s->in)
+		return -ENOMEM;
+	memcpy(s->in, snap->in, snap->n_in);
+	s->in_alloc = alloc;
+	s->in_start = 0;
+	s->in_end = snap->n_in;
+	s->in_offset = 0;
+	return 0;
+}
+
+/*
+ * The restored stream starts at offset 0 with the first buffered byte, so the
+ * fd batches keep the snapshot's offsets; the output entries become copy
+ * entries that own their fds. On failure every fd of @snap is closed: those
+ * already handed to the socket by socket_free(), the others here.
+ */
+int socket_new_restored(struct socket **socketp, int fd, const struct socket_snapshot *snap)
+{
+	struct socket *s;
+	size_t batch = 0, entry = 0;
+	int r;
+
+	if (!snapshot_valid(snap)) {
+		safe_close(fd);
+		snapshot_close_fds(snap, 0, 0);
+		return -EINVAL;
+	}
+
+	r = socket_new(&s, fd);
+	if (r < 0) {
+		snapshot_close_fds(snap, 0, 0);
+		return r;
+	}
+	s->framing = snap->framing;
+	s->eof = snap->eof;
+	s->violation = snap->violation;
+
+	r = socket_restore_input(s, snap);
+	if (r < 0)
+		goto fail;
+
+	for (batch = 0; batch < snap->n_in_fds; batch++) {
+		const struct socket_snapshot_fds *f = &snap->in_fds[batch];
+
+		r = socket_add_batch(s, f->start, f->end, f->fds, f->n_fds);
+		if (r < 0)
+			goto fail;
+	}
+
+	for (entry = 0; entry < snap->n_out; entry++) {
+		const struct socket_snapshot_entry *o = &snap->out[entry];
+
+		r = socket_queue_copy_fds(s, o->data, o->n_data, o->fds, o->n_fds);
+		if (r != 0)
+			goto fail;
+	}
+
+	*socketp = s;
+	return 0;
+
+fail:
+	snapshot_close_fds(snap, batch, entry);
+	socket_free(s);
+	return r > 0 ? -EINVAL : r;
 }

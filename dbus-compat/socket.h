@@ -78,6 +78,10 @@
  * entry with fds is written by a sendmsg() of its own, so its fds travel with
  * its first byte and no other message shares that segment (libdbus, GDBus and
  * sd-bus do the same: one sendmsg() per message); partial writes are resumed.
+ *
+ * Re-exec: socket_snapshot() copies what a socket holds in memory into plain
+ * data, and socket_new_restored() rebuilds it around the same fd in the new
+ * program image (see "Handover across a re-exec" below).
  */
 
 #include <stdbool.h>
@@ -394,3 +398,141 @@ bool socket_wants_write(const struct socket *socket);
 size_t socket_get_queued_bytes(const struct socket *socket);
 /* Number of fds queued and not yet written (their entries not yet started). */
 size_t socket_get_queued_fds(const struct socket *socket);
+
+/*
+ * Handover across a re-exec. The bus can execve() itself in place without
+ * dropping its clients: the connection fds survive the exec, but what a struct
+ * socket holds in memory must be carried over by its owner. socket_snapshot()
+ * copies that state into plain data (no serialization format: the owner writes
+ * the fields out as it likes), and socket_new_restored() builds a socket from
+ * it that behaves exactly as the original would have: the same buffered bytes
+ * and fds for socket_dispatch_read(), socket_peek_raw(), socket_peek_frame()
+ * and socket_take_frame() / socket_read_frame(), and the same remaining byte
+ * stream for socket_dispatch_write(), each entry's fds on its first byte.
+ *
+ * Ownership:
+ * - A snapshot's arrays and byte buffers are its own memory. Those from
+ *   socket_snapshot() are malloc()ed, and socket_snapshot_deinit() frees them.
+ *   socket_new_restored() only reads @snap, so the owner may equally fill one
+ *   itself pointing into any memory (e.g. its serialized state) and release
+ *   that as it pleases.
+ * - The fd numbers in a snapshot are borrowed: socket_snapshot() dup()s
+ *   nothing, and neither socket_snapshot() nor socket_snapshot_deinit() ever
+ *   closes an fd. Taking a snapshot changes nothing in the socket: if the exec
+ *   does not happen, drop the snapshot and go on with the socket.
+ * - Input fds (@in_fds) are the socket's own; output fds (@out[].fds) are the
+ *   queued entries' (the owner's, e.g. a message's). The owner makes every fd
+ *   listed survive the exec (clear FD_CLOEXEC; received fds have it set).
+ * - Output fds that already went out with the first byte of a partly written
+ *   entry are not listed; the owner closes them (or lets the exec close them).
+ * - socket_new_restored() takes over @fd and every fd number listed in @snap,
+ *   from the call on and even when it fails (then it closes them): the socket
+ *   closes an input fd when it is not handed out with a frame, an output fd
+ *   when its entry has been written or dropped. So every number must be given
+ *   to it exactly once: fds shared by entries of several sockets (one message
+ *   queued for several peers) must be dup()ed by the owner for each socket but
+ *   one before they are restored.
+ * - Restored output entries are copies of the socket's own; the original
+ *   entries' ->release callbacks are never called by the restored socket (in
+ *   the old process they would have dropped the owner's references, which the
+ *   exec dropped anyway).
+ */
+
+/**
+ * struct socket_snapshot_fds - fds received with buffered input (one recvmsg())
+ * @start:	first byte they arrived with, relative to the first buffered byte
+ *		(0 when that read began with bytes already taken out)
+ * @end:	end of the bytes of that read, relative as @start, <= @n_in
+ * @fds:	the fd numbers (borrowed, see above)
+ * @n_fds:	number of fds, 1..SOCKET_FDS_MAX
+ */
+struct socket_snapshot_fds {
+	size_t start;
+	size_t end;
+	int *fds;
+	size_t n_fds;
+};
+
+/**
+ * struct socket_snapshot_entry - what is left to write of one queued entry
+ * @data:	the bytes not yet written
+ * @n_data:	their number, > 0
+ * @fds:	the entry's fds (borrowed), only if none of it was written yet;
+ *		else NULL (they went out with its first byte)
+ * @n_fds:	number of fds, at most SOCKET_FDS_MAX
+ */
+struct socket_snapshot_entry {
+	uint8_t *data;
+	size_t n_data;
+	int *fds;
+	size_t n_fds;
+};
+
+/**
+ * struct socket_snapshot - the in-memory state of a socket, as plain data
+ * @framing:	socket_start_framing() was called (else raw/SASL mode)
+ * @eof:	the peer's end of stream was seen (data before it stays readable)
+ * @violation:	a protocol violation was reported (it stays reported)
+ * @in:	the buffered input not yet taken: complete frames, an incomplete
+ *		frame, or raw (SASL) bytes
+ * @n_in:	number of bytes in @in
+ * @in_fds:	fd batches received with @in and not yet handed out, in stream
+ *		order; none when @n_in is 0
+ * @n_in_fds:	number of batches
+ * @out:	the write queue, in order; the first entry may be partly written
+ * @n_out:	number of entries
+ *
+ * Not carried: the credentials (queried again from the fd) and the
+ * socket_is_drained() hint (false on a restored socket: read once more).
+ */
+struct socket_snapshot {
+	bool framing;
+	bool eof;
+	bool violation;
+	uint8_t *in;
+	size_t n_in;
+	struct socket_snapshot_fds *in_fds;
+	size_t n_in_fds;
+	struct socket_snapshot_entry *out;
+	size_t n_out;
+};
+
+/**
+ * socket_snapshot() - copy the state of a socket for a re-exec
+ * @socket:	socket (not modified)
+ * @snap:	output; release with socket_snapshot_deinit()
+ *
+ * Copies the buffered input and what is left of every queued entry; lists the
+ * fd numbers without duplicating them. Wherever the input lives (the thread's
+ * shared buffer, a buffer of the socket's own, a large frame's buffer), the
+ * snapshot holds a copy.
+ *
+ * Return: 0, or -ENOMEM (@snap is then empty).
+ */
+int socket_snapshot(const struct socket *socket, struct socket_snapshot *snap);
+
+/**
+ * socket_snapshot_deinit() - free the memory of a snapshot
+ * @snap:	snapshot from socket_snapshot(), or zeroed
+ *
+ * Frees the arrays and buffers and zeroes @snap. Closes no fd.
+ */
+void socket_snapshot_deinit(struct socket_snapshot *snap);
+
+/**
+ * socket_new_restored() - take over a connection with a snapshot of its state
+ * @socketp:	output
+ * @fd:	the connection; owned by the socket from now on, even on failure
+ * @snap:	the state of the connection's socket before the exec; only read
+ *
+ * Like socket_new() (O_NONBLOCK, credentials read from @fd), then restores
+ * the mode, the input buffer with its fd batches and the write queue (as
+ * entries of the socket's own, holding copies of the bytes). Every fd listed
+ * in @snap is taken over (see the ownership rules above), even on failure.
+ *
+ * Return: 0, -EINVAL for a snapshot no socket can be in (fd batches outside
+ * the input or out of order, more fd batches than a socket holds, fds without
+ * bytes to travel with, more than SOCKET_FDS_MAX per batch or entry, a negative
+ * fd), or another negative errno (as socket_new(), -ENOMEM).
+ */
+int socket_new_restored(struct socket **socketp, int fd, const struct socket_snapshot *snap);

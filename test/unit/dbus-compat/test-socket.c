@@ -2,7 +2,8 @@
 /*
  * Tests of struct socket over real socketpairs: framing across and within
  * reads, fd attachment, fd leak checks, back-pressure, size limits,
- * credentials and the raw (SASL) to framing handover.
+ * credentials, the raw (SASL) to framing handover, and snapshot/restore across a
+ * re-exec.
  */
 
 #include <errno.h>
@@ -1529,6 +1530,584 @@ static void test_raw_to_framing(void)
 	CHECK(count_fds() == before);
 }
 
+/* ---- handover across a re-exec (snapshot and restore) -------------------- */
+
+static int dup_fd(int fd)
+{
+	int r = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+
+	CHECK(r >= 0);
+	return r;
+}
+
+/*
+ * Stand-in for the exec, in one process. After an exec the fd numbers a
+ * snapshot lists are still open while the old struct socket and its entries
+ * are gone. Here every fd the snapshot lists and the connection itself are
+ * replaced by a dup() (the "surviving" number), then the old socket is freed
+ * as usual: it closes its own originals and releases its entries (whose
+ * owner, test_entry_release(), closes theirs). Afterwards the snapshot's fds
+ * are exactly what the restored socket must own and close; count_fds() at the
+ * end of each test checks that it does, once. Returns the connection's fd.
+ */
+static int exec_handover(struct socket *old, struct socket_snapshot *snap)
+{
+	size_t i, j;
+	int fd;
+
+	fd = dup_fd(socket_get_fd(old));
+	for (i = 0; i < snap->n_in_fds; i++)
+		for (j = 0; j < snap->in_fds[i].n_fds; j++)
+			snap->in_fds[i].fds[j] = dup_fd(snap->in_fds[i].fds[j]);
+	for (i = 0; i < snap->n_out; i++)
+		for (j = 0; j < snap->out[i].n_fds; j++)
+			snap->out[i].fds[j] = dup_fd(snap->out[i].fds[j]);
+	socket_free(old);
+	return fd;
+}
+
+/* Snapshot @old, "exec", restore: the socket that continues in its place. */
+static struct socket *reexec(struct socket *old, struct socket_snapshot *snap)
+{
+	size_t buffered = socket_get_buffered_bytes(old);
+	size_t queued = socket_get_queued_bytes(old), queued_fds = socket_get_queued_fds(old);
+	bool holds = socket_holds_fds(old);
+	struct socket *s;
+	int fd;
+
+	CHECK_EQ(socket_snapshot(old, snap), 0);
+	/* Taking a snapshot changes nothing. */
+	CHECK_EQ(socket_get_buffered_bytes(old), buffered);
+	CHECK_EQ(socket_get_queued_bytes(old), queued);
+	CHECK_EQ(socket_get_queued_fds(old), queued_fds);
+	CHECK_EQ(snap->n_in, buffered);
+
+	fd = exec_handover(old, snap);
+	CHECK_EQ(socket_new_restored(&s, fd, snap), 0);
+	CHECK_EQ(socket_get_fd(s), fd);
+	CHECK_EQ(socket_get_buffered_bytes(s), buffered);
+	CHECK_EQ(socket_get_queued_bytes(s), queued);
+	CHECK_EQ(socket_get_queued_fds(s), queued_fds);
+	CHECK(socket_holds_fds(s) == holds);
+	CHECK(socket_wants_write(s) == (queued > 0));
+	CHECK(socket_get_creds(s)->have_creds && socket_get_creds(s)->uid == getuid());
+	return s;
+}
+
+/*
+ * (1) A complete frame and a frame of which the header and part of the body
+ * arrived, with two fds, after the first was taken: the snapshot holds the
+ * remainder and its fd batch; the restored socket completes the frame with its
+ * fds, then reads the next one with its own fd. With @moved, another socket's
+ * read moved the remainder out of the shared buffer into one of its own.
+ */
+static void test_restore_partial_frame(bool moved)
+{
+	int sv[2], ov[2], p[2], before = count_fds();
+	struct socket *s, *other = NULL;
+	struct socket_snapshot snap;
+	struct socket_frame fr;
+	uint8_t *a, *b, *c;
+	size_t na, nb, nc, part = 30;
+	const void *raw;
+	size_t n;
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], true);
+	a = make_frame(0, 40, 1, false, &na);
+	b = make_frame(8, 300, 2, false, &nb);
+	c = make_frame(3, 20, 3, true, &nc);
+
+	send_all(sv[1], a, na);
+	send_with_fds(sv[1], b, part, p, 2);
+	while (socket_get_buffered_bytes(s) < na + part)
+		CHECK(socket_dispatch_read(s) == 0);
+	expect_frame(s, a, na, 0, NULL);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_holds_fds(s));
+	if (moved) {
+		uint8_t *o;
+		size_t no;
+
+		pair(ov);
+		other = new_socket(ov[0], true);
+		o = make_frame(0, 8, 9, false, &no);
+		send_all(ov[1], o, no);
+		CHECK(socket_dispatch_read(other) == 0);
+		expect_frame(other, o, no, 0, NULL);
+		free(o);
+	}
+
+	s = reexec(s, &snap);
+	CHECK(snap.framing && !snap.eof && !snap.violation);
+	CHECK_EQ(snap.n_in, part);
+	CHECK(!memcmp(snap.in, b, part));
+	CHECK_EQ(snap.n_in_fds, 1);
+	/* 0 even if that read also carried the tail of a, already taken. */
+	CHECK_EQ(snap.in_fds[0].start, 0);
+	CHECK_EQ(snap.in_fds[0].end, part);
+	CHECK_EQ(snap.in_fds[0].n_fds, 2);
+	CHECK(same_file(snap.in_fds[0].fds[0], p[0]));
+	CHECK(same_file(snap.in_fds[0].fds[1], p[1]));
+	CHECK_EQ(snap.n_out, 0);
+	CHECK(!snap.out);
+	socket_snapshot_deinit(&snap);
+
+	raw = socket_peek_raw(s, &n);
+	CHECK(n == part && !memcmp(raw, b, part));
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(socket_dispatch_read(s) == 0); /* nothing there yet */
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+
+	send_all(sv[1], b + part, nb - part);
+	send_with_fds(sv[1], c, nc, p + 1, 1);
+	read_until_frame(s);
+	expect_frame(s, b, nb, 2, &fr);
+	CHECK(same_file(fr.fds[0], p[0]));
+	CHECK(same_file(fr.fds[1], p[1]));
+	socket_frame_deinit(&fr);
+	read_until_frame(s);
+	expect_frame(s, c, nc, 1, &fr);
+	CHECK(same_file(fr.fds[0], p[1]));
+	socket_frame_deinit(&fr);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	CHECK(!socket_holds_fds(s));
+	CHECK_EQ(socket_get_buffered_bytes(s), 0);
+
+	socket_free(s);
+	close(sv[1]);
+	if (other) {
+		socket_free(other);
+		close(ov[1]);
+	}
+	close(p[0]);
+	close(p[1]);
+	free(a);
+	free(b);
+	free(c);
+	CHECK_EQ(count_fds(), before);
+}
+
+/*
+ * A large frame (received into a buffer of its own) with an fd, half of it in
+ * when the bus re-executes: the restored socket receives the rest into a
+ * buffer that ends with the frame and hands that out without a copy.
+ */
+static void test_restore_large_frame(void)
+{
+	int sv[2], p[2], before = count_fds();
+	struct socket *s;
+	struct socket_snapshot snap;
+	struct socket_frame fr;
+	uint8_t *f;
+	size_t n, part;
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], true);
+	f = make_frame(5, 1024 * 1024, 4, false, &n);
+	part = n / 2;
+
+	send_with_fds(sv[1], f, 100, p, 1);
+	send_reading(sv[1], s, f + 100, part - 100);
+	while (socket_get_buffered_bytes(s) < part)
+		CHECK(socket_dispatch_read(s) == 0);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+
+	s = reexec(s, &snap);
+	CHECK_EQ(snap.n_in, part);
+	CHECK(!memcmp(snap.in, f, part));
+	CHECK_EQ(snap.n_in_fds, 1);
+	CHECK_EQ(snap.in_fds[0].start, 0);
+	CHECK_EQ(snap.in_fds[0].end, 100);
+	socket_snapshot_deinit(&snap);
+
+	send_reading(sv[1], s, f + part, n - part);
+	read_until_frame(s);
+	expect_adopted(s, f, n, 1, &fr);
+	CHECK(same_file(fr.fds[0], p[0]));
+	socket_frame_deinit(&fr);
+
+	socket_free(s);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+	free(f);
+	CHECK_EQ(count_fds(), before);
+}
+
+/*
+ * (2) Output: three entries with fds, the first partly written (the peer does
+ * not read, the send buffer is small). The snapshot holds the rest of the
+ * first without its fds (they went out with its first byte) and the others
+ * whole with theirs; the restored socket writes the remaining stream, and the
+ * peer gets every byte and every fd exactly once, each fd with its message.
+ */
+static void test_restore_output(void)
+{
+	int sv[2], p[2], sndbuf = 4096, before = count_fds();
+	const size_t nfds[3] = { 1, 2, 1 };
+	struct socket *w, *r;
+	struct socket_snapshot snap;
+	struct socket_frame fr;
+	uint8_t *f[3];
+	size_t n[3], i, total = 0, written, got = 0;
+	unsigned int released = 0, rounds = 0;
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)) == 0);
+	w = new_socket(sv[0], true);
+	for (i = 0; i < 3; i++) {
+		f[i] = make_frame(3, 64 * 1024 + (uint32_t)i, (uint32_t)i + 1, i == 1, &n[i]);
+		queue_entry(w, f[i], n[i], p, nfds[i], &released);
+		total += n[i];
+	}
+	CHECK(socket_dispatch_write(w) == 0);
+	written = total - socket_get_queued_bytes(w);
+	CHECK(written > 0 && written < n[0], "written %zu", written);
+	CHECK_EQ(socket_get_queued_fds(w), 3);
+	CHECK_EQ(released, 0);
+
+	w = reexec(w, &snap);
+	/* The old owner's entries were released by the old socket, not the new. */
+	CHECK_EQ(released, 3);
+	CHECK_EQ(snap.n_in, 0);
+	CHECK_EQ(snap.n_in_fds, 0);
+	CHECK_EQ(snap.n_out, 3);
+	CHECK_EQ(snap.out[0].n_data, n[0] - written);
+	CHECK(!memcmp(snap.out[0].data, f[0] + written, n[0] - written));
+	CHECK(snap.out[0].n_fds == 0 && !snap.out[0].fds);
+	for (i = 1; i < 3; i++) {
+		CHECK_EQ(snap.out[i].n_data, n[i]);
+		CHECK(!memcmp(snap.out[i].data, f[i], n[i]));
+		CHECK_EQ(snap.out[i].n_fds, nfds[i]);
+		CHECK(same_file(snap.out[i].fds[0], p[0]));
+		if (nfds[i] > 1)
+			CHECK(same_file(snap.out[i].fds[1], p[1]));
+	}
+	socket_snapshot_deinit(&snap);
+
+	/* Drain: the peer reads while the restored socket writes. */
+	r = new_socket(sv[1], true);
+	for (i = 0; i < 3; i++) {
+		while (socket_read_frame(r, &fr) == SOCKET_E_AGAIN) {
+			CHECK(socket_dispatch_write(w) == 0);
+			CHECK(socket_dispatch_read(r) == 0);
+			CHECK(++rounds < 100000);
+		}
+		CHECK(fr.n_data == n[i] && !memcmp(fr.data, f[i], n[i]));
+		CHECK_EQ(fr.n_fds, nfds[i]);
+		CHECK(same_file(fr.fds[0], p[0]));
+		if (nfds[i] > 1)
+			CHECK(same_file(fr.fds[1], p[1]));
+		got += fr.n_fds;
+		socket_frame_deinit(&fr);
+	}
+	CHECK_EQ(got, 4);
+	CHECK(!socket_wants_write(w));
+	CHECK_EQ(socket_get_queued_bytes(w), 0);
+	CHECK_EQ(socket_get_queued_fds(w), 0);
+	/* Nothing more on the wire. */
+	CHECK(socket_dispatch_read(r) == 0);
+	CHECK(socket_read_frame(r, &fr) == SOCKET_E_AGAIN);
+	CHECK_EQ(socket_get_buffered_bytes(r), 0);
+	CHECK(!socket_holds_fds(r));
+
+	/* A restored socket frees queued entries (and closes their fds) too. */
+	CHECK_EQ(socket_snapshot(w, &snap), 0);
+	CHECK_EQ(snap.n_out, 0);
+	socket_snapshot_deinit(&snap);
+
+	socket_free(w);
+	socket_free(r);
+	for (i = 0; i < 3; i++)
+		free(f[i]);
+	close(p[0]);
+	close(p[1]);
+	CHECK_EQ(count_fds(), before);
+}
+
+/* Entries with fds still queued when a restored socket is freed. */
+static void test_restore_output_dropped(void)
+{
+	int sv[2], p[2], before = count_fds();
+	struct socket *w;
+	struct socket_snapshot snap;
+	unsigned int released = 0;
+	uint8_t *f;
+	size_t n;
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	w = new_socket(sv[0], true);
+	f = make_frame(0, 100, 1, false, &n);
+	queue_entry(w, f, n, p, 2, &released);
+	queue_entry(w, f, n, p, 1, &released);
+	w = reexec(w, &snap);
+	socket_snapshot_deinit(&snap);
+	CHECK_EQ(socket_get_queued_fds(w), 3);
+	socket_free(w);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+	free(f);
+	CHECK_EQ(count_fds(), before);
+}
+
+/* Feed the complete lines of the raw input to @sasl; queue its replies. */
+static int feed_lines(struct socket *s, struct sasl_server *sasl, char *sent, size_t *n_sent)
+{
+	const char *raw, *out;
+	size_t avail, lines = 0, c, n_out, i;
+	int r;
+
+	raw = socket_peek_raw(s, &avail);
+	for (i = 1; i < avail; i++)
+		if (raw[i - 1] == '\r' && raw[i] == '\n')
+			lines = i + 1;
+	r = sasl_server_feed(sasl, raw, lines, &c);
+	CHECK(r >= 0);
+	socket_consume_raw(s, c);
+	out = sasl_server_peek_output(sasl, &n_out);
+	CHECK(socket_queue_copy(s, out, n_out) == 0);
+	memcpy(sent + *n_sent, out, n_out);
+	*n_sent += n_out;
+	sasl_server_consume_output(sasl, n_out);
+	return r;
+}
+
+/*
+ * (3) Raw (SASL) mode: an incomplete line buffered and the server's replies
+ * queued, not yet written; then, after the restore, the rest of the lines
+ * with the first message's start and its fd in one write, and a second
+ * re-exec in framing mode, where the fd batch began with authentication bytes
+ * already consumed.
+ */
+static void test_restore_sasl(void)
+{
+	static const char first[] = "\0AUTH EXTERNAL\r\nDA";
+	static const char rest[] = "TA\r\nNEGOTIATE_UNIX_FD\r\nBEGIN\r\n";
+	int sv[2], p[2], before = count_fds();
+	struct socket *s;
+	struct socket_snapshot snap;
+	struct socket_frame fr;
+	struct sasl_server sasl;
+	char sent[512], recvd[512];
+	uint8_t *f, *buf;
+	size_t n, n_sent = 0, n_recvd = 0, part = 20;
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	pair(sv);
+	s = new_socket(sv[0], false);
+	CHECK(sasl_server_init(&sasl, getuid(), "00000000000000000000000000000000",
+			       SASL_SERVER_UNIX_FD) == 0);
+	f = make_frame(4, 30, 1, false, &n);
+
+	send_all(sv[1], first, sizeof(first) - 1);
+	while (socket_get_buffered_bytes(s) < sizeof(first) - 1)
+		CHECK(socket_dispatch_read(s) == 0);
+	CHECK_EQ(feed_lines(s, &sasl, sent, &n_sent), 0);
+	CHECK_EQ(socket_get_buffered_bytes(s), 2); /* "DA" */
+	CHECK(n_sent > 0 && socket_wants_write(s));
+
+	s = reexec(s, &snap);
+	CHECK(!snap.framing);
+	CHECK(snap.n_in == 2 && !memcmp(snap.in, "DA", 2));
+	CHECK_EQ(snap.n_in_fds, 0);
+	CHECK_EQ(snap.n_out, 1);
+	CHECK(snap.out[0].n_data == n_sent && !memcmp(snap.out[0].data, sent, n_sent));
+	socket_snapshot_deinit(&snap);
+
+	/* The rest of authentication and the first bytes of a message with an fd. */
+	buf = malloc(sizeof(rest) - 1 + part);
+	memcpy(buf, rest, sizeof(rest) - 1);
+	memcpy(buf + sizeof(rest) - 1, f, part);
+	send_with_fds(sv[1], buf, sizeof(rest) - 1 + part, p, 1);
+	while (socket_get_buffered_bytes(s) < 2 + sizeof(rest) - 1 + part)
+		CHECK(socket_dispatch_read(s) == 0);
+	CHECK_EQ(feed_lines(s, &sasl, sent, &n_sent), SASL_SERVER_DONE);
+	socket_start_framing(s);
+	CHECK_EQ(socket_get_buffered_bytes(s), part);
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+
+	s = reexec(s, &snap);
+	CHECK(snap.framing);
+	CHECK(snap.n_in == part && !memcmp(snap.in, f, part));
+	CHECK_EQ(snap.n_in_fds, 1);
+	CHECK_EQ(snap.in_fds[0].start, 0);
+	CHECK_EQ(snap.in_fds[0].end, part);
+	CHECK_EQ(snap.n_out, 2);
+	socket_snapshot_deinit(&snap);
+
+	send_all(sv[1], f + part, n - part);
+	read_until_frame(s);
+	expect_frame(s, f, n, 1, &fr);
+	CHECK(same_file(fr.fds[0], p[0]));
+	socket_frame_deinit(&fr);
+
+	/* The client gets the replies of both program images, in order. */
+	CHECK(socket_dispatch_write(s) == 0);
+	CHECK(!socket_wants_write(s));
+	while (n_recvd < n_sent) {
+		ssize_t k = recv(sv[1], recvd + n_recvd, sizeof(recvd) - n_recvd, 0);
+
+		CHECK(k > 0);
+		n_recvd += (size_t)k;
+	}
+	CHECK(n_recvd == n_sent && !memcmp(recvd, sent, n_sent));
+	CHECK(!memcmp(sent, "DATA\r\nOK ", 9));
+
+	sasl_server_deinit(&sasl);
+	socket_free(s);
+	close(sv[1]);
+	close(p[0]);
+	close(p[1]);
+	free(f);
+	free(buf);
+	CHECK_EQ(count_fds(), before);
+}
+
+/*
+ * (4) Empty sockets, in raw and in framing mode: an empty snapshot, and the
+ * restored socket reads and writes as a new one; then one whose peer already
+ * closed, a complete frame still buffered.
+ */
+static void test_restore_empty(void)
+{
+	int sv[2], before = count_fds();
+	struct socket *s;
+	struct socket_snapshot snap;
+	struct socket_frame fr;
+	uint8_t *f, got[256];
+	size_t n, avail;
+	const void *raw;
+	int framing;
+
+	f = make_frame(2, 50, 6, false, &n);
+	for (framing = 0; framing < 2; framing++) {
+		pair(sv);
+		s = reexec(new_socket(sv[0], framing), &snap);
+		CHECK(snap.framing == !!framing && !snap.eof && !snap.violation);
+		CHECK(!snap.in && snap.n_in == 0);
+		CHECK(!snap.in_fds && snap.n_in_fds == 0);
+		CHECK(!snap.out && snap.n_out == 0);
+		socket_snapshot_deinit(&snap);
+
+		send_all(sv[1], f, n);
+		while (socket_get_buffered_bytes(s) < n)
+			CHECK(socket_dispatch_read(s) == 0);
+		if (framing) {
+			expect_frame(s, f, n, 0, NULL);
+		} else {
+			raw = socket_peek_raw(s, &avail);
+			CHECK(avail == n && !memcmp(raw, f, n));
+			CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+		}
+		CHECK(socket_queue_copy(s, "hello", 5) == 0);
+		CHECK(socket_dispatch_write(s) == 0);
+		CHECK(recv(sv[1], got, sizeof(got), 0) == 5 && !memcmp(got, "hello", 5));
+		socket_free(s);
+		close(sv[1]);
+	}
+
+	/* End of stream seen behind the start of a frame: both carried over. */
+	pair(sv);
+	s = new_socket(sv[0], true);
+	send_all(sv[1], f, n);
+	send_all(sv[1], f, 5);
+	close(sv[1]);
+	while (socket_get_buffered_bytes(s) < n + 5)
+		CHECK(socket_dispatch_read(s) == 0);
+	expect_frame(s, f, n, 0, NULL);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_EOF);
+	s = reexec(s, &snap);
+	CHECK(snap.eof && snap.n_in == 5);
+	socket_snapshot_deinit(&snap);
+	CHECK(socket_dispatch_read(s) == SOCKET_E_EOF);
+	raw = socket_peek_raw(s, &avail);
+	CHECK(avail == 5 && !memcmp(raw, f, 5));
+	CHECK(socket_read_frame(s, &fr) == SOCKET_E_AGAIN);
+	socket_free(s);
+
+	free(f);
+	CHECK_EQ(count_fds(), before);
+}
+
+/*
+ * A snapshot the owner built itself (pointing into its own memory, no
+ * socket_snapshot_deinit()), and ones no socket can be in: refused with
+ * -EINVAL, and every fd passed in is closed all the same.
+ */
+static void test_restore_invalid(void)
+{
+	int sv[2], p[2], before = count_fds(), fds[2];
+	uint8_t in[8] = { 'l', 1, 0, 1 };
+	struct socket_snapshot_fds batch = { .start = 0, .end = 8, .fds = fds, .n_fds = 1 };
+	struct socket_snapshot_entry out = { .data = (uint8_t *)"xy", .n_data = 2, .fds = fds + 1,
+					     .n_fds = 1 };
+	struct socket_snapshot snap = {
+		.framing = true,
+		.in = in,
+		.n_in = sizeof(in),
+		.in_fds = &batch,
+		.n_in_fds = 1,
+		.out = &out,
+		.n_out = 1,
+	};
+	struct socket *s;
+	char got[4];
+	int k;
+
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+
+	/* Valid, in the caller's memory. */
+	pair(sv);
+	fds[0] = dup_fd(p[0]);
+	fds[1] = dup_fd(p[1]);
+	CHECK_EQ(socket_new_restored(&s, sv[0], &snap), 0);
+	CHECK(socket_holds_fds(s));
+	CHECK_EQ(socket_get_buffered_bytes(s), 8);
+	CHECK_EQ(socket_get_queued_fds(s), 1);
+	CHECK(socket_dispatch_write(s) == 0);
+	CHECK(recv(sv[1], got, sizeof(got), 0) == 2 && !memcmp(got, "xy", 2));
+	socket_free(s);
+	close(sv[1]);
+	CHECK_EQ(count_fds(), before + 2);
+
+	/* A batch beyond the input, batches out of order, fds without bytes. */
+	for (k = 0; k < 3; k++) {
+		struct socket_snapshot bad = snap;
+		struct socket_snapshot_fds b2[2] = { batch, batch };
+		struct socket_snapshot_entry o2 = out;
+
+		pair(sv);
+		fds[0] = dup_fd(p[0]);
+		fds[1] = dup_fd(p[1]);
+		if (k == 0) {
+			bad.n_in = 4;
+		} else if (k == 1) {
+			b2[0].start = 4;
+			b2[1].fds = fds + 1; /* the entry's fd goes with the batch */
+			b2[1].end = 6;
+			bad.in_fds = b2;
+			bad.n_in_fds = 2;
+			bad.n_out = 0;
+		} else {
+			o2.n_data = 0;
+			bad.out = &o2;
+		}
+		CHECK_EQ(socket_new_restored(&s, sv[0], &bad), -EINVAL);
+		close(sv[1]);
+		CHECK_EQ(count_fds(), before + 2);
+	}
+
+	close(p[0]);
+	close(p[1]);
+	CHECK_EQ(count_fds(), before);
+}
+
 int main(void)
 {
 	int before = count_fds();
@@ -1556,6 +2135,14 @@ int main(void)
 	test_ctrunc();
 	test_many_groups();
 	test_random_stream();
+	test_restore_partial_frame(false);
+	test_restore_partial_frame(true);
+	test_restore_large_frame();
+	test_restore_output();
+	test_restore_output_dropped();
+	test_restore_sasl();
+	test_restore_empty();
+	test_restore_invalid();
 	CHECK(count_fds() == before);
 	measure(200000, 100);
 	measure(500, 1024 * 1024);

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: Re-executing a live bus
+ *
+ * On SIGUSR2 the broker replaces its program with the one on disk (a newer
+ * version, usually) without a client noticing: same pid, same sockets, same
+ * state. The steps, all inside one callback of the loop (clients wait, they
+ * are not dropped):
+ *
+ *  1. Everything that can be written is written; the state is serialized
+ *     (state.h) into a sealed memfd: the bus' identity and counters, every
+ *     listener, every peer (credentials, flags, unique name, names with
+ *     their queue positions, match rules, what its socket holds unread or
+ *     unwritten, fds sent ahead), the pending replies with their deadlines,
+ *     the activation environment.
+ *  2. The new program checks the state: it is started with --check-state
+ *     and must read all of it and exit 0 within REEXEC_CHECK_TIMEOUT. If it
+ *     cannot (another state version, a broken binary, a crash), the re-exec
+ *     is refused and logged, and nothing changed: the bus goes on serving.
+ *  3. The carried fds lose FD_CLOEXEC and the program is executed again
+ *     with its command line plus --restore-state=FD and
+ *     --reexec-fallback=FD (the old program, kept open).
+ *  4. The new program loads the configuration file as at start, reads the
+ *     state, re-creates everything without a single message to a client
+ *     (no NameOwnerChanged, no NameAcquired) and runs the loop. If it
+ *     cannot read the state after all, it executes the old program with the
+ *     same state (which wrote it, so can read it).
+ *
+ * Refused for now (logged "re-exec refused: ..."; retry later): while a
+ * native (bus1) client is connected, while a client is still
+ * authenticating, and while an activation is in progress.
+ *
+ * What a crash loses: the fds are kept by systemd's fd store, the
+ * in-memory state cannot be (docs/bus1-broker.1).
+ */
+
+#include <stdbool.h>
+
+struct broker;
+struct broker_options;
+
+/* The longest the old program waits for the new one to accept the state. */
+#define REEXEC_CHECK_TIMEOUT_MSEC 10000
+
+/**
+ * reexec_prepare() - remember what a re-exec needs, at start-up
+ * @argv:	the command line (kept by pointer: main()'s)
+ *
+ * Opens the running program (the fallback) and notes the path to execute.
+ * Return 0 or negative errno (re-exec then refused).
+ */
+int reexec_prepare(struct broker *broker, char **argv);
+
+/* SIGUSR2: re-execute. Returns only if refused (logged). */
+void reexec_run(struct broker *broker);
+
+/*
+ * --check-state=FD: read the whole state without acting on it.
+ * Return 0 if this program can restore it, 1 if not (logged), -errno.
+ */
+int reexec_check_state(int fd);
+
+/**
+ * broker_restore() - the broker of a re-executed bus
+ * @opts:	as for broker_new()
+ * @state_fd:	--restore-state
+ * @fallback_fd: --reexec-fallback, or -1
+ *
+ * Creates the event loop and everything in the state. A state this program
+ * cannot read makes it execute @fallback_fd with the same command line.
+ * Return: 0 or negative errno (logged; the process must exit).
+ */
+int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
+		   int fallback_fd, char **argv);

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The serialized state of a re-exec: writer and bounded reader. See state.h.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "broker/state.h"
+
+/* Larger is not a state this bus could have written: refuse it. */
+#define STATE_MAX_SIZE (1ULL << 32)
+
+static void state_reserve(struct state_writer *w, size_t n)
+{
+	size_t cap;
+	uint8_t *p;
+
+	if (w->error || w->cap - w->n >= n)
+		return;
+	cap = w->cap ? w->cap : 4096;
+	while (cap - w->n < n)
+		cap *= 2;
+	p = realloc(w->buf, cap);
+	if (!p) {
+		w->error = -ENOMEM;
+		return;
+	}
+	w->buf = p;
+	w->cap = cap;
+}
+
+static void state_put_raw(struct state_writer *w, const void *p, size_t n)
+{
+	state_reserve(w, n);
+	if (w->error)
+		return;
+	memcpy(w->buf + w->n, p, n);
+	w->n += n;
+}
+
+void state_put_u32(struct state_writer *w, uint32_t v)
+{
+	uint8_t b[4] = { v, v >> 8, v >> 16, v >> 24 };
+
+	state_put_raw(w, b, sizeof(b));
+}
+
+void state_put_u64(struct state_writer *w, uint64_t v)
+{
+	state_put_u32(w, (uint32_t)v);
+	state_put_u32(w, (uint32_t)(v >> 32));
+}
+
+void state_put_i32(struct state_writer *w, int32_t v)
+{
+	state_put_u32(w, (uint32_t)v);
+}
+
+void state_put_bytes(struct state_writer *w, const void *p, size_t n)
+{
+	state_put_u64(w, n);
+	if (n)
+		state_put_raw(w, p, n);
+}
+
+void state_put_str(struct state_writer *w, const char *s)
+{
+	if (!s) {
+		state_put_u64(w, UINT64_MAX);
+		return;
+	}
+	state_put_bytes(w, s, strlen(s) + 1);
+}
+
+void state_writer_init(struct state_writer *w, uint32_t version)
+{
+	*w = (struct state_writer){};
+	state_put_u32(w, STATE_MAGIC);
+	state_put_u32(w, version);
+}
+
+void state_writer_deinit(struct state_writer *w)
+{
+	free(w->buf);
+	*w = (struct state_writer){};
+}
+
+int state_writer_to_memfd(struct state_writer *w)
+{
+	size_t done = 0;
+	int fd;
+
+	if (w->error)
+		return w->error;
+	fd = memfd_create("bus1-broker-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	while (done < w->n) {
+		ssize_t k = write(fd, w->buf + done, w->n - done);
+
+		if (k < 0) {
+			int r = -errno;
+
+			if (r == -EINTR)
+				continue;
+			close(fd);
+			return r;
+		}
+		done += (size_t)k;
+	}
+	/* The reader may trust that nobody changes it under its feet. */
+	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+static const uint8_t *state_take(struct state_reader *r, size_t n)
+{
+	const uint8_t *p;
+
+	if (r->error || r->n - r->pos < n) {
+		r->error = true;
+		return NULL;
+	}
+	p = r->buf + r->pos;
+	r->pos += n;
+	return p;
+}
+
+uint32_t state_get_u32(struct state_reader *r)
+{
+	const uint8_t *b = state_take(r, 4);
+
+	return b ? (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+		   (uint32_t)b[3] << 24 : 0;
+}
+
+uint64_t state_get_u64(struct state_reader *r)
+{
+	uint64_t lo = state_get_u32(r);
+
+	return lo | (uint64_t)state_get_u32(r) << 32;
+}
+
+int32_t state_get_i32(struct state_reader *r)
+{
+	return (int32_t)state_get_u32(r);
+}
+
+const void *state_get_bytes(struct state_reader *r, size_t *np)
+{
+	uint64_t n = state_get_u64(r);
+
+	*np = 0;
+	if (r->error || n > r->n - r->pos) {
+		r->error = true;
+		return NULL;
+	}
+	*np = (size_t)n;
+	return n ? state_take(r, (size_t)n) : r->buf + r->pos;
+}
+
+const char *state_get_str(struct state_reader *r)
+{
+	size_t save = r->pos, n;
+	const char *s;
+
+	if (r->error)
+		return NULL;
+	if (state_get_u64(r) == UINT64_MAX)
+		return NULL;
+	r->pos = save;
+	s = state_get_bytes(r, &n);
+	if (!s || n == 0 || s[n - 1] != '\0' || memchr(s, '\0', n - 1)) {
+		r->error = true;
+		return NULL;
+	}
+	return s;
+}
+
+size_t state_get_count(struct state_reader *r, size_t min_item_size)
+{
+	uint64_t n = state_get_u64(r);
+
+	if (r->error || (min_item_size && n > (r->n - r->pos) / min_item_size)) {
+		r->error = true;
+		return 0;
+	}
+	return (size_t)n;
+}
+
+bool state_expect(struct state_reader *r, uint32_t tag)
+{
+	if (state_get_u32(r) != tag)
+		r->error = true;
+	return !r->error;
+}
+
+bool state_peek_tag(struct state_reader *r, uint32_t tag)
+{
+	size_t save = r->pos;
+	bool match;
+
+	if (r->error)
+		return false;
+	match = state_get_u32(r) == tag && !r->error;
+	r->pos = save;
+	r->error = false;
+	return match;
+}
+
+int state_get_fd(struct state_reader *r)
+{
+	int32_t fd = state_get_i32(r);
+
+	if (fd < 0) {
+		r->error = true;
+		return -1;
+	}
+	return fd;
+}
+
+int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
+{
+	struct stat st;
+	size_t done = 0;
+
+	*r = (struct state_reader){};
+	*versionp = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_size < 8 || (uint64_t)st.st_size > STATE_MAX_SIZE)
+		return 1;
+	r->n = (size_t)st.st_size;
+	r->buf = malloc(r->n);
+	if (!r->buf)
+		return -ENOMEM;
+	while (done < r->n) {
+		ssize_t k = pread(fd, r->buf + done, r->n - done, (off_t)done);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			int e = k < 0 ? -errno : -EIO;
+
+			state_reader_deinit(r);
+			return e;
+		}
+		done += (size_t)k;
+	}
+	if (state_get_u32(r) != STATE_MAGIC) {
+		state_reader_deinit(r);
+		return 1;
+	}
+	r->version = state_get_u32(r);
+	*versionp = r->version;
+	if (r->version != STATE_VERSION) {
+		state_reader_deinit(r);
+		return 1;
+	}
+	return 0;
+}
+
+void state_reader_deinit(struct state_reader *r)
+{
+	free(r->buf);
+	*r = (struct state_reader){};
+}
