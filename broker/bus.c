@@ -312,6 +312,11 @@ static int bus_flush_cb(sd_event_source *s, void *userdata);
 
 int bus_attach(struct bus *bus, sd_event *event)
 {
+	return bus_attach_restored(bus, event, -1);
+}
+
+int bus_attach_restored(struct bus *bus, sd_event *event, int native_fd)
+{
 	int r;
 
 	bus->event = event;
@@ -330,6 +335,8 @@ int bus_attach(struct bus *bus, sd_event *event)
 	if (r < 0)
 		return r;
 	/* Native clients: the bus1 transport, when /dev/bus1 exists. */
+	if (native_fd >= 0)
+		return native_new_from_fd(&bus->native, bus, native_fd);
 	return native_new(&bus->native, bus);
 }
 

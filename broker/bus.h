@@ -146,6 +146,9 @@ void bus_deinit(struct bus *bus);
  */
 int bus_attach(struct bus *bus, sd_event *event);
 
+/* bus_attach() for a re-executed bus, with the old program's bus1 peer fd (-1: none). */
+int bus_attach_restored(struct bus *bus, sd_event *event, int native_fd);
+
 /* DBUS_STARTER_ADDRESS of activated services: every listener's address. */
 int bus_set_address(struct bus *bus, const char *address);
 

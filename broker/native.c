@@ -675,9 +675,55 @@ int native_send_direct_handle(struct native_conn *caller, struct native_conn *ca
 
 /* ------------------------------------------------------------------ object */
 
-int native_new(struct native **nativep, struct bus *bus)
+/* Set up @native around its open peer (native->peer). */
+static int native_setup(struct native *native)
 {
 	struct bus1_cmd_peer_query q = {};
+	struct bus *bus = native->bus;
+	int r;
+
+	r = b1_peer_query(native->peer, &q);
+	if (r < 0)
+		return r;
+	native->max_destinations = q.max_destinations ? q.max_destinations : 1;
+	native->max_fds = q.max_fds;
+	native->quota_bytes = q.quota_bytes;
+	native->quota_fds = q.quota_fds;
+	native->quota_messages = q.quota_messages;
+	native->batch_dst = calloc(native->max_destinations, sizeof(*native->batch_dst));
+	native->batch_nc = calloc(native->max_destinations, sizeof(*native->batch_nc));
+	native->batch_err = calloc(native->max_destinations, sizeof(*native->batch_err));
+	if (!native->batch_dst || !native->batch_nc || !native->batch_err)
+		return -ENOMEM;
+
+	r = sd_event_add_io(bus->event, &native->io, b1_peer_get_fd(native->peer), EPOLLIN,
+			    native_io, native);
+	if (r < 0)
+		return r;
+	r = sd_event_add_defer(bus->event, &native->flush, native_flush_cb, native);
+	if (r < 0)
+		return r;
+	/* After the input of this iteration, like the socket flush. */
+	r = sd_event_source_set_priority(native->flush, SD_EVENT_PRIORITY_IDLE);
+	if (r < 0)
+		return r;
+	return sd_event_source_set_enabled(native->flush, SD_EVENT_OFF);
+}
+
+static struct native *native_alloc(struct bus *bus)
+{
+	struct native *native = calloc(1, sizeof(*native));
+
+	if (!native)
+		return NULL;
+	native->bus = bus;
+	hmap_init(&native->nodes);
+	hmap_init(&native->clients);
+	return native;
+}
+
+int native_new(struct native **nativep, struct bus *bus)
+{
 	const char *path = getenv("BUS1_BROKER_DEVICE");
 	struct native *native;
 	int r;
@@ -696,54 +742,132 @@ int native_new(struct native **nativep, struct bus *bus)
 	if (!path)
 		path = "/dev/bus1";
 
-	native = calloc(1, sizeof(*native));
+	native = native_alloc(bus);
 	if (!native)
 		return -ENOMEM;
-	native->bus = bus;
-	hmap_init(&native->nodes);
-	hmap_init(&native->clients);
-
 	r = b1_peer_new_from_path(path, &native->peer);
 	if (r < 0) {
 		log_warn("cannot open %s (%s): serving socket clients only", path, strerror(-r));
 		native_free(native);
 		return 0;
 	}
-	r = b1_peer_query(native->peer, &q);
-	if (r < 0)
-		goto fail;
-	native->max_destinations = q.max_destinations ? q.max_destinations : 1;
-	native->max_fds = q.max_fds;
-	native->quota_bytes = q.quota_bytes;
-	native->quota_fds = q.quota_fds;
-	native->quota_messages = q.quota_messages;
-	native->batch_dst = calloc(native->max_destinations, sizeof(*native->batch_dst));
-	native->batch_nc = calloc(native->max_destinations, sizeof(*native->batch_nc));
-	native->batch_err = calloc(native->max_destinations, sizeof(*native->batch_err));
-	if (!native->batch_dst || !native->batch_nc || !native->batch_err) {
-		r = -ENOMEM;
-		goto fail;
+	r = native_setup(native);
+	if (r < 0) {
+		native_free(native);
+		return r;
 	}
-
-	r = sd_event_add_io(bus->event, &native->io, b1_peer_get_fd(native->peer), EPOLLIN,
-			    native_io, native);
-	if (r < 0)
-		goto fail;
-	r = sd_event_add_defer(bus->event, &native->flush, native_flush_cb, native);
-	if (r < 0)
-		goto fail;
-	/* After the input of this iteration, like the socket flush. */
-	r = sd_event_source_set_priority(native->flush, SD_EVENT_PRIORITY_IDLE);
-	if (r < 0)
-		goto fail;
-	sd_event_source_set_enabled(native->flush, SD_EVENT_OFF);
-
 	log_info("bus1 transport on %s: native clients accepted", path);
 	*nativep = native;
 	return 0;
+}
+
+/* ---------------------------------------------------------------- re-exec */
+
+int native_new_from_fd(struct native **nativep, struct bus *bus, int fd)
+{
+	struct native *native;
+	int r;
+
+	*nativep = NULL;
+	native = native_alloc(bus);
+	if (!native) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r = b1_peer_new_from_fd(fd, &native->peer);
+	if (r < 0) {
+		close(fd);
+		native_free(native);
+		return r;
+	}
+	r = native_setup(native);
+	if (r < 0) {
+		native_free(native);
+		return r;
+	}
+	*nativep = native;
+	return 0;
+}
+
+int native_get_fd(const struct native *native)
+{
+	return native ? b1_peer_get_fd(native->peer) : -1;
+}
+
+void native_conn_get_state(const struct native_conn *nc, struct native_conn_state *st)
+{
+	*st = (struct native_conn_state){
+		.node = nc->node,
+		.client = nc->client,
+		.direct = nc->direct,
+		.q_bytes = nc->q_bytes,
+		.q_fds = nc->q_fds,
+		.q_msgs = nc->q_msgs,
+		.charged_bytes = nc->charged_bytes,
+		.charged_fds = nc->charged_fds,
+		.refresh_msgs = nc->refresh_msgs,
+		.refresh_bytes = nc->refresh_bytes,
+		.have_creds = nc->have_creds,
+		.uids = nc->uids,
+		.n_uids = nc->n_uids,
+	};
+}
+
+int native_conn_restore(struct native *native, struct peer *peer,
+			const struct native_conn_state *st)
+{
+	struct native_conn *nc;
+	int r;
+
+	if (!native)
+		return -ENODEV;
+	if (st->n_uids > 4096 || find_by_node(native, st->node) ||
+	    find_by_client(native, st->client))
+		return -EINVAL;
+	nc = calloc(1, sizeof(*nc));
+	if (!nc)
+		return -ENOMEM;
+	nc->transport.ops = &native_transport_ops;
+	nc->native = native;
+	nc->conn = peer;
+	nc->node = st->node;
+	nc->client = st->client;
+	nc->direct = st->direct;
+	nc->q_bytes = st->q_bytes;
+	nc->q_fds = st->q_fds;
+	nc->q_msgs = st->q_msgs;
+	nc->refresh_msgs = st->refresh_msgs;
+	nc->refresh_bytes = st->refresh_bytes;
+	nc->have_creds = st->have_creds;
+	if (st->n_uids) {
+		nc->uids = malloc(st->n_uids * sizeof(*nc->uids));
+		if (!nc->uids) {
+			free(nc);
+			return -ENOMEM;
+		}
+		memcpy(nc->uids, st->uids, st->n_uids * sizeof(*nc->uids));
+		nc->n_uids = st->n_uids;
+	}
+	/* What the client had not read is charged to it again, as before. */
+	if (peer_charge_message(peer, st->charged_bytes, st->charged_fds) == 0) {
+		nc->charged_bytes = st->charged_bytes;
+		nc->charged_fds = st->charged_fds;
+	}
+	r = hmap_insert(&native->nodes, &nc->node_link, handle_hash(nc->node));
+	if (r < 0)
+		goto fail;
+	r = hmap_insert(&native->clients, &nc->client_link, handle_hash(nc->client));
+	if (r < 0) {
+		hmap_remove(&native->nodes, &nc->node_link);
+		goto fail;
+	}
+	peer_set_output(peer, &nc->transport);
+	return 0;
 
 fail:
-	native_free(native);
+	native_conn_uncharge(nc, nc->charged_bytes, nc->charged_fds);
+	free(nc->uids);
+	free(nc);
 	return r;
 }
 

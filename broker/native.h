@@ -108,3 +108,39 @@ int native_send_direct_handle(struct native_conn *caller, struct native_conn *ca
  * may be NULL.
  */
 void native_policy_changed(struct native *native);
+
+/* ---------------------------------------------------------------- re-exec */
+
+/**
+ * struct native_conn_state - a native client's bus1 side, across a re-exec
+ *
+ * The handles stay valid: the broker's bus1 peer (its fd) survives the exec,
+ * and with it every node, handle and queued message in the kernel.
+ */
+struct native_conn_state {
+	uint64_t node;
+	uint64_t client;
+	uint64_t direct;
+	uint64_t q_bytes;
+	uint64_t q_fds;
+	uint64_t q_msgs;
+	uint64_t charged_bytes;
+	uint64_t charged_fds;
+	uint64_t refresh_msgs;
+	uint64_t refresh_bytes;
+	bool have_creds;
+	const uint32_t *uids;	/* published direct callers */
+	size_t n_uids;
+};
+
+/* The broker's bus1 peer fd, or -1 without the transport. */
+int native_get_fd(const struct native *native);
+void native_conn_get_state(const struct native_conn *nc, struct native_conn_state *st);
+/* The transport around the bus1 peer fd @fd of the old program (owned from now on). */
+int native_new_from_fd(struct native **nativep, struct bus *bus, int fd);
+/*
+ * @peer's output is the native client @st again. Return 0, -ENODEV (no
+ * transport), -EINVAL (a duplicate or impossible state) or -ENOMEM.
+ */
+int native_conn_restore(struct native *native, struct peer *peer,
+			const struct native_conn_state *st);

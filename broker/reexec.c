@@ -102,6 +102,9 @@ struct ps_peer {
 	size_t n_rules;
 	struct ps_owned *owned;
 	size_t n_owned;
+	bool native;
+	struct native_conn_state nstate;
+	uint32_t *uids;
 };
 
 struct ps_reply {
@@ -124,6 +127,7 @@ struct parsed_state {
 	uint32_t stats_serial;
 	uint32_t conn_stats_serial;
 	uid_t uid;
+	int native_fd;
 
 	struct ps_listener *listeners;
 	size_t n_listeners;
@@ -147,6 +151,7 @@ static void parsed_state_deinit(struct parsed_state *ps)
 		free(p->spare);
 		free(p->rules);
 		free(p->owned);
+		free(p->uids);
 		for (size_t j = 0; j < p->snap.n_in_fds; j++)
 			free(p->snap.in_fds[j].fds);
 		free(p->snap.in_fds);
@@ -288,6 +293,34 @@ static void parse_peer(struct state_reader *r, struct ps_peer *p)
 				r->error = true;
 		}
 	}
+	p->native = state_get_u32(r) != 0;
+	if (p->native) {
+		struct native_conn_state *st = &p->nstate;
+
+		st->node = state_get_u64(r);
+		st->client = state_get_u64(r);
+		st->direct = state_get_u64(r);
+		st->q_bytes = state_get_u64(r);
+		st->q_fds = state_get_u64(r);
+		st->q_msgs = state_get_u64(r);
+		st->charged_bytes = state_get_u64(r);
+		st->charged_fds = state_get_u64(r);
+		st->refresh_msgs = state_get_u64(r);
+		st->refresh_bytes = state_get_u64(r);
+		st->have_creds = state_get_u32(r) != 0;
+		n = state_get_count(r, 4);
+		if (n) {
+			p->uids = calloc(n, sizeof(*p->uids));
+			if (!p->uids) {
+				r->error = true;
+				return;
+			}
+			for (size_t i = 0; i < n; i++)
+				p->uids[i] = state_get_u32(r);
+		}
+		st->uids = p->uids;
+		st->n_uids = n;
+	}
 	if (p->pidfd < -1 || (p->flags & PEER_STATE_MONITOR && !(p->flags & PEER_STATE_REGISTERED)))
 		r->error = true;
 }
@@ -311,7 +344,8 @@ static int state_parse(struct state_reader *r, struct parsed_state *ps)
 	ps->stats_serial = state_get_u32(r);
 	ps->conn_stats_serial = state_get_u32(r);
 	ps->uid = (uid_t)state_get_u32(r);
-	if (r->error || !ps->guid || strlen(ps->guid) != 32)
+	ps->native_fd = state_get_i32(r);
+	if (r->error || !ps->guid || strlen(ps->guid) != 32 || ps->native_fd < -1)
 		return 1;
 
 	if (!state_expect(r, STATE_TAG_LISTENER))
@@ -395,6 +429,9 @@ static int state_parse(struct state_reader *r, struct parsed_state *ps)
 		if (!(ps->env[i] = state_get_str(r)))
 			r->error = true;
 
+	for (size_t i = 0; i < ps->n_peers; i++)
+		if (ps->peers[i].native && ps->native_fd < 0)
+			r->error = true;
 	if (!state_expect(r, STATE_TAG_END) || r->pos != r->n)
 		return 1;
 	return r->error ? 1 : 0;
@@ -504,6 +541,7 @@ static uint32_t ownership_position(const struct name_ownership *o)
 static int put_peer(struct state_writer *w, struct fdset *fds, struct peer *p)
 {
 	struct connection *conn = connection_of(p);
+	struct native_conn *nc;
 	struct socket_snapshot snap;
 	struct name_ownership *o;
 	struct match_rule *rule;
@@ -570,6 +608,28 @@ static int put_peer(struct state_writer *w, struct fdset *fds, struct peer *p)
 		state_put_u32(w, o->flags);
 		state_put_u32(w, ownership_position(o));
 	}
+
+	nc = native_conn_of(p);
+	state_put_u32(w, nc != NULL);
+	if (nc) {
+		struct native_conn_state st;
+
+		native_conn_get_state(nc, &st);
+		state_put_u64(w, st.node);
+		state_put_u64(w, st.client);
+		state_put_u64(w, st.direct);
+		state_put_u64(w, st.q_bytes);
+		state_put_u64(w, st.q_fds);
+		state_put_u64(w, st.q_msgs);
+		state_put_u64(w, st.charged_bytes);
+		state_put_u64(w, st.charged_fds);
+		state_put_u64(w, st.refresh_msgs);
+		state_put_u64(w, st.refresh_bytes);
+		state_put_u32(w, st.have_creds);
+		state_put_u64(w, st.n_uids);
+		for (size_t i = 0; i < st.n_uids; i++)
+			state_put_u32(w, st.uids[i]);
+	}
 	return 0;
 }
 
@@ -584,8 +644,8 @@ static const char *reexec_refusal(struct broker *broker)
 	if (!activation_is_idle(bus->activation))
 		return "an activation is in progress";
 	list_for_each_entry(p, &bus->peers, bus_link) {
-		if (!connection_of(p) || native_conn_of(p))
-			return "a native (bus1) client is connected (not carried over yet)";
+		if (!connection_of(p))
+			return "a client without a socket connection";
 		if (!p->authenticated)
 			return "a client is still authenticating";
 	}
@@ -616,6 +676,8 @@ static int reexec_write(struct broker *broker, uint32_t version, struct fdset *f
 	state_put_u32(&w, bus->stats_serial);
 	state_put_u32(&w, bus->conn_stats_serial);
 	state_put_u32(&w, (uint32_t)bus->uid);
+	state_put_i32(&w, native_get_fd(bus->native));
+	fdset_add(fds, native_get_fd(bus->native));
 
 	state_put_u32(&w, STATE_TAG_LISTENER);
 	n = 0;
@@ -803,6 +865,7 @@ void reexec_run(struct broker *broker)
 	int state_fd, r;
 
 	/* What can be written goes out first: less to carry. */
+	native_flush(broker->bus.native);
 	bus_flush_now(&broker->bus);
 	refusal = reexec_refusal(broker);
 	if (refusal) {
@@ -923,6 +986,12 @@ static int restore_peer(struct bus *bus, const struct ps_peer *ps, struct peer *
 		log_info("re-exec: %u would not be allowed to connect now; it stays",
 			 (unsigned)p->uid);
 
+	/* A native client's output is its bus1 node again (after its bootstrap). */
+	if (ps->native) {
+		r = native_conn_restore(bus->native, p, &ps->nstate);
+		if (r < 0)
+			return r;
+	}
 	if (!(ps->flags & PEER_STATE_REGISTERED))
 		return 0;
 	name_owner_init(&p->owner, ps->id);
@@ -1053,7 +1122,7 @@ static int restore(struct broker *broker, struct parsed_state *ps)
 	r = sd_event_new(&broker->event);
 	if (r < 0)
 		return r;
-	r = bus_attach(bus, broker->event);
+	r = bus_attach_restored(bus, broker->event, ps->native_fd);
 	if (r < 0)
 		return r;
 

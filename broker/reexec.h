@@ -28,9 +28,13 @@
  *     cannot read the state after all, it executes the old program with the
  *     same state (which wrote it, so can read it).
  *
+ * Native clients cross too: the broker's bus1 peer fd survives the exec, and
+ * with it every node, handle and queued message in the kernel; only the
+ * broker's view of each client (its handles, what it has not read) is in
+ * the state.
+ *
  * Refused for now (logged "re-exec refused: ..."; retry later): while a
- * native (bus1) client is connected, while a client is still
- * authenticating, and while an activation is in progress.
+ * client is still authenticating, and while an activation is in progress.
  *
  * What a crash loses: the fds are kept by systemd's fd store, the
  * in-memory state cannot be (docs/bus1-broker.1).

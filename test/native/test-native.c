@@ -2182,6 +2182,73 @@ static struct message *raw_call(uint32_t serial, const char *iface, const char *
  * stays a usable socket connection (Hello works). A second Connect after
  * Hello is not the bootstrap any more (an unknown driver interface).
  */
+/*
+ * The bus re-executes itself (SIGUSR2) while native clients are connected:
+ * they see nothing. Calls sent while the old program writes its state are
+ * answered by the new one, an async call in flight gets its reply, names
+ * and unique names stay, fds still pass, and the bus logs one "resumed" line
+ * per re-exec.
+ */
+static int count_resumed(void)
+{
+	const char *dir = getenv("BUS_DIR");
+	char path[512], line[512];
+	FILE *f;
+	int n = 0;
+
+	check(dir);
+	snprintf(path, sizeof(path), "%s/bus.log", dir);
+	f = fopen(path, "re");
+	check(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, "re-exec: resumed"))
+			n++;
+	fclose(f);
+	return n;
+}
+
+static void test_reexec(void)
+{
+	const char *bus_pid = getenv("BUS_PID");
+	struct b1c_bus *bus = open_native();
+	char out[256], owner[256], unique[256];
+	struct b1c_message *m = NULL;
+	pid_t svc = start_native_service();
+	int before;
+
+	check(bus_pid);
+	wait_for_name(bus, SVC_NAME, true);
+	snprintf(unique, sizeof(unique), "%s", b1c_bus_get_unique_name(bus));
+	check(call_echo(bus, SVC_NAME, "Sender", NULL, owner, sizeof(owner)) == 0);
+	before = count_resumed();
+
+	for (int round = 0; round < 5; round++) {
+		async_done = 0;
+		/* One call in flight across the switch. */
+		check_r(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "Add",
+						    "ii"));
+		check_r(b1c_message_append(m, "ii", 40, 2));
+		check_r(b1c_bus_call_async(bus, m, on_async_reply, NULL));
+		b1c_message_unref(m);
+		check(kill(atoi(bus_pid), SIGUSR2) == 0);
+		check(call_echo(bus, SVC_NAME, "Echo", "after", out, sizeof(out)) == 0);
+		check(!strcmp(out, "after"));
+		for (int i = 0; i < 500 && !async_done; i++)
+			native_step(bus, 10000);
+		check(async_done == 1);
+		for (int i = 0; i < 500 && count_resumed() < before + round + 1; i++)
+			usleep(10000);
+		check(count_resumed() == before + round + 1);
+		/* The same names, the same owner. */
+		check(!strcmp(b1c_bus_get_unique_name(bus), unique));
+		check(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
+		check(!strcmp(out, owner));
+	}
+	stop_service(bus, SVC_NAME, svc);
+	b1c_bus_free(bus);
+}
+
+
 static void test_bad_bootstrap(void)
 {
 	struct address_list list = {};
@@ -2252,6 +2319,7 @@ static const struct {
 	{ "direct", test_direct },
 	{ "direct-policy", test_direct_policy },
 	{ "direct-reload", test_direct_reload },
+	{ "reexec", test_reexec },
 };
 
 int main(int argc, char **argv)
