@@ -1662,8 +1662,42 @@ out:
 
 bool activation_is_idle(const struct activation *a)
 {
-	return list_is_empty(&a->pendings) && list_is_empty(&a->resolving) &&
-	       list_is_empty(&a->children);
+	return list_is_empty(&a->pendings) && list_is_empty(&a->resolving);
+}
+
+void activation_foreach_child(const struct activation *a, activation_child_fn fn, void *userdata)
+{
+	const struct child *c;
+
+	list_for_each_entry(c, &a->children, link)
+		fn(userdata, c->pid, c->err_fd, c->helper, c->name);
+}
+
+int activation_restore_child(struct activation *a, pid_t pid, int err_fd, bool helper,
+			     const char *name)
+{
+	size_t len = strlen(name);
+	struct child *c;
+	int r;
+
+	if (!a->event || pid <= 0 || err_fd < 0)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c) + len + 1);
+	if (!c)
+		return -ENOMEM;
+	c->a = a;
+	c->pid = pid;
+	c->err_fd = err_fd;
+	c->helper = helper;
+	memcpy(c->name, name, len + 1);
+	list_init(&c->link);
+	r = sd_event_add_child(a->event, &c->source, pid, WEXITED, child_cb, c);
+	if (r < 0) {
+		child_free(c);
+		return r;
+	}
+	list_append(&a->children, &c->link);
+	return 0;
 }
 
 void activation_get_env(const struct activation *a, char *const **envp, size_t *np)

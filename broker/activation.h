@@ -297,12 +297,20 @@ void activation_strv_free(char **v);
 size_t activation_n_pending(const struct activation *a);
 
 /*
- * Re-exec (reexec.h): whether nothing is in flight (no pending activation,
- * no spawned process still running), so that only the environment set with
- * UpdateActivationEnvironment needs carrying over (activation_get_env(),
- * activation_restore_env()).
+ * Re-exec (reexec.h): whether no activation is pending, so that only the
+ * environment set with UpdateActivationEnvironment (activation_get_env(),
+ * activation_restore_env()) and the spawned services still running need
+ * carrying over: each is still the bus' child after the exec, and is reaped
+ * by the new program (activation_foreach_child(), activation_restore_child(),
+ * which takes over @err_fd, the read end of its exec-error pipe).
  */
 bool activation_is_idle(const struct activation *a);
+typedef void (*activation_child_fn)(void *userdata, pid_t pid, int err_fd, bool helper,
+				    const char *name);
+void activation_foreach_child(const struct activation *a, activation_child_fn fn,
+			      void *userdata);
+int activation_restore_child(struct activation *a, pid_t pid, int err_fd, bool helper,
+			     const char *name);
 void activation_get_env(const struct activation *a, char *const **envp, size_t *np);
 /* Replace the environment by @n "KEY=VALUE" strings (copied). 0 or -ENOMEM. */
 int activation_restore_env(struct activation *a, const char *const *env, size_t n);

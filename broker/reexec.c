@@ -107,6 +107,13 @@ struct ps_peer {
 	uint32_t *uids;
 };
 
+struct ps_child {
+	pid_t pid;
+	int err_fd;
+	bool helper;
+	const char *name;
+};
+
 struct ps_reply {
 	uint32_t callee;
 	uint32_t caller;
@@ -139,6 +146,8 @@ struct parsed_state {
 	size_t n_replies;
 	const char **env;
 	size_t n_env;
+	struct ps_child *children;
+	size_t n_children;
 };
 
 /* Frees what parsing allocated; closes no fd. */
@@ -164,6 +173,7 @@ static void parsed_state_deinit(struct parsed_state *ps)
 	free(ps->names);
 	free(ps->replies);
 	free(ps->env);
+	free(ps->children);
 	*ps = (struct parsed_state){};
 }
 
@@ -428,6 +438,21 @@ static int state_parse(struct state_reader *r, struct parsed_state *ps)
 	for (size_t i = 0; i < n && !r->error; i++)
 		if (!(ps->env[i] = state_get_str(r)))
 			r->error = true;
+	n = state_get_count(r, 21);
+	ps->children = calloc(n ? n : 1, sizeof(*ps->children));
+	if (!ps->children)
+		return -ENOMEM;
+	ps->n_children = n;
+	for (size_t i = 0; i < n && !r->error; i++) {
+		struct ps_child *c = &ps->children[i];
+
+		c->pid = (pid_t)state_get_u32(r);
+		c->err_fd = state_get_fd(r);
+		c->helper = state_get_u32(r) != 0;
+		c->name = state_get_str(r);
+		if (c->pid <= 0 || !c->name)
+			r->error = true;
+	}
 
 	for (size_t i = 0; i < ps->n_peers; i++)
 		if (ps->peers[i].native && ps->native_fd < 0)
@@ -633,6 +658,31 @@ static int put_peer(struct state_writer *w, struct fdset *fds, struct peer *p)
 	return 0;
 }
 
+/* The spawned services still running: the new program reaps them. */
+struct child_writer {
+	struct state_writer *w;
+	struct fdset *fds;
+	size_t n;
+};
+
+static void count_child(void *userdata, pid_t pid, int err_fd, bool helper, const char *name)
+{
+	struct child_writer *cw = userdata;
+
+	cw->n++;
+}
+
+static void put_child(void *userdata, pid_t pid, int err_fd, bool helper, const char *name)
+{
+	struct child_writer *cw = userdata;
+
+	state_put_u32(cw->w, (uint32_t)pid);
+	state_put_i32(cw->w, err_fd);
+	fdset_add(cw->fds, err_fd);
+	state_put_u32(cw->w, helper);
+	state_put_str(cw->w, name);
+}
+
 /* Why the bus cannot be carried over right now, or NULL. */
 static const char *reexec_refusal(struct broker *broker)
 {
@@ -741,6 +791,13 @@ static int reexec_write(struct broker *broker, uint32_t version, struct fdset *f
 	state_put_u64(&w, n);
 	for (i = 0; i < n; i++)
 		state_put_str(&w, env[i]);
+	{
+		struct child_writer cw = { .w = &w, .fds = fds };
+
+		activation_foreach_child(bus->activation, count_child, &cw);
+		state_put_u64(&w, cw.n);
+		activation_foreach_child(bus->activation, put_child, &cw);
+	}
 	state_put_u32(&w, STATE_TAG_END);
 	r = state_writer_to_memfd(&w);
 out:
@@ -1152,6 +1209,14 @@ static int restore(struct broker *broker, struct parsed_state *ps)
 	r = activation_restore_env(bus->activation, ps->env, ps->n_env);
 	if (r < 0)
 		goto out;
+	for (size_t i = 0; i < ps->n_children; i++) {
+		const struct ps_child *c = &ps->children[i];
+
+		r = activation_restore_child(bus->activation, c->pid, c->err_fd, c->helper,
+					     c->name);
+		if (r < 0)
+			goto out;
+	}
 	for (size_t i = 0; i < ps->n_peers; i++)
 		connection_restored(connection_of(peers[i]));
 	r = 0;
