@@ -87,6 +87,8 @@ bool sbus_alive(struct sbus *bus);
 long proc_status_kb(pid_t pid, const char *key);
 double proc_cpu_seconds(pid_t pid);
 int proc_fd_count(pid_t pid);
+/* The same, not counting the fds whose /proc link starts with @skip. */
+int proc_fd_count_except(pid_t pid, const char *skip);
 
 /* --- raw client -------------------------------------------------------- */
 
