@@ -8,6 +8,9 @@
  * error on stderr with a non-zero exit status. bench/run starts the echo
  * server once per bus and then runs the other modes against it.
  *
+ * The "reexec" mode is interactive: bench/run drives it over stdin/stdout
+ * while it sends the bus SIGUSR2 (see mode_reexec()).
+ *
  * The "floor" mode needs no bus: it ping-pongs the same payload between two
  * processes over a socketpair, the cheapest possible round trip that a
  * brokered call (two socket crossings each way) can be compared with.
@@ -644,6 +647,21 @@ static int mode_matches(const char *address, uint64_t n_rules, uint64_t count)
 
 /* ---- conns: RSS of the bus idle and with N connections ---- */
 
+/* Opens @n connections (each with Hello) into @c, which the caller closes. */
+static int conns_open(const char *address, DBusConnection **c, uint64_t n, const char *what)
+{
+	uint64_t i;
+
+	for (i = 0; i < n; i++) {
+		c[i] = conn_open(address);
+		if (!c[i]) {
+			fprintf(stderr, "%s: connection %" PRIu64 " failed\n", what, i);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
 static int mode_conns(const char *address, uint64_t n)
 {
 	_cleanup_free_ DBusConnection **c = NULL;
@@ -664,13 +682,8 @@ static int mode_conns(const char *address, uint64_t n)
 	rss0 = bench_proc_rss_kib(arg_pid);
 	cpu0 = bench_proc_cpu_ns(arg_pid);
 	t0 = bench_now_ns();
-	for (i = 0; i < n; i++) {
-		c[i] = conn_open(address);
-		if (!c[i]) {
-			fprintf(stderr, "conns: connection %" PRIu64 " failed\n", i);
-			goto out;
-		}
-	}
+	if (conns_open(address, c, n, "conns") < 0)
+		goto out;
 	/* Every Hello has been answered, so the bus has set up all of them. */
 	t = bench_now_ns() - t0;
 	cpu1 = bench_proc_cpu_ns(arg_pid);
@@ -680,6 +693,429 @@ static int mode_conns(const char *address, uint64_t n)
 	ret = 0;
 out:
 	for (i = 0; i < n; i++)
+		if (c[i])
+			conn_close(c[i]);
+	return ret;
+}
+
+/*
+ * ---- reexec: how long clients stall while the bus re-executes itself ----
+ *
+ * Driven by bench/run over stdin/stdout, because the signal and the bus's log
+ * are its business. Sets up CONNS connections holding NAMES well-known names
+ * and RULES match rules between them (name or rule j belongs to connection
+ * j % CONNS), plus one pinger connection, then prints "ready ...". Commands,
+ * one per line:
+ *
+ *   round   the pinger sends org.freedesktop.DBus.Peer.Ping to the driver,
+ *           one in flight, back to back; after a few replies it prints
+ *           "pinging" (bench/run then sends SIGUSR2 and waits for the bus to
+ *           log that it resumed)
+ *   end     waits for one more reply (so a stall in progress is closed), stops
+ *           and prints "gap max_us=... p50_us=... pings=...": the largest and
+ *           the median time between consecutive replies of the round
+ *   verify  checks that the state came through: GetId unchanged, every held
+ *           connection answers a Ping, ListNames has every unique and
+ *           well-known name, GetNameOwner of every well-known name is the
+ *           connection that asked for it, and every connection with a rule
+ *           receives a signal its first rule matches; prints "ok ..." and exits
+ */
+
+#define REEXEC_IFACE "org.bus1.Bench.Reexec"
+#define REEXEC_NAME_PREFIX "org.bus1.Bench.Reexec.N"
+/* Replies of a round kept for its median; the maximum sees all of them. */
+#define REEXEC_GAPS_MAX 2000000
+
+/* One line from stdin without stdio buffering (poll() must see what is left). */
+static int read_cmd(char *buf, size_t size)
+{
+	size_t n = 0;
+	ssize_t l;
+	char ch;
+
+	for (;;) {
+		l = read(STDIN_FILENO, &ch, 1);
+		if (l < 0 && errno == EINTR)
+			continue;
+		if (l <= 0)
+			return -EPIPE;
+		if (ch == '\n')
+			break;
+		if (n + 1 < size)
+			buf[n++] = ch;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static int driver_send(DBusConnection *c, const char *iface, const char *member,
+		       const char *arg, bool with_flags, dbus_uint32_t *serial)
+{
+	_cleanup_(dbus_message_unrefp) DBusMessage *m = NULL;
+	dbus_uint32_t flags = DBUS_NAME_FLAG_DO_NOT_QUEUE;
+
+	m = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, iface, member);
+	if (!m)
+		return -ENOMEM;
+	if (arg && !dbus_message_append_args(m, DBUS_TYPE_STRING, &arg, DBUS_TYPE_INVALID))
+		return -ENOMEM;
+	if (with_flags && !dbus_message_append_args(m, DBUS_TYPE_UINT32, &flags, DBUS_TYPE_INVALID))
+		return -ENOMEM;
+	if (!dbus_connection_send(c, m, serial))
+		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * Waits for @n method replies on @c (signals are dropped). With @want_u32,
+ * each must carry that number first (RequestName: 1, primary owner).
+ */
+static int await_replies(DBusConnection *c, uint64_t n, uint32_t want_u32, const char *what)
+{
+	uint64_t done = 0, deadline = bench_now_ns() + STALL_TIMEOUT_MS * 1000000ULL;
+	DBusMessage *m;
+
+	while (done < n) {
+		m = dbus_connection_pop_message(c);
+		if (!m) {
+			if (bench_now_ns() > deadline) {
+				fprintf(stderr, "%s: no reply for %d ms\n", what, STALL_TIMEOUT_MS);
+				return -ETIMEDOUT;
+			}
+			if (!dbus_connection_read_write(c, 1000))
+				return -ECONNRESET;
+			continue;
+		}
+		switch (dbus_message_get_type(m)) {
+		case DBUS_MESSAGE_TYPE_METHOD_RETURN:
+			if (want_u32) {
+				dbus_uint32_t v = 0;
+
+				if (!dbus_message_get_args(m, NULL, DBUS_TYPE_UINT32, &v,
+							   DBUS_TYPE_INVALID) || v != want_u32) {
+					fprintf(stderr, "%s: reply %u, wanted %u\n", what, v, want_u32);
+					dbus_message_unref(m);
+					return -EIO;
+				}
+			}
+			done++;
+			deadline = bench_now_ns() + STALL_TIMEOUT_MS * 1000000ULL;
+			break;
+		case DBUS_MESSAGE_TYPE_ERROR:
+			print_error_reply(what, m);
+			dbus_message_unref(m);
+			return -EIO;
+		}
+		dbus_message_unref(m);
+	}
+	return 0;
+}
+
+static int reexec_setup(DBusConnection **c, uint64_t conns, uint64_t n_names, uint64_t n_rules)
+{
+	uint64_t i, j;
+	char buf[160];
+
+	/* Everything is queued on every connection first, then the replies are collected. */
+	for (i = 0; i < conns; i++) {
+		for (j = i; j < n_names; j += conns) {
+			snprintf(buf, sizeof(buf), REEXEC_NAME_PREFIX "%" PRIu64, j);
+			if (driver_send(c[i], DBUS_INTERFACE_DBUS, "RequestName", buf, true, NULL) < 0)
+				return -ENOMEM;
+		}
+		for (j = i; j < n_rules; j += conns) {
+			snprintf(buf, sizeof(buf),
+				 "type='signal',interface='" REEXEC_IFACE "',member='R%" PRIu64 "'", j);
+			if (driver_send(c[i], DBUS_INTERFACE_DBUS, "AddMatch", buf, false, NULL) < 0)
+				return -ENOMEM;
+		}
+		dbus_connection_flush(c[i]);
+	}
+	for (i = 0; i < conns; i++) {
+		uint64_t names = i < n_names ? (n_names - i + conns - 1) / conns : 0;
+		uint64_t rules = i < n_rules ? (n_rules - i + conns - 1) / conns : 0;
+
+		/* One connection's replies come in the order of its calls. */
+		if (await_replies(c[i], names, DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER,
+				  "RequestName") < 0 ||
+		    await_replies(c[i], rules, 0, "AddMatch") < 0) {
+			fprintf(stderr, "reexec: setting up connection %" PRIu64 " failed\n", i);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static int ping_send(DBusConnection *c, dbus_uint32_t *serial)
+{
+	if (driver_send(c, DBUS_INTERFACE_PEER, "Ping", NULL, false, serial) < 0)
+		return -ENOMEM;
+	dbus_connection_flush(c);
+	return 0;
+}
+
+static int reexec_round(DBusConnection *c, BenchSamples *gaps)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = conn_fd(c), .events = POLLIN },
+		{ .fd = STDIN_FILENO, .events = POLLIN },
+	};
+	uint64_t last = 0, now, gap, max_gap = 0, pings = 0;
+	dbus_uint32_t serial = 0;
+	bool ending = false;
+	DBusMessage *m;
+	char cmd[64];
+	int r;
+
+	gaps->n = 0;
+	if (ping_send(c, &serial) < 0)
+		return -ENOMEM;
+	for (;;) {
+		while ((m = dbus_connection_pop_message(c))) {
+			int type = dbus_message_get_type(m);
+			bool ours = dbus_message_get_reply_serial(m) == serial;
+
+			if (type == DBUS_MESSAGE_TYPE_ERROR) {
+				print_error_reply("Ping", m);
+				dbus_message_unref(m);
+				return -EIO;
+			}
+			dbus_message_unref(m);
+			if (type != DBUS_MESSAGE_TYPE_METHOD_RETURN || !ours)
+				continue;
+			now = bench_now_ns();
+			if (last) {
+				gap = now - last;
+				max_gap = MAX(max_gap, gap);
+				bench_samples_add(gaps, gap);
+			}
+			last = now;
+			pings++;
+			if (ending) {
+				printf("gap max_us=%.1f p50_us=%.2f pings=%" PRIu64 "\n",
+				       (double)max_gap / 1000.0, bench_samples_percentile_us(gaps, 50),
+				       pings);
+				fflush(stdout);
+				return 0;
+			}
+			if (pings == 20) {
+				printf("pinging\n");
+				fflush(stdout);
+			}
+			if (ping_send(c, &serial) < 0)
+				return -ENOMEM;
+		}
+		r = poll(pfd, ending ? 1 : 2, STALL_TIMEOUT_MS);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0) {
+			fprintf(stderr, "reexec: no Ping reply for %d ms\n", STALL_TIMEOUT_MS);
+			return -ETIMEDOUT;
+		}
+		if (pfd[0].revents && !dbus_connection_read_write(c, 0)) {
+			fprintf(stderr, "reexec: the pinger was disconnected\n");
+			return -ECONNRESET;
+		}
+		if (!ending && pfd[1].revents) {
+			if (read_cmd(cmd, sizeof(cmd)) < 0 || strcmp(cmd, "end")) {
+				fprintf(stderr, "reexec: expected \"end\" during a round\n");
+				return -EPROTO;
+			}
+			ending = true;
+		}
+	}
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int reexec_verify(DBusConnection *pinger, DBusConnection **c, uint64_t conns,
+			 uint64_t n_names, uint64_t n_rules, const char *id0)
+{
+	_cleanup_(dbus_message_unrefp) DBusMessage *call = NULL, *reply = NULL;
+	_cleanup_free_ struct pollfd *pfd = NULL;
+	_cleanup_free_ bool *got = NULL;
+	DBusError err = DBUS_ERROR_INIT;
+	uint64_t i, alive = 0, names_listed = 0, uniques_listed = 0, owners_ok = 0;
+	uint64_t signals_ok = 0, n_sig = MIN(conns, n_rules), sent, done;
+	char **list = NULL, *id1, buf[160];
+	const char *uname;
+	bool id_same;
+	int n_list = 0, r;
+	DBusMessage *m;
+
+	id1 = dbus_bus_get_id(pinger, &err);
+	if (!id1) {
+		fprintf(stderr, "reexec: GetId: %s: %s\n", err.name, err.message);
+		dbus_error_free(&err);
+		return -EIO;
+	}
+	id_same = !strcmp(id0, id1);
+	dbus_free(id1);
+
+	/* Every held connection answers. */
+	for (i = 0; i < conns; i++)
+		if (dbus_connection_get_is_connected(c[i]) && ping_send(c[i], NULL) < 0)
+			return -ENOMEM;
+	for (i = 0; i < conns; i++)
+		if (dbus_connection_get_is_connected(c[i]) && await_replies(c[i], 1, 0, "Ping") == 0)
+			alive++;
+
+	/* ListNames has every unique and well-known name. */
+	call = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS, DBUS_INTERFACE_DBUS,
+					    "ListNames");
+	if (!call)
+		return -ENOMEM;
+	reply = dbus_connection_send_with_reply_and_block(pinger, call, CALL_TIMEOUT_MS, &err);
+	if (!reply || !dbus_message_get_args(reply, &err, DBUS_TYPE_ARRAY, DBUS_TYPE_STRING, &list,
+					     &n_list, DBUS_TYPE_INVALID)) {
+		fprintf(stderr, "reexec: ListNames: %s: %s\n", err.name, err.message);
+		dbus_error_free(&err);
+		return -EIO;
+	}
+	qsort(list, (size_t)n_list, sizeof(*list), cmp_str);
+	for (r = 0; r < n_list; r++)
+		if (!strncmp(list[r], REEXEC_NAME_PREFIX, strlen(REEXEC_NAME_PREFIX)))
+			names_listed++;
+	for (i = 0; i < conns; i++) {
+		uname = dbus_bus_get_unique_name(c[i]);
+		if (uname && bsearch(&uname, list, (size_t)n_list, sizeof(*list), cmp_str))
+			uniques_listed++;
+	}
+	dbus_free_string_array(list);
+
+	/* GetNameOwner of every name, pipelined; the driver answers in order. */
+	for (sent = done = 0; done < n_names;) {
+		while (sent < n_names && sent - done < 256) {
+			snprintf(buf, sizeof(buf), REEXEC_NAME_PREFIX "%" PRIu64, sent);
+			if (driver_send(pinger, DBUS_INTERFACE_DBUS, "GetNameOwner", buf, false,
+					NULL) < 0)
+				return -ENOMEM;
+			sent++;
+		}
+		if (!dbus_connection_read_write(pinger, STALL_TIMEOUT_MS))
+			return -ECONNRESET;
+		while ((m = dbus_connection_pop_message(pinger))) {
+			int type = dbus_message_get_type(m);
+			const char *owner = NULL;
+
+			if (type == DBUS_MESSAGE_TYPE_METHOD_RETURN &&
+			    dbus_message_get_args(m, NULL, DBUS_TYPE_STRING, &owner,
+						  DBUS_TYPE_INVALID) &&
+			    (uname = dbus_bus_get_unique_name(c[done % conns])) &&
+			    !strcmp(owner, uname))
+				owners_ok++;
+			if (type == DBUS_MESSAGE_TYPE_METHOD_RETURN || type == DBUS_MESSAGE_TYPE_ERROR)
+				done++;
+			dbus_message_unref(m);
+		}
+	}
+
+	/* Connection i's first rule matches member Ri: one signal each. */
+	pfd = calloc(conns ? conns : 1, sizeof(*pfd));
+	got = calloc(conns ? conns : 1, sizeof(*got));
+	if (!pfd || !got)
+		return -ENOMEM;
+	for (i = 0; i < n_sig; i++) {
+		_cleanup_(dbus_message_unrefp) DBusMessage *sig = NULL;
+
+		snprintf(buf, sizeof(buf), "R%" PRIu64, i);
+		sig = dbus_message_new_signal(BENCH_PATH, REEXEC_IFACE, buf);
+		if (!sig || !dbus_connection_send(pinger, sig, NULL))
+			return -ENOMEM;
+		pfd[i] = (struct pollfd){ .fd = conn_fd(c[i]), .events = POLLIN };
+	}
+	dbus_connection_flush(pinger);
+	while (signals_ok < n_sig) {
+		for (i = 0; i < n_sig; i++) {
+			if (got[i])
+				continue;
+			while ((m = dbus_connection_pop_message(c[i]))) {
+				snprintf(buf, sizeof(buf), "R%" PRIu64, i);
+				if (!got[i] && dbus_message_is_signal(m, REEXEC_IFACE, buf)) {
+					got[i] = true;
+					signals_ok++;
+					pfd[i].fd = -1;
+				}
+				dbus_message_unref(m);
+			}
+		}
+		if (signals_ok == n_sig)
+			break;
+		/* A signal that has not come in 2 s after the others is not coming. */
+		r = poll(pfd, n_sig, 2000);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		for (i = 0; i < n_sig; i++)
+			if (pfd[i].fd >= 0 && pfd[i].revents &&
+			    !dbus_connection_read_write(c[i], 0))
+				pfd[i].fd = -1;
+	}
+
+	printf("ok ops=%" PRIu64 " connected=%" PRIu64 " uniques_listed=%" PRIu64
+	       " names_listed=%" PRIu64 " owners_ok=%" PRIu64 " signals_ok=%" PRIu64
+	       " signals_expected=%" PRIu64 " id_same=%d\n", conns, alive, uniques_listed,
+	       names_listed, owners_ok, signals_ok, n_sig, id_same);
+	fflush(stdout);
+	return 0;
+}
+
+static int mode_reexec(const char *address, uint64_t conns, uint64_t n_names, uint64_t n_rules)
+{
+	_cleanup_(conn_closep) DBusConnection *pinger = NULL;
+	_cleanup_(bench_samples_deinit) BenchSamples gaps = {};
+	_cleanup_free_ DBusConnection **c = NULL;
+	DBusError err = DBUS_ERROR_INIT;
+	char *id0 = NULL, cmd[64];
+	uint64_t i, t0;
+	int ret = 1;
+
+	bench_raise_fd_limit();
+	c = calloc(conns ? conns : 1, sizeof(*c));
+	if (!c || bench_samples_init(&gaps, REEXEC_GAPS_MAX) < 0)
+		return 1;
+	t0 = bench_now_ns();
+	pinger = conn_open(address);
+	if (!pinger || conns_open(address, c, conns, "reexec") < 0 ||
+	    reexec_setup(c, conns, n_names, n_rules) < 0)
+		goto out;
+	id0 = dbus_bus_get_id(pinger, &err);
+	if (!id0) {
+		fprintf(stderr, "reexec: GetId: %s: %s\n", err.name, err.message);
+		dbus_error_free(&err);
+		goto out;
+	}
+	printf("ready conns=%" PRIu64 " names=%" PRIu64 " rules=%" PRIu64 " setup_ms=%.0f\n",
+	       conns, n_names, n_rules, (double)(bench_now_ns() - t0) / 1e6);
+	fflush(stdout);
+
+	for (;;) {
+		if (read_cmd(cmd, sizeof(cmd)) < 0) {
+			fprintf(stderr, "reexec: stdin closed before \"verify\"\n");
+			goto out;
+		}
+		if (!strcmp(cmd, "round")) {
+			if (reexec_round(pinger, &gaps) < 0)
+				goto out;
+		} else if (!strcmp(cmd, "verify")) {
+			if (reexec_verify(pinger, c, conns, n_names, n_rules, id0) < 0)
+				goto out;
+			ret = 0;
+			goto out;
+		} else {
+			fprintf(stderr, "reexec: unknown command \"%s\"\n", cmd);
+			goto out;
+		}
+	}
+out:
+	dbus_free(id0);
+	for (i = 0; i < conns; i++)
 		if (c[i])
 			conn_close(c[i]);
 	return ret;
@@ -825,6 +1261,7 @@ static void usage(FILE *f)
 		"  churn ADDRESS COUNT               connect+Hello+call+disconnect\n"
 		"  matches ADDRESS RULES COUNT       unmatched signals with RULES rules installed\n"
 		"  conns ADDRESS N                   bus RSS idle and with N connections\n"
+		"  reexec ADDRESS CONNS NAMES RULES  Ping gaps across re-execs (driven by bench/run)\n"
 		"  floor SIZE COUNT                  socketpair ping-pong, no bus\n");
 }
 
@@ -884,6 +1321,10 @@ int main(int argc, char **argv)
 				    bench_parse_u64("count", a[2], MAX_COUNT));
 	if (!strcmp(mode, "conns") && n == 2)
 		return mode_conns(a[0], bench_parse_u64("connections", a[1], MAX_CONNS));
+	if (!strcmp(mode, "reexec") && n == 4)
+		return mode_reexec(a[0], bench_parse_u64("connections", a[1], MAX_CONNS) ?: 1,
+				   bench_parse_u64("names", a[2], MAX_RULES),
+				   bench_parse_u64("rules", a[3], MAX_RULES));
 	if (!strcmp(mode, "floor") && n == 2)
 		return mode_floor(bench_parse_u64("size", a[0], MAX_SIZE),
 				  bench_parse_u64("count", a[1], MAX_COUNT));
