@@ -1660,9 +1660,9 @@ out:
 
 /* ---------------------------------------------------------------- re-exec */
 
-bool activation_is_idle(const struct activation *a)
+bool activation_is_settled(const struct activation *a)
 {
-	return list_is_empty(&a->pendings) && list_is_empty(&a->resolving);
+	return list_is_empty(&a->resolving);
 }
 
 void activation_foreach_child(const struct activation *a, activation_child_fn fn, void *userdata)
@@ -1697,6 +1697,99 @@ int activation_restore_child(struct activation *a, pid_t pid, int err_fd, bool h
 		return r;
 	}
 	list_append(&a->children, &c->link);
+	return 0;
+}
+
+void activation_foreach_pending(const struct activation *a, activation_pending_fn pending_fn,
+				activation_entry_fn entry_fn, void *userdata)
+{
+	const struct pending *p;
+
+	list_for_each_entry(p, &a->pendings, link) {
+		struct activation_pending_info info = {
+			.name = p->name,
+			.exec = p->exec,
+			.unit = p->unit,
+			.request_sent = p->request_sent,
+			.child_pid = p->child ? p->child->pid : 0,
+		};
+		const struct act_entry *e;
+		size_t n = 0;
+
+		if (p->timer)
+			(void)sd_event_source_get_time(p->timer, &info.deadline_usec);
+		list_for_each_entry(e, &p->entries, link)
+			n++;
+		pending_fn(userdata, &info, n);
+		list_for_each_entry(e, &p->entries, link)
+			entry_fn(userdata, e->sender, e->msg, e->auto_start);
+	}
+}
+
+int activation_restore_pending(struct activation *a, const struct activation_pending_info *info)
+{
+	struct child *c, *child = NULL;
+	struct pending *p;
+	int r;
+
+	if (!a->event || !info->name)
+		return -EINVAL;
+	if (pending_find(a, info->name))
+		return -EEXIST;
+	if (info->child_pid) {
+		list_for_each_entry(c, &a->children, link) {
+			if (c->pid == info->child_pid && !c->pending) {
+				child = c;
+				break;
+			}
+		}
+		if (!child)
+			return -ENOENT;
+	}
+	r = pending_new(a, info->name, NULL, &p);
+	if (r < 0)
+		return r;
+	if ((info->exec && !(p->exec = strdup(info->exec))) ||
+	    (info->unit && !(p->unit = strdup(info->unit)))) {
+		pending_detach(p);
+		pending_free(p);
+		return -ENOMEM;
+	}
+	/* The deadline of the old program: a re-exec does not extend it. */
+	if (info->deadline_usec) {
+		r = sd_event_source_set_time(p->timer, info->deadline_usec);
+		if (r < 0) {
+			pending_detach(p);
+			pending_free(p);
+			return r;
+		}
+	}
+	p->request_sent = info->request_sent;
+	if (child) {
+		p->child = child;
+		child->pending = p;
+	}
+	return 0;
+}
+
+int activation_restore_entry(struct activation *a, const char *name, void *sender,
+			     struct message *msg, bool auto_start)
+{
+	struct pending *p = pending_find(a, name);
+	struct act_entry *e;
+
+	if (!p)
+		return -ENOENT;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->sender = sender;
+	e->msg = message_ref(msg);
+	e->size = auto_start ? message_get_size(msg) : 0;
+	e->auto_start = auto_start;
+	list_append(&p->entries, &e->link);
+	a->n_entries++;
+	a->n_bytes += e->size;
 	return 0;
 }
 

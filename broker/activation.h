@@ -297,20 +297,83 @@ void activation_strv_free(char **v);
 size_t activation_n_pending(const struct activation *a);
 
 /*
- * Re-exec (reexec.h): whether no activation is pending, so that only the
- * environment set with UpdateActivationEnvironment (activation_get_env(),
- * activation_restore_env()) and the spawned services still running need
- * carrying over: each is still the bus' child after the exec, and is reaped
- * by the new program (activation_foreach_child(), activation_restore_child(),
- * which takes over @err_fd, the read end of its exec-error pipe).
+ * Re-exec (reexec.h). Everything of the module that is not configuration
+ * crosses: the environment set with UpdateActivationEnvironment
+ * (activation_get_env(), activation_restore_env()); the spawned services
+ * still running, each still the bus' child after the exec and reaped by the
+ * new program (activation_foreach_child(), activation_restore_child(), which
+ * takes over @err_fd, the read end of its exec-error pipe); and the pending
+ * activations with their queued requests, in order, and their deadlines
+ * (activation_foreach_pending(), activation_restore_pending(),
+ * activation_restore_entry()). Restore children first: a pending activation
+ * finds its child by pid.
+ *
+ * activation_is_settled(): false only inside activation_name_acquired()
+ * (an activation is being answered); a re-exec then waits.
  */
-bool activation_is_idle(const struct activation *a);
+bool activation_is_settled(const struct activation *a);
 typedef void (*activation_child_fn)(void *userdata, pid_t pid, int err_fd, bool helper,
 				    const char *name);
 void activation_foreach_child(const struct activation *a, activation_child_fn fn,
 			      void *userdata);
 int activation_restore_child(struct activation *a, pid_t pid, int err_fd, bool helper,
 			     const char *name);
+
+/**
+ * struct activation_pending_info - a pending activation, as re-exec carries it
+ * @name:	the name waited for
+ * @exec:	the Exec= it was started with, or NULL (waits for systemd itself)
+ * @unit:	the SystemdService= it was started through, or NULL
+ * @request_sent: the ActivationRequest went out to systemd
+ * @deadline_usec: CLOCK_MONOTONIC time of its timeout (0: none)
+ * @child_pid:	the spawned process still running, or 0
+ */
+struct activation_pending_info {
+	const char *name;
+	const char *exec;
+	const char *unit;
+	bool request_sent;
+	uint64_t deadline_usec;
+	pid_t child_pid;
+};
+
+typedef void (*activation_pending_fn)(void *userdata, const struct activation_pending_info *info,
+				      size_t n_entries);
+/* @sender: as given to activation_start(); NULL for a message of the bus for systemd. */
+typedef void (*activation_entry_fn)(void *userdata, void *sender, struct message *msg,
+				    bool auto_start);
+
+/*
+ * Calls @pending_fn for each pending activation in creation order, each
+ * followed by @entry_fn for each of its queued requests in arrival order.
+ */
+void activation_foreach_pending(const struct activation *a, activation_pending_fn pending_fn,
+				activation_entry_fn entry_fn, void *userdata);
+
+/**
+ * activation_restore_pending() - re-create a pending activation after a re-exec
+ * @info:	as activation_foreach_pending() gave it
+ *
+ * Its timer fires at @info->deadline_usec (at once if that passed); a
+ * @info->child_pid must have been restored with activation_restore_child().
+ * Return: 0, -EEXIST (a pending activation of that name exists), -ENOENT
+ * (no such child), -EINVAL, -ENOMEM.
+ */
+int activation_restore_pending(struct activation *a, const struct activation_pending_info *info);
+
+/**
+ * activation_restore_entry() - queue a request on a restored pending activation
+ * @name:	its name (activation_restore_pending() first)
+ * @sender:	the caller (the broker's peer), or NULL (a message for systemd)
+ * @msg:	the request (a reference is taken)
+ * @auto_start:	an auto-start message, not a StartServiceByName call
+ *
+ * Charged to the queue's bounds like a new request, but never refused by
+ * them: it was admitted before. Return: 0, -ENOENT (no pending activation
+ * of @name), -ENOMEM.
+ */
+int activation_restore_entry(struct activation *a, const char *name, void *sender,
+			     struct message *msg, bool auto_start);
 void activation_get_env(const struct activation *a, char *const **envp, size_t *np);
 /* Replace the environment by @n "KEY=VALUE" strings (copied). 0 or -ENOMEM. */
 int activation_restore_env(struct activation *a, const char *const *env, size_t n);

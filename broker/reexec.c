@@ -33,6 +33,7 @@
 #include "broker/router.h"
 #include "broker/state.h"
 #include "conf/config.h"
+#include "dbus-compat/message.h"
 
 extern char **environ;
 
@@ -114,6 +115,26 @@ struct ps_child {
 	const char *name;
 };
 
+/* A queued request of a pending activation: its message, whole, with its fds. */
+struct ps_entry {
+	uint32_t sender;		/* peer position, or PS_NO_SENDER */
+	bool auto_start;
+	const uint8_t *header;
+	size_t n_header;
+	const uint8_t *body;
+	size_t n_body;
+	int *fds;
+	size_t n_fds;
+};
+
+#define PS_NO_SENDER UINT32_MAX
+
+struct ps_pending {
+	struct activation_pending_info info;
+	struct ps_entry *entries;
+	size_t n_entries;
+};
+
 struct ps_reply {
 	uint32_t callee;
 	uint32_t caller;
@@ -148,6 +169,8 @@ struct parsed_state {
 	size_t n_env;
 	struct ps_child *children;
 	size_t n_children;
+	struct ps_pending *pendings;
+	size_t n_pendings;
 };
 
 /* Frees what parsing allocated; closes no fd. */
@@ -174,6 +197,12 @@ static void parsed_state_deinit(struct parsed_state *ps)
 	free(ps->replies);
 	free(ps->env);
 	free(ps->children);
+	for (size_t i = 0; i < ps->n_pendings; i++) {
+		for (size_t j = 0; j < ps->pendings[i].n_entries; j++)
+			free(ps->pendings[i].entries[j].fds);
+		free(ps->pendings[i].entries);
+	}
+	free(ps->pendings);
 	*ps = (struct parsed_state){};
 }
 
@@ -336,9 +365,69 @@ static void parse_peer(struct state_reader *r, struct ps_peer *p)
 }
 
 /* Parse and cross-check the whole stream. Return 0, 1 (malformed) or -ENOMEM. */
+/* Whether header and body make one whole message of their size. */
+static bool entry_frame_ok(const struct ps_entry *e)
+{
+	size_t total;
+
+	if (e->n_header < 16 || e->n_header % 8)
+		return false;
+	return message_frame_size(e->header, e->n_header, &total) == 0 &&
+	       total == e->n_header + e->n_body;
+}
+
+/* The pending activations, after the children (ACTIVATION section). 0, 1, -ENOMEM. */
+static int parse_pendings(struct state_reader *r, struct parsed_state *ps)
+{
+	size_t n = state_get_count(r, 30);
+
+	ps->pendings = calloc(n ? n : 1, sizeof(*ps->pendings));
+	if (!ps->pendings)
+		return -ENOMEM;
+	ps->n_pendings = n;
+	for (size_t i = 0; i < n && !r->error; i++) {
+		struct ps_pending *p = &ps->pendings[i];
+		bool child_found = false;
+		size_t m;
+
+		p->info.name = state_get_str(r);
+		p->info.exec = state_get_str(r);
+		p->info.unit = state_get_str(r);
+		p->info.request_sent = state_get_u32(r) != 0;
+		p->info.deadline_usec = state_get_u64(r);
+		p->info.child_pid = (pid_t)state_get_u32(r);
+		if (!p->info.name || p->info.child_pid < 0)
+			return 1;
+		for (size_t k = 0; k < ps->n_children && p->info.child_pid; k++)
+			child_found |= ps->children[k].pid == p->info.child_pid;
+		if (p->info.child_pid && !child_found)
+			return 1;
+
+		m = state_get_count(r, 28);
+		p->entries = calloc(m ? m : 1, sizeof(*p->entries));
+		if (!p->entries)
+			return -ENOMEM;
+		p->n_entries = m;
+		for (size_t j = 0; j < m && !r->error; j++) {
+			struct ps_entry *e = &p->entries[j];
+
+			e->sender = state_get_u32(r);
+			e->auto_start = state_get_u32(r) != 0;
+			e->header = state_get_bytes(r, &e->n_header);
+			e->body = state_get_bytes(r, &e->n_body);
+			e->fds = parse_fds(r, &e->n_fds);
+			if (!e->header || (e->sender != PS_NO_SENDER && e->sender >= ps->n_peers) ||
+			    !entry_frame_ok(e))
+				return 1;
+		}
+	}
+	return r->error ? 1 : 0;
+}
+
 static int state_parse(struct state_reader *r, struct parsed_state *ps)
 {
 	size_t n;
+	int ret;
 
 	*ps = (struct parsed_state){};
 	if (!state_expect(r, STATE_TAG_BUS))
@@ -453,6 +542,9 @@ static int state_parse(struct state_reader *r, struct parsed_state *ps)
 		if (c->pid <= 0 || !c->name)
 			r->error = true;
 	}
+	ret = parse_pendings(r, ps);
+	if (ret)
+		return ret;
 
 	for (size_t i = 0; i < ps->n_peers; i++)
 		if (ps->peers[i].native && ps->native_fd < 0)
@@ -683,6 +775,105 @@ static void put_child(void *userdata, pid_t pid, int err_fd, bool helper, const 
 	state_put_str(cw->w, name);
 }
 
+/*
+ * The pending activations and their queued requests. A request's sender is
+ * written as its peer's position in bus->peers, looked up in @sorted (the
+ * peers by address).
+ */
+struct peer_pos {
+	const struct peer *peer;
+	uint32_t pos;
+};
+
+struct pending_writer {
+	struct state_writer *w;
+	struct fdset *fds;
+	struct peer_pos *sorted;
+	size_t n_peers;
+	size_t n;
+};
+
+static int peer_pos_cmp(const void *a, const void *b)
+{
+	const struct peer_pos *x = a, *y = b;
+
+	return x->peer < y->peer ? -1 : x->peer > y->peer;
+}
+
+static void count_pending(void *userdata, const struct activation_pending_info *info,
+			  size_t n_entries)
+{
+	struct pending_writer *pw = userdata;
+
+	pw->n++;
+}
+
+static void skip_entry(void *userdata, void *sender, struct message *msg, bool auto_start)
+{
+}
+
+static void put_pending(void *userdata, const struct activation_pending_info *info,
+			size_t n_entries)
+{
+	struct pending_writer *pw = userdata;
+
+	state_put_str(pw->w, info->name);
+	state_put_str(pw->w, info->exec);
+	state_put_str(pw->w, info->unit);
+	state_put_u32(pw->w, info->request_sent);
+	state_put_u64(pw->w, info->deadline_usec);
+	state_put_u32(pw->w, (uint32_t)info->child_pid);
+	state_put_u64(pw->w, n_entries);
+}
+
+static void put_entry(void *userdata, void *sender, struct message *msg, bool auto_start)
+{
+	struct pending_writer *pw = userdata;
+	struct peer_pos key = { .peer = sender }, *found = NULL;
+	struct iovec iov[2];
+	const int *v;
+	size_t n;
+
+	if (sender)
+		found = bsearch(&key, pw->sorted, pw->n_peers, sizeof(key), peer_pos_cmp);
+	if (sender && !found) {
+		/* A request of a peer that is gone: none (activation_sender_gone()). */
+		pw->fds->error = -EINVAL;
+		return;
+	}
+	state_put_u32(pw->w, found ? found->pos : PS_NO_SENDER);
+	state_put_u32(pw->w, auto_start);
+	message_get_iovec(msg, iov);
+	state_put_bytes(pw->w, iov[0].iov_base, iov[0].iov_len);
+	state_put_bytes(pw->w, iov[1].iov_base, iov[1].iov_len);
+	v = message_get_fds(msg, &n);
+	put_fds(pw->w, pw->fds, v, n);
+}
+
+static int put_pendings(struct state_writer *w, struct fdset *fds, struct bus *bus)
+{
+	struct pending_writer pw = { .w = w, .fds = fds };
+	struct peer *p;
+	size_t i = 0;
+
+	list_for_each_entry(p, &bus->peers, bus_link)
+		pw.n_peers++;
+	pw.sorted = calloc(pw.n_peers ? pw.n_peers : 1, sizeof(*pw.sorted));
+	if (!pw.sorted)
+		return -ENOMEM;
+	list_for_each_entry(p, &bus->peers, bus_link) {
+		pw.sorted[i].peer = p;
+		pw.sorted[i].pos = (uint32_t)i;
+		i++;
+	}
+	qsort(pw.sorted, pw.n_peers, sizeof(*pw.sorted), peer_pos_cmp);
+	activation_foreach_pending(bus->activation, count_pending, skip_entry, &pw);
+	state_put_u64(w, pw.n);
+	activation_foreach_pending(bus->activation, put_pending, put_entry, &pw);
+	free(pw.sorted);
+	return 0;
+}
+
 /* Why the bus cannot be carried over right now, or NULL. */
 static const char *reexec_refusal(struct broker *broker)
 {
@@ -691,8 +882,8 @@ static const char *reexec_refusal(struct broker *broker)
 
 	if (!broker->exe_path)
 		return "the running program could not be found at start-up";
-	if (!activation_is_idle(bus->activation))
-		return "an activation is in progress";
+	if (!activation_is_settled(bus->activation))
+		return "an activation is being answered";
 	list_for_each_entry(p, &bus->peers, bus_link) {
 		if (!connection_of(p))
 			return "a client without a socket connection";
@@ -798,6 +989,9 @@ static int reexec_write(struct broker *broker, uint32_t version, struct fdset *f
 		state_put_u64(&w, cw.n);
 		activation_foreach_child(bus->activation, put_child, &cw);
 	}
+	r = put_pendings(&w, fds, bus);
+	if (r < 0)
+		goto out;
 	state_put_u32(&w, STATE_TAG_END);
 	r = state_writer_to_memfd(&w);
 out:
@@ -1092,46 +1286,110 @@ static int restore_peer(struct bus *bus, const struct ps_peer *ps, struct peer *
 	return 0;
 }
 
-/*
- * One message queued for several peers lists the same fds in each of their
- * sockets, and a restored socket closes what it sends: give every socket but
- * the first a duplicate of its own. Return 0 or negative errno.
- */
-static int dup_shared_fds(struct parsed_state *ps)
+/* Calls @fn on each fd slot of messages in @ps (queued output, pending activations). */
+static int for_each_message_fd(struct parsed_state *ps, int (*fn)(int *fd, void *userdata),
+			       void *userdata)
 {
-	uint8_t *seen;
-	int max = -1;
+	int r;
 
 	for (size_t i = 0; i < ps->n_peers; i++)
 		for (size_t j = 0; j < ps->peers[i].snap.n_out; j++)
 			for (size_t k = 0; k < ps->peers[i].snap.out[j].n_fds; k++)
-				max = MAX(max, ps->peers[i].snap.out[j].fds[k]);
-	if (max < 0)
+				if ((r = fn(&ps->peers[i].snap.out[j].fds[k], userdata)) < 0)
+					return r;
+	for (size_t i = 0; i < ps->n_pendings; i++)
+		for (size_t j = 0; j < ps->pendings[i].n_entries; j++)
+			for (size_t k = 0; k < ps->pendings[i].entries[j].n_fds; k++)
+				if ((r = fn(&ps->pendings[i].entries[j].fds[k], userdata)) < 0)
+					return r;
+	return 0;
+}
+
+struct fd_marks {
+	uint8_t *seen;
+	int max;
+};
+
+static int note_max_fd(int *fd, void *userdata)
+{
+	struct fd_marks *m = userdata;
+
+	m->max = MAX(m->max, *fd);
+	return 0;
+}
+
+static int claim_fd(int *fd, void *userdata)
+{
+	struct fd_marks *m = userdata;
+	int copy;
+
+	if (!(m->seen[*fd / 8] & (1u << (*fd % 8)))) {
+		m->seen[*fd / 8] |= (uint8_t)(1u << (*fd % 8));
 		return 0;
-	seen = calloc((size_t)max / 8 + 1, 1);
-	if (!seen)
+	}
+	copy = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+	if (copy < 0)
+		return -errno;
+	*fd = copy;
+	return 0;
+}
+
+/*
+ * One message queued for several peers (or queued for a peer and waiting
+ * for an activation) lists the same fds in each place, and each restored
+ * owner closes what it holds: give every place but the first a duplicate
+ * of its own. Return 0 or negative errno.
+ */
+static int dup_shared_fds(struct parsed_state *ps)
+{
+	struct fd_marks m = { .max = -1 };
+	int r;
+
+	(void)for_each_message_fd(ps, note_max_fd, &m);
+	if (m.max < 0)
+		return 0;
+	m.seen = calloc((size_t)m.max / 8 + 1, 1);
+	if (!m.seen)
 		return -ENOMEM;
-	for (size_t i = 0; i < ps->n_peers; i++) {
-		for (size_t j = 0; j < ps->peers[i].snap.n_out; j++) {
-			struct socket_snapshot_entry *e = &ps->peers[i].snap.out[j];
+	r = for_each_message_fd(ps, claim_fd, &m);
+	free(m.seen);
+	return r;
+}
 
-			for (size_t k = 0; k < e->n_fds; k++) {
-				int fd = e->fds[k], copy;
+/* The pending activations and their requests, after the peers and children. */
+static int restore_pendings(struct bus *bus, struct parsed_state *ps, struct peer **peers)
+{
+	for (size_t i = 0; i < ps->n_pendings; i++) {
+		struct ps_pending *p = &ps->pendings[i];
+		int r;
 
-				if (!(seen[fd / 8] & (1u << (fd % 8)))) {
-					seen[fd / 8] |= (uint8_t)(1u << (fd % 8));
-					continue;
-				}
-				copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-				if (copy < 0) {
-					free(seen);
-					return -errno;
-				}
-				e->fds[k] = copy;
-			}
+		r = activation_restore_pending(bus->activation, &p->info);
+		if (r < 0)
+			return r;
+		for (size_t j = 0; j < p->n_entries; j++) {
+			struct ps_entry *e = &p->entries[j];
+			_cleanup_message_ struct message *msg = NULL;
+			_cleanup_free_ uint8_t *buf = NULL;
+			size_t n = e->n_header + e->n_body;
+
+			buf = malloc(n);
+			if (!buf)
+				return -ENOMEM;
+			memcpy(buf, e->header, e->n_header);
+			if (e->n_body)
+				memcpy(buf + e->n_header, e->body, e->n_body);
+			/* The message owns the fds from here on, whatever happens. */
+			r = message_new_from_data(&msg, buf, n, e->fds, e->n_fds);
+			e->n_fds = 0;
+			if (r)
+				return r < 0 ? r : -EINVAL;
+			r = activation_restore_entry(bus->activation, p->info.name,
+						     e->sender == PS_NO_SENDER ? NULL :
+						     peers[e->sender], msg, e->auto_start);
+			if (r < 0)
+				return r;
 		}
 	}
-	free(seen);
 	return 0;
 }
 
@@ -1217,6 +1475,9 @@ static int restore(struct broker *broker, struct parsed_state *ps)
 		if (r < 0)
 			goto out;
 	}
+	r = restore_pendings(bus, ps, peers);
+	if (r < 0)
+		goto out;
 	for (size_t i = 0; i < ps->n_peers; i++)
 		connection_restored(connection_of(peers[i]));
 	r = 0;

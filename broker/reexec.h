@@ -14,8 +14,9 @@
  *     listener, every peer (credentials, flags, unique name, names with
  *     their queue positions, match rules, what its socket holds unread or
  *     unwritten, fds sent ahead), the pending replies with their deadlines,
- *     the activation environment and the activated services still running
- *     (still the bus' children after the exec: the new program reaps them).
+ *     the activation environment, the activated services still running
+ *     (still the bus' children after the exec: the new program reaps them)
+ *     and the pending activations with their queued requests and deadlines.
  *  2. The new program checks the state: it is started with --check-state
  *     and must read all of it and exit 0 within REEXEC_CHECK_TIMEOUT. If it
  *     cannot (another state version, a broken binary, a crash), the re-exec
@@ -35,8 +36,7 @@
  * the state.
  *
  * Refused for now (logged "re-exec refused: ..."; retry later): while a
- * client is still authenticating, and while an activation is pending (a
- * message waits for its service to appear).
+ * client is still authenticating.
  *
  * What a crash loses: the fds are kept by systemd's fd store, the
  * in-memory state cannot be (docs/bus1-broker.1).
