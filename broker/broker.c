@@ -242,6 +242,7 @@ struct broker *broker_free(struct broker *broker)
 	broker->sig_int = sd_event_source_disable_unref(broker->sig_int);
 	broker->sig_hup = sd_event_source_disable_unref(broker->sig_hup);
 	broker->sig_usr2 = sd_event_source_disable_unref(broker->sig_usr2);
+	broker->reexec_wait = sd_event_source_disable_unref(broker->reexec_wait);
 	broker->reload = config_reload_free(broker->reload);
 	safe_close(broker->exe_fd);
 	free(broker->exe_path);

@@ -54,6 +54,8 @@ struct broker {
 
 	/* re-exec (reexec.h) */
 	sd_event_source *sig_usr2;
+	sd_event_source *reexec_wait;	/* waiting for clients to authenticate */
+	uint64_t reexec_deadline;	/* CLOCK_MONOTONIC: then the wait gives up */
 	char **argv;			/* main()'s */
 	char *exe_path;			/* the program to execute */
 	int exe_fd;			/* the running program (the fallback), -1: none */

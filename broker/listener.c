@@ -169,6 +169,9 @@ static int listener_enable(struct listener *l, int on)
 {
 	int r = 0;
 
+	/* Held for a re-exec: whoever else resumes it waits for the release. */
+	if (l->held && on != SD_EVENT_OFF)
+		return 0;
 	for (size_t i = 0; i < l->n_fds; i++) {
 		int k = sd_event_source_set_enabled(l->ios[i], on);
 
@@ -215,6 +218,31 @@ void listener_resume(struct listener *l)
 	if (!l->full)
 		return;
 	l->full = false;
+	if (listener_enable(l, SD_EVENT_ON) < 0)
+		log_err("cannot resume accepting on %s", l->address);
+}
+
+int listener_hold(struct listener *l)
+{
+	int r;
+
+	if (l->held)
+		return 0;
+	r = listener_enable(l, SD_EVENT_OFF);
+	if (r < 0)
+		return r;
+	l->held = true;
+	return 0;
+}
+
+void listener_release(struct listener *l)
+{
+	if (!l->held)
+		return;
+	l->held = false;
+	/* Still paused for another reason: that one's end enables it. */
+	if (l->full || l->retry)
+		return;
 	if (listener_enable(l, SD_EVENT_ON) < 0)
 		log_err("cannot resume accepting on %s", l->address);
 }

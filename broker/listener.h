@@ -32,6 +32,7 @@ struct listener {
 	size_t n_fds;
 	sd_event_source *retry;		/* accept paused: out of fds/memory */
 	bool full;			/* accept paused: max_incomplete_connections */
+	bool held;			/* accept paused: a re-exec waits (reexec.h) */
 	bool tcp;			/* tcp: or nonce-tcp: */
 	bool has_nonce;			/* nonce-tcp: */
 	uint8_t nonce[ADDRESS_NONCE_LEN];
@@ -89,3 +90,14 @@ int listener_attach(struct listener *listener);
  * or a reload raises the limit. A no-op for a listener not paused for that.
  */
 void listener_resume(struct listener *listener);
+
+/*
+ * listener_hold() - stop accepting until listener_release()
+ *
+ * For a re-exec that waits for the clients still authenticating (reexec.h):
+ * new clients wait in the kernel's backlog, and are accepted by whichever
+ * program runs after. Other pauses (listener_resume(), out of fds) do not
+ * end a hold. Return: 0 or negative errno.
+ */
+int listener_hold(struct listener *listener);
+void listener_release(struct listener *listener);

@@ -47,6 +47,16 @@ enum {
 	PEER_STATE_HAVE_CREDS = 1 << 5,
 };
 
+/*
+ * A re-exec waits for the clients in SASL at most as long as auth_timeout
+ * gives them (then they are gone), plus a second; 30 s without a timeout.
+ * It looks every REEXEC_WAIT_POLL_USEC.
+ */
+#define REEXEC_WAIT_MAX_MSEC(broker)							\
+	((broker)->bus.limits.auth_timeout > 0 ?					\
+		 (uint64_t)(broker)->bus.limits.auth_timeout + 1000 : UINT64_C(30000))
+#define REEXEC_WAIT_POLL_USEC (5 * 1000)
+
 /* A match rule's text is far below this (the parser refuses longer ones). */
 #define REEXEC_RULE_MAX 8192
 
@@ -884,13 +894,21 @@ static const char *reexec_refusal(struct broker *broker)
 		return "the running program could not be found at start-up";
 	if (!activation_is_settled(bus->activation))
 		return "an activation is being answered";
-	list_for_each_entry(p, &bus->peers, bus_link) {
+	list_for_each_entry(p, &bus->peers, bus_link)
 		if (!connection_of(p))
 			return "a client without a socket connection";
-		if (!p->authenticated)
-			return "a client is still authenticating";
-	}
 	return NULL;
+}
+
+/* The clients still in SASL: their server's state is not carried, they are waited for. */
+static unsigned int n_authenticating(struct bus *bus)
+{
+	struct peer *p;
+	unsigned int n = 0;
+
+	list_for_each_entry(p, &bus->peers, bus_link)
+		n += !p->authenticated;
+	return n;
 }
 
 static int reexec_write(struct broker *broker, uint32_t version, struct fdset *fds)
@@ -1105,7 +1123,7 @@ int reexec_prepare(struct broker *broker, char **argv)
 	return broker->exe_path ? 0 : -ENOMEM;
 }
 
-void reexec_run(struct broker *broker)
+static void reexec_now(struct broker *broker)
 {
 	const char *env_version = getenv("BUS1_BROKER_STATE_VERSION");
 	uint32_t version = STATE_VERSION;
@@ -1119,6 +1137,8 @@ void reexec_run(struct broker *broker)
 	native_flush(broker->bus.native);
 	bus_flush_now(&broker->bus);
 	refusal = reexec_refusal(broker);
+	if (!refusal && n_authenticating(&broker->bus))
+		refusal = "a client is still authenticating";
 	if (refusal) {
 		log_warn("re-exec refused: %s", refusal);
 		return;
@@ -1164,6 +1184,75 @@ out:
 	if (state_fd >= 0)
 		close(state_fd);
 	free(fds.v);
+}
+
+static void reexec_wait_end(struct broker *broker)
+{
+	struct listener *l;
+
+	broker->reexec_wait = sd_event_source_disable_unref(broker->reexec_wait);
+	list_for_each_entry(l, &broker->listeners, link)
+		listener_release(l);
+}
+
+static int reexec_wait_cb(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct broker *broker = userdata;
+	unsigned int n = n_authenticating(&broker->bus);
+
+	if (n && usec < broker->reexec_deadline)
+		return sd_event_source_set_time_relative(s, REEXEC_WAIT_POLL_USEC) < 0 ? 0 :
+		       sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+	/* The listeners go back on before the exec: the new program must watch them. */
+	reexec_wait_end(broker);
+	if (n) {
+		log_warn("re-exec refused: %u client%s still authenticating after %llu ms", n,
+			 n == 1 ? "" : "s", (unsigned long long)REEXEC_WAIT_MAX_MSEC(broker));
+		return 0;
+	}
+	reexec_now(broker);
+	return 0;
+}
+
+void reexec_run(struct broker *broker)
+{
+	unsigned int n = n_authenticating(&broker->bus);
+	struct listener *l;
+	uint64_t now;
+	int r;
+
+	if (broker->reexec_wait) {
+		log_info("re-exec: already waiting for clients to authenticate");
+		return;
+	}
+	if (!n) {
+		reexec_now(broker);
+		return;
+	}
+	/*
+	 * A client in SASL is not carried over: let those there finish (or
+	 * meet auth_timeout) while new ones wait in the backlog.
+	 */
+	list_for_each_entry(l, &broker->listeners, link) {
+		r = listener_hold(l);
+		if (r < 0)
+			goto fail;
+	}
+	r = sd_event_now(broker->event, CLOCK_MONOTONIC, &now);
+	if (r < 0)
+		goto fail;
+	broker->reexec_deadline = now + REEXEC_WAIT_MAX_MSEC(broker) * 1000;
+	r = sd_event_add_time(broker->event, &broker->reexec_wait, CLOCK_MONOTONIC,
+			      now + REEXEC_WAIT_POLL_USEC, 0, reexec_wait_cb, broker);
+	if (r < 0)
+		goto fail;
+	log_info("re-exec: waiting for %u client%s to finish authenticating", n,
+		 n == 1 ? "" : "s");
+	return;
+fail:
+	reexec_wait_end(broker);
+	log_warn("re-exec refused: cannot wait for the clients authenticating: %s",
+		 strerror(-r));
 }
 
 /* ------------------------------------------------------------- restoring */

@@ -35,8 +35,11 @@
  * broker's view of each client (its handles, what it has not read) is in
  * the state.
  *
- * Refused for now (logged "re-exec refused: ..."; retry later): while a
- * client is still authenticating.
+ * A client still in SASL is not carried over: reexec_run() then holds the
+ * listeners (new clients wait in the backlog, listener_hold()) and looks
+ * again every few ms until no client authenticates (each finishes, or is
+ * dropped at auth_timeout), then re-executes; past auth_timeout + 1 s it
+ * gives up and releases them ("re-exec refused: ...").
  *
  * What a crash loses: the fds are kept by systemd's fd store, the
  * in-memory state cannot be (docs/bus1-broker.1).
@@ -59,7 +62,10 @@ struct broker_options;
  */
 int reexec_prepare(struct broker *broker, char **argv);
 
-/* SIGUSR2: re-execute. Returns only if refused (logged). */
+/*
+ * SIGUSR2: re-execute now, or once no client authenticates. Returns if
+ * refused or waiting (logged).
+ */
 void reexec_run(struct broker *broker);
 
 /*
