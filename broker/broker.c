@@ -5,6 +5,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 #include "broker/broker.h"
+#include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/reexec.h"
@@ -49,9 +51,9 @@ int broker_link_listener(struct broker *broker, struct listener *l)
  * "systemd:" (dbus-daemon's socket activation address, as in dbus.service's
  * --address=systemd:): one listener per socket systemd passed (LISTEN_FDS).
  */
-static int broker_add_systemd_listeners(struct broker *broker)
+static int broker_add_systemd_listeners(struct broker *broker, const int *fds, size_t n_fds)
 {
-	int n = sd_listen_fds(1);
+	int n = fds ? (int)n_fds : sd_listen_fds(1);
 
 	if (n <= 0)
 		return broker_set_error(broker, strdup(n < 0 ?
@@ -60,7 +62,10 @@ static int broker_add_systemd_listeners(struct broker *broker)
 	for (int i = 0; i < n; i++) {
 		struct listener *l = NULL;
 		char *err = NULL;
-		int r = listener_new_fd(&l, &broker->bus, SD_LISTEN_FDS_START + i, &err);
+		/* Given ones stay the caller's: the listener takes a copy. */
+		int fd = fds ? fcntl(fds[i], F_DUPFD_CLOEXEC, SD_LISTEN_FDS_START) :
+			       SD_LISTEN_FDS_START + i;
+		int r = fd < 0 ? -errno : listener_new_fd(&l, &broker->bus, fd, &err);
 
 		if (r)
 			return r < 0 ? r : broker_set_error(broker, err);
@@ -71,14 +76,15 @@ static int broker_add_systemd_listeners(struct broker *broker)
 	return 0;
 }
 
-static int broker_add_listener(struct broker *broker, const char *address)
+static int broker_add_listener(struct broker *broker, const char *address,
+			       const struct broker_options *opts)
 {
 	struct listener *l = NULL;
 	char *err = NULL;
 	int r;
 
 	if (!strcmp(address, "systemd:"))
-		return broker_add_systemd_listeners(broker);
+		return broker_add_systemd_listeners(broker, opts->listen_fds, opts->n_listen_fds);
 	r = listener_new(&l, &broker->bus, address, &err);
 	if (r)
 		return r < 0 ? r : broker_set_error(broker, err);
@@ -213,14 +219,14 @@ int broker_new(struct broker **brokerp, const struct broker_options *opts)
 		return r;
 	broker = *brokerp;
 	if (opts->address) {
-		r = broker_add_listener(broker, opts->address);
+		r = broker_add_listener(broker, opts->address, opts);
 		if (r)
 			return r;
 	} else if (config) {
 		struct bus_config_string *s;
 
 		list_for_each_entry(s, &config->listen, link) {
-			r = broker_add_listener(broker, s->str);
+			r = broker_add_listener(broker, s->str, opts);
 			if (r)
 				return r;
 		}
@@ -284,6 +290,11 @@ static int broker_signal_cb(sd_event_source *s, const struct signalfd_siginfo *s
 
 		if (config_reload_run(broker->reload, &err))
 			log_warn("cannot reload configuration: %s", err ? err : "error");
+		return 0;
+	}
+	/* Stopped or restarted by systemd: the next start may take it all over. */
+	if (si->ssi_signo == SIGTERM && fdstore_enabled()) {
+		reexec_hand_over(broker);
 		return 0;
 	}
 	return sd_event_exit(sd_event_source_get_event(s), 0);

@@ -33,12 +33,17 @@ struct config_reload;
  * @config_file:	its path, for ReloadConfig / SIGHUP (may be NULL)
  * @address:		--address, replaces the config's <listen> elements
  * @systemd_activation:	--systemd-activation
+ * @listen_fds:		the sockets of "systemd:" when not where sd_listen_fds()
+ *			finds them (fdstore.h), else NULL
+ * @n_listen_fds:	their number
  */
 struct broker_options {
 	const struct bus_config *config;
 	const char *config_file;
 	const char *address;
 	bool systemd_activation;
+	const int *listen_fds;
+	size_t n_listen_fds;
 };
 
 struct broker {
@@ -55,6 +60,8 @@ struct broker {
 	/* re-exec (reexec.h) */
 	sd_event_source *sig_usr2;
 	sd_event_source *reexec_wait;	/* waiting for clients to authenticate */
+	bool reexec_hand_over;		/* what the wait is for: the fd store, not exec */
+	bool handed_over;		/* the fd store has it all: exit, touch nothing */
 	uint64_t reexec_deadline;	/* CLOCK_MONOTONIC: then the wait gives up */
 	char **argv;			/* main()'s */
 	char *exe_path;			/* the program to execute */

@@ -21,6 +21,7 @@
 #include <systemd/sd-daemon.h>
 #include "config.h"
 #include "broker/broker.h"
+#include "broker/fdstore.h"
 #include "broker/cli.h"
 #include "broker/driver.h"
 #include "broker/log.h"
@@ -329,6 +330,7 @@ int main(int argc, char **argv)
 {
 	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
 	_cleanup_(broker_freep) struct broker *broker = NULL;
+	_cleanup_(fdstore_carried_free) struct fdstore_carried carried = { .state_fd = -1 };
 	struct broker_options opts = {};
 	struct cli cli;
 	const char *err = NULL, *word = NULL;
@@ -353,6 +355,13 @@ int main(int argc, char **argv)
 	r = answer_query(&cli);
 	if (r >= 0)
 		return r;
+	/* Before anything opens an fd: a hand-over puts fds at fixed numbers. */
+	if (cli.restore_state_fd < 0) {
+		r = fdstore_take(&carried);
+		if (r < 0)
+			fprintf(stderr, "%s: cannot read the fds systemd passed: %s\n",
+				program_invocation_short_name, strerror(-r));
+	}
 	if (!cli.config_file && !cli.address) {
 		fprintf(stderr, "No configuration file specified.\n");
 		cli_print_help(stderr, program_invocation_short_name);
@@ -374,10 +383,26 @@ int main(int argc, char **argv)
 	opts.config_file = cli.config_file;
 	opts.address = cli.address;
 	opts.systemd_activation = cli.systemd_activation;
+	opts.listen_fds = carried.listen_fds;
+	opts.n_listen_fds = carried.n_listen;
+	if (carried.state_fd >= 0) {
+		/* Restarted by systemd, which kept the bus in its fd store (fdstore.h). */
+		r = broker_restore(&broker, &opts, steal_fd(&carried.state_fd), -1, argv, &carried);
+		if (r < 0) {
+			log_err("fd store: cannot restore the bus: %s", strerror(-r));
+			return EXIT_FAILURE;
+		}
+		if (r == 0) {
+			fdstore_taken(&carried);
+			goto run;
+		}
+		log_err("fd store: the handed-over state cannot be used; starting a new bus");
+		fdstore_discard(&carried);
+	}
 	if (cli.restore_state_fd >= 0) {
 		/* Re-executed (reexec.h): the bus is up and announced already. */
 		r = broker_restore(&broker, &opts, cli.restore_state_fd, cli.reexec_fallback_fd,
-				   argv);
+				   argv, NULL);
 		if (r < 0) {
 			log_err("re-exec: cannot restore the bus: %s", strerror(-r));
 			return EXIT_FAILURE;
@@ -426,6 +451,12 @@ run:
 			 strerror(-r));
 	r = broker_run(broker);
 	(void)sd_notify(0, "STOPPING=1");
+	/*
+	 * The fd store holds the bus: tearing down would reach what it keeps
+	 * (socket files, the bus1 peer's nodes). The kernel closes our copies.
+	 */
+	if (broker && broker->handed_over)
+		_exit(EXIT_SUCCESS);
 	if (pidfile)
 		unlink(pidfile);
 	if (r < 0) {

@@ -20,6 +20,7 @@
 #include "broker/activation.h"
 #include "broker/broker.h"
 #include "broker/connection.h"
+#include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/match.h"
@@ -565,11 +566,13 @@ static int state_parse(struct state_reader *r, struct parsed_state *ps)
 }
 
 /* Read the stream of @fd into @ps. 0, 1 (cannot: logged), -errno. */
-static int state_load(int fd, struct state_reader *r, struct parsed_state *ps)
+static int state_load(int fd, struct state_reader *r, struct parsed_state *ps,
+		      struct fdstore_carried *carried)
 {
 	uint32_t version;
 	int ret;
 
+	*ps = (struct parsed_state){};
 	ret = state_reader_init(r, fd, &version);
 	if (ret) {
 		if (ret > 0)
@@ -577,6 +580,10 @@ static int state_load(int fd, struct state_reader *r, struct parsed_state *ps)
 				version ? "of another version" : "not a bus1-broker state",
 				(unsigned)version, (unsigned)STATE_VERSION);
 		return ret;
+	}
+	if (carried) {
+		r->fd_present = fdstore_carries;
+		r->fd_userdata = carried;
 	}
 	ret = state_parse(r, ps);
 	if (ret > 0)
@@ -590,7 +597,7 @@ int reexec_check_state(int fd)
 	struct parsed_state ps;
 	int ret;
 
-	ret = state_load(fd, &r, &ps);
+	ret = state_load(fd, &r, &ps, NULL);
 	parsed_state_deinit(&ps);
 	state_reader_deinit(&r);
 	return ret;
@@ -798,6 +805,7 @@ struct peer_pos {
 struct pending_writer {
 	struct state_writer *w;
 	struct fdset *fds;
+	bool no_children;
 	struct peer_pos *sorted;
 	size_t n_peers;
 	size_t n;
@@ -832,7 +840,7 @@ static void put_pending(void *userdata, const struct activation_pending_info *in
 	state_put_str(pw->w, info->unit);
 	state_put_u32(pw->w, info->request_sent);
 	state_put_u64(pw->w, info->deadline_usec);
-	state_put_u32(pw->w, (uint32_t)info->child_pid);
+	state_put_u32(pw->w, pw->no_children ? 0 : (uint32_t)info->child_pid);
 	state_put_u64(pw->w, n_entries);
 }
 
@@ -860,9 +868,10 @@ static void put_entry(void *userdata, void *sender, struct message *msg, bool au
 	put_fds(pw->w, pw->fds, v, n);
 }
 
-static int put_pendings(struct state_writer *w, struct fdset *fds, struct bus *bus)
+static int put_pendings(struct state_writer *w, struct fdset *fds, struct bus *bus,
+			bool no_children)
 {
-	struct pending_writer pw = { .w = w, .fds = fds };
+	struct pending_writer pw = { .w = w, .fds = fds, .no_children = no_children };
 	struct peer *p;
 	size_t i = 0;
 
@@ -911,7 +920,12 @@ static unsigned int n_authenticating(struct bus *bus)
 	return n;
 }
 
-static int reexec_write(struct broker *broker, uint32_t version, struct fdset *fds)
+/*
+ * @handover: for the next process of the service, not for this one's exec
+ * (fdstore.h): the spawned services are not carried (not its children).
+ */
+static int reexec_write(struct broker *broker, uint32_t version, bool handover,
+			struct fdset *fds)
 {
 	struct bus *bus = &broker->bus;
 	struct state_writer w;
@@ -1003,11 +1017,13 @@ static int reexec_write(struct broker *broker, uint32_t version, struct fdset *f
 	{
 		struct child_writer cw = { .w = &w, .fds = fds };
 
-		activation_foreach_child(bus->activation, count_child, &cw);
+		if (!handover)
+			activation_foreach_child(bus->activation, count_child, &cw);
 		state_put_u64(&w, cw.n);
-		activation_foreach_child(bus->activation, put_child, &cw);
+		if (!handover)
+			activation_foreach_child(bus->activation, put_child, &cw);
 	}
-	r = put_pendings(&w, fds, bus);
+	r = put_pendings(&w, fds, bus, handover);
 	if (r < 0)
 		goto out;
 	state_put_u32(&w, STATE_TAG_END);
@@ -1123,6 +1139,16 @@ int reexec_prepare(struct broker *broker, char **argv)
 	return broker->exe_path ? 0 : -ENOMEM;
 }
 
+/* Write what can be written (less to carry); why the bus cannot go now, or NULL. */
+static const char *reexec_settle(struct broker *broker)
+{
+	native_flush(broker->bus.native);
+	bus_flush_now(&broker->bus);
+	if (n_authenticating(&broker->bus))
+		return "a client is still authenticating";
+	return reexec_refusal(broker);
+}
+
 static void reexec_now(struct broker *broker)
 {
 	const char *env_version = getenv("BUS1_BROKER_STATE_VERSION");
@@ -1133,12 +1159,7 @@ static void reexec_now(struct broker *broker)
 	char **argv = NULL;
 	int state_fd, r;
 
-	/* What can be written goes out first: less to carry. */
-	native_flush(broker->bus.native);
-	bus_flush_now(&broker->bus);
-	refusal = reexec_refusal(broker);
-	if (!refusal && n_authenticating(&broker->bus))
-		refusal = "a client is still authenticating";
+	refusal = reexec_settle(broker);
 	if (refusal) {
 		log_warn("re-exec refused: %s", refusal);
 		return;
@@ -1146,7 +1167,7 @@ static void reexec_now(struct broker *broker)
 	if (env_version && *env_version)
 		version = (uint32_t)strtoul(env_version, NULL, 10);
 
-	state_fd = reexec_write(broker, version, &fds);
+	state_fd = reexec_write(broker, version, false, &fds);
 	if (state_fd < 0 || fds.error) {
 		log_warn("re-exec refused: cannot write the state: %s",
 			 strerror(state_fd < 0 ? -state_fd : -fds.error));
@@ -1186,6 +1207,44 @@ out:
 	free(fds.v);
 }
 
+/* SIGTERM with the fd store there: everything into it, then the loop ends. */
+static void hand_over_now(struct broker *broker)
+{
+	struct fdset fds = {};
+	const char *refusal;
+	struct listener *l;
+	int state_fd, r;
+
+	refusal = reexec_settle(broker);
+	if (refusal) {
+		log_warn("fd store: not handing the bus over: %s", refusal);
+		goto out;
+	}
+	state_fd = reexec_write(broker, STATE_VERSION, true, &fds);
+	if (state_fd < 0 || fds.error) {
+		log_warn("fd store: not handing the bus over: cannot write the state: %s",
+			 strerror(state_fd < 0 ? -state_fd : -fds.error));
+		goto out_fds;
+	}
+	r = fdstore_hand_over(state_fd, fds.v, fds.n);
+	close(state_fd);
+	if (r < 0) {
+		log_warn("fd store: not handing the bus over: %s", strerror(-r));
+		goto out_fds;
+	}
+	/* The socket files and nonce files are the next process's now. */
+	list_for_each_entry(l, &broker->listeners, link) {
+		free(steal_ptr(l->unlink_path));
+		free(steal_ptr(l->nonce_file));
+	}
+	broker->handed_over = true;
+	log_info("fd store: bus handed over (%zu fds)", fds.n);
+out_fds:
+	free(fds.v);
+out:
+	(void)sd_event_exit(broker->event, 0);
+}
+
 static void reexec_wait_end(struct broker *broker)
 {
 	struct listener *l;
@@ -1205,6 +1264,11 @@ static int reexec_wait_cb(sd_event_source *s, uint64_t usec, void *userdata)
 		       sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
 	/* The listeners go back on before the exec: the new program must watch them. */
 	reexec_wait_end(broker);
+	if (broker->reexec_hand_over) {
+		/* Stopping: with what can be carried, or without. */
+		hand_over_now(broker);
+		return 0;
+	}
 	if (n) {
 		log_warn("re-exec refused: %u client%s still authenticating after %llu ms", n,
 			 n == 1 ? "" : "s", (unsigned long long)REEXEC_WAIT_MAX_MSEC(broker));
@@ -1214,7 +1278,7 @@ static int reexec_wait_cb(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-void reexec_run(struct broker *broker)
+static void reexec_start(struct broker *broker, bool hand_over)
 {
 	unsigned int n = n_authenticating(&broker->bus);
 	struct listener *l;
@@ -1222,11 +1286,23 @@ void reexec_run(struct broker *broker)
 	int r;
 
 	if (broker->reexec_wait) {
+		if (hand_over && broker->reexec_hand_over) {
+			/* A second SIGTERM: stop now, whatever is lost. */
+			reexec_wait_end(broker);
+			(void)sd_event_exit(broker->event, 0);
+			return;
+		}
+		/* A SIGTERM during a re-exec's wait: the hand-over waits on the same. */
+		broker->reexec_hand_over |= hand_over;
 		log_info("re-exec: already waiting for clients to authenticate");
 		return;
 	}
+	broker->reexec_hand_over = hand_over;
 	if (!n) {
-		reexec_now(broker);
+		if (hand_over)
+			hand_over_now(broker);
+		else
+			reexec_now(broker);
 		return;
 	}
 	/*
@@ -1253,6 +1329,18 @@ fail:
 	reexec_wait_end(broker);
 	log_warn("re-exec refused: cannot wait for the clients authenticating: %s",
 		 strerror(-r));
+	if (hand_over)
+		(void)sd_event_exit(broker->event, 0);
+}
+
+void reexec_run(struct broker *broker)
+{
+	reexec_start(broker, false);
+}
+
+void reexec_hand_over(struct broker *broker)
+{
+	reexec_start(broker, true);
 }
 
 /* ------------------------------------------------------------- restoring */
@@ -1576,7 +1664,7 @@ out:
 }
 
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
-		   int fallback_fd, char **argv)
+		   int fallback_fd, char **argv, struct fdstore_carried *carried)
 {
 	struct state_reader r;
 	struct parsed_state ps;
@@ -1584,7 +1672,7 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 
 	/* First of all: nothing the old program handed over may leak further. */
 	cloexec_all();
-	ret = state_load(state_fd, &r, &ps);
+	ret = state_load(state_fd, &r, &ps, carried);
 	if (ret) {
 		parsed_state_deinit(&ps);
 		state_reader_deinit(&r);
@@ -1596,6 +1684,11 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 			fexecve(fallback_fd, argv, environ);
 			log_err("re-exec: cannot execute the previous program: %m");
 		}
+		if (carried) {
+			/* Nothing was touched: the caller starts a new bus. */
+			close(state_fd);
+			return ret < 0 ? ret : 1;
+		}
 		return ret < 0 ? ret : -EINVAL;
 	}
 
@@ -1605,7 +1698,8 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 	if (ret == 0) {
 		size_t n = ps.n_peers;
 
-		log_info("re-exec: resumed, %zu peer%s carried over", n, n == 1 ? "" : "s");
+		log_info("%s: resumed, %zu peer%s carried over", carried ? "fd store" : "re-exec",
+			 n, n == 1 ? "" : "s");
 		(void)sd_notify(0, "READY=1");
 	}
 	parsed_state_deinit(&ps);

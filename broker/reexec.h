@@ -41,14 +41,16 @@
  * dropped at auth_timeout), then re-executes; past auth_timeout + 1 s it
  * gives up and releases them ("re-exec refused: ...").
  *
- * What a crash loses: the fds are kept by systemd's fd store, the
- * in-memory state cannot be (docs/bus1-broker.1).
+ * The same state, written on SIGTERM, also crosses a restart by systemd
+ * through its fd store (fdstore.h, reexec_hand_over()); what a crash loses
+ * is described there.
  */
 
 #include <stdbool.h>
 
 struct broker;
 struct broker_options;
+struct fdstore_carried;
 
 /* The longest the old program waits for the new one to accept the state. */
 #define REEXEC_CHECK_TIMEOUT_MSEC 10000
@@ -75,14 +77,25 @@ void reexec_run(struct broker *broker);
 int reexec_check_state(int fd);
 
 /**
- * broker_restore() - the broker of a re-executed bus
+ * broker_restore() - the broker of a re-executed or handed-over bus
  * @opts:	as for broker_new()
- * @state_fd:	--restore-state
+ * @state_fd:	--restore-state, or the fd store's state (always consumed)
  * @fallback_fd: --reexec-fallback, or -1
+ * @carried:	the fds from the fd store (fdstore.h), NULL after a re-exec
  *
  * Creates the event loop and everything in the state. A state this program
- * cannot read makes it execute @fallback_fd with the same command line.
- * Return: 0 or negative errno (logged; the process must exit).
+ * cannot read makes it execute @fallback_fd with the same command line; from
+ * the fd store (it may name only @carried fds) it returns 1 then, with
+ * nothing created.
+ * Return: 0, 1, or negative errno (logged; the process must exit).
  */
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
-		   int fallback_fd, char **argv);
+		   int fallback_fd, char **argv, struct fdstore_carried *carried);
+
+/*
+ * SIGTERM with systemd's fd store there (fdstore.h): put the bus into it
+ * (after the clients in SASL, as reexec_run() waits for them) and end the
+ * loop; broker->handed_over tells whether it went. A second SIGTERM while
+ * waiting ends the loop at once.
+ */
+void reexec_hand_over(struct broker *broker);

@@ -225,7 +225,7 @@ int state_get_fd(struct state_reader *r)
 {
 	int32_t fd = state_get_i32(r);
 
-	if (fd < 0) {
+	if (fd < 0 || (r->fd_present && !r->fd_present(fd, r->fd_userdata))) {
 		r->error = true;
 		return -1;
 	}

@@ -64,6 +64,9 @@ struct state_reader {
 	size_t pos;
 	uint32_t version;
 	bool error;
+	/* NULL, or which fds exist (a state from the fd store: fdstore.h) */
+	bool (*fd_present)(int fd, void *userdata);
+	void *fd_userdata;
 };
 
 /*
@@ -89,5 +92,8 @@ size_t state_get_count(struct state_reader *r, size_t min_item_size);
 bool state_expect(struct state_reader *r, uint32_t tag);
 /* Whether the next section is @tag (not consumed). */
 bool state_peek_tag(struct state_reader *r, uint32_t tag);
-/* A file descriptor number of the stream: >= 0, else error set (returns -1). */
+/*
+ * A file descriptor number of the stream: >= 0 (and present, if the reader
+ * checks), else error set (returns -1).
+ */
 int state_get_fd(struct state_reader *r);
