@@ -4,8 +4,9 @@
  * execve() itself in place, carrying over its sockets and its whole state.
  * Clients must see nothing.
  *
- * N clients (forked processes; even ones use libdbus, odd ones sd-bus) own a
- * well-known name each, add match rules and then stream, all at once:
+ * N clients (forked processes using libdbus, sd-bus and GDBus in turn; GDBus
+ * only when built with gio-2.0) own a well-known name each, add match rules
+ * and then stream, all at once:
  *  - method calls "Echo" (caller id, sequence number, a payload string of a
  *    varying length and pattern, on some an fd: a memfd or the read end of a
  *    pipe holding "call <caller> <seq>") to the next client by its
@@ -59,6 +60,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <systemd/sd-bus.h>
+#ifdef HAVE_GDBUS
+#include <gio/gio.h>
+#include <gio/gunixfdlist.h>
+#endif
 #include "stress-common.h"
 
 #define MAX_CLIENTS 16
@@ -860,7 +865,324 @@ static int run_sdbus(struct client *c)
 	return 0;
 }
 
+/* --- GDBus client --------------------------------------------------------- */
+
+#ifdef HAVE_GDBUS
+/*
+ * GDBus reads in its worker thread. The filter takes every message of the
+ * test there (calls and replies of IFACE, its signals, the driver's) into a
+ * queue, in arrival order, and this thread handles them: all client state
+ * stays single-threaded, as with the other two libraries.
+ */
+static GDBusMessage *gd_filter(GDBusConnection *conn, GDBusMessage *m, gboolean incoming,
+			       gpointer ud)
+{
+	GAsyncQueue *q = ud;
+	const char *sender = g_dbus_message_get_sender(m);
+	GDBusMessageType type = g_dbus_message_get_message_type(m);
+	bool ours;
+
+	(void)conn;
+	if (!incoming)
+		return m;
+	if (type == G_DBUS_MESSAGE_TYPE_METHOD_RETURN || type == G_DBUS_MESSAGE_TYPE_ERROR)
+		ours = !sender || strcmp(sender, DRIVER);
+	else
+		ours = (sender && !strcmp(sender, DRIVER)) ||
+		       !g_strcmp0(g_dbus_message_get_interface(m), IFACE);
+	if (!ours)
+		return m;
+	g_async_queue_push(q, m);	/* the filter's reference goes with it */
+	return NULL;
+}
+
+/* Argument @idx ('h') of @m as an fd of our own, or -1. */
+static int gd_fd(GDBusMessage *m, GVariant *body, size_t idx)
+{
+	GUnixFDList *list = g_dbus_message_get_unix_fd_list(m);
+	GVariant *h = g_variant_get_child_value(body, idx);
+	int fd = list ? g_unix_fd_list_get(list, g_variant_get_handle(h), NULL) : -1;
+
+	g_variant_unref(h);
+	return fd;
+}
+
+static void gd_send(struct client *c, GDBusConnection *conn, GDBusMessage *m, int fd,
+		    guint32 *serial)
+{
+	GError *err = NULL;
+
+	if (fd >= 0) {
+		GUnixFDList *list = g_unix_fd_list_new();
+
+		CHECK(g_unix_fd_list_append(list, fd, NULL) == 0, "fd list");
+		g_dbus_message_set_unix_fd_list(m, list);
+		g_object_unref(list);
+	}
+	if (!g_dbus_connection_send_message(conn, m, G_DBUS_SEND_MESSAGE_FLAGS_NONE, serial, &err)) {
+		cerr(c, "GDBus send: %s", err->message);
+		g_error_free(err);
+	}
+}
+
+static void gd_on_call(struct client *c, GDBusConnection *conn, GDBusMessage *m)
+{
+	GVariant *body = g_dbus_message_get_body(m);
+	bool has_fd = body && g_variant_is_of_type(body, G_VARIANT_TYPE("(uush)"));
+	uint32_t a = 0, x = 0;
+	const char *s = NULL;
+	GDBusMessage *r;
+	int64_t sum = -1;
+	int fd = -1;
+
+	if (!body || !(has_fd || g_variant_is_of_type(body, G_VARIANT_TYPE("(uus)")))) {
+		cerr(c, "Echo: bad arguments");
+	} else {
+		g_variant_get_child(body, 0, "u", &a);
+		g_variant_get_child(body, 1, "u", &x);
+		g_variant_get_child(body, 2, "&s", &s);
+		fd = has_fd ? gd_fd(m, body, 3) : -1;
+		sum = on_call(c, g_dbus_message_get_sender(m), a, x, s, fd, has_fd);
+	}
+	if (sum < 0) {
+		r = g_dbus_message_new_method_error(m, "org.bus1.ReexecTest.Error", "check failed");
+	} else {
+		r = g_dbus_message_new_method_reply(m);
+		g_dbus_message_set_body(r, g_variant_new("(uu)", x, (uint32_t)sum));
+	}
+	gd_send(c, conn, r, -1, NULL);
+	g_object_unref(r);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void gd_on_signal(struct client *c, GDBusMessage *m)
+{
+	const char *sender = g_dbus_message_get_sender(m);
+	const char *member = g_dbus_message_get_member(m);
+	GVariant *body = g_dbus_message_get_body(m);
+	uint32_t a = 0, x = 0, d = 0;
+	const char *s = NULL;
+
+	if (sender && !strcmp(sender, DRIVER)) {
+		if (body && g_variant_n_children(body) &&
+		    g_variant_is_of_type(g_variant_get_child_value(body, 0), G_VARIANT_TYPE_STRING))
+			g_variant_get_child(body, 0, "&s", &s);
+		on_name_event(c, member, s);
+	} else if (!g_strcmp0(member, "Tick")) {
+		bool has_fd = body && g_variant_is_of_type(body, G_VARIANT_TYPE("(uush)"));
+		int fd = -1;
+
+		if (!body || !(has_fd || g_variant_is_of_type(body, G_VARIANT_TYPE("(uus)")))) {
+			cerr(c, "Tick: bad arguments");
+			return;
+		}
+		g_variant_get_child(body, 0, "u", &a);
+		g_variant_get_child(body, 1, "u", &x);
+		g_variant_get_child(body, 2, "&s", &s);
+		fd = has_fd ? gd_fd(m, body, 3) : -1;
+		on_tick(c, sender, a, x, s, fd, has_fd);
+		if (fd >= 0)
+			close(fd);
+	} else if (!g_strcmp0(member, "Done")) {
+		if (!body || !g_variant_is_of_type(body, G_VARIANT_TYPE("(uuu)"))) {
+			cerr(c, "Done: bad arguments");
+			return;
+		}
+		g_variant_get(body, "(uuu)", &a, &x, &d);
+		on_done(c, sender, a, x, d);
+	}
+}
+
+static void gd_on_reply(struct client *c, GDBusMessage *m)
+{
+	struct out *o = out_find(c, g_dbus_message_get_reply_serial(m));
+	GVariant *body = g_dbus_message_get_body(m);
+	uint32_t seq = 0, sum = 0;
+
+	if (!o)
+		return;
+	if (g_dbus_message_get_message_type(m) == G_DBUS_MESSAGE_TYPE_ERROR) {
+		on_reply(c, o, g_dbus_message_get_error_name(m), 0, 0);
+	} else if (!body || !g_variant_is_of_type(body, G_VARIANT_TYPE("(uu)"))) {
+		on_reply(c, o, "(bad reply arguments)", 0, 0);
+	} else {
+		g_variant_get(body, "(uu)", &seq, &sum);
+		on_reply(c, o, NULL, seq, sum);
+	}
+}
+
+static void gd_pump(struct client *c, GDBusConnection *conn, GAsyncQueue *q,
+		    uint64_t timeout_usec)
+{
+	GDBusMessage *m = timeout_usec ? g_async_queue_timeout_pop(q, timeout_usec)
+				       : g_async_queue_try_pop(q);
+
+	for (; m; m = g_async_queue_try_pop(q)) {
+		switch (g_dbus_message_get_message_type(m)) {
+		case G_DBUS_MESSAGE_TYPE_METHOD_CALL:
+			gd_on_call(c, conn, m);
+			break;
+		case G_DBUS_MESSAGE_TYPE_SIGNAL:
+			gd_on_signal(c, m);
+			break;
+		default:
+			gd_on_reply(c, m);
+			break;
+		}
+		g_object_unref(m);
+	}
+	if (g_dbus_connection_is_closed(conn))
+		c->st->disconnected = 1;
+}
+
+static void gd_send_tick(struct client *c, GDBusConnection *conn)
+{
+	uint32_t seq = (uint32_t)c->st->ticks_sent + 1;
+	const char *p = make_payload(c, c->id, seq, TICK_PAYLOAD_MAX);
+	int fd = tick_with_fd(seq) ? make_fd("tick", c->id, seq, false) : -1;
+	GDBusMessage *m = g_dbus_message_new_signal(OPATH, IFACE, "Tick");
+
+	CHECK(!tick_with_fd(seq) || fd >= 0, "memfd: %m");
+	g_dbus_message_set_body(m, fd >= 0 ? g_variant_new("(uush)", (uint32_t)c->id, seq, p, 0)
+					   : g_variant_new("(uus)", (uint32_t)c->id, seq, p));
+	gd_send(c, conn, m, fd, NULL);
+	c->st->ticks_sent = seq;
+	g_object_unref(m);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void gd_send_call(struct client *c, GDBusConnection *conn, int slot)
+{
+	int t = c->targets[slot];
+	const char *dest = slot == 0 ? c->names[t] : sh->c[t].unique;
+	uint32_t seq = c->next_seq[t];
+	const char *p = make_payload(c, c->id, seq, CALL_PAYLOAD_MAX);
+	int fd = with_fd(seq) ? make_fd("call", c->id, seq, seq % 4 == 3) : -1;
+	GDBusMessage *m = g_dbus_message_new_method_call(dest, OPATH, IFACE, "Echo");
+	struct out *o = out_new(c);
+	guint32 serial = 0;
+
+	CHECK(o, "no free slot");
+	CHECK(!with_fd(seq) || fd >= 0, "fd: %m");
+	g_dbus_message_set_body(m, fd >= 0 ? g_variant_new("(uush)", (uint32_t)c->id, seq, p, 0)
+					   : g_variant_new("(uus)", (uint32_t)c->id, seq, p));
+	/* Its reply is handled here, in gd_pump(), once o->serial is set. */
+	*o = (struct out){ .owner = c, .used = true, .target = t, .seq = seq, .t = now_usec() };
+	gd_send(c, conn, m, fd, &serial);
+	o->serial = serial;
+	c->next_seq[t]++;
+	c->outstanding[t]++;
+	c->st->calls_sent[t]++;
+	g_object_unref(m);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void gd_call_driver(GDBusConnection *conn, const char *method, GVariant *args)
+{
+	GError *err = NULL;
+	GVariant *r = g_dbus_connection_call_sync(conn, DRIVER, "/org/freedesktop/DBus", DRIVER,
+						  method, args, NULL, G_DBUS_CALL_FLAGS_NONE, 30000,
+						  NULL, &err);
+
+	CHECK(r, "GDBus %s: %s", method, err ? err->message : "?");
+	g_variant_unref(r);
+}
+
+static int run_gdbus(struct client *c)
+{
+	GDBusConnectionFlags flags = G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT |
+				     G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION;
+	GAsyncQueue *q = g_async_queue_new();
+	char r1[256], r2[256], r3[256];
+	uint64_t deadline, ticks_owed = 0;
+	GDBusConnection *conn;
+	GError *err = NULL;
+
+	conn = g_dbus_connection_new_for_address_sync(bus.address, flags, NULL, NULL, &err);
+	CHECK(conn, "GDBus connect: %s", err ? err->message : "?");
+	g_dbus_connection_set_exit_on_close(conn, FALSE);
+	snprintf(c->st->unique, sizeof(c->st->unique), "%s", g_dbus_connection_get_unique_name(conn));
+	gd_call_driver(conn, "RequestName", g_variant_new("(su)", c->names[c->id], 4));
+	rule_names(c->id, r1, r2, r3, sizeof(r1));
+	gd_call_driver(conn, "AddMatch", g_variant_new("(s)", r1));
+	gd_call_driver(conn, "AddMatch", g_variant_new("(s)", r2));
+	gd_call_driver(conn, "AddMatch", g_variant_new("(s)", r3));
+	/* From here on every message of the test goes through the queue. */
+	g_dbus_connection_add_filter(conn, gd_filter, q, NULL);
+	__atomic_store_n(&c->st->ready, 1, __ATOMIC_RELEASE);
+	wait_all_ready();
+	while (phase() == PHASE_SETUP)
+		gd_pump(c, conn, q, 1000);
+
+	while (phase() == PHASE_GO && !c->st->disconnected) {
+		uint64_t before = c->st->total_replies;
+
+		for (int s = 0; s < N_TARGETS; s++)
+			while (c->outstanding[c->targets[s]] < WINDOW)
+				gd_send_call(c, conn, s);
+		gd_pump(c, conn, q, 2000);
+		ticks_owed += c->st->total_replies - before;
+		for (; ticks_owed; ticks_owed--)
+			gd_send_tick(c, conn);
+	}
+
+	deadline = now_usec() + 30000000;
+	while (n_outstanding(c) && !c->st->disconnected && now_usec() < deadline)
+		gd_pump(c, conn, q, 5000);
+	if (n_outstanding(c))
+		cerr(c, "%d calls without a reply after 30 s", n_outstanding(c));
+	{
+		GDBusMessage *m = g_dbus_message_new_signal(OPATH, IFACE, "Done");
+		uint32_t n = 0;
+
+		for (int i = 0; i < sh->n; i++)
+			n += (uint32_t)c->st->calls_sent[i];
+		g_dbus_message_set_body(m, g_variant_new("(uuu)", (uint32_t)c->id,
+							 (uint32_t)c->st->ticks_sent, n));
+		gd_send(c, conn, m, -1, NULL);
+		g_object_unref(m);
+	}
+	deadline = now_usec() + 30000000;
+	while (!all_done(c) && !c->st->disconnected && now_usec() < deadline)
+		gd_pump(c, conn, q, 5000);
+	if (!all_done(c))
+		cerr(c, "not every client's Done arrived within 30 s");
+	g_dbus_connection_flush_sync(conn, NULL, NULL);
+	__atomic_store_n(&c->st->finished, 1, __ATOMIC_RELEASE);
+	while (phase() != PHASE_EXIT)
+		gd_pump(c, conn, q, 5000);
+	g_dbus_connection_close_sync(conn, NULL, NULL);
+	return 0;
+}
+#endif
+
 /* --- the test ------------------------------------------------------------ */
+
+#ifdef HAVE_GDBUS
+#define N_KINDS 3
+#else
+#define N_KINDS 2
+#endif
+
+/* Client i uses libdbus, sd-bus, GDBus, libdbus, ... */
+static int run_client(struct client *c)
+{
+	switch (c->id % N_KINDS) {
+	case 0:
+		return run_libdbus(c);
+	case 1:
+		return run_sdbus(c);
+	default:
+#ifdef HAVE_GDBUS
+		return run_gdbus(c);
+#else
+		return run_sdbus(c);
+#endif
+	}
+}
 
 /* New lines of the bus log since the last call: counts of resumed and refused lines. */
 struct logscan {
@@ -1023,8 +1345,9 @@ int main(int argc, char **argv)
 	rc_open(&rc, &bus, true);
 	id0 = get_id(&rc);
 	fds0 = bus_fd_count();
-	printf("bus pid %d, %d clients (%d libdbus, %d sd-bus), %d re-execs; bus fds %d idle\n",
-	       (int)pid0, n, (n + 1) / 2, n / 2, count, fds0);
+	printf("bus pid %d, %d clients (%d libdbus, %d sd-bus, %d GDBus), %d re-execs; "
+	       "bus fds %d idle\n", (int)pid0, n, (n + N_KINDS - 1) / N_KINDS,
+	       (n + N_KINDS - 2) / N_KINDS, N_KINDS == 3 ? n / 3 : 0, count, fds0);
 
 	for (int i = 0; i < n; i++) {
 		pid_t pid = fork();
@@ -1037,7 +1360,7 @@ int main(int argc, char **argv)
 			close(rc.fd);
 			CHECK(c, "oom");
 			client_init(c, i);
-			_exit(i % 2 == 0 ? run_libdbus(c) : run_sdbus(c));
+			_exit(run_client(c));
 		}
 		pids[i] = pid;
 		stress_track_child(pid);
