@@ -24,8 +24,15 @@
 
 bool fdstore_enabled(void)
 {
-	const char *n = getenv("FDSTORE");
+	const char *n = getenv("FDSTORE"), *pid = getenv("SYSTEMD_EXEC_PID");
 
+	/*
+	 * Only the service's own process: a bus started by something under
+	 * systemd (a test, a session) inherits $NOTIFY_SOCKET but must stop
+	 * when told to.
+	 */
+	if (!pid || strtol(pid, NULL, 10) != (long)getpid())
+		return false;
 	return getenv("NOTIFY_SOCKET") && n && strtoul(n, NULL, 10) >= 2;
 }
 

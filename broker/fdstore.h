@@ -42,7 +42,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The fd store is there to take the bus ($NOTIFY_SOCKET, $FDSTORE >= 2). */
+/*
+ * The fd store is there to take the bus: $NOTIFY_SOCKET, $FDSTORE >= 2, and
+ * this is the process systemd started ($SYSTEMD_EXEC_PID, systemd 248 and
+ * later), not one that inherited its environment.
+ */
 bool fdstore_enabled(void);
 
 /**

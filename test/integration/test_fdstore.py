@@ -13,6 +13,8 @@ FileDescriptorStoreMax=. Cases:
             (--address=systemd:) passed alongside
   garbage   a state that cannot be used: its clients are disconnected,
             the new bus serves on its sockets, the store is emptied
+  inherited a bus that only inherited the service's environment (another
+            $SYSTEMD_EXEC_PID) stops on SIGTERM
   crash     SIGKILL: nothing handed over, a new bus on the same path
 
   test_fdstore.py BUS_BINARY
@@ -136,6 +138,7 @@ class Bus:
                 os.closerange(3 + len(entries), 65536)
                 if entries:
                     env["LISTEN_PID"] = str(os.getpid())
+                env["SYSTEMD_EXEC_PID"] = str(os.getpid())
                 os.execve(binary, [binary] + args, env)
             finally:
                 os._exit(127)
@@ -294,6 +297,18 @@ def scenario_garbage(binary, tmp):
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()
     mgr.discard()
+
+    # A bus that merely inherited the service's environment stops on SIGTERM.
+    env = dict(os.environ, NOTIFY_SOCKET=mgr.path, FDSTORE="16", SYSTEMD_EXEC_PID="1")
+    env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    mgr.lines = []
+    with open(os.path.join(tmp, "inherited.log"), "w") as log:
+        p = subprocess.Popen([binary] + args, stderr=log, env=env)
+        check(mgr.wait_for("READY", "1"), "inherited: READY=1")
+        p.send_signal(signal.SIGTERM)
+        check(p.wait(10) == 0, "inherited: exit 0 on SIGTERM")
+    mgr.pump(0.2)
+    check(mgr.names() == [], "inherited: nothing handed over (%s)" % mgr.names())
 
     # crash: SIGKILL hands nothing over; the next bus replaces the stale socket file.
     bus = Bus(binary, tmp, mgr, args)
