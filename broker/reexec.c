@@ -1423,9 +1423,12 @@ static int restore_peer(struct bus *bus, const struct ps_peer *ps, struct peer *
 	if (!(ps->flags & PEER_STATE_REGISTERED))
 		return 0;
 	name_owner_init(&p->owner, ps->id);
-	r = name_registry_restore_unique(bus->names, &p->owner);
-	if (r < 0)
-		return r;
+	/* A monitor's unique name left the registry when it became one (monitor.c). */
+	if (!(ps->flags & PEER_STATE_MONITOR)) {
+		r = name_registry_restore_unique(bus->names, &p->owner);
+		if (r < 0)
+			return r;
+	}
 	p->registered = true;
 	bus->n_active++;
 	(void)peer_charge(p, USER_SLOT_CONNECTIONS, 1);
