@@ -4,9 +4,10 @@
  * execve() itself in place, carrying over its sockets and its whole state.
  * Clients must see nothing.
  *
- * N clients (forked processes using libdbus, sd-bus and GDBus in turn; GDBus
- * only when built with gio-2.0) own a well-known name each, add match rules
- * and then stream, all at once:
+ * N clients (forked processes using libdbus, sd-bus, GDBus and, with
+ * STRESS_REEXEC_NATIVE=1 on a bus with /dev/bus1, native libbus1-client in
+ * turn; GDBus only when built with gio-2.0) own a well-known name each, add
+ * match rules and then stream, all at once:
  *  - method calls "Echo" (caller id, sequence number, a payload string of a
  *    varying length and pattern, on some an fd: a memfd or the read end of a
  *    pipe holding "call <caller> <seq>") to the next client by its
@@ -46,6 +47,8 @@
  *
  *   test-reexec BUS_BINARY CONFIG
  *   STRESS_REEXEC_COUNT=N (default 100)  STRESS_REEXEC_CLIENTS=N (2..16, default 6)
+ *   STRESS_REEXEC_NATIVE=1: native clients too (test/native/meson.build runs it so
+ *   in the guest)
  */
 
 #include <errno.h>
@@ -64,6 +67,7 @@
 #include <gio/gio.h>
 #include <gio/gunixfdlist.h>
 #endif
+#include "bus1-client.h"
 #include "stress-common.h"
 
 #define MAX_CLIENTS 16
@@ -1159,30 +1163,242 @@ static int run_gdbus(struct client *c)
 }
 #endif
 
-/* --- the test ------------------------------------------------------------ */
+/* --- native client (libbus1-client over /dev/bus1) ------------------------ */
 
-#ifdef HAVE_GDBUS
-#define N_KINDS 3
-#else
-#define N_KINDS 2
-#endif
-
-/* Client i uses libdbus, sd-bus, GDBus, libdbus, ... */
-static int run_client(struct client *c)
+static int str_differ(const char *a, const char *b)
 {
-	switch (c->id % N_KINDS) {
-	case 0:
-		return run_libdbus(c);
-	case 1:
-		return run_sdbus(c);
+	return a && b ? strcmp(a, b) : a != b;
+}
+
+static int nt_filter(struct b1c_bus *b, struct b1c_message *m, void *ud)
+{
+	struct client *c = ud;
+	const char *sender = b1c_message_get_sender(m);
+	const char *sig = b1c_message_get_signature(m);
+	const char *member = b1c_message_get_member(m);
+	const char *iface = b1c_message_get_interface(m);
+	bool has_fd = sig && !strcmp(sig, "uush");
+	uint32_t a = 0, x = 0, d = 0;
+	const char *s = NULL;
+	int fd = -1;
+
+	switch (b1c_message_get_type(m)) {
+	case B1C_MESSAGE_SIGNAL:
+		if (sender && !strcmp(sender, DRIVER)) {
+			if (sig && sig[0] == 's')
+				b1c_message_read(m, "s", &s);
+			on_name_event(c, member, s);
+		} else if (!str_differ(iface, IFACE) && !str_differ(member, "Tick")) {
+			if (b1c_message_read(m, "uus", &a, &x, &s) < 0 ||
+			    (has_fd && b1c_message_read(m, "h", &fd) < 0))
+				cerr(c, "Tick: bad arguments");
+			else
+				on_tick(c, sender, a, x, s, fd, has_fd);
+		} else if (!str_differ(iface, IFACE) && !str_differ(member, "Done")) {
+			if (b1c_message_read(m, "uuu", &a, &x, &d) < 0)
+				cerr(c, "Done: bad arguments");
+			else
+				on_done(c, sender, a, x, d);
+		}
+		return 1;
+	case B1C_MESSAGE_METHOD_CALL: {
+		int64_t sum = -1;
+
+		if (str_differ(iface, IFACE) || str_differ(member, "Echo"))
+			return 0;
+		if (b1c_message_read(m, "uus", &a, &x, &s) < 0 ||
+		    (has_fd && b1c_message_read(m, "h", &fd) < 0))
+			cerr(c, "Echo: bad arguments");
+		else
+			sum = on_call(c, sender, a, x, s, fd, has_fd);
+		/* fd is borrowed from the message */
+		if (sum < 0)
+			b1c_bus_reply_error(b, m, "org.bus1.ReexecTest.Error", "check failed");
+		else if (b1c_bus_reply(b, m, "uu", x, (uint32_t)sum) < 0)
+			cerr(c, "cannot reply");
+		return 1;
+	}
 	default:
-#ifdef HAVE_GDBUS
-		return run_gdbus(c);
-#else
-		return run_sdbus(c);
-#endif
+		return 0;	/* replies go to their call's handler */
 	}
 }
+
+static int nt_reply_cb(struct b1c_bus *b, struct b1c_message *m, void *ud)
+{
+	struct out *o = ud;
+	struct client *c = o->owner;
+	uint32_t seq = 0, sum = 0;
+
+	(void)b;
+	if (b1c_message_get_type(m) == B1C_MESSAGE_ERROR)
+		on_reply(c, o, b1c_message_get_error_name(m), 0, 0);
+	else if (b1c_message_read(m, "uu", &seq, &sum) < 0)
+		on_reply(c, o, "(bad reply arguments)", 0, 0);
+	else
+		on_reply(c, o, NULL, seq, sum);
+	return 1;
+}
+
+static int nt_noop(struct b1c_bus *b, struct b1c_message *m, void *ud)
+{
+	(void)b;
+	(void)m;
+	(void)ud;
+	return 0;
+}
+
+/* Tick or Echo with the test's arguments (and an fd on some). */
+static struct b1c_message *nt_message(struct client *c, const char *dest, const char *member,
+				      uint32_t seq, size_t max, int fd)
+{
+	const char *p = make_payload(c, c->id, seq, max);
+	struct b1c_message *m = NULL;
+	int r;
+
+	r = dest ? b1c_message_new_method_call(&m, dest, OPATH, IFACE, member,
+					       fd >= 0 ? "uush" : "uus")
+		 : b1c_message_new_signal(&m, OPATH, IFACE, member, fd >= 0 ? "uush" : "uus");
+	if (r >= 0)
+		r = b1c_message_append(m, "uus", (uint32_t)c->id, seq, p);
+	if (r >= 0 && fd >= 0)
+		r = b1c_message_append_fd(m, fd);
+	CHECK(r >= 0, "native %s: %s", member, strerror(-r));
+	return m;
+}
+
+static void nt_send_tick(struct client *c, struct b1c_bus *b)
+{
+	uint32_t seq = (uint32_t)c->st->ticks_sent + 1;
+	int fd = tick_with_fd(seq) ? make_fd("tick", c->id, seq, false) : -1;
+	struct b1c_message *m;
+	int r;
+
+	CHECK(!tick_with_fd(seq) || fd >= 0, "memfd: %m");
+	m = nt_message(c, NULL, "Tick", seq, TICK_PAYLOAD_MAX, fd);
+	r = b1c_bus_send(b, m, NULL);
+	CHECK(r >= 0, "native Tick: %s", strerror(-r));
+	c->st->ticks_sent = seq;
+	b1c_message_unref(m);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void nt_send_call(struct client *c, struct b1c_bus *b, int slot)
+{
+	int t = c->targets[slot];
+	const char *dest = slot == 0 ? c->names[t] : sh->c[t].unique;
+	uint32_t seq = c->next_seq[t];
+	int fd = with_fd(seq) ? make_fd("call", c->id, seq, seq % 4 == 3) : -1;
+	struct out *o = out_new(c);
+	struct b1c_message *m;
+	int r;
+
+	CHECK(o, "no free slot");
+	CHECK(!with_fd(seq) || fd >= 0, "fd: %m");
+	m = nt_message(c, dest, "Echo", seq, CALL_PAYLOAD_MAX, fd);
+	*o = (struct out){ .owner = c, .used = true, .target = t, .seq = seq, .t = now_usec() };
+	r = b1c_bus_call_async(b, m, nt_reply_cb, o);
+	CHECK(r >= 0, "native Echo: %s", strerror(-r));
+	o->serial = b1c_message_get_serial(m);
+	c->next_seq[t]++;
+	c->outstanding[t]++;
+	c->st->calls_sent[t]++;
+	b1c_message_unref(m);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void nt_pump(struct client *c, struct b1c_bus *b, uint64_t timeout_usec)
+{
+	int r;
+
+	while ((r = b1c_bus_process(b)) > 0)
+		;
+	if (r == 0 && timeout_usec) {
+		b1c_bus_wait(b, timeout_usec);
+		while ((r = b1c_bus_process(b)) > 0)
+			;
+	}
+	if (r < 0)
+		c->st->disconnected = 1;
+}
+
+static int run_native(struct client *c)
+{
+	char r1[256], r2[256], r3[256];
+	uint64_t deadline, ticks_owed = 0;
+	struct b1c_bus *b = NULL;
+	int r;
+
+	CHECK((r = b1c_bus_open(&b, bus.address)) >= 0, "native connect: %s", strerror(-r));
+	snprintf(c->st->unique, sizeof(c->st->unique), "%s", b1c_bus_get_unique_name(b));
+	CHECK(b1c_bus_add_filter(b, nt_filter, c) >= 0, "filter");
+	CHECK((r = b1c_bus_request_name(b, c->names[c->id], 4)) == 1, "RequestName: %d", r);
+	rule_names(c->id, r1, r2, r3, sizeof(r1));
+	CHECK((r = b1c_bus_add_match(b, r1, nt_noop, NULL)) >= 0, "AddMatch: %s", strerror(-r));
+	CHECK((r = b1c_bus_add_match(b, r2, nt_noop, NULL)) >= 0, "AddMatch: %s", strerror(-r));
+	CHECK((r = b1c_bus_add_match(b, r3, nt_noop, NULL)) >= 0, "AddMatch: %s", strerror(-r));
+	nt_pump(c, b, 0);
+	__atomic_store_n(&c->st->ready, 1, __ATOMIC_RELEASE);
+	wait_all_ready();
+	while (phase() == PHASE_SETUP)
+		nt_pump(c, b, 1000);
+
+	while (phase() == PHASE_GO && !c->st->disconnected) {
+		uint64_t before = c->st->total_replies;
+
+		for (int s = 0; s < N_TARGETS; s++)
+			while (c->outstanding[c->targets[s]] < WINDOW)
+				nt_send_call(c, b, s);
+		nt_pump(c, b, 2000);
+		ticks_owed += c->st->total_replies - before;
+		for (; ticks_owed; ticks_owed--)
+			nt_send_tick(c, b);
+	}
+
+	deadline = now_usec() + 30000000;
+	while (n_outstanding(c) && !c->st->disconnected && now_usec() < deadline)
+		nt_pump(c, b, 5000);
+	if (n_outstanding(c))
+		cerr(c, "%d calls without a reply after 30 s", n_outstanding(c));
+	{
+		uint32_t n = 0;
+
+		for (int i = 0; i < sh->n; i++)
+			n += (uint32_t)c->st->calls_sent[i];
+		r = b1c_bus_emit_signal(b, OPATH, IFACE, "Done", "uuu", (uint32_t)c->id,
+					(uint32_t)c->st->ticks_sent, n);
+		if (r < 0)
+			cerr(c, "Done: %s", strerror(-r));
+	}
+	deadline = now_usec() + 30000000;
+	while (!all_done(c) && !c->st->disconnected && now_usec() < deadline)
+		nt_pump(c, b, 5000);
+	if (!all_done(c))
+		cerr(c, "not every client's Done arrived within 30 s");
+	__atomic_store_n(&c->st->finished, 1, __ATOMIC_RELEASE);
+	while (phase() != PHASE_EXIT)
+		nt_pump(c, b, 5000);
+	b1c_bus_free(b);
+	return 0;
+}
+
+/* --- the test ------------------------------------------------------------ */
+
+/* The client libraries, in turn: client i uses kinds[i % n_kinds]. */
+static const struct {
+	const char *name;
+	int (*run)(struct client *c);
+} kinds[] = {
+	{ "libdbus", run_libdbus },
+	{ "sd-bus", run_sdbus },
+#ifdef HAVE_GDBUS
+	{ "GDBus", run_gdbus },
+#endif
+	{ "native", run_native },	/* only with STRESS_REEXEC_NATIVE=1 */
+};
+
+static size_t n_kinds;
 
 /* New lines of the bus log since the last call: counts of resumed and refused lines. */
 struct logscan {
@@ -1328,6 +1544,10 @@ int main(int argc, char **argv)
 	pid_t pid0, pids[MAX_CLIENTS];
 	ssize_t k;
 
+	/* Native clients need /dev/bus1 (the guest test sets it). */
+	n_kinds = sizeof(kinds) / sizeof(kinds[0]) - 1;
+	if (getenv("STRESS_REEXEC_NATIVE") && !strcmp(getenv("STRESS_REEXEC_NATIVE"), "1"))
+		n_kinds++;
 	CHECK(count >= 1, "STRESS_REEXEC_COUNT must be >= 1");
 	CHECK(n >= 2 && n <= MAX_CLIENTS, "STRESS_REEXEC_CLIENTS must be 2..%d", MAX_CLIENTS);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -1345,9 +1565,11 @@ int main(int argc, char **argv)
 	rc_open(&rc, &bus, true);
 	id0 = get_id(&rc);
 	fds0 = bus_fd_count();
-	printf("bus pid %d, %d clients (%d libdbus, %d sd-bus, %d GDBus), %d re-execs; "
-	       "bus fds %d idle\n", (int)pid0, n, (n + N_KINDS - 1) / N_KINDS,
-	       (n + N_KINDS - 2) / N_KINDS, N_KINDS == 3 ? n / 3 : 0, count, fds0);
+	printf("bus pid %d, %d clients (", (int)pid0, n);
+	for (size_t j = 0; j < n_kinds; j++)
+		printf("%s%d %s", j ? ", " : "",
+		       (int)((size_t)n / n_kinds + ((size_t)n % n_kinds > j)), kinds[j].name);
+	printf("), %d re-execs; bus fds %d idle\n", count, fds0);
 
 	for (int i = 0; i < n; i++) {
 		pid_t pid = fork();
@@ -1360,7 +1582,7 @@ int main(int argc, char **argv)
 			close(rc.fd);
 			CHECK(c, "oom");
 			client_init(c, i);
-			_exit(run_client(c));
+			_exit(kinds[(size_t)i % n_kinds].run(c));
 		}
 		pids[i] = pid;
 		stress_track_child(pid);
