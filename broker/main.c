@@ -349,9 +349,16 @@ int main(int argc, char **argv)
 		cli_print_help(stderr, program_invocation_short_name);
 		return EXIT_FAILURE;
 	}
-	/* The new program of a re-exec, asked whether it can take the state. */
-	if (cli.check_state_fd >= 0)
+	/*
+	 * The new program of a re-exec, asked whether it can take the state and
+	 * start from the configuration file as it is now (a broken one would
+	 * make the re-executed bus exit: refused instead).
+	 */
+	if (cli.check_state_fd >= 0) {
+		if (cli.config_file && load_config(&cli, &config) < 0)
+			return EXIT_FAILURE;
 		return reexec_check_state(cli.check_state_fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	}
 	r = answer_query(&cli);
 	if (r >= 0)
 		return r;

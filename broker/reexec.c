@@ -1033,6 +1033,12 @@ out:
 	return r;
 }
 
+static bool is_reexec_arg(const char *a)
+{
+	return !strncmp(a, "--restore-state=", 16) || !strncmp(a, "--reexec-fallback=", 18) ||
+	       !strncmp(a, "--check-state=", 14);
+}
+
 /*
  * Run the new program on the state: it must read all of it. Return 0 if it
  * did, 1 if not (*@whyp), negative errno.
@@ -1049,8 +1055,21 @@ static int reexec_check(struct broker *broker, int state_fd, char *why, size_t w
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
-		char *argv[] = { broker->exe_path, arg, NULL };
+		/* The command line it will run with (the configuration file), and ours. */
+		size_t n = 0, k = 0;
+		char **argv;
 		sigset_t none;
+
+		while (broker->argv[n])
+			n++;
+		argv = calloc(n + 2, sizeof(*argv));
+		if (!argv)
+			_exit(127);
+		argv[k++] = broker->exe_path;
+		for (size_t i = 1; i < n; i++)
+			if (!is_reexec_arg(broker->argv[i]))
+				argv[k++] = broker->argv[i];
+		argv[k++] = arg;
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
@@ -1085,12 +1104,6 @@ static void set_cloexec(const int *v, size_t n, bool on)
 {
 	for (size_t i = 0; i < n; i++)
 		(void)fcntl(v[i], F_SETFD, on ? FD_CLOEXEC : 0);
-}
-
-static bool is_reexec_arg(const char *a)
-{
-	return !strncmp(a, "--restore-state=", 16) || !strncmp(a, "--reexec-fallback=", 18) ||
-	       !strncmp(a, "--check-state=", 14);
 }
 
 /* The command line, without the previous re-exec's options, plus ours. */

@@ -17,9 +17,10 @@
  *     the activation environment, the activated services still running
  *     (still the bus' children after the exec: the new program reaps them)
  *     and the pending activations with their queued requests and deadlines.
- *  2. The new program checks the state: it is started with --check-state
- *     and must read all of it and exit 0 within REEXEC_CHECK_TIMEOUT. If it
- *     cannot (another state version, a broken binary, a crash), the re-exec
+ *  2. The new program checks the state: it is started with the command
+ *     line plus --check-state and must load the configuration file, read
+ *     all of the state and exit 0 within REEXEC_CHECK_TIMEOUT. If it cannot
+ *     (another state version, a broken binary or file, a crash), the re-exec
  *     is refused and logged, and nothing changed: the bus goes on serving.
  *  3. The carried fds lose FD_CLOEXEC and the program is executed again
  *     with its command line plus --restore-state=FD and

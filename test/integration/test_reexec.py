@@ -761,6 +761,31 @@ def case_refusal(binary):
         bus.stop()
 
 
+def case_broken_config(binary):
+    """The configuration file broken on disk: refused, the bus keeps serving."""
+    bus = Bus(binary, "broken-config")
+    c = Client(bus.address)
+    guid = rawclient.body_strings(c.driver("GetId"))[0]
+    conf = os.path.join(bus.dir, "bus.conf")
+    with open(conf) as f:
+        good = f.read()
+    with open(conf, "w") as f:
+        f.write("<busconfig><listen>this is not closed")
+    t = bus.reexec(REFUSED)
+    line = last_line(bus.log(), REFUSED)
+    print("  SIGUSR2 -> refused %s: %s" % (ms(t), line))
+    check("--check-state exited with status 1" in line, "broken config: refused by the check")
+    check(bus.alive(), "broken config: same process")
+    eq(rawclient.body_strings(c.driver("GetId"))[0], guid, "broken config: the client is served")
+    with open(conf, "w") as f:
+        f.write(good)
+    bus.reexec(RESUMED)
+    eq(rawclient.body_strings(c.driver("GetId"))[0], guid,
+       "broken config: repaired, the re-exec goes through")
+    c.close()
+    bus.stop()
+
+
 def case_sasl(binary):
     """A client between AUTH and BEGIN; one stuck in SASL until auth_timeout."""
     print("  (SASL_EXPECTATION = %r)" % SASL_EXPECTATION)
@@ -941,7 +966,8 @@ def case_pending(binary):
 
 
 CASES = (("state", case_state), ("partial", case_partial), ("inflight", case_inflight),
-         ("gdbus", case_gdbus), ("refusal", case_refusal), ("sasl", case_sasl),
+         ("gdbus", case_gdbus), ("refusal", case_refusal),
+         ("broken-config", case_broken_config), ("sasl", case_sasl),
          ("child", case_child), ("pending", case_pending))
 
 
