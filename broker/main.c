@@ -355,6 +355,14 @@ int main(int argc, char **argv)
 	 * make the re-executed bus exit: refused instead).
 	 */
 	if (cli.check_state_fd >= 0) {
+		/*
+		 * A signal meant for the bus may reach every process of its
+		 * service (systemctl kill): not a reason to fail the check.
+		 */
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGUSR2, SIG_IGN);
 		if (cli.config_file && load_config(&cli, &config) < 0)
 			return EXIT_FAILURE;
 		return reexec_check_state(cli.check_state_fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -1058,7 +1058,6 @@ static int reexec_check(struct broker *broker, int state_fd, char *why, size_t w
 		/* The command line it will run with (the configuration file), and ours. */
 		size_t n = 0, k = 0;
 		char **argv;
-		sigset_t none;
 
 		while (broker->argv[n])
 			n++;
@@ -1071,8 +1070,12 @@ static int reexec_check(struct broker *broker, int state_fd, char *why, size_t w
 				argv[k++] = broker->argv[i];
 		argv[k++] = arg;
 
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
+		/*
+		 * The signal mask stays as it is: the bus' signals blocked.
+		 * "systemctl kill -s SIGUSR2" signals every process of the
+		 * unit, this one too; it must not die of the default action
+		 * in the window before the new program's main() ignores them.
+		 */
 		(void)fcntl(state_fd, F_SETFD, 0);
 		execv(broker->exe_path, argv);
 		_exit(127);

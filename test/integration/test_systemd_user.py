@@ -1,0 +1,534 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""bus1-broker under a real systemd: the shipped user units run by this
+machine's own systemd (a `systemd --user` manager started for the test), not
+by a stand-in. It checks what the other tests can only simulate: that
+systemd accepts the bus' fd-store entries and hands them back, so that
+"systemctl restart" keeps every client (broker/fdstore.h, bus1-broker(1),
+RE-EXECUTION), and what clients see on stop and on a crash.
+
+The manager runs in a private mount namespace (unshare -m) whose
+/run/systemd is a new tmpfs holding an empty system/ directory, which is
+all `systemd --user` needs to believe the machine was booted with systemd;
+its $XDG_RUNTIME_DIR, $HOME and unit directory are a temporary directory.
+The units are conf/systemd's bus1-broker.socket and the built user
+bus1-broker.service, with one drop-in: ExecStart= is the shipped command
+line with this build's binary, --config-file=TEST (a private, hermetic
+configuration) in place of --session, and without --syslog-only, so that the
+bus' log lines land in a file (StandardError=). The manager's own
+dbus.socket is masked: the shipped socket unit takes %t/bus.
+
+Cases (two clients A and B, each owning a well-known name, with match rules
+for their signals and for the driver's NameOwnerChanged):
+  restart   "systemctl --user restart --no-block"; B keeps calling A until
+            the new process is up (calls sent while no bus runs wait in the
+            sockets); a call A received before the restart is answered
+            after it; every call is answered once and in order, a pipe fd
+            rides along; same GetId, names and owners; the new process took
+            the store ("fd store: resumed") and emptied it (NFileDescriptor-
+            Store=0); five times in a row
+  reexec    "systemctl --user kill --kill-whom=main -s SIGUSR2": the same
+            pid, "re-exec: resumed", the same checks; again without
+            --kill-whom=main (every process of the unit is signalled, the
+            new program's state check too, which must not fail of it)
+  reload    "systemctl --user reload" (ExecReload=, SIGHUP) succeeds
+  stop      "systemctl --user stop": the store is discarded, A and B see
+            their connection close; the next client starts a new bus
+            through the socket unit (another GetId)
+  crash     SIGKILL: nothing is handed over, the client sees its connection
+            close, the socket unit still listens and the next client gets
+            a new bus
+And neither A nor B ever sees a NameOwnerChanged about its names, nor a
+disconnect, before "stop".
+
+  test_systemd_user.py BUS_BINARY UNIT_SRC_DIR UNIT_BUILD_DIR
+
+Needs root (unshare, mount) and /lib/systemd/systemd; without either it
+exits 77 (skipped), never passes.
+"""
+
+import os
+import pty
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import rawclient  # noqa: E402
+from rawclient import (ERROR, FIELD_DESTINATION, FIELD_MEMBER, FIELD_REPLY_SERIAL,  # noqa: E402
+                       FIELD_SENDER, FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, SIGNAL)
+
+SYSTEMD = "/lib/systemd/systemd"
+DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
+IFACE = "org.bus1.SystemdTest"
+UNIT = "bus1-broker.service"
+# systemd's default start limit (DefaultStartLimitBurst=5 in 10 s) fails
+# the sixth start in a row, and with it the socket unit: the test stays below
+# it and resets the counter (reset-failed) before it starts the bus again.
+RESTARTS = 4
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+class Fatal(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------
+# The service manager
+
+
+def copy_console(master, path):
+    with open(path, "ab", buffering=0) as out:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            out.write(data.replace(b"\r\n", b"\n"))
+
+
+class UserManager:
+    """A `systemd --user` with its runtime and unit directories in tmp."""
+
+    def __init__(self, tmp, bus, unit_src, unit_build):
+        self.tmp = tmp
+        self.run = os.path.join(tmp, "run")
+        self.units = os.path.join(tmp, "config", "systemd", "user")
+        self.bus_log = os.path.join(tmp, "bus.log")
+        self.log = os.path.join(tmp, "systemd.log")
+        os.makedirs(self.run, mode=0o700)
+        os.makedirs(os.path.join(tmp, "home"))
+        os.makedirs(os.path.join(self.units, UNIT + ".d"))
+        conf = os.path.join(tmp, "bus.conf")
+        with open(conf, "w") as f:
+            f.write(rawclient.session_config())
+        shutil.copy(os.path.join(unit_src, "bus1-broker-user.socket"),
+                    os.path.join(self.units, "bus1-broker.socket"))
+        shutil.copy(os.path.join(unit_build, "bus1-broker-user.service"),
+                    os.path.join(self.units, UNIT))
+        os.symlink("/dev/null", os.path.join(self.units, "dbus.socket"))
+        argv = self.shipped_exec_start()
+        check("--session" in argv and "--address=systemd:" in argv and
+              "--syslog-only" in argv, "the shipped ExecStart= is the one this test adapts: %s" %
+              " ".join(argv))
+        argv = [bus] + ["--config-file=" + conf if a == "--session" else a
+                        for a in argv[1:] if a != "--syslog-only"]
+        with open(os.path.join(self.units, UNIT + ".d", "test.conf"), "w") as f:
+            f.write("[Service]\nExecStart=\nExecStart=%s\nStandardError=append:%s\n" % (
+                " ".join(argv), self.bus_log))
+        self.env = dict(os.environ, XDG_RUNTIME_DIR=self.run, HOME=os.path.join(tmp, "home"),
+                        XDG_CONFIG_HOME=os.path.join(tmp, "config"))
+        for k in ("DBUS_SESSION_BUS_ADDRESS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
+                  "LISTEN_FDNAMES", "FDSTORE", "SYSTEMD_EXEC_PID", "INVOCATION_ID"):
+            self.env.pop(k, None)
+        self.address = "unix:path=" + os.path.join(self.run, "bus")
+        self.proc = None
+        self.pids = set()
+
+    def shipped_exec_start(self):
+        with open(os.path.join(self.units, UNIT)) as f:
+            for line in f:
+                if line.startswith("ExecStart="):
+                    return line[len("ExecStart="):].split()
+        raise Fatal("no ExecStart= in the shipped user unit")
+
+    def start(self):
+        # A user manager logs to /dev/console (reopened whatever its stderr,
+        # and only if it is a terminal): in this mount namespace that is a
+        # pseudo-terminal whose output a thread copies to the log.
+        master, self.console = pty.openpty()
+        subprocess.run(["mount", "--bind", os.ttyname(self.console), "/dev/console"],
+                       check=True)
+        threading.Thread(target=copy_console, args=(master, self.log), daemon=True).start()
+        self.proc = subprocess.Popen([SYSTEMD, "--user", "--log-target=console",
+                                      "--log-level=info"], env=self.env,
+                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        private = os.path.join(self.run, "systemd", "private")
+        end = time.monotonic() + 30
+        while not os.path.exists(private):
+            if self.proc.poll() is not None:
+                raise Fatal("systemd --user exited with %d: %s" % (self.proc.returncode,
+                                                                   self.tail(self.log)))
+            if time.monotonic() > end:
+                raise Fatal("systemd --user did not come up: " + self.tail(self.log))
+            time.sleep(0.05)
+
+    def ctl(self, *args, check_rc=True):
+        r = subprocess.run(["systemctl", "--user"] + list(args), env=self.env,
+                           capture_output=True, text=True, timeout=60)
+        if check_rc and r.returncode != 0:
+            raise Fatal("systemctl --user %s: %d %s" % (" ".join(args), r.returncode,
+                                                       r.stderr.strip()))
+        return r
+
+    def prop(self, name, unit=UNIT):
+        return self.ctl("show", "-p", name, "--value", unit).stdout.strip()
+
+    def main_pid(self):
+        pid = int(self.prop("MainPID") or 0)
+        if pid:
+            self.pids.add(pid)
+        return pid
+
+    def wait_active(self, not_pid=None, timeout=30):
+        """Wait until the service runs (with another pid than not_pid)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            pid = self.main_pid()
+            if pid and pid != not_pid and self.prop("ActiveState") == "active":
+                return pid
+            time.sleep(0.02)
+        raise Fatal("%s did not become active: %s" % (UNIT, self.tail(self.bus_log)))
+
+    def bus_lines(self, needle):
+        try:
+            with open(self.bus_log, errors="replace") as f:
+                return [line.strip() for line in f if needle in line]
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def tail(path, n=15):
+        try:
+            with open(path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except FileNotFoundError:
+            return "(no %s)" % path
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        # Whatever the manager left behind (it stops its units on exit).
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+# --------------------------------------------------------------------------
+# Clients
+
+
+class Client(rawclient.Raw):
+    """A raw client that owns a name and remembers what it must never see."""
+
+    def __init__(self, address, name):
+        super().__init__(address)
+        self.wk = name
+        self.pending = []        # messages received but not yet consumed
+        self.bad = []            # NameOwnerChanged about A/B, NameLost, ...
+        self.started = False
+        self.driver("RequestName", "su", (name, 4))
+        self.driver("AddMatch", "s", ("type='signal',interface='%s'" % IFACE,))
+        self.driver("AddMatch", "s", ("type='signal',sender='org.freedesktop.DBus'",))
+        self.started = True
+
+    def driver(self, member, sig="", args=()):
+        s = self.call(*DBUS, member, sig, args)
+        m = self.wait_for(lambda m: m[0] in (METHOD_RETURN, ERROR) and
+                          m[3].get(FIELD_REPLY_SERIAL) == s)
+        if m[0] == ERROR:
+            raise Fatal("%s %s: %s" % (self.wk, member, m[3]))
+        return m
+
+    def note(self, m):
+        """Remember any driver signal about A's or B's names once set up."""
+        if not self.started or m[0] != SIGNAL or m[3].get(FIELD_SENDER) != DBUS[0]:
+            return
+        member = m[3].get(FIELD_MEMBER)
+        args = rawclient.body_strings(m[4])
+        if member != "NameOwnerChanged" or (args and args[0] in WATCHED):
+            self.bad.append("%s %s" % (member, args))
+
+    def wait_for(self, pred, timeout=10):
+        for i, m in enumerate(self.pending):
+            if pred(m):
+                return self.pending.pop(i)
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise Fatal("%s: timed out waiting for a message" % self.wk)
+            m = self.recv(left)
+            self.note(m)
+            if pred(m):
+                return m
+            self.pending.append(m)
+
+    def reply(self, call, sig="", args=()):
+        fields = {FIELD_REPLY_SERIAL: call[2], FIELD_DESTINATION: call[3][FIELD_SENDER]}
+        self.send_raw(rawclient.marshal(METHOD_RETURN, self.next_serial(), fields, sig, args))
+
+    def take_fds(self, m):
+        """The fds of m: the next UNIX_FDS of those received, in order (all
+        the messages with fds are consumed in the order they arrived)."""
+        n = m[3].get(FIELD_UNIX_FDS, 0)
+        fds, self.fds = self.fds[:n], self.fds[n:]
+        return fds
+
+
+WATCHED = set()
+
+
+def read_fd(fd):
+    try:
+        return os.read(fd, 4096).decode(errors="replace")
+    finally:
+        os.close(fd)
+
+
+def echo_call(b, a, tag, with_fd):
+    """B calls A.Echo(tag), with a pipe fd holding tag when with_fd."""
+    fds = ()
+    if with_fd:
+        r, w = os.pipe()
+        os.write(w, tag.encode())
+        os.close(w)
+        fds = (r,)
+    s = b.call(a.wk, "/", IFACE, "Echo", "s", (tag,), fds=fds)
+    for fd in fds:
+        os.close(fd)
+    return s
+
+
+def serve_echo(a, want_tags, timeout=15):
+    """A answers every Echo call in want_tags, in the order asserted."""
+    got = []
+    for tag in want_tags:
+        m = a.wait_for(lambda m: m[0] == METHOD_CALL and m[3].get(FIELD_MEMBER) == "Echo",
+                       timeout)
+        arg = rawclient.body_strings(m[4])[0]
+        got.append(arg)
+        fds = a.take_fds(m)
+        payload = read_fd(fds[0]) if fds else None
+        for fd in fds[1:]:
+            os.close(fd)
+        if payload is not None and payload != arg:
+            got.append("fd held %r" % payload)
+        a.reply(m, "s", ("echo " + arg,))
+    return got
+
+
+def collect_replies(b, serials, timeout=15):
+    out = []
+    for s in serials:
+        m = b.wait_for(lambda m, s=s: m[0] in (METHOD_RETURN, ERROR) and
+                       m[3].get(FIELD_REPLY_SERIAL) == s, timeout)
+        out.append(rawclient.body_strings(m[4])[0] if m[0] == METHOD_RETURN else
+                   "error %s" % m[3])
+    return out
+
+
+def strings_array(body):
+    """The strings of an 'as' body."""
+    n = struct.unpack_from("<I", body, 0)[0]
+    out, pos = [], 4
+    while pos < 4 + n:
+        pos = (pos + 3) & ~3
+        ln = struct.unpack_from("<I", body, pos)[0]
+        out.append(body[pos + 4:pos + 4 + ln].decode())
+        pos += 4 + ln + 1
+    return out
+
+
+def get_id(c):
+    return rawclient.body_strings(c.driver("GetId")[4])[0]
+
+
+def owner(c, name):
+    return rawclient.body_strings(c.driver("GetNameOwner", "s", (name,))[4])[0]
+
+
+def bus_state(c, a, b):
+    names = strings_array(c.driver("ListNames")[4])
+    return (get_id(c), a.wk in names and b.wk in names and a.name in names and b.name in names,
+            owner(c, a.wk), owner(c, b.wk))
+
+
+def check_traffic(um, a, b, state0, what, switch, wait_new):
+    """One switch of the bus under traffic: a call A holds across it, calls
+    B keeps sending until the new process is up, a signal after it."""
+    held_tag = "held-" + what
+    held = echo_call(b, a, held_tag, True)
+    held_call = a.wait_for(lambda m: m[0] == METHOD_CALL and
+                           rawclient.body_strings(m[4]) == [held_tag])
+    held_fds = a.take_fds(held_call)
+    switch()
+    tags, serials = [], []
+    end = time.monotonic() + 30
+    while not wait_new():
+        if time.monotonic() > end:
+            raise Fatal("%s: the bus did not come back: %s" % (what, um.tail(um.bus_log)))
+        tag = "%s-%d" % (what, len(tags))
+        tags.append(tag)
+        serials.append(echo_call(b, a, tag, len(tags) % 3 == 0))
+        time.sleep(0.005)
+    for i in range(5):
+        tag = "%s-after-%d" % (what, i)
+        tags.append(tag)
+        serials.append(echo_call(b, a, tag, i % 2 == 0))
+    check(len(held_fds) == 1 and read_fd(held_fds[0]) == held_tag,
+          "%s: the fd of the held call arrived before the switch" % what)
+    a.reply(held_call, "s", ("echo " + held_tag,))
+    check(collect_replies(b, [held]) == ["echo " + held_tag],
+          "%s: the call A held across the switch got its reply" % what)
+    got = serve_echo(a, tags)
+    check(got == tags, "%s: A got all %d calls sent across the switch, once, in order, "
+          "fds intact%s" % (what, len(tags), "" if got == tags else ": %s" % got))
+    replies = collect_replies(b, serials)
+    check(replies == ["echo " + t for t in tags],
+          "%s: B got every reply, in order (%d)" % (what, len(replies)))
+    a.signal("/", IFACE, "Tick", "s", (what,))
+    sig = b.wait_for(lambda m: m[0] == SIGNAL and m[3].get(FIELD_MEMBER) == "Tick")
+    check(rawclient.body_strings(sig[4]) == [what] and sig[3].get(FIELD_SENDER) == a.name,
+          "%s: a signal after the switch reaches a match rule set before it" % what)
+    check(bus_state(b, a, b) == state0, "%s: same GetId, names and owners" % what)
+    check(not a.bad and not b.bad, "%s: no NameOwnerChanged/NameLost seen (%s %s)" % (
+        what, a.bad, b.bad))
+    return len(tags)
+
+
+def run(um):
+    um.start()
+    um.ctl("start", "bus1-broker.socket")
+    a = Client(um.address, "org.bus1.SystemdTest.A")
+    b = Client(um.address, "org.bus1.SystemdTest.B")
+    WATCHED.update((a.name, b.name, a.wk, b.wk))
+    for c in (a, b):    # what the bus said of A and B while they set up
+        c.driver("GetId")
+        c.bad.clear()
+    state0 = bus_state(b, a, b)
+    check(state0[1], "A and B hold their names")
+    pid0 = um.wait_active()
+    check(um.prop("FileDescriptorStoreMax") == "2", "FileDescriptorStoreMax=2 from the unit")
+
+    # restart through the fd store, several times
+    pid = pid0
+    for i in range(RESTARTS):
+        def switch():
+            um.ctl("restart", "--no-block", UNIT)
+
+        def wait_new(old=pid):
+            p = um.main_pid()
+            return p and p != old and um.prop("ActiveState") == "active"
+
+        n = check_traffic(um, a, b, state0, "restart%d" % (i + 1), switch, wait_new)
+        new = um.main_pid()
+        check(new != pid, "restart%d: a new process (%d -> %d), %d calls across" % (
+            i + 1, pid, new, n))
+        pid = new
+        check(um.prop("NFileDescriptorStore") == "0", "restart%d: the store is empty again" %
+              (i + 1))
+    resumed = um.bus_lines("fd store: resumed")
+    check(len(resumed) == RESTARTS, "every restart went through the fd store (%d lines: %s)" %
+          (len(resumed), resumed[-1:] or um.tail(um.bus_log)))
+    check(not um.bus_lines("cannot be used"), "no handed-over state was refused")
+
+    # re-exec in place (SIGUSR2): as documented, to the main process only,
+    # then as a plain "systemctl kill", which signals every process of the
+    # unit, the new program checking the state included
+    for what, whom in (("reexec", ["--kill-whom=main"]), ("reexec-all", [])):
+        before = len(um.bus_lines("re-exec: resumed"))
+
+        def reexec(whom=whom):
+            um.ctl("kill", *whom, "-s", "SIGUSR2", UNIT)
+
+        check_traffic(um, a, b, state0, what, reexec,
+                      lambda before=before: len(um.bus_lines("re-exec: resumed")) > before)
+        check(um.main_pid() == pid, "%s: the same process" % what)
+    check(not um.bus_lines("re-exec refused"), "no re-exec was refused")
+
+    # reload (ExecReload=)
+    r = um.ctl("reload", UNIT, check_rc=False)
+    check(r.returncode == 0, "systemctl reload succeeds (%s)" % r.stderr.strip())
+    check(bus_state(b, a, b) == state0, "reload: same GetId, names and owners")
+    check(um.prop("ActiveState") == "active" and um.main_pid() == pid,
+          "reload: still active, same process")
+
+    # stop: the store is discarded, the clients see the end
+    um.ctl("reset-failed", UNIT)
+    um.ctl("stop", UNIT)
+    check(a.is_closed(10) and b.is_closed(10), "stop: A and B see their connection close")
+    check(um.prop("NFileDescriptorStore") == "0", "stop: nothing left in the store")
+    a.close()
+    b.close()
+    c = Client(um.address, "org.bus1.SystemdTest.C")
+    pid_c = um.wait_active(not_pid=pid)
+    check(get_id(c) != state0[0], "after stop: the socket starts a new bus (new GetId)")
+
+    # crash: nothing handed over
+    um.ctl("reset-failed", UNIT)
+    resumed_before = len(um.bus_lines("fd store: resumed"))
+    um.ctl("kill", "-s", "SIGKILL", UNIT)
+    check(c.is_closed(10), "crash: the client sees its connection close")
+    c.close()
+    d = Client(um.address, "org.bus1.SystemdTest.D")
+    pid_d = um.wait_active(not_pid=pid_c)
+    check(pid_d != pid_c and strings_array(d.driver("ListNames")[4]).count(d.wk) == 1,
+          "crash: the socket unit still listens, a new bus serves the next client")
+    check(len(um.bus_lines("fd store: resumed")) == resumed_before,
+          "crash: nothing was taken from the store")
+    d.close()
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    bus = os.path.abspath(sys.argv[1])
+    if os.environ.get("BUS1_SYSTEMD_TEST_NS") != "1":
+        if os.geteuid() != 0 or not os.access(SYSTEMD, os.X_OK) or not shutil.which("unshare"):
+            print("SKIP: needs root, unshare and %s" % SYSTEMD)
+            return 77
+        os.environ["BUS1_SYSTEMD_TEST_NS"] = "1"
+        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable,
+                              os.path.abspath(__file__)] + sys.argv[1:])
+    # In the private mount namespace: an /run/systemd of our own.
+    os.makedirs("/run/systemd", exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run/systemd"],
+                   check=True)
+    os.mkdir("/run/systemd/system")
+    tmp = tempfile.mkdtemp(prefix="bus1-systemd-user.")
+    um = UserManager(tmp, bus, os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3]))
+    keep = False
+    try:
+        run(um)
+    except (Fatal, OSError, EOFError) as e:
+        check(False, "%s: %s" % (type(e).__name__, e))
+    finally:
+        um.stop()
+        if failures:
+            keep = True
+            print("--- bus log\n" + um.tail(um.bus_log, 40))
+            print("--- systemd log\n" + um.tail(um.log, 40))
+            print("(kept %s)" % tmp)
+    if not keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
