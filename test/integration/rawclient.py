@@ -27,6 +27,21 @@ def socket_path(address):
     raise ValueError("no unix path in " + address)
 
 
+def session_config(*elements):
+    """A session bus configuration whose default policy allows everything
+    (sending, owning, eavesdropping), with @elements (<listen>, <limit>, ...)
+    after its <type>."""
+    inner = "".join("  %s\n" % e for e in elements if e)
+    return ('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"\n'
+            ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+            "<busconfig>\n  <type>session</type>\n" + inner +
+            '  <policy context="default">\n'
+            '    <allow send_destination="*" eavesdrop="true"/>\n'
+            '    <allow eavesdrop="true"/>\n'
+            '    <allow own="*"/>\n'
+            "  </policy>\n</busconfig>\n")
+
+
 def _pad(buf, align):
     while len(buf) % align:
         buf.append(0)

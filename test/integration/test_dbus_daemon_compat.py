@@ -39,6 +39,9 @@ import dbus.lowlevel
 from dbus.mainloop.glib import DBusGMainLoop
 from gi.repository import GLib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rawclient  # noqa: E402
+
 DBusGMainLoop(set_as_default=True)
 
 DD = "/usr/bin/dbus-daemon"
@@ -46,22 +49,6 @@ DRIVER = "org.freedesktop.DBus"
 DPATH = "/org/freedesktop/DBus"
 STATS = "org.freedesktop.DBus.Debug.Stats"
 E = "org.freedesktop.DBus.Error."
-
-CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=%(dir)s/sock</listen>
-  <servicedir>%(dir)s/services</servicedir>
-  %(extra)s
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
 
 def pump(seconds=0.0):
     ctx = GLib.MainContext.default()
@@ -96,7 +83,9 @@ class Daemon:
             with open(path, "w") as f:
                 f.write(text % {"dir": self.dir})
         self.config = os.path.join(self.dir, "bus.conf")
-        self.write_config(CONFIG % {"dir": self.dir, "extra": extra})
+        self.write_config(rawclient.session_config(
+            "<listen>unix:path=%s/sock</listen>" % self.dir,
+            "<servicedir>%s/services</servicedir>" % self.dir, extra))
         self.errpath = os.path.join(self.dir, "stderr")
         self.err = open(self.errpath, "w")
         e = dict(os.environ)

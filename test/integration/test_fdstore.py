@@ -36,19 +36,6 @@ from rawclient import FIELD_MEMBER, FIELD_SENDER, METHOD_CALL, SIGNAL  # noqa: E
 
 DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
 
-CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  %(listen)s
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
 failures = []
 
 
@@ -329,7 +316,7 @@ def scenario_garbage(binary, tmp):
 def conf(tmp, listen):
     p = os.path.join(tmp, "bus-%d.conf" % time.monotonic_ns())
     with open(p, "w") as f:
-        f.write(CONFIG % {"listen": listen})
+        f.write(rawclient.session_config(listen))
     return p
 
 

@@ -65,21 +65,6 @@ RESUMED, REFUSED, EXECUTING = "re-exec: resumed", "re-exec refused", "re-exec: e
 WAITING = "re-exec: waiting for"
 FALLBACK = "going back to the previous program"
 
-CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=%(dir)s/bus</listen>
-  <servicedir>%(dir)s/services</servicedir>
-  <limit name="auth_timeout">%(auth_timeout)d</limit>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
 # An activatable service: waits for its gate file (if any), owns its name
 # and answers every call with "pong PID"; exits after Quit (or when the bus
 # goes, or after 30 s of nothing).
@@ -239,7 +224,10 @@ class Bus:
         os.mkdir(os.path.join(self.dir, "services"))
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
-            f.write(CONFIG % {"dir": self.dir, "auth_timeout": auth_timeout})
+            f.write(rawclient.session_config(
+                "<listen>unix:path=%s/bus</listen>" % self.dir,
+                "<servicedir>%s/services</servicedir>" % self.dir,
+                '<limit name="auth_timeout">%d</limit>' % auth_timeout))
         self.log_path = os.path.join(self.dir, "bus.log")
         self.log_file = open(self.log_path, "w")
         e = dict(os.environ)

@@ -28,23 +28,6 @@ import rawclient  # noqa: E402
 E = "org.freedesktop.DBus.Error."
 CONTEXT = "org_freedesktop_general"
 
-CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>tcp:host=127.0.0.1,port=0</listen>
-  <listen>nonce-tcp:host=127.0.0.1,port=0</listen>
-  <listen>unix:tmpdir=%(dir)s</listen>
-  %(extra)s
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
-
 def parse_address(entry):
     transport, _, rest = entry.partition(":")
     kv = {}
@@ -67,7 +50,10 @@ class Bus:
         os.mkdir(self.tmp)
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
-            f.write(CONFIG % {"dir": self.dir, "extra": extra})
+            f.write(rawclient.session_config(
+                "<listen>tcp:host=127.0.0.1,port=0</listen>",
+                "<listen>nonce-tcp:host=127.0.0.1,port=0</listen>",
+                "<listen>unix:tmpdir=%s</listen>" % self.dir, extra))
         self.env = dict(os.environ, HOME=self.home, TMPDIR=self.tmp)
         self.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
         self.log = open(os.path.join(self.dir, "bus.log"), "w+")
