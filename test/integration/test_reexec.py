@@ -23,6 +23,10 @@ clients see across the switch:
              process reaps it when it exits; activation works after
   pending    an activation whose service is not up yet, with calls and a
              StartServiceByName queued, is carried and answered after
+  limits     a call never answered ends in NoReply at its reply_timeout
+             deadline, not one counted from the re-exec; the connections
+             per user and the rules per connection carried are counted
+             against their limits, and given back when they go
 
   test_reexec.py BUS_BINARY [CASE...]  (run by /usr/bin/python3: gi for GDBus)
 
@@ -217,7 +221,7 @@ BUSES = []
 class Bus:
     """A bus1-broker on a private socket in its own temp dir."""
 
-    def __init__(self, binary, name, env=None, auth_timeout=5000):
+    def __init__(self, binary, name, env=None, auth_timeout=5000, limits=None):
         self.binary = binary
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=name + ".", dir=TMP)
@@ -227,7 +231,8 @@ class Bus:
             f.write(rawclient.session_config(
                 "<listen>unix:path=%s/bus</listen>" % self.dir,
                 "<servicedir>%s/services</servicedir>" % self.dir,
-                '<limit name="auth_timeout">%d</limit>' % auth_timeout))
+                '<limit name="auth_timeout">%d</limit>' % auth_timeout,
+                *('<limit name="%s">%d</limit>' % kv for kv in (limits or {}).items())))
         self.log_path = os.path.join(self.dir, "bus.log")
         self.log_file = open(self.log_path, "w")
         e = dict(os.environ)
@@ -953,10 +958,61 @@ def case_pending(binary):
     bus.stop()
 
 
+def case_limits(binary):
+    """A reply deadline and the per-user accounting cross a re-exec as they are."""
+    bus = Bus(binary, "limits", limits={"reply_timeout": 2000, "max_connections_per_user": 4,
+                                         "max_match_rules_per_connection": 3})
+    x = Client(bus.address)
+    y = Client(bus.address)
+    z = Client(bus.address)
+    for i in range(3):
+        x.driver("AddMatch", "s", ("type='signal',member='M%d'" % i,))
+    t_call = time.monotonic()
+    s_hang = y.call(x.name, "/x", "com.example.X", "Hang")
+    m = x.recv(5)
+    eq((m[0], m[3].get(FIELD_MEMBER)), (METHOD_CALL, "Hang"), "X has the call it never answers")
+    time.sleep(max(0.0, 1.0 - (time.monotonic() - t_call)))
+    t = bus.reexec()
+    print("  limits: SIGUSR2 -> resumed %s, %.2f s after the call" % (
+        ms(t), time.monotonic() - t_call))
+    # three connections of this uid are carried: a fourth fits, a fifth not
+    w = Client(bus.address)
+    v = Client(bus.address, hello=False)
+    r = v.wait_reply(v.call(*DBUS, "Hello"))
+    eq((r[0], r[3].get(FIELD_ERROR_NAME)), (ERROR, E + "LimitsExceeded"),
+       "the fifth connection of the uid is refused at Hello, as before the re-exec")
+    m = x.wait_reply(x.call(*DBUS, "AddMatch", "s", ("type='signal',member='M3'",)))
+    eq((m[0], m[3].get(FIELD_ERROR_NAME)), (ERROR, E + "LimitsExceeded"),
+       "X's three carried rules are counted: a fourth is refused")
+    r = y.wait_reply(s_hang, timeout=5)
+    took = time.monotonic() - t_call
+    eq((r[0], r[3].get(FIELD_ERROR_NAME)), (ERROR, E + "NoReply"),
+       "the unanswered call ends in NoReply")
+    check(1.8 <= took <= 2.8, "at its deadline, 2 s after the call, not 2 s after the "
+          "re-exec (%.2f s)" % took)
+    # what the carried objects hold is given back once, when they go
+    x.driver("RemoveMatch", "s", ("type='signal',member='M0'",))
+    x.driver("AddMatch", "s", ("type='signal',member='M3'",))
+    w.close()
+    end = time.monotonic() + 5
+    while True:
+        r = v.wait_reply(v.call(*DBUS, "Hello"))
+        if r[0] == METHOD_RETURN or time.monotonic() > end:
+            break
+        time.sleep(0.05)
+    eq(r[0], METHOD_RETURN, "a connection that left gives its place back (Hello retried)")
+    bus.reexec()
+    r = v.wait_reply(v.call(*DBUS, "AddMatch", "s", ("type='signal',member='V'",)))
+    eq(r[0], METHOD_RETURN, "the connection whose Hello succeeded late is carried too")
+    for c in (x, y, z, v):
+        c.close()
+    bus.stop()
+
+
 CASES = (("state", case_state), ("partial", case_partial), ("inflight", case_inflight),
          ("gdbus", case_gdbus), ("refusal", case_refusal),
          ("broken-config", case_broken_config), ("sasl", case_sasl),
-         ("child", case_child), ("pending", case_pending))
+         ("child", case_child), ("pending", case_pending), ("limits", case_limits))
 
 
 def alarm(signum, frame):
