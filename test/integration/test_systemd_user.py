@@ -48,6 +48,7 @@ exits 77 (skipped), never passes.
 
 import os
 import pty
+import re
 import shutil
 import signal
 import struct
@@ -519,6 +520,9 @@ def main():
         check(False, "%s: %s" % (type(e).__name__, e))
     finally:
         um.stop()
+        reports = [line for line in um.bus_lines("") if re.search(
+            "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:", line)]
+        check(not reports, "no sanitizer report in the bus log %s" % reports[:3])
         if failures:
             keep = True
             print("--- bus log\n" + um.tail(um.bus_log, 40))
