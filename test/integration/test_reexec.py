@@ -14,6 +14,8 @@ clients see across the switch:
              the callee leaving gives NoReply
   gdbus      a GDBus connection calls the driver and a service before,
              during and after 10 re-execs: never closed, same unique name
+  upgrade    the program file replaced on disk (renamed over, as dpkg does):
+             the same process runs the new file, clients keep everything
   refusal    a state version the new program cannot read, a binary that
              exits at once, a binary that does not exist: refused and
              logged (twice), same pid, clients served, no "resumed"
@@ -754,6 +756,35 @@ def case_refusal(binary):
         bus.stop()
 
 
+def case_upgrade(binary):
+    """The program file replaced on disk, as a package upgrade does: SIGUSR2 runs the new one."""
+    d = tempfile.mkdtemp(prefix="upgrade.", dir=TMP)
+    path = os.path.join(d, "bus1-broker")
+    shutil.copy2(binary, path)
+    bus = Bus(path, "upgrade")
+    c = Client(bus.address)
+    eq(body_u(c.driver("RequestName", "su", ("com.example.Kept", 4))), 1,
+       "a client owns com.example.Kept")
+    guid = rawclient.body_strings(c.driver("GetId"))[0]
+    old_ino = os.stat("/proc/%d/exe" % bus.pid).st_ino
+    # dpkg's way: the new file under another name, renamed over the old one
+    shutil.copy2(binary, path + ".new")
+    os.rename(path + ".new", path)
+    new_ino = os.stat(path).st_ino
+    check(os.readlink("/proc/%d/exe" % bus.pid).endswith(" (deleted)"),
+          "the running program's file is gone from disk")
+    t = bus.reexec()
+    print("  upgrade: SIGUSR2 -> resumed %s" % ms(t))
+    eq(os.stat("/proc/%d/exe" % bus.pid).st_ino, new_ino,
+       "the same process now runs the new file (inode %d -> %d)" % (old_ino, new_ino))
+    check(EXECUTING + path in bus.log(), "it executed the path it was started from")
+    eq(rawclient.body_strings(c.driver("GetId"))[0], guid, "GetId unchanged")
+    eq(rawclient.body_strings(c.driver("GetNameOwner", "s", ("com.example.Kept",)))[0],
+       c.name, "the client keeps its name")
+    c.close()
+    bus.stop()
+
+
 def case_broken_config(binary):
     """The configuration file broken on disk: refused, the bus keeps serving."""
     bus = Bus(binary, "broken-config")
@@ -1011,7 +1042,7 @@ def case_limits(binary):
 
 CASES = (("state", case_state), ("partial", case_partial), ("inflight", case_inflight),
          ("gdbus", case_gdbus), ("refusal", case_refusal),
-         ("broken-config", case_broken_config), ("sasl", case_sasl),
+         ("upgrade", case_upgrade), ("broken-config", case_broken_config), ("sasl", case_sasl),
          ("child", case_child), ("pending", case_pending), ("limits", case_limits))
 
 
