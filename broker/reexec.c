@@ -1362,7 +1362,13 @@ void reexec_hand_over(struct broker *broker)
 /* ------------------------------------------------------------- restoring */
 
 /* Everything the old program handed over must not leak into activated services. */
-static void cloexec_all(void)
+/*
+ * Everything open gets FD_CLOEXEC: what the previous program handed over
+ * and the state does not name must not leak into activated services. The
+ * fds that came without it go to @inherited, so that going back to the
+ * previous program hands them over as they came.
+ */
+static void cloexec_all(struct fdset *inherited)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
@@ -1371,11 +1377,33 @@ static void cloexec_all(void)
 		return;
 	while ((e = readdir(d))) {
 		int fd = atoi(e->d_name);
+		int flags;
 
-		if (fd > STDERR_FILENO && fd != dirfd(d))
-			(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+		if (fd <= STDERR_FILENO || fd == dirfd(d))
+			continue;
+		flags = fcntl(fd, F_GETFD);
+		if (flags < 0 || (flags & FD_CLOEXEC))
+			continue;
+		fdset_add(inherited, fd);
+		(void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 	}
 	closedir(d);
+}
+
+/*
+ * The new program cannot restore what the previous one wrote: execute the
+ * previous one (kept open as @fallback_fd) with the same command line and
+ * every fd it handed over. Returns only if that fails.
+ */
+static void reexec_go_back(int fallback_fd, char **argv, struct fdset *inherited)
+{
+	log_err("re-exec: going back to the previous program");
+	if (inherited->error)
+		log_err("re-exec: out of memory counting the fds handed over; some are lost");
+	set_cloexec(inherited->v, inherited->n, false);
+	fexecve(fallback_fd, argv, environ);
+	log_err("re-exec: cannot execute the previous program: %m");
+	set_cloexec(inherited->v, inherited->n, true);
 }
 
 static int restore_peer(struct bus *bus, const struct ps_peer *ps, struct peer **peerp)
@@ -1685,24 +1713,30 @@ out:
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
 		   int fallback_fd, char **argv, struct fdstore_carried *carried)
 {
+	const char *fail_hook = getenv("BUS1_BROKER_RESTORE_FAIL");
+	struct fdset inherited = {};
 	struct state_reader r;
 	struct parsed_state ps;
+	bool fail_load, fail_restore;
 	int ret;
 
+	/* A test hook for the way back, used once: the previous program never sees it. */
+	fail_load = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "load");
+	fail_restore = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "restore");
+	(void)unsetenv("BUS1_BROKER_RESTORE_FAIL");
+
 	/* First of all: nothing the old program handed over may leak further. */
-	cloexec_all();
-	ret = state_load(state_fd, &r, &ps, carried);
+	cloexec_all(&inherited);
+	ret = fail_load ? 1 : state_load(state_fd, &r, &ps, carried);
 	if (ret) {
-		parsed_state_deinit(&ps);
-		state_reader_deinit(&r);
-		if (fallback_fd >= 0) {
-			/* The old program wrote it: it can read it. Nothing was touched. */
-			log_err("re-exec: going back to the previous program");
-			(void)fcntl(state_fd, F_SETFD, 0);
-			(void)fcntl(fallback_fd, F_SETFD, 0);
-			fexecve(fallback_fd, argv, environ);
-			log_err("re-exec: cannot execute the previous program: %m");
+		if (!fail_load) {
+			parsed_state_deinit(&ps);
+			state_reader_deinit(&r);
 		}
+		/* The old program wrote it: it can read it. Nothing was touched. */
+		if (fallback_fd >= 0)
+			reexec_go_back(fallback_fd, argv, &inherited);
+		free(inherited.v);
 		if (carried) {
 			/* Nothing was touched: the caller starts a new bus. */
 			close(state_fd);
@@ -1714,6 +1748,18 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 	ret = broker_new_restoring(brokerp, opts);
 	if (ret == 0)
 		ret = restore(*brokerp, &ps);
+	if (ret == 0 && fail_restore)
+		ret = -EIO;
+	if (ret && fallback_fd >= 0) {
+		/*
+		 * Restoring sends nothing to a client and closes no carried fd:
+		 * what is half built is left as it is, and the previous program
+		 * gets every fd as it handed them over.
+		 */
+		log_err("re-exec: cannot restore the bus: %s", strerror(ret < 0 ? -ret : EINVAL));
+		reexec_go_back(fallback_fd, argv, &inherited);
+	}
+	free(inherited.v);
 	if (ret == 0) {
 		size_t n = ps.n_peers;
 

@@ -28,8 +28,10 @@
  *  4. The new program loads the configuration file as at start, reads the
  *     state, re-creates everything without a single message to a client
  *     (no NameOwnerChanged, no NameAcquired) and runs the loop. If it
- *     cannot read the state after all, it executes the old program with the
- *     same state (which wrote it, so can read it).
+ *     cannot read or restore the state after all, it executes the old
+ *     program with the same state (which wrote it, so can read it) and
+ *     every fd as it came: the fds it inherited without FD_CLOEXEC get
+ *     their flag back before that exec.
  *
  * Native clients cross too: the broker's bus1 peer fd survives the exec, and
  * with it every node, handle and queued message in the kernel; only the
