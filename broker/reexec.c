@@ -1397,13 +1397,33 @@ static void cloexec_all(struct fdset *inherited)
  */
 static void reexec_go_back(int fallback_fd, char **argv, struct fdset *inherited)
 {
+	size_t n = 0, k = 0;
+	char **v;
+
 	log_err("re-exec: going back to the previous program");
 	if (inherited->error)
 		log_err("re-exec: out of memory counting the fds handed over; some are lost");
+	/*
+	 * Without --reexec-fallback: should the previous program fail too, it
+	 * must not go back to itself for ever. Its own file is not handed over
+	 * (fexecve() of an ELF file works with FD_CLOEXEC).
+	 */
+	while (argv[n])
+		n++;
+	v = calloc(n + 1, sizeof(*v));
+	if (!v) {
+		log_err("re-exec: out of memory going back");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(argv[i], "--reexec-fallback=", 18))
+			v[k++] = argv[i];
 	set_cloexec(inherited->v, inherited->n, false);
-	fexecve(fallback_fd, argv, environ);
+	(void)fcntl(fallback_fd, F_SETFD, FD_CLOEXEC);
+	fexecve(fallback_fd, v, environ);
 	log_err("re-exec: cannot execute the previous program: %m");
 	set_cloexec(inherited->v, inherited->n, true);
+	free(v);
 }
 
 static int restore_peer(struct bus *bus, const struct ps_peer *ps, struct peer **peerp)
