@@ -16,8 +16,10 @@ FileDescriptorStoreMax=. Cases:
   inherited a bus that only inherited the service's environment (another
             $SYSTEMD_EXEC_PID) stops on SIGTERM
   crash     SIGKILL: nothing handed over, a new bus on the same path
+  native    (with /dev/bus1 and $BUS1_NATIVE_HELPER, in the guest) a native
+            service across three hand-overs, calls sent while no bus runs
 
-  test_fdstore.py BUS_BINARY
+  test_fdstore.py BUS_BINARY [CASE...]
 """
 
 import array
@@ -32,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import rawclient  # noqa: E402
-from rawclient import FIELD_MEMBER, FIELD_SENDER, METHOD_CALL, SIGNAL  # noqa: E402
+from rawclient import FIELD_MEMBER, FIELD_SENDER, METHOD_CALL, METHOD_RETURN, SIGNAL  # noqa: E402
 
 DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
 
@@ -313,6 +315,67 @@ def scenario_garbage(binary, tmp):
     bus.wait()
 
 
+def scenario_native(binary, tmp):
+    """A native (bus1) service across the hand-over: the bus' bus1 peer goes
+    through the store with the sockets, and the service never notices."""
+    helper = os.environ["BUS1_NATIVE_HELPER"]
+    mgr = Manager(tmp)
+    path = os.path.join(tmp, "bus-native")
+    args = ["--config-file=" + conf(tmp, "<listen>unix:path=%s</listen>" % path), "--nofork"]
+    address = "unix:path=" + path
+    bus = Bus(binary, tmp, mgr, args)
+    end = time.time() + 5
+    while "native clients accepted" not in bus.log() and time.time() < end:
+        time.sleep(0.05)
+    check("native clients accepted" in bus.log(), "native: the bus serves /dev/bus1 (%s)" %
+          bus.log().strip().splitlines()[-1:])
+    svc = subprocess.Popen([helper, "serve", "com.example.Native"], stdout=subprocess.PIPE,
+                           text=True, env=dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address))
+    line = svc.stdout.readline().split()
+    check(line[:1] == ["ready"], "native: the native service is up (%s)" % line)
+    unique = line[1] if len(line) > 1 else None
+    a = rawclient.Raw(address)
+    watcher = rawclient.Raw(address)
+    call(watcher, "AddMatch", "s", ("type='signal',sender='org.freedesktop.DBus'",))
+    guid = get_id(a)
+    iface = ("com.example.Native", "/org/bus1/test", "org.bus1.test.Echo")
+
+    def echo(text):
+        m = a.wait_reply(a.call(*iface, "Echo", "s", (text,)))
+        return rawclient.body_strings(m[4]) if m[0] == METHOD_RETURN else m[3]
+
+    check(echo("before") == ["before"], "native: a socket client calls the native service")
+    check(name_owner(a, "com.example.Native") == unique, "native: it owns its name")
+    drain(watcher)
+    for i in range(3):
+        os.kill(bus.pid, signal.SIGTERM)
+        check(bus.wait() == 0, "native %d: the old bus exits 0 on SIGTERM" % i)
+        mgr.pump(0.1)
+        check(mgr.names() == ["bus1-fds", "bus1-state"], "native %d: the store holds the bus" % i)
+        serial = a.call(*iface, "Echo", "s", ("while down %d" % i,))
+        bus = Bus(binary, tmp, mgr, args)
+        check("fd store: resumed, 3 peers carried over" in bus.log(),
+              "native %d: resumed, 3 peers (the native one too)" % i)
+        m = a.wait_reply(serial)
+        check(rawclient.body_strings(m[4]) == ["while down %d" % i],
+              "native %d: the call sent while no bus ran reaches the native service" % i)
+        check(echo("after %d" % i) == ["after %d" % i], "native %d: and the next one" % i)
+        check(name_owner(a, "com.example.Native") == unique and get_id(a) == guid,
+              "native %d: same owner, same GetId" % i)
+        check(svc.poll() is None, "native %d: the native service is still connected" % i)
+        mgr.pump(0.2)
+    sigs = drain(watcher, 0.3)
+    check(not [s for s in sigs if s[1] in ("NameOwnerChanged", "NameLost", "NameAcquired")],
+          "native: no NameOwnerChanged (%s)" % [s[1] for s in sigs])
+    a.call(*iface, "Quit")
+    check(svc.wait(10) == 0, "native: the native service quits normally (never dropped)")
+    os.kill(bus.pid, signal.SIGTERM)
+    check(bus.wait() == 0, "native: the last bus exits 0 on SIGTERM")
+    mgr.discard()
+    for x in (a, watcher):
+        x.close()
+
+
 def conf(tmp, listen):
     p = os.path.join(tmp, "bus-%d.conf" % time.monotonic_ns())
     with open(p, "w") as f:
@@ -322,10 +385,20 @@ def conf(tmp, listen):
 
 def main():
     binary = sys.argv[1]
+    only = sys.argv[2:]
+    cases = [("handover", lambda d: scenario_handover(binary, d, False)),
+             ("socket", lambda d: scenario_handover(binary, d, True)),
+             ("garbage", lambda d: scenario_garbage(binary, d))]
+    # In the guest (test/native/meson.build): /dev/bus1 and a native service.
+    if os.path.exists("/dev/bus1") and os.environ.get("BUS1_NATIVE_HELPER"):
+        cases.append(("native", lambda d: scenario_native(binary, d)))
+    if only and sorted(only) != sorted(n for n, _ in cases if n in only):
+        print("unknown or unavailable case in %s" % only)
+        sys.exit(1)
     with tempfile.TemporaryDirectory(prefix="bus1-fdstore.") as tmp:
-        for name, fn in (("handover", lambda d: scenario_handover(binary, d, False)),
-                         ("socket", lambda d: scenario_handover(binary, d, True)),
-                         ("garbage", lambda d: scenario_garbage(binary, d))):
+        for name, fn in cases:
+            if only and name not in only:
+                continue
             print("# " + name)
             sub = os.path.join(tmp, name)
             os.mkdir(sub)

@@ -2322,6 +2322,24 @@ static const struct {
 	{ "reexec", test_reexec },
 };
 
+/*
+ * "test-native serve NAME": a native service for tests driven from outside
+ * (test/integration/test_fdstore.py in the guest): owns NAME, prints
+ * "ready UNIQUE-NAME", answers SVC_IFACE until Quit (exit 0) or until the
+ * bus drops it (exit 1).
+ */
+static int run_serve(const char *name)
+{
+	struct b1c_bus *bus = open_native();
+
+	check_r(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
+	check(b1c_bus_request_name(bus, name, 0) == 1);
+	printf("ready %s\n", b1c_bus_get_unique_name(bus));
+	run_loop(bus, &svc_quit);
+	b1c_bus_free(bus);
+	return svc_quit ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	int failed = 0, ran = 0;
@@ -2335,6 +2353,8 @@ int main(int argc, char **argv)
 	check(mkdtemp(tmpdir));
 	if (argc > 1 && !strcmp(argv[1], "bench"))
 		return run_bench(argc > 2 ? atoi(argv[2]) : 2000);
+	if (argc > 2 && !strcmp(argv[1], "serve"))
+		return run_serve(argv[2]);
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		pid_t pid;
