@@ -1361,7 +1361,6 @@ void reexec_hand_over(struct broker *broker)
 
 /* ------------------------------------------------------------- restoring */
 
-/* Everything the old program handed over must not leak into activated services. */
 /*
  * Everything open gets FD_CLOEXEC: what the previous program handed over
  * and the state does not name must not leak into activated services. The
@@ -1747,12 +1746,12 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 
 	/* First of all: nothing the old program handed over may leak further. */
 	cloexec_all(&inherited);
-	ret = fail_load ? 1 : state_load(state_fd, &r, &ps, carried);
+	ret = state_load(state_fd, &r, &ps, carried);
+	if (ret == 0 && fail_load)
+		ret = 1;
 	if (ret) {
-		if (!fail_load) {
-			parsed_state_deinit(&ps);
-			state_reader_deinit(&r);
-		}
+		parsed_state_deinit(&ps);
+		state_reader_deinit(&r);
 		/* The old program wrote it: it can read it. Nothing was touched. */
 		if (fallback_fd >= 0)
 			reexec_go_back(fallback_fd, argv, &inherited);
