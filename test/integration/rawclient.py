@@ -139,6 +139,16 @@ def body_strings(body):
     return out
 
 
+def body_string_array(body):
+    """The strings of a body that is one array of strings ('as')."""
+    n = struct.unpack_from("<I", body, 0)[0]
+    out, pos = [], 4
+    while pos < 4 + n:
+        s, pos = _get_str(body, pos)
+        out.append(s)
+    return out
+
+
 def sasl_auth_line(uid=None):
     """The first bytes of a client: the NUL byte and AUTH EXTERNAL with @uid
     (default: ours) as authorization identity, its decimal digits in hex."""

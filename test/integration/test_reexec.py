@@ -134,14 +134,7 @@ def body_u(body):
     return struct.unpack_from("<I", body, 0)[0]
 
 
-def body_as(body):
-    """An 'as' body."""
-    n = struct.unpack_from("<I", body, 0)[0]
-    out, pos = [], 4
-    while pos < 4 + n:
-        s, pos = rawclient._get_str(body, pos)
-        out.append(s)
-    return out
+body_as = rawclient.body_string_array   # an 'as' body
 
 
 def describe(m):

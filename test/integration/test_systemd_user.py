@@ -51,7 +51,6 @@ import pty
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -342,18 +341,6 @@ def collect_replies(b, serials, timeout=15):
     return out
 
 
-def strings_array(body):
-    """The strings of an 'as' body."""
-    n = struct.unpack_from("<I", body, 0)[0]
-    out, pos = [], 4
-    while pos < 4 + n:
-        pos = (pos + 3) & ~3
-        ln = struct.unpack_from("<I", body, pos)[0]
-        out.append(body[pos + 4:pos + 4 + ln].decode())
-        pos += 4 + ln + 1
-    return out
-
-
 def get_id(c):
     return rawclient.body_strings(c.driver("GetId")[4])[0]
 
@@ -363,7 +350,7 @@ def owner(c, name):
 
 
 def bus_state(c, a, b):
-    names = strings_array(c.driver("ListNames")[4])
+    names = rawclient.body_string_array(c.driver("ListNames")[4])
     return (get_id(c), a.wk in names and b.wk in names and a.name in names and b.name in names,
             owner(c, a.wk), owner(c, b.wk))
 
@@ -487,7 +474,8 @@ def run(um):
     c.close()
     d = Client(um.address, "org.bus1.SystemdTest.D")
     pid_d = um.wait_active(not_pid=pid_c)
-    check(pid_d != pid_c and strings_array(d.driver("ListNames")[4]).count(d.wk) == 1,
+    names = rawclient.body_string_array(d.driver("ListNames")[4])
+    check(pid_d != pid_c and names.count(d.wk) == 1,
           "crash: the socket unit still listens, a new bus serves the next client")
     check(len(um.bus_lines("fd store: resumed")) == resumed_before,
           "crash: nothing was taken from the store")
