@@ -266,18 +266,30 @@ static void run_loop(struct b1c_bus *bus, bool *quit)
 	}
 }
 
+/*
+ * A native service: owns @name, answers SVC_IFACE until Quit (0) or until
+ * the bus drops it (1). With @announce, prints "ready UNIQUE-NAME" first.
+ */
+static int serve_named(const char *name, bool announce)
+{
+	struct b1c_bus *bus = open_native();
+
+	check_r(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
+	check(b1c_bus_request_name(bus, name, 0) == 1);
+	if (announce)
+		printf("ready %s\n", b1c_bus_get_unique_name(bus));
+	run_loop(bus, &svc_quit);
+	b1c_bus_free(bus);
+	return svc_quit ? 0 : 1;
+}
+
 static pid_t start_named_service(const char *name)
 {
 	pid_t pid = fork();
 
 	check(pid >= 0);
 	if (pid == 0) {
-		struct b1c_bus *bus = open_native();
-
-		check_r(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
-		check(b1c_bus_request_name(bus, name, 0) == 1);
-		run_loop(bus, &svc_quit);
-		b1c_bus_free(bus);
+		(void)serve_named(name, false);
 		_exit(0);
 	}
 	return pid;
@@ -2322,24 +2334,6 @@ static const struct {
 	{ "reexec", test_reexec },
 };
 
-/*
- * "test-native serve NAME": a native service for tests driven from outside
- * (test/integration/test_fdstore.py in the guest): owns NAME, prints
- * "ready UNIQUE-NAME", answers SVC_IFACE until Quit (exit 0) or until the
- * bus drops it (exit 1).
- */
-static int run_serve(const char *name)
-{
-	struct b1c_bus *bus = open_native();
-
-	check_r(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
-	check(b1c_bus_request_name(bus, name, 0) == 1);
-	printf("ready %s\n", b1c_bus_get_unique_name(bus));
-	run_loop(bus, &svc_quit);
-	b1c_bus_free(bus);
-	return svc_quit ? 0 : 1;
-}
-
 int main(int argc, char **argv)
 {
 	int failed = 0, ran = 0;
@@ -2353,8 +2347,9 @@ int main(int argc, char **argv)
 	check(mkdtemp(tmpdir));
 	if (argc > 1 && !strcmp(argv[1], "bench"))
 		return run_bench(argc > 2 ? atoi(argv[2]) : 2000);
+	/* For tests driven from outside (test/integration/test_fdstore.py in the guest). */
 	if (argc > 2 && !strcmp(argv[1], "serve"))
-		return run_serve(argv[2]);
+		return serve_named(argv[2], true);
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		pid_t pid;
