@@ -33,6 +33,7 @@
 #include "conf/config.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
+#include "util/fd.h"
 #include "util/hashmap.h"
 
 extern char **environ;
@@ -1682,6 +1683,10 @@ int activation_restore_child(struct activation *a, pid_t pid, int err_fd, bool h
 
 	if (!a->event || pid <= 0 || err_fd < 0)
 		return -EINVAL;
+	/* Read once the child exited; carried over, it may come blocking. */
+	r = fd_prepare_for_loop(err_fd);
+	if (r < 0)
+		return r;
 	c = calloc(1, sizeof(*c) + len + 1);
 	if (!c)
 		return -ENOMEM;

@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <stddef.h>
 #include <systemd/sd-daemon.h>
 #include "broker/broker.h"
 #include "broker/fdstore.h"
@@ -74,6 +78,89 @@ static int broker_add_systemd_listeners(struct broker *broker, const int *fds, s
 			return r;
 	}
 	return 0;
+}
+
+/* Whether @a and @b are the same socket (the same open file or not). */
+static bool same_socket(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* Whether the unix sockets @a and @b are bound to the same name. */
+static bool same_name(int a, int b)
+{
+	struct sockaddr_un na = {}, nb = {};
+	socklen_t la = sizeof(na), lb = sizeof(nb);
+
+	return getsockname(a, (struct sockaddr *)&na, &la) == 0 &&
+	       getsockname(b, (struct sockaddr *)&nb, &lb) == 0 && na.sun_family == AF_UNIX &&
+	       la == lb && la > offsetof(struct sockaddr_un, sun_path) && !memcmp(&na, &nb, la);
+}
+
+static bool broker_uses_systemd_sockets(const struct broker_options *opts)
+{
+	struct bus_config_string *s;
+
+	if (opts->address)
+		return !strcmp(opts->address, "systemd:");
+	if (opts->config)
+		list_for_each_entry(s, &opts->config->listen, link)
+			if (!strcmp(s->str, "systemd:"))
+				return true;
+	return false;
+}
+
+int broker_take_socket_unit(struct broker *broker, const struct broker_options *opts)
+{
+	bool added = false;
+	int r;
+
+	if (!broker_uses_systemd_sockets(opts))
+		return 0;
+	for (size_t i = 0; i < opts->n_listen_fds; i++) {
+		int fd = opts->listen_fds[i], copy;
+		struct listener *l, *stale = NULL;
+		bool known = false;
+		char *err = NULL;
+
+		list_for_each_entry(l, &broker->listeners, link) {
+			for (size_t j = 0; j < l->n_fds; j++)
+				known |= same_socket(l->fds[j], fd);
+			if (!l->tcp && l->n_fds == 1 && !l->unlink_path && same_name(l->fds[0], fd))
+				stale = l;
+		}
+		if (known)
+			continue;
+		/* The listener takes a copy: the passed ones stay the caller's. */
+		copy = fcntl(fd, F_DUPFD_CLOEXEC, SD_LISTEN_FDS_START);
+		if (copy < 0)
+			return -errno;
+		if (stale) {
+			/* The .socket unit was restarted: its new socket replaces the old one. */
+			r = listener_replace_socket(stale, copy);
+			if (r < 0) {
+				close(copy);
+				return r;
+			}
+			log_warn("%s: the socket unit passed a new socket; serving it instead of "
+				 "the one carried over", stale->address);
+			continue;
+		}
+		r = listener_new_fd(&l, &broker->bus, copy, &err);
+		if (r) {
+			close(copy);
+			return r < 0 ? r : broker_set_error(broker, err);
+		}
+		r = broker_link_listener(broker, l);
+		if (r < 0)
+			return r;
+		log_info("%s: a socket passed by the socket unit, served too", l->address);
+		added = true;
+	}
+	return added ? bus_set_address(&broker->bus, broker->address) : 0;
 }
 
 static int broker_add_listener(struct broker *broker, const char *address,
@@ -346,5 +433,13 @@ int broker_run(struct broker *broker)
 		if (r < 0)
 			return r;
 	}
+	/*
+	 * WatchdogSec= in the unit: the loop itself pings systemd, so a bus
+	 * whose loop stalls is killed and restarted instead of looking alive.
+	 * $WATCHDOG_PID names this process across a re-exec too (same pid).
+	 */
+	r = sd_event_set_watchdog(broker->event, true);
+	if (r < 0)
+		log_warn("cannot set up systemd's watchdog: %s", strerror(-r));
 	return sd_event_loop(broker->event);
 }

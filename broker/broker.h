@@ -88,6 +88,21 @@ const char *broker_get_error(struct broker *broker);
  */
 int broker_new_restoring(struct broker **brokerp, const struct broker_options *opts);
 
+/**
+ * broker_take_socket_unit() - after a restore, serve the .socket unit's sockets
+ * @opts:	@listen_fds: the sockets the .socket unit passed with the fd store
+ *
+ * A bus restored from the fd store (fdstore.h) listens on the sockets in its
+ * state. Those are the .socket unit's own, unless the unit was restarted in
+ * between: its new socket then sits on the same path while the carried one
+ * is unreachable. A bus that listens on "systemd:" serves every passed
+ * socket: one bound to the name of a carried listener replaces that
+ * listener's socket, any other becomes a listener of its own. The passed
+ * fds stay the caller's (copies are taken).
+ * Return: 0, 1 (not a listening unix socket, broker_get_error()) or -errno.
+ */
+int broker_take_socket_unit(struct broker *broker, const struct broker_options *opts);
+
 /* Add @l to the listeners and its address to the bus address. 0 or -ENOMEM. */
 struct listener;
 int broker_link_listener(struct broker *broker, struct listener *l);

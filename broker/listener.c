@@ -16,6 +16,7 @@
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "dbus-compat/address.h"
+#include "util/fd.h"
 #include <systemd/sd-daemon.h>
 
 /* A listener not yet bound to a socket; NULL when out of memory. */
@@ -99,7 +100,7 @@ int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char *
 	struct sockaddr_un sa = {};
 	socklen_t len = sizeof(sa);
 	bool abstract;
-	int fl;
+	int r;
 
 	if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0 ||
@@ -110,10 +111,9 @@ int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char *
 		return 1;
 	}
 	/* The loop accepts until EAGAIN: a blocking socket would stall the bus. */
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	r = fd_prepare_for_loop(fd);
+	if (r < 0)
+		return r;
 
 	abstract = sa.sun_path[0] == '\0';
 	len -= offsetof(struct sockaddr_un, sun_path);
@@ -132,6 +132,23 @@ int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char *
 	l->fds[0] = fd;
 	l->n_fds = 1;
 	*listenerp = steal_ptr(l);
+	return 0;
+}
+
+int listener_replace_socket(struct listener *l, int fd)
+{
+	int r;
+
+	if (l->n_fds != 1 || l->ios[0])
+		return -EINVAL;
+	r = sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1);
+	if (r <= 0)
+		return r < 0 ? r : -ENOTCONN;
+	r = fd_prepare_for_loop(fd);
+	if (r < 0)
+		return r;
+	close(l->fds[0]);
+	l->fds[0] = fd;
 	return 0;
 }
 
@@ -314,6 +331,21 @@ int listener_new_restored(struct listener **listenerp, struct bus *bus, const in
 
 	if (n_fds == 0 || n_fds > ADDRESS_TCP_FDS_MAX)
 		return -EINVAL;
+	/*
+	 * Whatever mode they come in: systemd may have cleared O_NONBLOCK on
+	 * this very socket (util/fd.h), or it may not listen at all any more.
+	 */
+	for (size_t i = 0; i < n_fds; i++) {
+		int r = sd_is_socket(fds[i], AF_UNSPEC, SOCK_STREAM, 1);
+
+		if (r == 0)
+			return -ENOTCONN;
+		if (r < 0)
+			return r;
+		r = fd_prepare_for_loop(fds[i]);
+		if (r < 0)
+			return r;
+	}
 	l = listener_alloc(bus);
 	if (!l)
 		return -ENOMEM;

@@ -71,11 +71,25 @@ int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char *
  * @nonce:		nonce-tcp's nonce (ADDRESS_NONCE_LEN bytes), or NULL
  * @address, @unlink_path, @nonce_file: as they were (copied; the last two may be NULL)
  *
- * Return: 0 or -ENOMEM.
+ * Each socket is checked to be a listening stream socket and made
+ * non-blocking and close-on-exec, whatever mode it arrived in (util/fd.h).
+ * Return: 0, -ENOTCONN (a socket that does not listen), -ENOTSOCK, -EBADF
+ * or -ENOMEM; the fds stay the caller's on failure.
  */
 int listener_new_restored(struct listener **listenerp, struct bus *bus, const int *fds,
 			  size_t n_fds, bool tcp, const uint8_t *nonce, const char *address,
 			  const char *unlink_path, const char *nonce_file);
+
+/**
+ * listener_replace_socket() - listen on @fd instead, before listener_attach()
+ * @l:		a listener with one socket
+ * @fd:		a listening unix stream socket; owned by @l on success
+ *
+ * For a socket unit restarted while its bus was handed over
+ * (broker_take_socket_unit()): the old socket is closed. The address stays.
+ * Return: 0, -ENOTCONN (@fd does not listen), -EINVAL or negative errno.
+ */
+int listener_replace_socket(struct listener *l, int fd);
 
 struct listener *listener_free(struct listener *listener);
 DEFINE_CLEANUP_FUNC(struct listener *, listener_free);

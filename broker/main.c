@@ -196,6 +196,25 @@ static int drop_privileges(struct broker *broker, const char *user)
 	return 0;
 }
 
+/*
+ * The bus' signals wait, pending, until broker_run() reads them from its
+ * signalfd: a SIGTERM that comes while the bus starts or is restored is
+ * answered by the loop (a hand-over, with the fd store) instead of killing
+ * a half-built bus by the default action. A re-executed program inherits
+ * the mask.
+ */
+static void block_bus_signals(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR2);
+	(void)sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
 static void config_warn(void *userdata, const char *message)
 {
 	log_warn("%s", message);
@@ -275,12 +294,12 @@ static void warn_unmediated_lsm(const struct bus_config *config)
 }
 
 /*
- * The bus listens: tell the world (pid file, <user>, --print-address and
- * --print-pid, the forked parent, systemd). Return 0 or -1 (logged).
+ * The pid file, then <user>: once at start, and again in the new process of
+ * a restart through the fd store (systemd starts it as root, and its pid is
+ * a new one). Return 0 or -1 (logged).
  */
-static int announce(const struct cli *cli, struct broker *broker,
-		    const struct bus_config *config, const char *pidfile, bool forked,
-		    int ready_fd)
+static int become_bus_user(struct broker *broker, const struct bus_config *config,
+			   const char *pidfile)
 {
 	int r;
 
@@ -298,6 +317,21 @@ static int announce(const struct cli *cli, struct broker *broker,
 			return -1;
 		}
 	}
+	return 0;
+}
+
+/*
+ * The bus listens: tell the world (pid file, <user>, --print-address and
+ * --print-pid, the forked parent, systemd). Return 0 or -1 (logged).
+ */
+static int announce(const struct cli *cli, struct broker *broker,
+		    const struct bus_config *config, const char *pidfile, bool forked,
+		    int ready_fd)
+{
+	int r;
+
+	if (become_bus_user(broker, config, pidfile) < 0)
+		return -1;
 
 	/* The sockets listen already: clients may connect as soon as they know. */
 	r = print_startup_info(cli, broker_get_address(broker));
@@ -337,7 +371,6 @@ int main(int argc, char **argv)
 	const char *pidfile = NULL;
 	int ready_fd = -1;
 	bool do_fork;
-	sigset_t mask;
 	int r;
 
 	ensure_stdio();
@@ -402,13 +435,26 @@ int main(int argc, char **argv)
 	opts.n_listen_fds = carried.n_listen;
 	if (carried.state_fd >= 0) {
 		/* Restarted by systemd, which kept the bus in its fd store (fdstore.h). */
+		block_bus_signals();
 		r = broker_restore(&broker, &opts, steal_fd(&carried.state_fd), -1, argv, &carried);
 		if (r < 0) {
-			log_err("fd store: cannot restore the bus: %s", strerror(-r));
-			return EXIT_FAILURE;
+			/*
+			 * Half restored: exit rather than look healthy, and
+			 * leave nothing in the store, so that the next start
+			 * (systemd's, or the socket unit's on the next client)
+			 * is a clean one. Nothing is torn down: the clients see
+			 * their connections end, as after dbus-daemon's restart.
+			 */
+			log_err("fd store: cannot restore the bus: %s; exiting", strerror(-r));
+			fdstore_discard(&carried);
+			_exit(EXIT_FAILURE);
 		}
 		if (r == 0) {
 			fdstore_taken(&carried);
+			/* A new process: what the first one did before it served, again. */
+			if (become_bus_user(broker, config, pidfile) < 0)
+				_exit(EXIT_FAILURE);
+			(void)sd_notify(0, "READY=1");
 			goto run;
 		}
 		log_err("fd store: the handed-over state cannot be used; starting a new bus");
@@ -422,6 +468,7 @@ int main(int argc, char **argv)
 			log_err("re-exec: cannot restore the bus: %s", strerror(-r));
 			return EXIT_FAILURE;
 		}
+		(void)sd_notify(0, "READY=1");
 		goto run;
 	}
 	warn_unmediated_lsm(config);
@@ -446,15 +493,9 @@ int main(int argc, char **argv)
 	/*
 	 * From here on others learn that the bus is up (address, pid file,
 	 * READY=1) and may signal it at once (systemd's ExecReload=, a test's
-	 * SIGTERM) before broker_run() sets up its signalfd: hold the signals
-	 * pending until then instead of dying of the default action.
+	 * SIGTERM) before broker_run() sets up its signalfd.
 	 */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGUSR2);
-	(void)sigprocmask(SIG_BLOCK, &mask, NULL);
+	block_bus_signals();
 
 	if (announce(&cli, broker, config, pidfile, do_fork, ready_fd) < 0)
 		return EXIT_FAILURE;

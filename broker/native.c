@@ -23,6 +23,7 @@
 #include "dbus-compat/native-protocol.h"
 #include "dbus-compat/protocol.h"
 #include "conf/config.h"
+#include "util/fd.h"
 #include "util/hashmap.h"
 #include "util/macro.h"
 
@@ -774,7 +775,10 @@ int native_new_from_fd(struct native **nativep, struct bus *bus, int fd)
 		close(fd);
 		return -ENOMEM;
 	}
-	r = b1_peer_new_from_fd(fd, &native->peer);
+	/* Carried over (a re-exec, the fd store): the loop's mode, as for a new one. */
+	r = fd_prepare_for_loop(fd);
+	if (r == 0)
+		r = b1_peer_new_from_fd(fd, &native->peer);
 	if (r < 0) {
 		close(fd);
 		native_free(native);

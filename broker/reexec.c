@@ -1767,6 +1767,14 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 	ret = broker_new_restoring(brokerp, opts);
 	if (ret == 0)
 		ret = restore(*brokerp, &ps);
+	/* The socket unit may have been restarted meanwhile: serve its sockets. */
+	if (ret == 0 && carried) {
+		ret = broker_take_socket_unit(*brokerp, opts);
+		if (ret > 0) {
+			log_err("fd store: %s", broker_get_error(*brokerp));
+			ret = -ENOTSOCK;
+		}
+	}
 	if (ret == 0 && fail_restore)
 		ret = -EIO;
 	if (ret && fallback_fd >= 0) {
@@ -1784,7 +1792,6 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 
 		log_info("%s: resumed, %zu peer%s carried over", carried ? "fd store" : "re-exec",
 			 n, n == 1 ? "" : "s");
-		(void)sd_notify(0, "READY=1");
 	}
 	parsed_state_deinit(&ps);
 	state_reader_deinit(&r);

@@ -86,11 +86,14 @@ int reexec_check_state(int fd);
  * @fallback_fd: --reexec-fallback, or -1
  * @carried:	the fds from the fd store (fdstore.h), NULL after a re-exec
  *
- * Creates the event loop and everything in the state. A state this program
- * cannot read makes it execute @fallback_fd with the same command line; from
- * the fd store (it may name only @carried fds) it returns 1 then, with
- * nothing created.
- * Return: 0, 1, or negative errno (logged; the process must exit).
+ * Creates the event loop and everything in the state; from the fd store it
+ * also serves the socket unit's sockets (broker_take_socket_unit()). Nothing
+ * is announced: the caller tells systemd (READY=1) once it runs as it must.
+ * A state this program cannot read makes it execute @fallback_fd with the
+ * same command line; from the fd store (it may name only @carried fds) it
+ * returns 1 then, with nothing created.
+ * Return: 0, 1, or negative errno (logged; the process must exit: a bus
+ * that cannot serve must not look as if it did).
  */
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
 		   int fallback_fd, char **argv, struct fdstore_carried *carried);

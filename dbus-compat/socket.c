@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include "dbus-compat/socket.h"
+#include "util/fd.h"
 #include "util/list.h"
 #include "util/macro.h"
 
@@ -300,13 +301,12 @@ int socket_new(struct socket **socketp, int fd)
 {
 	_cleanup_close_ int fd_owned = fd;
 	struct socket *s;
-	int flags, r;
+	int r;
 
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0)
-		return -errno;
-	if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-		return -errno;
+	/* Accepted, inherited or carried over: in the loop's mode whatever it came in. */
+	r = fd_prepare_for_loop(fd);
+	if (r < 0)
+		return r;
 
 	s = calloc(1, sizeof(*s));
 	if (!s)

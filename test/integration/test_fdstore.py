@@ -10,7 +10,16 @@ FileDescriptorStoreMax=. Cases:
             GetId, names, match rules, call in flight answered, no signal
             of a disconnect, the store emptied again
   socket    the same with the listening socket of a .socket unit
-            (--address=systemd:) passed alongside
+            (--address=systemd:) passed alongside, which the stand-in
+            makes blocking (and inheritable) before each start as systemd
+            does (NonBlocking=no): the same open file as the listener in
+            the state; then several new clients connect one after another
+  replaced  the .socket unit restarted while the bus was handed over: a
+            new listening socket on the same path; the restored bus serves
+            it (new clients) and keeps the carried ones
+  user      (as root) <user> and <pidfile> in the configuration: the new
+            process of a hand-over runs as that user again and writes its
+            own pid
   garbage   a state that cannot be used: its clients are disconnected,
             the new bus serves on its sockets, the store is emptied
   inherited a bus that only inherited the service's environment (another
@@ -39,6 +48,7 @@ from rawclient import FIELD_MEMBER, FIELD_SENDER, METHOD_CALL, METHOD_RETURN, SI
 DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
 
 failures = []
+started = []  # every bus pid: none may outlive the test, whatever failed
 
 
 def check(cond, what):
@@ -117,6 +127,10 @@ class Bus:
         if entries:
             env["LISTEN_FDS"] = str(len(entries))
             env["LISTEN_FDNAMES"] = ":".join(n for n, _ in entries)
+        # systemd's exec: a .socket unit's sockets lose O_NONBLOCK (NonBlocking=no),
+        # on the open file itself, shared with whoever else holds it.
+        for _, fd in passed:
+            os.set_blocking(fd, True)
         pid = os.fork()
         if pid == 0:
             try:
@@ -133,6 +147,7 @@ class Bus:
                 os._exit(127)
         os.close(log)
         self.pid = pid
+        started.append(pid)
         # The store's copies stay with the manager (systemd keeps them too).
         check(manager.wait_for("READY", "1"), "bus %d says READY=1" % pid)
 
@@ -239,6 +254,14 @@ def scenario_handover(binary, tmp, socket_unit):
     c = rawclient.Raw(address)
     ids = [int(x.name.split(".")[1]) for x in (a, b, watcher)]
     check(int(c.name.split(".")[1]) > max(ids), what + ": a new client gets a new unique id")
+    # One accept() past the last pending client must not block the bus.
+    news = []
+    for i in range(4):
+        news.append(rawclient.Raw(address))
+        check(get_id(news[-1]) == guid, what + ": new client %d after the hand-over answered" % i)
+    check(name_owner(a, "com.example.A") == a.name, what + ": a old client still answered")
+    for x in news:
+        x.close()
     check(mgr.names() == [] or (mgr.pump(0.2) or mgr.names() == []),
           what + ": the new bus emptied the store (%s)" % mgr.names())
     os.kill(bus2.pid, signal.SIGTERM)
@@ -251,6 +274,96 @@ def scenario_handover(binary, tmp, socket_unit):
         x.close()
     if socket_unit:
         ls.close()
+
+
+def scenario_replaced(binary, tmp):
+    """The .socket unit restarted while no bus ran: a new socket on the path."""
+    mgr = Manager(tmp)
+    path = os.path.join(tmp, "bus-replaced")
+    address = "unix:path=" + path
+
+    def listening():
+        ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        ls.bind(path)
+        ls.listen(64)
+        return ls
+
+    ls = listening()
+    args = ["--config-file=" + conf(tmp, ""), "--address=systemd:", "--nofork"]
+    bus = Bus(binary, tmp, mgr, args, [("dbus.socket", ls.fileno())])
+    a = rawclient.Raw(address)
+    guid = get_id(a)
+    call(a, "RequestName", "su", ("com.example.A", 4))
+    os.kill(bus.pid, signal.SIGTERM)
+    check(bus.wait() == 0, "replaced: the old bus exits 0 on SIGTERM")
+    mgr.pump(0.1)
+    # systemctl restart of the socket unit: its socket closed, the file replaced.
+    ls.close()
+    os.unlink(path)
+    ls = listening()
+    bus = Bus(binary, tmp, mgr, args, [("dbus.socket", ls.fileno())])
+    check("the socket unit passed a new socket" in bus.log(),
+          "replaced: the new bus says it serves the new socket")
+    check(name_owner(a, "com.example.A") == a.name, "replaced: the carried client keeps its name")
+    for i in range(3):
+        c = rawclient.Raw(address)
+        check(get_id(c) == guid, "replaced: new client %d through the new socket" % i)
+        c.close()
+    os.kill(bus.pid, signal.SIGTERM)
+    check(bus.wait() == 0, "replaced: the new bus exits 0 on SIGTERM")
+    mgr.pump(0.1)
+    mgr.discard()
+    a.close()
+    ls.close()
+
+
+def scenario_user(binary, tmp):
+    """<user> and <pidfile>: the new process of a hand-over is started as root
+    by systemd and has a new pid; it must become the bus user and say its pid."""
+    import pwd
+    nobody = pwd.getpwnam("nobody").pw_uid
+    # The bus, as nobody, must reach the notify socket to hand over.
+    os.chmod(os.path.dirname(tmp), 0o755)
+    os.chmod(tmp, 0o755)
+    mgr = Manager(tmp)
+    os.chmod(mgr.path, 0o777)
+    path = os.path.join(tmp, "bus-user")
+    pidfile = os.path.join(tmp, "bus.pid")
+    args = ["--config-file=" + conf(tmp, "<listen>unix:path=%s</listen>" % path,
+                                    "<user>nobody</user>", "<pidfile>%s</pidfile>" % pidfile,
+                                    '<policy context="default"><allow user="*"/></policy>'),
+            "--nofork"]
+    address = "unix:path=" + path
+
+    def uids(pid):
+        with open("/proc/%d/status" % pid) as f:
+            line = [x for x in f if x.startswith("Uid:")][0]
+        return [int(u) for u in line.split()[1:]]
+
+    def pid_in_file():
+        with open(pidfile) as f:
+            return int(f.read().strip())
+
+    bus = Bus(binary, tmp, mgr, args)
+    a = rawclient.Raw(address)
+    check(uids(bus.pid) == [nobody] * 4, "user: the first bus runs as nobody (%s)" % uids(bus.pid))
+    check(pid_in_file() == bus.pid, "user: the first bus wrote its pid")
+    os.kill(bus.pid, signal.SIGTERM)
+    check(bus.wait() == 0, "user: the old bus exits 0 on SIGTERM")
+    mgr.pump(0.1)
+    check(mgr.names() == ["bus1-fds", "bus1-state"], "user: the store holds the bus (%s)" %
+          mgr.names())
+    bus = Bus(binary, tmp, mgr, args)
+    check("fd store: resumed" in bus.log(), "user: the new bus resumed")
+    check(uids(bus.pid) == [nobody] * 4,
+          "user: the new process runs as nobody again (%s)" % uids(bus.pid))
+    check(pid_in_file() == bus.pid, "user: the new process wrote its own pid")
+    check(get_id(a) == get_id(rawclient.Raw(address)), "user: old and new clients served")
+    os.kill(bus.pid, signal.SIGKILL)
+    bus.wait()
+    mgr.pump(0.1)
+    mgr.discard()
+    a.close()
 
 
 def scenario_garbage(binary, tmp):
@@ -376,10 +489,10 @@ def scenario_native(binary, tmp):
         x.close()
 
 
-def conf(tmp, listen):
+def conf(tmp, *elements):
     p = os.path.join(tmp, "bus-%d.conf" % time.monotonic_ns())
     with open(p, "w") as f:
-        f.write(rawclient.session_config(listen))
+        f.write(rawclient.session_config(*elements))
     return p
 
 
@@ -388,7 +501,11 @@ def main():
     only = sys.argv[2:]
     cases = [("handover", lambda d: scenario_handover(binary, d, False)),
              ("socket", lambda d: scenario_handover(binary, d, True)),
+             ("replaced", lambda d: scenario_replaced(binary, d)),
              ("garbage", lambda d: scenario_garbage(binary, d))]
+    # Changing to another user needs root (CI runs as root).
+    if os.geteuid() == 0:
+        cases.append(("user", lambda d: scenario_user(binary, d)))
     # In the guest (test/native/meson.build): /dev/bus1 and a native service.
     if os.path.exists("/dev/bus1") and os.environ.get("BUS1_NATIVE_HELPER"):
         cases.append(("native", lambda d: scenario_native(binary, d)))
@@ -408,6 +525,11 @@ def main():
                 import traceback
                 traceback.print_exc()
                 failures.append("%s: %r" % (name, e))
+    for pid in started:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     if failures:
         print("%d failure(s)" % len(failures))
         sys.exit(1)

@@ -25,7 +25,9 @@ for their signals and for the driver's NameOwnerChanged):
             after it; every call is answered once and in order, a pipe fd
             rides along; same GetId, names and owners; the new process took
             the store ("fd store: resumed") and emptied it (NFileDescriptor-
-            Store=0); five times in a row
+            Store=0); new clients connect one after another through the
+            socket unit's socket, which systemd made blocking for the new
+            process; four times in a row
   reexec    "systemctl --user kill --kill-whom=main -s SIGUSR2": the same
             pid, "re-exec: resumed", the same checks; again without
             --kill-whom=main (every process of the unit is signalled, the
@@ -429,6 +431,20 @@ def run(um):
         pid = new
         check(um.prop("NFileDescriptorStore") == "0", "restart%d: the store is empty again" %
               (i + 1))
+        # systemd made the socket unit's socket blocking for the new process
+        # (NonBlocking=no): one accept() too many would stall the whole bus.
+        fresh = []
+        try:
+            for _ in range(3):
+                fresh.append(rawclient.Raw(um.address))
+                fresh[-1].call(*DBUS, "GetId")
+                ok = rawclient.body_strings(fresh[-1].wait_reply(fresh[-1].serial)[4])
+        except OSError as e:
+            ok = [repr(e)]
+        check(len(fresh) == 3 and ok == [state0[0]],
+              "restart%d: new clients connect and are answered (%s)" % (i + 1, ok))
+        for c in fresh:
+            c.close()
     resumed = um.bus_lines("fd store: resumed")
     check(len(resumed) == RESTARTS, "every restart went through the fd store (%d lines: %s)" %
           (len(resumed), resumed[-1:] or um.tail(um.bus_log)))
