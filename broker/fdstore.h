@@ -26,6 +26,13 @@
  *     in the old process; the bus is restored from the state as after a
  *     re-exec, and the entries are removed from the store (FDSTOREREMOVE=1)
  *     so that a later crash never finds a stale state.
+ *  4. Nothing the old process set up is taken as given: every carried fd
+ *     is put in the loop's mode again (util/fd.h: systemd made the .socket
+ *     unit's sockets blocking, and the carried listener is one of them),
+ *     the pid file and <user> are done again, and a .socket unit restarted
+ *     meanwhile has its new socket served (broker_take_socket_unit()). A
+ *     state read but not restorable empties the store and exits 1: never a
+ *     bus that looks ready and cannot serve.
  *
  * What clients see: a delay, nothing else (their sockets stay open, kept by
  * the store while no process holds them). If the new process cannot use
