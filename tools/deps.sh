@@ -1,5 +1,8 @@
 #!/bin/bash
-# Install the Debian 12 packages this project needs. Usage: tools/deps.sh build|test
+# Install the Debian 12 packages this project needs. Usage: tools/deps.sh build|test|deb
+#
+# `deb` is what tools/build-deb.sh needs on top of `build`: debhelper, dh-dkms,
+# dpkg-dev and lintian.
 #
 # `test` also installs a second kernel for the guest tests, Debian's 6.12 from bookworm-security:
 # the newest linux-headers-6.12.*+deb12-amd64 / linux-image-6.12.*+deb12-amd64-unsigned pair apt
@@ -12,8 +15,10 @@ test=(clang libclang-rt-14-dev dbus dbus-bin dbus-daemon dbus-tests dbus-broker
       libglib2.0-dev libglib2.0-bin python3-dbus python3-gi systemd
       qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils zstd valgrind procps strace
       linux-source-6.12 flex bison bc libelf-dev libssl-dev)
+deb=(debhelper dh-dkms dkms dpkg-dev fakeroot lintian pkgconf)
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")
+[ "${1:-build}" = deb ] && want+=("${deb[@]}")
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 # A 6.12 kernel with headers and an image, installed?
