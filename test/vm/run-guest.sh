@@ -155,49 +155,17 @@ mkdir -p "$kcache"
 
 # ---- cached artefacts: vmlinux (PVH entry, boots twice as fast as bzImage) and initramfs -------
 
+# The helpers shared with test/systemd/run-systemd-guest.sh.
+# shellcheck source=test/vm/kernel-image.sh
+. "$srcdir/kernel-image.sh"
+
 build_vmlinux() {
-	local magic dec off tmp
-	tmp=$kcache/vmlinux.tmp.$$
-	# The compressed stream inside the bzImage is the vmlinux ELF: XZ in Debian's 6.1, zstd in
-	# its 6.12. The decompressor complains about the data after the stream, but its output is
-	# complete. The magic can also occur by chance earlier on: try the first few matches.
-	# (Without zstd installed, 6.12 boots from its bzImage, slower.)
-	for magic in '\xfd7zXZ\x00:xz' '\x28\xb5\x2f\xfd:zstd'; do
-		dec=${magic##*:}
-		for off in $(LC_ALL=C grep -obUaP "${magic%:*}" "$vmlinuz" | head -n 4 | cut -d: -f1); do
-			command -v $dec >/dev/null || continue
-			tail -c +$((off + 1)) "$vmlinuz" | $dec -dc >"$tmp" 2>/dev/null || true
-			if [ "$(head -c 4 "$tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then
-				mv -f "$tmp" "$kcache/vmlinux"
-				return 0
-			fi
-		done
-	done
-	rm -f "$tmp"
-	return 1
+	vm_extract_vmlinux "$vmlinuz" "$kcache/vmlinux"
 }
 
-# "NAME PATH" for each module of $initrd_want and its dependencies, in load order (modules.dep
-# lists a module's dependencies, transitively; load each one's own first).
+# "NAME PATH" for each module of $initrd_want and its dependencies, in load order.
 initrd_modules() {
-	awk -v want="$initrd_want" '
-	function base(p) { sub(/.*\//, "", p); sub(/\.ko(\.[a-z]+)?$/, "", p); gsub(/-/, "_", p); return p }
-	function load(m,   n, i, d) {
-		if (m in done) return
-		done[m] = 1
-		n = split(deps[m], d, " ")
-		for (i = n; i >= 1; i--) load(base(d[i]))
-		print m, file[m]
-	}
-	FILENAME ~ /modules\.dep$/ { p = $1; sub(/:$/, "", p); m = base(p); file[m] = p
-				     $1 = ""; deps[m] = $0; next }
-	{ builtin[base($1)] = 1 }
-	END {
-		n = split(want, w, " ")
-		for (i = 1; i <= n; i++)
-			if (w[i] in file) load(w[i])
-			else if (!(w[i] in builtin)) print w[i], "MISSING"
-	}' "$moddir/modules.dep" "$moddir/modules.builtin"
+	vm_initrd_modules "$moddir" "$initrd_want"
 }
 
 build_initramfs() {
@@ -212,13 +180,8 @@ build_initramfs() {
 	# busybox insmod cannot load compressed modules (Debian's 6.12 ships .ko.xz): decompress.
 	while read -r m f; do
 		[ -f "$moddir/$f" ] || { rm -rf "$root"; die "module $m not found in $moddir"; }
-		case "$f" in
-		*.ko) cp "$moddir/$f" "$root/lib/modules/$m.ko" ;;
-		*.ko.xz) xz -dc "$moddir/$f" >"$root/lib/modules/$m.ko" ;;
-		*.ko.zst) zstd -qdc "$moddir/$f" >"$root/lib/modules/$m.ko" ;;
-		*.ko.gz) gzip -dc "$moddir/$f" >"$root/lib/modules/$m.ko" ;;
-		*) rm -rf "$root"; die "$f: unknown module compression" ;;
-		esac || { rm -rf "$root"; die "cannot unpack $f"; }
+		vm_unpack_module "$moddir/$f" "$root/lib/modules/$m.ko" ||
+			{ rm -rf "$root"; die "cannot unpack $f"; }
 		echo "$m" >>"$root/lib/modules/order"
 	done <"$root/mods"
 	rm -f "$root/mods"
@@ -238,6 +201,7 @@ build_initramfs() {
 	fi
 	if [ ! -s "$kcache/initramfs.gz" ] || [ "$srcdir/guest-init.sh" -nt "$kcache/initramfs.gz" ] ||
 	   [ "$srcdir/run-guest.sh" -nt "$kcache/initramfs.gz" ] ||
+	   [ "$srcdir/kernel-image.sh" -nt "$kcache/initramfs.gz" ] ||
 	   { [ -z "$image" ] && [ "$moddir/modules.dep" -nt "$kcache/initramfs.gz" ]; }; then
 		build_initramfs
 	fi
