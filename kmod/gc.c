@@ -384,7 +384,6 @@ static int bus1_gc_scan_unix(struct bus1_gc *gc, struct bus1_gc_vertex *v)
 {
 	struct bus1_gc_vertex *to;
 	ssize_t i, n;
-	int r = 0;
 
 	n = bus1_gc_collect_unix(gc, v->key);
 	if (n < 0)
@@ -392,14 +391,14 @@ static int bus1_gc_scan_unix(struct bus1_gc *gc, struct bus1_gc_vertex *v)
 	for (i = 0; i < n; i++) {
 		to = bus1_gc_vertex(gc, gc->buf[i], gc->buf[i]->f_op == &bus1_fops ?
 				    BUS1_GC_PEER : BUS1_GC_UNIX);
-		if (!to || (r = bus1_gc_edge(v, to)) < 0) {
+		if (!to || bus1_gc_edge(v, to) < 0) {
 			/* the rest of the collected references are still ours */
 			while (++i < n)
 				fput(gc->buf[i]);
 			return -ENOMEM;
 		}
 	}
-	return r;
+	return 0;
 }
 
 static int bus1_gc_scan_message(struct bus1_gc *gc, struct bus1_gc_vertex *v)

@@ -13,6 +13,8 @@
  *   max_destinations	destinations of one SEND
  *   max_handles	handles carried by one message (and nodes per destroy)
  *   max_fds		fds carried by one message
+ *   max_slices		busy slices (queued or received, not released) of one
+ *			peer's pool
  */
 
 #include <linux/fs.h>
@@ -39,6 +41,8 @@ unsigned int bus1_quota_objects = 65536;
 unsigned int bus1_max_destinations = 4096;
 unsigned int bus1_max_handles = 4096;
 unsigned int bus1_max_fds = 253;
+/* twice quota_messages: a foreign sender's half is not below its message quota */
+unsigned int bus1_max_slices = 32768;
 
 /* The pool size is checked on every write, not only at load. */
 static int bus1_param_set_pool_size(const char *val, const struct kernel_param *kp)
@@ -62,6 +66,26 @@ static const struct kernel_param_ops bus1_param_pool_size_ops = {
 
 module_param_cb(pool_size, &bus1_param_pool_size_ops, &bus1_pool_size, 0644);
 MODULE_PARM_DESC(pool_size, "Per-peer pool size in bytes (at most 256 MiB)");
+/* At least one slice, or no message could ever be delivered. */
+static int bus1_param_set_max_slices(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int r;
+
+	r = kstrtouint(val, 0, &v);
+	if (r < 0)
+		return r;
+	if (!v)
+		return -EINVAL;
+	*(unsigned int *)kp->arg = v;
+	return 0;
+}
+
+static const struct kernel_param_ops bus1_param_max_slices_ops = {
+	.set	= bus1_param_set_max_slices,
+	.get	= param_get_uint,
+};
+
 module_param_named(quota_bytes, bus1_quota_bytes, ulong, 0644);
 MODULE_PARM_DESC(quota_bytes, "Pool bytes one user may have in flight");
 module_param_named(quota_messages, bus1_quota_messages, uint, 0644);
@@ -78,6 +102,8 @@ module_param_named(max_handles, bus1_max_handles, uint, 0644);
 MODULE_PARM_DESC(max_handles, "Handles carried by one message");
 module_param_named(max_fds, bus1_max_fds, uint, 0644);
 MODULE_PARM_DESC(max_fds, "File descriptors carried by one message");
+module_param_cb(max_slices, &bus1_param_max_slices_ops, &bus1_max_slices, 0644);
+MODULE_PARM_DESC(max_slices, "Busy slices (messages queued or received and not released) of one peer");
 
 static int bus1_fop_open(struct inode *inode, struct file *file)
 {

@@ -172,7 +172,9 @@ struct bus1_entry *bus1_entry_new_data(struct bus1_peer *peer, struct bus1_messa
  * @handle_id:	its handle id of the destroyed node
  *
  * Destruction cannot fail half-way (every holder must learn about it), and
- * the entry is small, so this allocation does not fail.
+ * the entry is small, so this allocation does not fail. For the same
+ * reason the entry is charged one object to @peer's user even beyond
+ * quota_objects, until it is freed (see DOC: Nodes and handles).
  *
  * Return: the entry.
  */
@@ -183,6 +185,7 @@ struct bus1_entry *bus1_entry_new_notify(struct bus1_peer *peer, u64 handle_id)
 	entry = bus1_entry_new(peer, BUS1_ENTRY_NODE_DESTROY,
 			       GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
 	entry->handle_id = handle_id;
+	bus1_user_force_objects(peer->user, 1);
 	return entry;
 }
 
@@ -297,6 +300,9 @@ void bus1_entry_unlink(struct bus1_entry *entry, bool publish)
 		if (entry->message && entry->message->n_unix)
 			peer->n_unix_entries--;
 	}
+	/* release entries are queued on their node's owner, whose lock we hold */
+	if (entry->type == BUS1_ENTRY_NODE_RELEASE && entry->node->release_entry == entry)
+		entry->node->release_entry = NULL;
 	if (entry->slice) {
 		if (publish)
 			bus1_pool_publish(&peer->pool, entry->slice);
@@ -323,6 +329,8 @@ void bus1_entry_free(struct bus1_entry *entry)
 		return;
 	WARN_ON(bus1_queue_node_is_queued(&entry->qnode));
 	WARN_ON(entry->slice || entry->charged);
+	if (entry->type == BUS1_ENTRY_NODE_DESTROY)
+		bus1_user_uncharge_objects(entry->peer->user, 1);
 	bus1_node_unref(entry->node);
 	bus1_message_unref(entry->message);
 	bus1_peer_unref(entry->peer);

@@ -22,6 +22,8 @@ static void bus1_node_free(struct kref *ref)
 	/* queued entries hold node references: none can be left */
 	WARN_ON(node->queued.messages || node->queued.bytes);
 	WARN_ON(node->remote);
+	/* a queued release entry holds a node reference */
+	WARN_ON(node->release_entry);
 	bus1_user_uncharge_objects(node->owner->user, 1);
 	bus1_peer_unref(node->owner);
 	mutex_destroy(&node->lock);
@@ -219,15 +221,19 @@ struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node
 		bus1_user_uncharge_objects(peer->user, 1);
 		return ERR_PTR(-EHOSTUNREACH);
 	}
+	/*
+	 * Complete before it is on @holders: a destruction walks that list
+	 * under the node lock alone and notifies each holder under its id.
+	 */
+	handle->node = bus1_node_ref(node);
+	handle->holder = peer;
+	handle->id = bus1_handle_next_id(peer, node->owner != peer);
 	list_add_tail(&handle->link, &node->holders);
 	if (node->owner != peer)
 		node->remote++;
 	mutex_unlock(&node->lock);
 
 	bus1_stat_inc(BUS1_STAT_HANDLES);
-	handle->node = bus1_node_ref(node);
-	handle->holder = peer;
-	handle->id = bus1_handle_next_id(peer, node->owner != peer);
 	bus1_handle_link(peer, handle);
 	return handle;
 }
@@ -244,23 +250,24 @@ static bool bus1_node_drop_remote(struct bus1_node *node)
 	return !--node->remote && !node->dead;
 }
 
-/**
- * bus1_handle_release() - drop a handle
- * @handle:	handle; its holder must be locked
- *
- * Does not destroy the node, even if @handle is the owner's: callers decide.
- *
- * Return: NULL, or a reference to the node if it was the last remote
- * reference to a live node: the caller must then call
- * bus1_node_notify_release() once it holds no lock, and drop the reference.
+/*
+ * Take @handle out of its holder's trees and its node's holder list, and
+ * return its object charge (holder locked). The handle keeps its node
+ * reference. Return whether it was the last remote reference to a live
+ * node, so that the owner is due a NODE_RELEASE.
  */
-struct bus1_node *bus1_handle_release(struct bus1_handle *handle)
+static bool bus1_handle_unlink(struct bus1_handle *handle)
 {
 	struct bus1_peer *peer = handle->holder;
 	struct bus1_node *node = handle->node;
 	bool notify = false;
 
 	lockdep_assert_held(&peer->lock);
+	/*
+	 * The owner's handle goes only after its node was destroyed: holders
+	 * of a node that lost its owner's handle would never be told.
+	 */
+	WARN_ON(node->owner == peer && !node->destroying);
 
 	rb_erase(&handle->rb_id, &peer->handles_by_id);
 	rb_erase(&handle->rb_node, &peer->handles_by_node);
@@ -269,13 +276,96 @@ struct bus1_node *bus1_handle_release(struct bus1_handle *handle)
 	if (node->owner != peer)
 		notify = bus1_node_drop_remote(node);
 	mutex_unlock(&node->lock);
+	bus1_user_uncharge_objects(peer->user, 1);
+	return notify;
+}
+
+static void bus1_handle_free(struct bus1_handle *handle)
+{
 	kfree(handle);
 	bus1_stat_dec(BUS1_STAT_HANDLES);
-	bus1_user_uncharge_objects(peer->user, 1);
+}
+
+/**
+ * bus1_handle_release() - drop a handle
+ * @handle:	handle; its holder must be locked
+ *
+ * The owner's handle may only be released once its node is destroying:
+ * callers destroy it first.
+ *
+ * Return: NULL, or a reference to the node if it was the last remote
+ * reference to a live node: the caller must then call
+ * bus1_node_notify_release() once it holds no lock, and drop the reference.
+ */
+struct bus1_node *bus1_handle_release(struct bus1_handle *handle)
+{
+	struct bus1_node *node = handle->node;
+	bool notify;
+
+	notify = bus1_handle_unlink(handle);
+	bus1_handle_free(handle);
 	if (notify)
 		return node;	/* the handle's reference goes to the caller */
 	bus1_node_unref(node);
 	return NULL;
+}
+
+/**
+ * bus1_handle_release_upto() - a flush drops the handles of a peer
+ * @peer:	the holder (locked)
+ * @last:	the peer's handle counter when the flush started: handles
+ *		with a larger counter were created after it and stay
+ * @released:	list that receives the handles whose release is owed a
+ *		NODE_RELEASE, linked by their @link
+ *
+ * Every node @peer owned when the flush started must be destroying. The
+ * handles go in one locked section, so that no node can be created, and
+ * then lose its owner handle without being destroyed, in between. The
+ * handles put on @released are out of every tree and uncharged, and keep
+ * their node reference, so the notifications need no allocation here; the
+ * caller passes @released to bus1_handle_notify_released() once it holds no
+ * lock.
+ */
+void bus1_handle_release_upto(struct bus1_peer *peer, u64 last, struct list_head *released)
+{
+	struct bus1_handle *handle;
+	struct rb_node *n;
+
+	lockdep_assert_held(&peer->lock);
+
+	/* ids are (counter << 2) | flags: ordered by counter */
+	while ((n = rb_first(&peer->handles_by_id))) {
+		handle = rb_entry(n, struct bus1_handle, rb_id);
+		if (handle->id >> 2 > last)
+			break;
+		if (bus1_handle_unlink(handle)) {
+			list_add_tail(&handle->link, released);
+		} else {
+			bus1_node_unref(handle->node);
+			bus1_handle_free(handle);
+		}
+	}
+}
+
+/**
+ * bus1_handle_notify_released() - send the NODE_RELEASEs a flush owes
+ * @released:	the handles bus1_handle_release_upto() put on the list;
+ *		freed, and the list emptied
+ * @causer:	the peer whose handles they were (the caller holds a
+ *		reference)
+ *
+ * Runs without any lock held.
+ */
+void bus1_handle_notify_released(struct list_head *released, struct bus1_peer *causer)
+{
+	struct bus1_handle *handle, *t;
+
+	list_for_each_entry_safe(handle, t, released, link) {
+		list_del(&handle->link);
+		bus1_node_notify_release(handle->node, causer);
+		bus1_node_unref(handle->node);
+		bus1_handle_free(handle);
+	}
 }
 
 /**
@@ -287,7 +377,8 @@ struct bus1_node *bus1_handle_release(struct bus1_handle *handle)
  *		reference)
  *
  * Runs without any lock held. Nothing is queued if the owner disconnected
- * or the node is being destroyed meanwhile.
+ * or the node is being destroyed meanwhile. An older release of the node
+ * still queued is superseded (bus1_node_supersede_release()).
  */
 void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer)
 {
@@ -303,6 +394,36 @@ void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer)
 	}
 	bus1_tx_timestamp(&tx);
 	bus1_tx_commit(&tx);
+}
+
+/**
+ * bus1_node_supersede_release() - make a release entry the node's only one
+ * @node:	the node; its owner must be locked
+ * @entry:	a NODE_RELEASE entry for @node, being staged on the owner
+ *
+ * Called by bus1_tx_stage(). The entry @node had so far is taken out of the
+ * queue if it is committed and not being received (a RECV that claimed it
+ * delivers it). One still staged is dropped at its commit instead, as
+ * bus1_tx_commit() commits only the node's current @release_entry. So the
+ * owner's queue holds at most one release entry per node that it has not
+ * claimed, however often the node is handed out and released while the
+ * owner does not read.
+ *
+ * Return: the superseded entry if it was taken out (unlinked: the caller
+ * frees it once unlocked), or NULL.
+ */
+struct bus1_entry *bus1_node_supersede_release(struct bus1_node *node,
+					       struct bus1_entry *entry)
+{
+	struct bus1_entry *old = node->release_entry;
+
+	lockdep_assert_held(&node->owner->lock);
+	node->release_entry = entry;
+	if (!old || !bus1_queue_node_is_committed(&old->qnode) ||
+	    old == node->owner->recv_claim)
+		return NULL;
+	bus1_entry_unlink(old, false);
+	return old;
 }
 
 /**
@@ -418,19 +539,4 @@ void bus1_handle_discard_created(struct bus1_peer *peer, u64 id)
 	handle = bus1_handle_lookup(peer, id);
 	if (handle)
 		bus1_handle_discard_node(handle);
-}
-
-/**
- * bus1_handle_first() - any handle of a peer
- * @peer:	holder (locked)
- *
- * Return: the handle with the smallest id, or NULL.
- */
-struct bus1_handle *bus1_handle_first(struct bus1_peer *peer)
-{
-	struct rb_node *n;
-
-	lockdep_assert_held(&peer->lock);
-	n = rb_first(&peer->handles_by_id);
-	return n ? rb_entry(n, struct bus1_handle, rb_id) : NULL;
 }

@@ -30,9 +30,33 @@
  * can hand the node out again, so the owner always knows whether a
  * notification is still current.
  *
+ * Notifications are bounded like messages, without a new quota:
+ * - NODE_RELEASE is coalesced per node: a node has at most one committed
+ *   release entry its owner has not claimed (@release_entry). A new one
+ *   supersedes it: the old one is dropped and the new one queued where the
+ *   latest release happened, which is the one that tells the current state.
+ *   An owner that never reads thus has at most one per node it owns, and
+ *   its nodes are bound by quota_objects.
+ * - NODE_DESTROY cannot be coalesced (one per holder and node, the holder's
+ *   id) nor refused (a destruction cannot fail half-way), so each one is
+ *   charged one object to the holder's user, forcibly, until it is freed.
+ *   A destruction happens once per node, and only to holders, whose handles
+ *   were charged within the quota; so what a user can have queued is bound
+ *   by its quota_objects (twice over at most), and a user that does not
+ *   read its notifications runs out of objects, not the kernel of memory.
+ *
+ * Invariant: the owner's handle is released only once its node is
+ * destroying (asserted), so every holder of a node is told NODE_DESTROY
+ * before the node can lose its owner handle. A reset or disconnect acts at
+ * one point, the peer's handle counter when it starts: it destroys the
+ * nodes owned then and releases the handles held then, by id
+ * (bus1_handle_release_upto()); nodes and handles other threads create
+ * while it runs have larger ids and stay.
+ *
  * Locking:
  * - A peer's handle trees and handle counter: the holding peer's lock.
- * - @destroying, @destroyed_* and @queued: the owner peer's lock.
+ * - @destroying, @destroyed_*, @queued and @release_entry: the owner peer's
+ *   lock.
  * - @holders, @remote and @dead: the node's own mutex, taken inside a peer lock
  *   (peer lock -> node lock), never the other way round.
  */
@@ -45,6 +69,7 @@
 #include "queue.h"
 #include "user.h"
 
+struct bus1_entry;
 struct bus1_peer;
 
 /**
@@ -63,6 +88,9 @@ struct bus1_peer;
  * @destroy_list:	that list's head, to detect duplicates (owner's lock)
  * @queued:		what data messages queued for this node and not yet
  *			received are charged (owner's lock)
+ * @release_entry:	the NODE_RELEASE entry that stands for the node's
+ *			releases in the owner's queue, or NULL (owner's lock;
+ *			see bus1_node_supersede_release())
  * @lock:		protects @holders and @dead
  * @holders:		handles pointing at this node
  * @remote:		remote handles plus carrying messages (see DOC)
@@ -79,7 +107,8 @@ struct bus1_node {
 	struct list_head destroy_link;
 	struct list_head *destroy_list;
 	struct bus1_charge queued;
-	struct mutex lock;
+	struct bus1_entry *release_entry;
+	struct mutex lock;		/* @holders, @remote, @dead */
 	struct list_head holders;
 	u64 remote;
 	bool dead;
@@ -125,13 +154,16 @@ struct bus1_handle *bus1_handle_create_node(struct bus1_peer *peer);
 struct bus1_handle *bus1_handle_lookup(struct bus1_peer *peer, u64 id);
 struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node *node);
 struct bus1_node *bus1_handle_release(struct bus1_handle *handle);
+void bus1_handle_release_upto(struct bus1_peer *peer, u64 last, struct list_head *released);
+void bus1_handle_notify_released(struct list_head *released, struct bus1_peer *causer);
 void bus1_node_carry(struct bus1_node *node);
 void bus1_node_uncarry(struct bus1_node *node);
 void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer);
+struct bus1_entry *bus1_node_supersede_release(struct bus1_node *node,
+					       struct bus1_entry *entry);
 void bus1_handle_discard_node(struct bus1_handle *handle);
 struct bus1_node *bus1_handle_resolve(struct bus1_peer *peer, u64 id, u64 *idp,
 				      bool *createdp);
 void bus1_handle_discard_created(struct bus1_peer *peer, u64 id);
-struct bus1_handle *bus1_handle_first(struct bus1_peer *peer);
 
 #endif /* __BUS1_NODE_H */

@@ -201,10 +201,11 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	struct bus1_queue_node *qn;
 	struct bus1_handle *handle;
 	struct bus1_entry *entry;
-	struct bus1_node *node;
 	struct rb_node *n, *next;
+	LIST_HEAD(released);
 	LIST_HEAD(destroy);
 	LIST_HEAD(drop);
+	u64 last_counter;
 
 	bus1_gc_lock_shared();
 	mutex_lock(&peer->lock);
@@ -216,34 +217,36 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	if (disconnect)
 		WRITE_ONCE(peer->disconnected, true);
 	peer->flush_seq++;
+	peer->flushing++;
 
 	/*
-	 * Destroy every owned node before its owner handle goes away. On a
-	 * reset, other threads may create nodes while the lock is dropped:
-	 * repeat until none is left (a disconnected peer creates none).
+	 * The flush acts at this point: what the peer owns and holds now goes,
+	 * and since handle ids only grow, that is every handle up to the
+	 * current counter. Nodes and handles that other threads of the peer
+	 * create while the lock is dropped below come after the flush and
+	 * stay (a disconnected peer gets none). One pass, so a thread that
+	 * keeps creating nodes cannot keep the flush, and the collector
+	 * waiting for bus1_gc_rwsem, going for ever.
 	 */
-	for (;;) {
-		for (n = rb_first(&peer->handles_by_id); n; n = rb_next(n)) {
-			handle = rb_entry(n, struct bus1_handle, rb_id);
-			if (handle->node->owner == peer && !handle->node->destroying)
-				bus1_peer_mark_destroy(peer, handle->node, &destroy);
-		}
-		if (list_empty(&destroy))
-			break;
+	last_counter = peer->handle_counter;
+	for (n = rb_first(&peer->handles_by_id); n; n = rb_next(n)) {
+		handle = rb_entry(n, struct bus1_handle, rb_id);
+		if (handle->node->owner == peer && !handle->node->destroying)
+			bus1_peer_mark_destroy(peer, handle->node, &destroy);
+	}
+	if (!list_empty(&destroy)) {
 		mutex_unlock(&peer->lock);
 		bus1_peer_destroy_nodes(peer, &destroy);
 		mutex_lock(&peer->lock);
 	}
 
-	while ((handle = bus1_handle_first(peer))) {
-		node = bus1_handle_release(handle);
-		if (node) {
-			mutex_unlock(&peer->lock);
-			bus1_node_notify_release(node, peer);
-			bus1_node_unref(node);
-			mutex_lock(&peer->lock);
-		}
-	}
+	/*
+	 * Every node the peer owned at that point is destroying, so its owner
+	 * handle may go (node.h). The NODE_RELEASEs owed are sent once
+	 * unlocked.
+	 */
+	bus1_handle_release_upto(peer, last_counter, &released);
+	WARN_ON(disconnect && !RB_EMPTY_ROOT(&peer->handles_by_id));
 
 	/*
 	 * Staged entries belong to their transactions, which drop them; a
@@ -264,12 +267,14 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	bus1_pool_flush(&peer->pool);
 	if (disconnect)
 		bus1_pool_trim(&peer->pool);
+	peer->flushing--;
 	mutex_unlock(&peer->lock);
 
 	bus1_entry_free_list(&drop);
 	if (disconnect)
 		bus1_gc_remove_peer(peer);
 	bus1_gc_unlock_shared();
+	bus1_handle_notify_released(&released, peer);
 	bus1_pool_punch(&peer->pool);
 	if (disconnect)
 		wake_up_interruptible_all(&peer->waitq);
@@ -707,6 +712,13 @@ static int bus1_peer_recv_claim(struct bus1_peer *peer, struct bus1_recv *rv,
 
 	if (peer->disconnected)
 		return -ESHUTDOWN;
+	/*
+	 * A flush in progress drops everything queued now: nothing to
+	 * receive. Claiming here would translate handles the flush is about
+	 * to release, and keep new ones for a message it then drops.
+	 */
+	if (peer->flushing)
+		return -EAGAIN;
 
 	for (;;) {
 		qn = bus1_queue_peek(&peer->queue);

@@ -22,7 +22,9 @@
  * alone; the receiver finds out (@disconnected, @flush_seq) and drops it
  * itself. So a receiver whose memory faults for ever (userfaultfd, FUSE)
  * holds up only its own peer's later RECVs, never a sender, a node
- * destruction or another destination of a multicast.
+ * destruction or another destination of a multicast. While a reset or
+ * disconnect runs (@flushing), RECV claims nothing: whatever is queued is
+ * about to be dropped.
  *
  * Locking: @lock protects everything in the peer except @ref, @id, @user,
  * @file and @pool's file and size, which are constant, @waitq and @tx_seq,
@@ -64,12 +66,14 @@ struct file;
  * @recv_lock:		serializes RECV
  * @recv_claim:		the entry a RECV is delivering, or NULL
  * @flush_seq:		number of resets and disconnects so far
+ * @flushing:		resets and disconnects in progress (RECV claims nothing
+ *			meanwhile: they drop the queue)
  */
 struct bus1_peer {
 	struct kref ref;
 	u64 id;
 	atomic64_t tx_seq;
-	struct mutex lock;
+	struct mutex lock;		/* all but the constant fields: see DOC */
 	wait_queue_head_t waitq;
 	bool disconnected;
 	struct bus1_user *user;
@@ -81,9 +85,10 @@ struct bus1_peer {
 	struct file *file;
 	struct list_head gc_link;
 	size_t n_unix_entries;
-	struct mutex recv_lock;
+	struct mutex recv_lock;	/* one RECV at a time */
 	struct bus1_entry *recv_claim;
 	u64 flush_seq;
+	unsigned int flushing;
 };
 
 /* Per-message limits, module parameters (main.c). */

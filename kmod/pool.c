@@ -116,11 +116,15 @@ static void bus1_pool_share_put(struct bus1_pool *pool, struct bus1_slice *slice
 	if (!share)
 		return;
 	slice->share = NULL;
-	if (WARN_ON(share->bytes < slice->size))
+	if (WARN_ON(share->bytes < slice->size || !share->n_slices)) {
 		share->bytes = 0;
-	else
+		share->n_slices = 0;
+	} else {
 		share->bytes -= slice->size;
-	if (!share->bytes) {
+		share->n_slices--;
+	}
+	if (!share->bytes || !share->n_slices) {
+		WARN_ON(share->bytes || share->n_slices);
 		rb_erase(&share->rb, &pool->shares);
 		kfree(share);
 		bus1_stat_dec(BUS1_STAT_SHARES);
@@ -145,6 +149,8 @@ int bus1_pool_init(struct bus1_pool *pool, struct mutex *lock)
 	pool->busy_tree = RB_ROOT;
 	pool->shares = RB_ROOT;
 	pool->allocated = 0;
+	pool->n_busy = 0;
+	pool->max_slices = max_t(unsigned int, READ_ONCE(bus1_max_slices), 1);
 	pool->size = size;
 	pool->f = NULL;
 	pool->lock = lock;
@@ -182,7 +188,7 @@ void bus1_pool_deinit(struct bus1_pool *pool)
 		return;
 
 	WARN_ON(!RB_EMPTY_ROOT(&pool->busy_tree));
-	WARN_ON(pool->allocated);
+	WARN_ON(pool->allocated || pool->n_busy);
 	WARN_ON(!RB_EMPTY_ROOT(&pool->shares));
 	list_for_each_entry_safe(slice, t, &pool->slices, entry) {
 		list_del(&slice->entry);
@@ -201,19 +207,20 @@ void bus1_pool_deinit(struct bus1_pool *pool)
  *		@limited
  *
  * Return: the new busy, in-flight slice, ERR_PTR(-EDQUOT) if a limited
- * sender would exceed its share, ERR_PTR(-ENOSPC) if no free range is large
- * enough, or ERR_PTR(-ENOMEM).
+ * sender would exceed its share (of bytes or of slices), ERR_PTR(-ENOSPC)
+ * if no free range is large enough or the pool has @max_slices busy slices,
+ * or ERR_PTR(-ENOMEM).
  */
 struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool limited,
 				   kuid_t uid)
 {
 	struct bus1_slice *slice = NULL, *s, *rest;
 	struct bus1_pool_share *share = NULL, *new_share = NULL;
-	size_t avail;
+	size_t avail, avail_slices;
 	struct rb_node *n;
 
 	lockdep_assert_held(pool->lock);
-	if (size > pool->size)
+	if (size > pool->size || pool->n_busy >= pool->max_slices)
 		return ERR_PTR(-ENOSPC);
 	size = ALIGN(max_t(size_t, size, 8), 8);
 
@@ -228,6 +235,10 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
 		share = bus1_pool_share_find(pool, uid);
 		if (size <= avail && (share ? share->bytes : 0) + size > avail - size)
 			return ERR_PTR(-EDQUOT);
+		/* the same rule for the number of slices; at least 1 is free */
+		avail_slices = pool->max_slices - pool->n_busy;
+		if ((share ? share->n_slices : 0) + 1 > avail_slices - 1)
+			return ERR_PTR(-EDQUOT);
 		if (!share) {
 			new_share = kmalloc(sizeof(*new_share), GFP_KERNEL_ACCOUNT);
 			if (!new_share)
@@ -235,6 +246,7 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
 			RB_CLEAR_NODE(&new_share->rb);
 			new_share->uid = uid;
 			new_share->bytes = 0;
+			new_share->n_slices = 0;
 		}
 	}
 
@@ -271,6 +283,7 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
 	slice->published = false;
 	bus1_pool_link_busy(pool, slice);
 	pool->allocated += slice->size;
+	pool->n_busy++;
 
 	if (new_share) {
 		bus1_pool_share_link(pool, new_share);
@@ -279,6 +292,7 @@ struct bus1_slice *bus1_pool_alloc(struct bus1_pool *pool, size_t size, bool lim
 	}
 	if (share) {
 		share->bytes += slice->size;
+		share->n_slices++;
 		slice->share = share;
 	}
 	return slice;
@@ -388,8 +402,9 @@ void bus1_pool_free(struct bus1_pool *pool, struct bus1_slice *slice)
 		return;
 
 	rb_erase(&slice->rb, &pool->busy_tree);
-	WARN_ON(pool->allocated < slice->size);
+	WARN_ON(pool->allocated < slice->size || !pool->n_busy);
 	pool->allocated -= slice->size;
+	pool->n_busy--;
 	bus1_pool_share_put(pool, slice);
 	slice->published = false;
 	dirty_start = ALIGN_DOWN(slice->offset, PAGE_SIZE);

@@ -44,6 +44,17 @@
  * Shares live in a per-pool rb-tree by uid and exist only while they are not
  * zero.
  *
+ * Slices: every busy slice costs kernel memory (its descriptor, and the free
+ * fragment it may split off), which neither the bytes quota (in-flight only)
+ * nor the pool size (8 bytes a slice) bounds for slices the receiver keeps.
+ * So a pool holds at most @max_slices busy slices (module parameter
+ * max_slices, taken when the pool is created): beyond that it is full,
+ * ENOSPC, like a pool without room. Limited senders are held to the same
+ * rule for their number of slices as for their bytes, so one foreign user
+ * cannot use up the count either:
+ *
+ *	share slices + 1 <= free slices - 1	(free: max_slices - busy, before)
+ *
  * Locking: the pool has no lock of its own. Every function except
  * bus1_pool_write_iter() and bus1_pool_write_kvec() requires the owning
  * peer's lock (@lock, asserted). The write functions only use the file and
@@ -71,11 +82,13 @@ struct vm_area_struct;
  * @uid:	the sending user
  * @bytes:	bytes of the busy slices accounted to this share (never 0
  *		while linked)
+ * @n_slices:	number of those slices (never 0 while linked)
  */
 struct bus1_pool_share {
 	struct rb_node rb;
 	kuid_t uid;
 	size_t bytes;
+	size_t n_slices;
 };
 
 /**
@@ -107,6 +120,8 @@ struct bus1_slice {
  * @f:		the shmem file backing the pool
  * @size:	its size
  * @allocated:	bytes in busy slices
+ * @n_busy:	number of busy slices
+ * @max_slices:	the most busy slices it may have
  * @slices:	all slices, ordered by offset
  * @free_tree:	free slices, ordered by size
  * @busy_tree:	busy slices, ordered by offset
@@ -119,16 +134,19 @@ struct bus1_pool {
 	struct file *f;
 	size_t size;
 	size_t allocated;
+	size_t n_busy;
+	size_t max_slices;
 	struct list_head slices;
 	struct rb_root free_tree;
 	struct rb_root busy_tree;
 	struct rb_root shares;
-	struct mutex *lock;
+	struct mutex *lock;		/* the owner peer's lock: guards the pool */
 	struct list_head punch_list;
 	bool defer_punch;
 };
 
 extern unsigned long bus1_pool_size;
+extern unsigned int bus1_max_slices;
 
 int bus1_pool_init(struct bus1_pool *pool, struct mutex *lock);
 void bus1_pool_deinit(struct bus1_pool *pool);

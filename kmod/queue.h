@@ -86,7 +86,7 @@ struct bus1_queue_node {
 struct bus1_queue {
 	struct rb_root_cached tree;
 	u64 clock;
-	struct mutex *lock;
+	struct mutex *lock;		/* the owner peer's lock: guards the queue */
 };
 
 static inline bool bus1_queue_node_is_queued(const struct bus1_queue_node *qn)

@@ -41,6 +41,9 @@ void bus1_tx_init(struct bus1_tx *tx, struct bus1_peer *sender)
  *
  * On success the transaction owns the entry.
  *
+ * A NODE_RELEASE entry supersedes the one its node had queued
+ * (bus1_node_supersede_release()).
+ *
  * Return: 0, or -EHOSTUNREACH if the destination is disconnected or the
  * destination node (DATA, NODE_RELEASE) is being destroyed (the entry stays
  * the caller's).
@@ -48,6 +51,7 @@ void bus1_tx_init(struct bus1_tx *tx, struct bus1_peer *sender)
 int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry)
 {
 	struct bus1_peer *peer = entry->peer;
+	struct bus1_entry *superseded = NULL;
 	u64 clock;
 
 	if (WARN_ON(tx->timestamp))
@@ -59,11 +63,14 @@ int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry)
 		mutex_unlock(&peer->lock);
 		return -EHOSTUNREACH;
 	}
+	if (entry->type == BUS1_ENTRY_NODE_RELEASE)
+		superseded = bus1_node_supersede_release(entry->node, entry);
 	clock = bus1_queue_stage(&peer->queue, &entry->qnode, tx->sender->id, tx->seq,
 				 tx->index++);
 	if (entry->message && entry->message->n_unix)
 		peer->n_unix_entries++;
 	mutex_unlock(&peer->lock);
+	bus1_entry_free(superseded);
 
 	tx->clock = max(tx->clock, clock);
 	list_add_tail(&entry->tx_link, &tx->entries);
@@ -97,7 +104,8 @@ u64 bus1_tx_timestamp(struct bus1_tx *tx)
  * @tx:		transaction, after bus1_tx_timestamp()
  *
  * An entry whose destination disconnected since staging is dropped: the
- * message was delivered to a peer that then went away.
+ * message was delivered to a peer that then went away. So is a NODE_RELEASE
+ * that a later one superseded while it was staged.
  */
 void bus1_tx_commit(struct bus1_tx *tx)
 {
@@ -116,6 +124,13 @@ void bus1_tx_commit(struct bus1_tx *tx)
 		if (peer->disconnected) {
 			bus1_entry_unlink(entry, false);
 			list_add_tail(&entry->tx_link, &drop);
+		} else if (entry->type == BUS1_ENTRY_NODE_RELEASE &&
+			   entry->node->release_entry != entry) {
+			bus1_entry_unlink(entry, false);
+			list_add_tail(&entry->tx_link, &drop);
+			/* it may have blocked what is behind it, as in an abort */
+			if (bus1_queue_peek(&peer->queue))
+				wake_up_interruptible_poll(&peer->waitq, EPOLLIN | EPOLLRDNORM);
 		} else if (bus1_queue_commit(&peer->queue, &entry->qnode, tx->timestamp)) {
 			/*
 			 * Under the lock: once it is unlocked, the receiver may

@@ -4,8 +4,8 @@
  */
 
 #include <linux/err.h>
-#include <linux/lockdep.h>
 #include <linux/mutex.h>
+#include <linux/refcount.h>
 #include <linux/slab.h>
 #include "user.h"
 
@@ -66,15 +66,8 @@ struct bus1_user *bus1_user_ref(struct bus1_user *user)
 	return user;
 }
 
-static void bus1_user_release(struct kref *ref)
-	__releases(&bus1_user_lock)
+static void bus1_user_free(struct bus1_user *user)
 {
-	struct bus1_user *user = container_of(ref, struct bus1_user, ref);
-
-	lockdep_assert_held(&bus1_user_lock);
-	rb_erase(&user->rb, &bus1_user_tree);
-	mutex_unlock(&bus1_user_lock);
-
 	/* every charge must have been returned before the last reference */
 	WARN_ON(atomic64_read(&user->bytes));
 	WARN_ON(atomic64_read(&user->messages));
@@ -88,12 +81,19 @@ static void bus1_user_release(struct kref *ref)
  * bus1_user_unref() - drop a reference
  * @user:	user object, or NULL
  *
+ * The last reference is dropped under bus1_user_lock, so that a lookup
+ * never finds a user on its way out; the lock is taken and released here
+ * (not in a kref release callback), which keeps it balanced for sparse.
+ *
  * Return: NULL
  */
 struct bus1_user *bus1_user_unref(struct bus1_user *user)
 {
-	if (user)
-		kref_put_mutex(&user->ref, bus1_user_release, &bus1_user_lock);
+	if (!user || !refcount_dec_and_mutex_lock(&user->ref.refcount, &bus1_user_lock))
+		return NULL;
+	rb_erase(&user->rb, &bus1_user_tree);
+	mutex_unlock(&bus1_user_lock);
+	bus1_user_free(user);
 	return NULL;
 }
 
@@ -160,6 +160,19 @@ void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge
 int bus1_user_charge_objects(struct bus1_user *user, unsigned int n)
 {
 	return bus1_user_add(&user->objects, n, bus1_quota_objects) ? 0 : -EDQUOT;
+}
+
+/**
+ * bus1_user_force_objects() - charge objects that cannot be refused
+ * @user:	the user to charge
+ * @n:		how many objects
+ *
+ * For what must not fail (a node destruction's notifications): the count
+ * may exceed quota_objects, and later charges fail until it is back below.
+ */
+void bus1_user_force_objects(struct bus1_user *user, unsigned int n)
+{
+	atomic64_add(n, &user->objects);
 }
 
 /**

@@ -6,8 +6,9 @@
  * DOC: Users and quotas
  *
  * A bus1_user is the accounting object of one real uid. Every message in
- * flight is charged to the real uid of the task that sent it: the bytes of the slice it occupies in the receiver's pool, one
- * message, and the handles and fds it carries. The charge is taken per
+ * flight is charged to the real uid of the task that sent it: the bytes of
+ * the slice it occupies in the receiver's pool, one message, and the handles
+ * and fds it carries. The charge is taken per
  * destination when the message is staged and lifted when the receiver takes
  * the message off its queue (RECV without PEEK, reset, disconnect) - not when
  * the receiver frees the slice, so a receiver cannot make a sender's quota
@@ -24,7 +25,10 @@
  * opener's uid, as the object belongs to the peer, not to a task), from its
  * creation until it is freed, against quota_objects. Without it one user
  * could make the kernel allocate nodes until memory runs out; the slab
- * memory is also charged to the allocating task's memory cgroup.
+ * memory is also charged to the allocating task's memory cgroup. A queued
+ * NODE_DESTROY notification counts as one object of its receiver's user
+ * until it is freed; it is charged even beyond the quota, since a
+ * destruction cannot fail (node.h).
  *
  * Users live in a global rb-tree keyed by kuid, protected by a mutex that is
  * only taken to look up, insert and remove users. A peer keeps the user of
@@ -62,7 +66,8 @@ struct bus1_charge {
  * @messages:	messages in flight
  * @handles:	handles in flight
  * @fds:	fds in flight
- * @objects:	nodes and handles held by the user's peers
+ * @objects:	nodes and handles held by the user's peers, and
+ *		NODE_DESTROY notifications queued for them
  */
 struct bus1_user {
 	struct kref ref;
@@ -108,6 +113,7 @@ static inline void bus1_charge_sub(struct bus1_charge *sum, const struct bus1_ch
 int bus1_user_charge(struct bus1_user *user, const struct bus1_charge *charge);
 void bus1_user_uncharge(struct bus1_user *user, const struct bus1_charge *charge);
 int bus1_user_charge_objects(struct bus1_user *user, unsigned int n);
+void bus1_user_force_objects(struct bus1_user *user, unsigned int n);
 void bus1_user_uncharge_objects(struct bus1_user *user, unsigned int n);
 
 #endif /* __BUS1_USER_H */

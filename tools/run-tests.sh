@@ -32,6 +32,10 @@ need_suite() {
         { echo "run-tests: $1 defines no '$2' tests (see its meson-logs)" >&2; exit 1; }
 }
 
+# Static checks of the kernel module (about 30 s): checkpatch --strict and
+# sparse against both kernels; any report fails.
+kmod/check-style.sh "$kver_6_1" "$kver_6_12"
+
 meson setup build-test -Dwerror=true -Dkernel_version="$kver_6_1" --wipe >/dev/null 2>&1 ||
     meson setup build-test -Dwerror=true -Dkernel_version="$kver_6_1"
 need_suite build-test kmod

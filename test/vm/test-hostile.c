@@ -21,6 +21,12 @@
  *	holds its node any more.
  *   destroyed_in_flight, pool_size_param: handle translation of destroyed nodes; pool_size
  *	accepts no value above 256 MiB.
+ *   flush_race: a reset of a peer racing node creation by another thread of it frees no node
+ *	without destroying it (no kernel WARNING in 10 s), and every holder is told NODE_DESTROY.
+ *   slice_bound: received slices a peer keeps are bounded by max_slices (ENOSPC), a foreign
+ *	sender gets half of that count (EDQUOT).
+ *   notify_bound: unread NODE_RELEASEs are coalesced per node, unread NODE_DESTROYs count
+ *	against quota_objects (300,000 and 600,000 attempts; slab measured).
  *
  * Every figure a case measures is printed as one "hostile: <case>: ..." line.
  *
@@ -1602,8 +1608,12 @@ static void quota_objects_body(void)
 		hp_slice_release(a.fd, c.offset);
 	} else {
 		/* still queued: release a node of A (node + handle: two objects), then it works */
+		/*
+		 * The owner's release destroys the node: its NODE_DESTROY to A counts one object
+		 * until A receives it (behind the message), so one object comes back.
+		 */
 		ASSERT_OK(hp_release(a.fd, nodes[k - 1]));
-		CHECK(used_objects_as(UID_A, &a) == u0 + 2 * k - 2,
+		CHECK(used_objects_as(UID_A, &a) == u0 + 2 * k - 1,
 		      "used_objects %llu after releasing a node",
 		      (unsigned long long)used_objects_as(UID_A, &a));
 		r = hp_recv(a.fd, 0, &c);
@@ -1613,7 +1623,7 @@ static void quota_objects_body(void)
 			      "RECV got another message");
 			CHECK(c.n_handles == 1 && (hp_handles(&a, &c)[0] & BUS1_HANDLE_FLAG_REMOTE),
 			      "RECV: the carried handle is not a new remote handle");
-			CHECK(used_objects_as(UID_A, &a) == u0 + 2 * k - 1,
+			CHECK(used_objects_as(UID_A, &a) == u0 + 2 * k,
 			      "used_objects %llu after receiving a new handle",
 			      (unsigned long long)used_objects_as(UID_A, &a));
 			hp_slice_release(a.fd, c.offset);
@@ -2217,6 +2227,441 @@ static void pool_size_param(void)
 	CHECK(restored == orig, "pool_size not restored: %lld", restored);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * 6. A reset racing node creation. One thread of a peer P keeps handing P a handle to another
+ * peer's node and resetting P (the reset's release of that handle owes the other peer a
+ * NODE_RELEASE), while a second thread keeps creating nodes of P (some handed to a third peer
+ * R), sending to them and receiving. No node may end up freed without having been destroyed
+ * (the kernel WARNs), and every holder of a node P owned must be told NODE_DESTROY by the
+ * final reset at the latest. The WARNs are counted in the kernel log.
+ */
+
+enum { FR_SECONDS = 10, FR_MAX_GIVEN = 4096 };
+
+static struct {
+	struct hpeer p, q, r;
+	uint64_t q_node;
+	atomic_bool stop;
+	unsigned long n_resets, n_creates, n_msgs, n_edquot, n_create_edquot;
+	size_t n_given;
+	uint64_t given[FR_MAX_GIVEN];	/* R's ids of P's nodes, ascending */
+} fr;
+
+static void *fr_resetter(void *arg)
+{
+	struct bus1_cmd_peer_reset reset = { 0 };
+	unsigned long i;
+	uint64_t h;
+	int r;
+
+	(void)arg;
+	for (i = 0; !atomic_load(&fr.stop); i++) {
+		h = fr.q_node;
+		r = hp_transfer(fr.q.fd, &h, fr.p.fd, NULL);
+		if (r < 0)
+			kt_fail("HANDLE_TRANSFER(Q's node -> P): %s", strerror(-r));
+		r = xioctl(fr.p.fd, BUS1_CMD_PEER_RESET, &reset);
+		if (r < 0)
+			kt_fail("PEER_RESET: %s", strerror(-r));
+		/* the NODE_RELEASEs this owes Q */
+		if (i % 256 == 255)
+			hp_drain(&fr.q);
+	}
+	fr.n_resets = i;
+	return NULL;
+}
+
+static void *fr_creator(void *arg)
+{
+	struct bus1_cmd_recv c;
+	unsigned long i;
+	uint64_t h, d;
+	bool give;
+	int r;
+
+	(void)arg;
+	for (i = 0; !atomic_load(&fr.stop); i++) {
+		give = i % 8 == 0 && fr.n_given < FR_MAX_GIVEN;
+		h = BUS1_HANDLE_CREATE;
+		d = BUS1_HANDLE_INVALID;
+		r = hp_transfer(fr.p.fd, &h, give ? fr.r.fd : fr.p.fd, &d);
+		/* EHOSTUNREACH: a reset destroyed the new node before the destination got it */
+		if (r == -EHOSTUNREACH)
+			continue;
+		if (r == -EDQUOT && !fr.n_create_edquot++) {
+			struct bus1_cmd_peer_query q;
+
+			query_objects(fr.p.fd, &q);
+			REPORT("first CREATE EDQUOT after %lu: used_objects %llu used_messages %llu",
+			       i, (unsigned long long)q.used_objects,
+			       (unsigned long long)q.used_messages);
+		}
+		if (r == -EDQUOT)
+			continue;
+		if (r < 0)
+			kt_fail("HANDLE_TRANSFER(CREATE): %s", strerror(-r));
+		if (give)
+			fr.given[fr.n_given++] = d;
+		/* the reset may have destroyed the node or released the handle already */
+		r = hp_send1(fr.p.fd, h, "ping", 4, -1);
+		fr.n_edquot += r == -EDQUOT;
+		if (r < 0 && r != -EHOSTUNREACH && r != -ENXIO && r != -EDQUOT)
+			kt_fail("SEND to a new node: %s", strerror(-r));
+		fr.n_msgs += r == 0;
+		while ((r = hp_recv(fr.p.fd, 0, &c)) == 0) {
+			if (c.offset == BUS1_OFFSET_INVALID)
+				continue;
+			r = hp_slice_release(fr.p.fd, c.offset);
+			if (r < 0 && r != -ENXIO)	/* ENXIO: a reset freed it */
+				kt_fail("SLICE_RELEASE: %s", strerror(-r));
+		}
+		if (r != -EAGAIN)
+			kt_fail("RECV: %s", strerror(-r));
+	}
+	fr.n_creates = i;
+	return NULL;
+}
+
+static void fr_run(void *arg, struct result *res)
+{
+	struct bus1_cmd_peer_reset reset = { 0 };
+	struct bus1_cmd_peer_query q;
+	struct bus1_cmd_recv c;
+	pthread_t t1, t2;
+	size_t n_told = 0, n_other = 0, n_twice = 0, lo, hi, mid;
+	uint8_t *told;
+
+	(void)arg;
+	fr.p = hp_open();
+	fr.q = hp_open();
+	fr.r = hp_open();
+	fr.q_node = hp_node(&fr.q, &fr.q, NULL);
+	ASSERT_OK(-pthread_create(&t1, NULL, fr_resetter, NULL));
+	ASSERT_OK(-pthread_create(&t2, NULL, fr_creator, NULL));
+	sleep(FR_SECONDS);
+	atomic_store(&fr.stop, true);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+
+	/* every node P still owns is destroyed now: R must have heard of each one */
+	ASSERT_OK(xioctl(fr.p.fd, BUS1_CMD_PEER_RESET, &reset));
+	hp_drain(&fr.q);
+	query_objects(fr.p.fd, &q);
+	REPORT("%lu SENDs, %lu failed with EDQUOT; after a reset and a drain: used_messages %llu",
+	       fr.n_msgs, fr.n_edquot, (unsigned long long)q.used_messages);
+	told = calloc(FR_MAX_GIVEN, 1);
+	ASSERT(told);
+	while (hp_recv(fr.r.fd, 0, &c) == 0) {
+		if (c.type != BUS1_MSG_NODE_DESTROY) {
+			++n_other;
+			if (c.offset != BUS1_OFFSET_INVALID)
+				hp_slice_release(fr.r.fd, c.offset);
+			continue;
+		}
+		for (lo = 0, hi = fr.n_given; lo < hi;) {
+			mid = (lo + hi) / 2;
+			if (fr.given[mid] < c.destination)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < fr.n_given && fr.given[lo] == c.destination) {
+			n_twice += told[lo];
+			told[lo] = 1;
+		} else {
+			++n_other;
+		}
+	}
+	for (lo = 0; lo < fr.n_given; lo++)
+		n_told += told[lo];
+	free(told);
+	res->v[0] = fr.n_resets;
+	res->v[1] = fr.n_creates;
+	res->v[2] = fr.n_given;
+	res->v[3] = n_told;
+	CHECK(n_other == 0 && n_twice == 0, "R got %zu unexpected entries, %zu duplicates",
+	      n_other, n_twice);
+	hp_close(&fr.p);
+	hp_close(&fr.q);
+	hp_close(&fr.r);
+}
+
+/* Kernel log records from @fd on: how many contain "WARNING:", how many of those @what. */
+static size_t kmsg_warnings(int fd, const char *what, size_t *n_what)
+{
+	char rec[8192];
+	size_t n = 0;
+	ssize_t len;
+
+	*n_what = 0;
+	for (;;) {
+		len = read(fd, rec, sizeof(rec) - 1);
+		if (len < 0 && errno == EPIPE)	/* overwritten records: go on */
+			continue;
+		if (len <= 0)
+			break;
+		rec[len] = 0;
+		if (strstr(rec, "WARNING:")) {
+			++n;
+			*n_what += strstr(rec, what) != NULL;
+		}
+	}
+	return n;
+}
+
+static void flush_race(void)
+{
+	size_t n_warn, n_node;
+	struct job j;
+	int kfd;
+
+	/* only records from now on */
+	kfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	ASSERT(kfd >= 0);
+	ASSERT(lseek(kfd, 0, SEEK_END) >= 0);
+
+	j = job_start(UID_A, fr_run, NULL);
+	if (!job_wait(&j, (FR_SECONDS + 40) * 1000))
+		kt_fail("the race did not end within %d s", FR_SECONDS + 40);
+
+	n_warn = kmsg_warnings(kfd, "bus1_node_free", &n_node);
+	close(kfd);
+	REPORT("%d s as uid %d: %llu resets, %llu creations; %zu kernel WARNINGs (%zu in bus1_node_free); R was given %llu nodes, told NODE_DESTROY of %llu",
+	       FR_SECONDS, UID_A, (unsigned long long)j.res.v[0], (unsigned long long)j.res.v[1],
+	       n_warn, n_node, (unsigned long long)j.res.v[2], (unsigned long long)j.res.v[3]);
+	CHECK(n_warn == 0, "%zu kernel WARNINGs during the race", n_warn);
+	CHECK(j.res.v[3] == j.res.v[2], "%llu of R's %llu handles were never told NODE_DESTROY",
+	      (unsigned long long)(j.res.v[2] - j.res.v[3]), (unsigned long long)j.res.v[2]);
+	CHECK(j.res.v[0] > 0 && j.res.v[1] > 0, "the race did not run");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * 7. Slices a receiver keeps. A slice that was received and not released is outside the
+ * message quotas (those end at RECV), and the pool size bounds them only at 8 bytes each: a
+ * peer's pool holds at most max_slices busy slices (ENOSPC beyond, like a full pool), and a
+ * foreign user gets at most half of what is left of that count (EDQUOT, like its share of
+ * the bytes).
+ */
+
+enum { SB_TRIES = 200000 };
+
+static unsigned long long sb_max(void)
+{
+	long long v = kt_read_ll(PARAM_DIR "max_slices");
+
+	return v < 0 ? 0 : (unsigned long long)v;
+}
+
+/* As uid A: 4-byte messages to itself, each received and kept, until a SEND fails. */
+static void sb_self(void *arg, struct result *res)
+{
+	struct hpeer p = hp_open();
+	struct bus1_cmd_recv c;
+	uint64_t n, first = BUS1_OFFSET_INVALID;
+	long long slab0 = kt_meminfo_kb("Slab");
+	size_t k;
+	int r = 0;
+
+	(void)arg;
+	n = hp_node(&p, &p, NULL);
+	for (k = 0; k < SB_TRIES; k++) {
+		r = hp_send1(p.fd, n, "keep", 4, -1);
+		if (r < 0)
+			break;
+		ASSERT_OK(hp_recv(p.fd, 0, &c));
+		if (first == BUS1_OFFSET_INVALID)
+			first = c.offset;
+	}
+	res->v[0] = k;
+	res->r = r;
+	res->v[1] = (uint64_t)(kt_meminfo_kb("Slab") - slab0);
+	/* one slice released: room for exactly one more */
+	if (r < 0) {
+		ASSERT_OK(hp_slice_release(p.fd, first));
+		res->v[2] = hp_send1(p.fd, n, "more", 4, -1) == 0;
+		res->v[3] = hp_send1(p.fd, n, "more", 4, -1) == r;
+	}
+	hp_close(&p);
+}
+
+static struct {
+	struct hpeer a, b;
+	uint64_t a_n, b_n;
+} sb;
+
+/* Send 4-byte messages to @h of @p (nobody receives them) until a SEND fails. */
+static void sb_fill(struct hpeer *p, uint64_t h, struct result *res)
+{
+	size_t k;
+	int r = 0;
+
+	for (k = 0; k < SB_TRIES; k++) {
+		r = hp_send1(p->fd, h, "fill", 4, -1);
+		if (r < 0)
+			break;
+	}
+	res->v[0] = k;
+	res->r = r;
+}
+
+static void sb_foreign(void *arg, struct result *res)
+{
+	(void)arg;
+	sb_fill(&sb.b, sb.b_n, res);
+}
+
+static void sb_owner(void *arg, struct result *res)
+{
+	(void)arg;
+	sb_fill(&sb.a, sb.a_n, res);
+}
+
+/* With a small max_slices (1024): the peers are opened under it. */
+static void sb_share_body(void)
+{
+	unsigned long long max = sb_max();
+	struct job j;
+
+	/* a foreign sender gets half of the count, the owner's user the rest */
+	sb.a = hp_open_as(UID_A);
+	sb.b = hp_open_as(UID_B);
+	sb.a_n = hp_node(&sb.a, &sb.b, &sb.b_n);
+	j = job_start(UID_B, sb_foreign, NULL);
+	if (!job_wait(&j, 50000))
+		kt_fail("the foreign sender did not end");
+	REPORT("max_slices %llu: uid %d into uid %d's pool: %llu messages, then %s", max, UID_B,
+	       UID_A, (unsigned long long)j.res.v[0],
+	       j.res.r ? strerrorname_np(-j.res.r) : "no error");
+	CHECK(j.res.r == -EDQUOT && j.res.v[0] == max / 2,
+	      "foreign sender: %llu accepted then %s (expected %llu, EDQUOT)",
+	      (unsigned long long)j.res.v[0], strerrorname_np(-j.res.r), max / 2);
+	j = job_start(UID_A, sb_owner, NULL);
+	if (!job_wait(&j, 50000))
+		kt_fail("the owner's sender did not end");
+	REPORT("uid %d into its own pool after that: %llu messages, then %s", UID_A,
+	       (unsigned long long)j.res.v[0], j.res.r ? strerrorname_np(-j.res.r) : "no error");
+	CHECK(j.res.r == -ENOSPC && j.res.v[0] == max - max / 2,
+	      "owner: %llu accepted then %s (expected %llu, ENOSPC)",
+	      (unsigned long long)j.res.v[0], strerrorname_np(-j.res.r), max - max / 2);
+	hp_close(&sb.a);
+	hp_close(&sb.b);
+}
+
+static void slice_bound(void)
+{
+	unsigned long long max = sb_max();
+	struct job j;
+
+	REPORT("max_slices %llu%s", max, max ? "" : " (no such parameter)");
+	j = job_start(UID_A, sb_self, NULL);
+	if (!job_wait(&j, 50000))
+		kt_fail("filling a pool with kept slices did not end");
+	REPORT("uid %d: %llu self-sent 4-byte messages received and kept, then %s; Slab %+lld KiB",
+	       UID_A, (unsigned long long)j.res.v[0],
+	       j.res.r ? strerrorname_np(-j.res.r) : "no error", (long long)j.res.v[1]);
+	CHECK(j.res.v[0] < SB_TRIES, "all %d kept slices accepted: no bound", SB_TRIES);
+	CHECK(j.res.r == -ENOSPC, "the bound fails with %s, not ENOSPC",
+	      strerrorname_np(-j.res.r));
+	CHECK(max && j.res.v[0] == max, "%llu slices accepted, max_slices is %llu",
+	      (unsigned long long)j.res.v[0], max);
+	CHECK(j.res.v[2] && j.res.v[3], "after releasing one slice: one more SEND %s, the next %s",
+	      j.res.v[2] ? "works" : "fails", j.res.v[3] ? "fails again" : "does not fail");
+	CHECK(kt_write_str(PARAM_DIR "max_slices", "0") == -EINVAL, "max_slices accepts 0");
+
+	/* small enough that the foreign sender's message quota is not what stops it */
+	with_param("max_slices", "1024", sb_share_body);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * 8. Notifications a peer never reads. NODE_RELEASE (its node handed to another peer and
+ * released there, in a loop) is coalesced per node: one stays queued. NODE_DESTROY (a node
+ * created and its owner handle released, in a loop: one NODE_DESTROY to the owner each time)
+ * counts one object until received, so the loop ends in EDQUOT within quota_objects. The
+ * kernel's unreclaimable slab is measured around each loop.
+ */
+
+enum { NB_RELEASES = 300000, NB_DESTROYS = 600000 };
+
+static void nb_run(void *arg, struct result *res)
+{
+	struct hpeer p = hp_open(), q = hp_open();
+	struct bus1_cmd_peer_query qq;
+	struct bus1_cmd_recv c;
+	long long s0;
+	uint64_t n, h;
+	size_t k, queued = 0;
+	int r = 0;
+
+	(void)arg;
+	/* releases */
+	n = hp_node(&p, &p, NULL);
+	s0 = kt_meminfo_kb("SUnreclaim");
+	for (k = 0; k < NB_RELEASES; k++) {
+		h = hp_give(&p, n, &q);
+		ASSERT_OK(hp_release(q.fd, h));
+	}
+	res->v[0] = (uint64_t)(kt_meminfo_kb("SUnreclaim") - s0);
+	while (hp_recv(p.fd, 0, &c) == 0) {
+		CHECK(c.type == BUS1_MSG_NODE_RELEASE && c.destination == n,
+		      "unexpected entry type %llu for %llu", (unsigned long long)c.type,
+		      (unsigned long long)c.destination);
+		++queued;
+	}
+	res->v[1] = queued;
+
+	/* destructions */
+	s0 = kt_meminfo_kb("SUnreclaim");
+	for (k = 0; k < NB_DESTROYS; k++) {
+		h = BUS1_HANDLE_CREATE;
+		r = hp_transfer(p.fd, &h, p.fd, NULL);
+		if (r < 0)
+			break;
+		ASSERT_OK(hp_release(p.fd, h));
+	}
+	res->v[2] = (uint64_t)(kt_meminfo_kb("SUnreclaim") - s0);
+	res->v[3] = k;
+	res->r = r;
+	query_objects(p.fd, &qq);
+	REPORT("after %zu destructions: used_objects %llu of %llu", k,
+	       (unsigned long long)qq.used_objects, (unsigned long long)qq.quota_objects);
+	/* reading them gives the objects back */
+	queued = hp_drain(&p);
+	query_objects(p.fd, &qq);
+	REPORT("%zu entries received; used_objects %llu", queued,
+	       (unsigned long long)qq.used_objects);
+	CHECK(queued == k, "%zu NODE_DESTROYs queued for %zu destructions", queued, k);
+	CHECK(qq.used_objects == 2, "used_objects %llu after reading (the first node: 2)",
+	      (unsigned long long)qq.used_objects);
+	h = BUS1_HANDLE_CREATE;
+	CHECK(hp_transfer(p.fd, &h, p.fd, NULL) == 0, "no new node after reading");
+	hp_close(&p);
+	hp_close(&q);
+}
+
+static void notify_bound(void)
+{
+	struct job j = job_start(UID_A, nb_run, NULL);
+
+	if (!job_wait(&j, 170000))
+		kt_fail("the notification floods did not end");
+	REPORT("uid %d: %d releases of a node by another peer, never read: %llu NODE_RELEASE queued, SUnreclaim %+lld KiB",
+	       UID_A, NB_RELEASES, (unsigned long long)j.res.v[1], (long long)j.res.v[0]);
+	REPORT("uid %d: %llu of %d create+release (NODE_DESTROY to itself) accepted, then %s; SUnreclaim %+lld KiB",
+	       UID_A, (unsigned long long)j.res.v[3], NB_DESTROYS,
+	       j.res.r ? strerrorname_np(-j.res.r) : "no error", (long long)j.res.v[2]);
+	CHECK(j.res.v[1] == 1, "%llu NODE_RELEASE queued for one node",
+	      (unsigned long long)j.res.v[1]);
+	/* unbounded, 300,000 entries took 57 MB */
+	CHECK((long long)j.res.v[0] < 8192, "SUnreclaim grew by %lld KiB for one node's releases",
+	      (long long)j.res.v[0]);
+	CHECK(j.res.v[3] < NB_DESTROYS && j.res.r == -EDQUOT,
+	      "%llu unread NODE_DESTROYs accepted, then %s", (unsigned long long)j.res.v[3],
+	      j.res.r ? strerrorname_np(-j.res.r) : "no error");
+}
+
 static const struct kt_case cases[] = {
 	KT_CASE_T(cycle_leak, 60),
 	KT_CASE_T(cycle_pair, 60),
@@ -2232,6 +2677,9 @@ static const struct kt_case cases[] = {
 	KT_CASE_T(node_release_dropped, 30),
 	KT_CASE_T(destroyed_in_flight, 30),
 	KT_CASE_T(pool_size_param, 30),
+	KT_CASE_T(flush_race, 90),
+	KT_CASE_T(slice_bound, 120),
+	KT_CASE_T(notify_bound, 180),
 };
 
 int main(int argc, char **argv)

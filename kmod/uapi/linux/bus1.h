@@ -16,6 +16,12 @@
  * padding. The size of each structure is encoded in its ioctl number; a
  * mismatch fails with ENOTTY. Every "flags" field rejects unknown bits with
  * EINVAL, and every padding/reserved field must be zero (EINVAL otherwise).
+ *
+ * The structures are spelled __attribute__((__aligned__(8))), not with the
+ * kernel's __aligned(8): this header is installed for user space, where
+ * that macro does not exist. checkpatch's PREFER_DEFINED_ATTRIBUTE_MACRO
+ * warnings about it are expected (kmod/check-style.sh ignores exactly that
+ * type in this file).
  */
 
 #include <linux/ioctl.h>
