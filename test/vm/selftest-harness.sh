@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # selftest-harness.sh - prove that run-guest.sh reports what it claims to: the command's
-# status (0, 3, 77), a kernel WARN (a module that warns at load), a module that cannot be
-# unloaded (rmmod failure), and a hung command (timeout). Boots six guests (~40 s); not part of
-# the default test run. Usage: selftest-harness.sh [CACHE_DIR [KERNEL_TREE]]
+# status (0, 3, 77), a kernel WARN (a module that warns at load; with panic_on_warn too), a
+# module that cannot be unloaded (rmmod failure), and a hung command (timeout). Boots seven
+# guests (~45 s); not part of the default test run. Usage: selftest-harness.sh [CACHE_DIR [KERNEL_TREE]]
 #
 # With KERNEL_TREE (the debug kernel of build-debug-kernel.sh) it boots TREE/vmlinux instead and
 # proves that each debug checker's report fails the run: a clean run passes, then modules that
@@ -139,6 +139,10 @@ check() {
 }
 
 check 0 '' -- /bin/true
+# The suites boot with panic_on_warn (test/vm/meson.build): a WARN ends the guest at once, and
+# the console it prints shows the warning.
+check 1 'panic_on_warn set' --append 'panic_on_warn=1 loglevel=5' \
+	--module "$work/kt_warn.ko" -- /bin/true
 if [ -n "$tree" ]; then
 	check 1 'BUG: KASAN: slab-out-of-bounds' --module "$work/kt_kasan.ko" -- /bin/true
 	check 1 'possible circular locking dependency' --module "$work/kt_lockdep.ko" -- /bin/true
