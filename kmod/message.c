@@ -167,42 +167,92 @@ struct bus1_entry *bus1_entry_new_data(struct bus1_peer *peer, struct bus1_messa
 }
 
 /**
- * bus1_entry_new_notify() - create a node destruction notification
- * @peer:	the peer to notify
+ * bus1_entry_new_notify() - allocate a node destruction notification
+ * @gfp:	allocation flags (accounted to the caller's memory cgroup)
+ *
+ * A destruction cannot fail half-way (every holder must learn about it), so
+ * it must not need memory it could be refused: the entry is allocated
+ * before, when the handle it will be sent for is made (or, for the owner's
+ * own notification, before a destroy call commits to anything), within the
+ * caller's memory cgroup limit. It belongs to nobody until
+ * bus1_entry_attach_notify() addresses it; until then it is freed with
+ * bus1_entry_discard_notify().
+ *
+ * Return: the entry, or NULL.
+ */
+struct bus1_entry *bus1_entry_new_notify(gfp_t gfp)
+{
+	return bus1_entry_new(NULL, BUS1_ENTRY_NODE_DESTROY, gfp);
+}
+
+/**
+ * bus1_entry_attach_notify() - address a preallocated destruction notification
+ * @entry:	entry from bus1_entry_new_notify(), not attached yet
+ * @peer:	the peer to notify (alive: it still holds a handle of the node)
  * @handle_id:	its handle id of the destroyed node
  *
- * Destruction cannot fail half-way (every holder must learn about it), and
- * the entry is small, so this allocation does not fail. For the same
- * reason the entry is charged one object to @peer's user even beyond
- * quota_objects, until it is freed (see DOC: Nodes and handles).
- *
- * Return: the entry.
+ * The entry is charged one object to @peer's user even beyond
+ * quota_objects (a destruction cannot fail), until it is freed by
+ * bus1_entry_free() (see DOC: Nodes and handles).
  */
-struct bus1_entry *bus1_entry_new_notify(struct bus1_peer *peer, u64 handle_id)
+void bus1_entry_attach_notify(struct bus1_entry *entry, struct bus1_peer *peer, u64 handle_id)
 {
-	struct bus1_entry *entry;
-
-	entry = bus1_entry_new(peer, BUS1_ENTRY_NODE_DESTROY,
-			       GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
+	WARN_ON(entry->type != BUS1_ENTRY_NODE_DESTROY || entry->peer);
+	entry->peer = bus1_peer_ref(peer);
 	entry->handle_id = handle_id;
 	bus1_user_force_objects(peer->user, 1);
-	return entry;
+}
+
+/**
+ * bus1_entry_discard_notify() - free a destruction notification never attached
+ * @entry:	entry from bus1_entry_new_notify(), or NULL
+ */
+void bus1_entry_discard_notify(struct bus1_entry *entry)
+{
+	if (!entry)
+		return;
+	WARN_ON(entry->type != BUS1_ENTRY_NODE_DESTROY || entry->peer);
+	kfree(entry);
+	bus1_stat_dec(BUS1_STAT_ENTRIES);
+}
+
+/**
+ * bus1_entry_discard_notify_list() - free unattached notifications
+ * @list:	entries from bus1_entry_new_notify() linked by @tx_link; emptied
+ */
+void bus1_entry_discard_notify_list(struct list_head *list)
+{
+	struct bus1_entry *entry, *t;
+
+	list_for_each_entry_safe(entry, t, list, tx_link) {
+		list_del_init(&entry->tx_link);
+		bus1_entry_discard_notify(entry);
+	}
 }
 
 /**
  * bus1_entry_new_release() - create a node release notification
  * @node:	the node nothing remote refers to any more
+ * @spare:	an unattached entry of bus1_entry_new_notify() to use (the
+ *		released handle's, which it no longer needs), or NULL
  *
- * Like destruction notifications, it must not be lost, and is small.
+ * Like destruction notifications, it must not be lost, and is small: without
+ * @spare it is allocated, and this allocation does not fail.
  *
  * Return: the entry, for the node's owner.
  */
-struct bus1_entry *bus1_entry_new_release(struct bus1_node *node)
+struct bus1_entry *bus1_entry_new_release(struct bus1_node *node, struct bus1_entry *spare)
 {
-	struct bus1_entry *entry;
+	struct bus1_entry *entry = spare;
 
-	entry = bus1_entry_new(node->owner, BUS1_ENTRY_NODE_RELEASE,
-			       GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
+	if (entry) {
+		WARN_ON(entry->peer);
+		entry->type = BUS1_ENTRY_NODE_RELEASE;
+		entry->peer = bus1_peer_ref(node->owner);
+	} else {
+		entry = bus1_entry_new(node->owner, BUS1_ENTRY_NODE_RELEASE,
+				       GFP_KERNEL_ACCOUNT | __GFP_NOFAIL);
+	}
 	entry->node = bus1_node_ref(node);
 	return entry;
 }

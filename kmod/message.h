@@ -163,8 +163,11 @@ size_t bus1_message_slice_size(const struct bus1_message *message);
 
 struct bus1_entry *bus1_entry_new_data(struct bus1_peer *peer, struct bus1_message *message,
 				       struct bus1_node *node);
-struct bus1_entry *bus1_entry_new_notify(struct bus1_peer *peer, u64 handle_id);
-struct bus1_entry *bus1_entry_new_release(struct bus1_node *node);
+struct bus1_entry *bus1_entry_new_notify(gfp_t gfp);
+void bus1_entry_attach_notify(struct bus1_entry *entry, struct bus1_peer *peer, u64 handle_id);
+void bus1_entry_discard_notify(struct bus1_entry *entry);
+void bus1_entry_discard_notify_list(struct list_head *list);
+struct bus1_entry *bus1_entry_new_release(struct bus1_node *node, struct bus1_entry *spare);
 int bus1_entry_reserve(struct bus1_entry *entry);
 int bus1_entry_copy_data(struct bus1_entry *entry, struct iov_iter *iter);
 void bus1_entry_unlink(struct bus1_entry *entry, bool publish);

@@ -209,6 +209,18 @@ struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node
 	if (r < 0)
 		return ERR_PTR(r);
 	handle = kzalloc(sizeof(*handle), GFP_KERNEL_ACCOUNT);
+	/*
+	 * The holder's NODE_DESTROY is paid for now, while it can still be
+	 * refused, so that the node's destruction needs no memory (node.h).
+	 * The owner's handle has none: see bus1_peer_destroy_nodes().
+	 */
+	if (handle && node->owner != peer) {
+		handle->destroy_entry = bus1_entry_new_notify(GFP_KERNEL_ACCOUNT);
+		if (!handle->destroy_entry) {
+			kfree(handle);
+			handle = NULL;
+		}
+	}
 	if (!handle) {
 		bus1_user_uncharge_objects(peer->user, 1);
 		return ERR_PTR(-ENOMEM);
@@ -217,6 +229,7 @@ struct bus1_handle *bus1_handle_acquire(struct bus1_peer *peer, struct bus1_node
 	mutex_lock(&node->lock);
 	if (node->dead) {
 		mutex_unlock(&node->lock);
+		bus1_entry_discard_notify(handle->destroy_entry);
 		kfree(handle);
 		bus1_user_uncharge_objects(peer->user, 1);
 		return ERR_PTR(-EHOSTUNREACH);
@@ -282,6 +295,8 @@ static bool bus1_handle_unlink(struct bus1_handle *handle)
 
 static void bus1_handle_free(struct bus1_handle *handle)
 {
+	/* unlinked from the node: no destruction can take it any more */
+	bus1_entry_discard_notify(handle->destroy_entry);
 	kfree(handle);
 	bus1_stat_dec(BUS1_STAT_HANDLES);
 }
@@ -362,7 +377,13 @@ void bus1_handle_notify_released(struct list_head *released, struct bus1_peer *c
 
 	list_for_each_entry_safe(handle, t, released, link) {
 		list_del(&handle->link);
-		bus1_node_notify_release(handle->node, causer);
+		/*
+		 * A remote handle whose release is owed a NODE_RELEASE was
+		 * not destroyed, so it still has its NODE_DESTROY entry: it
+		 * becomes the release, and the flush allocates nothing.
+		 */
+		bus1_node_notify_release(handle->node, causer, handle->destroy_entry);
+		handle->destroy_entry = NULL;
 		bus1_node_unref(handle->node);
 		bus1_handle_free(handle);
 	}
@@ -375,18 +396,21 @@ void bus1_handle_notify_released(struct list_head *released, struct bus1_peer *c
  *		last remote reference, or the owner; the notification is
  *		ordered as a message it sends now would be (the caller holds a
  *		reference)
+ * @spare:	an unattached entry of bus1_entry_new_notify() to use and
+ *		own, or NULL to allocate one (see bus1_entry_new_release())
  *
  * Runs without any lock held. Nothing is queued if the owner disconnected
  * or the node is being destroyed meanwhile. An older release of the node
  * still queued is superseded (bus1_node_supersede_release()).
  */
-void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer)
+void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer,
+			      struct bus1_entry *spare)
 {
 	struct bus1_entry *entry;
 	struct bus1_tx tx;
 
 	might_sleep();
-	entry = bus1_entry_new_release(node);
+	entry = bus1_entry_new_release(node, spare);
 	bus1_tx_init(&tx, causer);
 	if (bus1_tx_stage(&tx, entry) < 0) {
 		bus1_entry_free(entry);
@@ -455,7 +479,7 @@ void bus1_node_uncarry(struct bus1_node *node)
 	notify = bus1_node_drop_remote(node);
 	mutex_unlock(&node->lock);
 	if (notify)
-		bus1_node_notify_release(node, node->owner);
+		bus1_node_notify_release(node, node->owner, NULL);
 }
 
 /**

@@ -44,6 +44,19 @@
  *   were charged within the quota; so what a user can have queued is bound
  *   by its quota_objects (twice over at most), and a user that does not
  *   read its notifications runs out of objects, not the kernel of memory.
+ *   Nor may it need memory, which a memory cgroup at its limit could only
+ *   grant beyond memory.max (__GFP_NOFAIL): every handle of a peer other
+ *   than the owner carries its NODE_DESTROY entry from its creation
+ *   (@destroy_entry, charged to the memcg of the task that made the
+ *   handle, which may fail), and a destruction only addresses and queues
+ *   them. The owner's own notification is allocated by the destroy call
+ *   before it marks anything (NODES_DESTROY, HANDLE_RELEASE; ENOMEM
+ *   leaves the nodes alone), and a reset or disconnect sends none, as it
+ *   drops its own queue right after. A remote handle thus costs an entry
+ *   more, and destroying nodes allocates nothing. A flush
+ *   that drops the last remote handle of a live node turns that handle's
+ *   unused entry into the owner's NODE_RELEASE, so it allocates nothing
+ *   either.
  *
  * Invariant: the owner's handle is released only once its node is
  * destroying (asserted), so every holder of a node is told NODE_DESTROY
@@ -59,6 +72,8 @@
  *   lock.
  * - @holders, @remote and @dead: the node's own mutex, taken inside a peer lock
  *   (peer lock -> node lock), never the other way round.
+ * - A handle's @destroy_entry: its node's mutex while the handle is on
+ *   @holders (a destruction takes it); its holder's alone once it is off.
  */
 
 #include <linux/kref.h>
@@ -123,6 +138,11 @@ struct bus1_node {
  * @holder:	the peer holding this handle (no reference: the handle is
  *		released before its holder goes away)
  * @id:		the handle id
+ * @destroy_entry:	a handle of a peer other than the owner: the
+ *		NODE_DESTROY its holder gets if the node is destroyed while
+ *		it holds the handle, allocated with the handle (see DOC);
+ *		taken by the destruction, else freed with the handle (node's
+ *		lock)
  */
 struct bus1_handle {
 	struct rb_node rb_id;
@@ -131,6 +151,7 @@ struct bus1_handle {
 	struct bus1_node *node;
 	struct bus1_peer *holder;
 	u64 id;
+	struct bus1_entry *destroy_entry;
 };
 
 /*
@@ -158,7 +179,8 @@ void bus1_handle_release_upto(struct bus1_peer *peer, u64 last, struct list_head
 void bus1_handle_notify_released(struct list_head *released, struct bus1_peer *causer);
 void bus1_node_carry(struct bus1_node *node);
 void bus1_node_uncarry(struct bus1_node *node);
-void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer);
+void bus1_node_notify_release(struct bus1_node *node, struct bus1_peer *causer,
+			      struct bus1_entry *spare);
 struct bus1_entry *bus1_node_supersede_release(struct bus1_node *node,
 					       struct bus1_entry *entry);
 void bus1_handle_discard_node(struct bus1_handle *handle);

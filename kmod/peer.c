@@ -124,11 +124,20 @@ struct bus1_peer *bus1_peer_unref(struct bus1_peer *peer)
  * timestamp, which also becomes the nodes' destroyed_ts: the owner drops
  * data entries to these nodes that are ordered after it.
  *
+ * Nothing is allocated here (a destruction cannot fail, and memory that
+ * must not be refused would go beyond a memory cgroup's limit): the other
+ * holders' entries came with their handles (@destroy_entry), and the
+ * owner's come from @spare, entries of bus1_entry_new_notify() the caller
+ * allocated, one per node, before it marked them. A flush passes NULL: it
+ * drops its own queue right after, so the owner gets none. What is left on
+ * @spare stays the caller's.
+ *
  * The caller holds a reference on @owner and no lock; the last node
  * reference can therefore be dropped under @owner's lock (freeing a node
  * only drops a reference on its owner).
  */
-static void bus1_peer_destroy_nodes(struct bus1_peer *owner, struct list_head *list)
+static void bus1_peer_destroy_nodes(struct bus1_peer *owner, struct list_head *list,
+				    struct list_head *spare)
 {
 	struct bus1_entry *entry, *t;
 	struct bus1_node *node, *tn;
@@ -145,7 +154,18 @@ static void bus1_peer_destroy_nodes(struct bus1_peer *owner, struct list_head *l
 		WARN_ON(node->dead);
 		node->dead = true;
 		list_for_each_entry(handle, &node->holders, link) {
-			entry = bus1_entry_new_notify(handle->holder, handle->id);
+			if (handle->holder == owner) {
+				if (!spare || WARN_ON(list_empty(spare)))
+					continue;
+				entry = list_first_entry(spare, struct bus1_entry, tx_link);
+				list_del_init(&entry->tx_link);
+			} else {
+				entry = handle->destroy_entry;
+				handle->destroy_entry = NULL;
+				if (WARN_ON(!entry))
+					continue;
+			}
+			bus1_entry_attach_notify(entry, handle->holder, handle->id);
 			list_add_tail(&entry->tx_link, &pending);
 		}
 		mutex_unlock(&node->lock);
@@ -236,7 +256,8 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	}
 	if (!list_empty(&destroy)) {
 		mutex_unlock(&peer->lock);
-		bus1_peer_destroy_nodes(peer, &destroy);
+		/* no NODE_DESTROY for the peer itself: its queue goes below */
+		bus1_peer_destroy_nodes(peer, &destroy, NULL);
 		mutex_lock(&peer->lock);
 	}
 
@@ -469,7 +490,9 @@ static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 	struct bus1_cmd_handle_release cmd;
 	struct bus1_node *node, *released = NULL;
 	struct bus1_handle *handle;
+	struct bus1_entry *entry;
 	LIST_HEAD(destroy);
+	LIST_HEAD(spare);
 	int r = 0;
 
 	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
@@ -489,10 +512,20 @@ static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 	}
 	node = handle->node;
 	if (node->owner == peer && !node->destroying) {
-		/* the owner lets go of a live node: destroy it first */
+		/*
+		 * The owner lets go of a live node: destroy it first. Its own
+		 * NODE_DESTROY is the one entry that did not come with a
+		 * handle; allocated before anything is marked, it may fail.
+		 */
+		entry = bus1_entry_new_notify(GFP_KERNEL_ACCOUNT);
+		if (!entry) {
+			r = -ENOMEM;
+			goto out;
+		}
+		list_add_tail(&entry->tx_link, &spare);
 		bus1_peer_mark_destroy(peer, node, &destroy);
 		mutex_unlock(&peer->lock);
-		bus1_peer_destroy_nodes(peer, &destroy);
+		bus1_peer_destroy_nodes(peer, &destroy, &spare);
 		mutex_lock(&peer->lock);
 		/* a concurrent release may have won the race */
 		handle = bus1_handle_lookup(peer, cmd.handle);
@@ -504,8 +537,9 @@ static int bus1_peer_ioctl_release(struct bus1_peer *peer, void __user *uarg)
 	released = bus1_handle_release(handle);
 out:
 	mutex_unlock(&peer->lock);
+	bus1_entry_discard_notify_list(&spare);
 	if (released) {
-		bus1_node_notify_release(released, peer);
+		bus1_node_notify_release(released, peer, NULL);
 		bus1_node_unref(released);
 	}
 	return r;
@@ -553,8 +587,10 @@ static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
 {
 	struct bus1_cmd_nodes_destroy cmd;
 	struct bus1_handle *handle;
+	struct bus1_entry *entry;
 	struct bus1_node *node, *t;
 	LIST_HEAD(destroy);
+	LIST_HEAD(spare);
 	u64 *ids;
 	size_t i;
 	int r = 0;
@@ -569,6 +605,20 @@ static int bus1_peer_ioctl_destroy(struct bus1_peer *peer, void __user *uarg)
 	ids = vmemdup_user(u64_to_user_ptr(cmd.ptr_nodes), cmd.n_nodes * sizeof(*ids));
 	if (IS_ERR(ids))
 		return PTR_ERR(ids);
+	/*
+	 * The owner's own NODE_DESTROYs, one per node: the only entries of
+	 * the destruction that did not come with a handle, so allocated here,
+	 * where failing destroys nothing (bus1_peer_destroy_nodes()).
+	 */
+	for (i = 0; i < cmd.n_nodes; i++) {
+		entry = bus1_entry_new_notify(GFP_KERNEL_ACCOUNT);
+		if (!entry) {
+			bus1_entry_discard_notify_list(&spare);
+			kvfree(ids);
+			return -ENOMEM;
+		}
+		list_add_tail(&entry->tx_link, &spare);
+	}
 
 	mutex_lock(&peer->lock);
 	if (peer->disconnected) {
@@ -610,7 +660,8 @@ out:
 	mutex_unlock(&peer->lock);
 
 	if (r >= 0)
-		bus1_peer_destroy_nodes(peer, &destroy);
+		bus1_peer_destroy_nodes(peer, &destroy, &spare);
+	bus1_entry_discard_notify_list(&spare);
 	kvfree(ids);
 	return r;
 }

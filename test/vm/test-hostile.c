@@ -15,6 +15,9 @@
  *	other user's SEND, RECV, NODES_DESTROY or multicast.
  *   memcg_nodes, quota_objects: nodes and handles are limited per user (quota_objects) and
  *	charged to the creator's memory cgroup.
+ *   memcg_destroy, memcg_release: destroying nodes held by many handles, or dropping the last
+ *	remote handles of many nodes, with the cgroup at its limit, takes memory.peak at most
+ *	MD_SLACK beyond memory.max (the notifications are paid for with the handles).
  *   multicast_hol: a large multicast does not hold up a small message to one of its
  *	destinations for its whole duration.
  *   node_release, node_release_dropped: BUS1_MSG_NODE_RELEASE tells an owner that nobody else
@@ -1530,6 +1533,190 @@ static void memcg_nodes(void)
 	}
 }
 
+/*
+ * memcg_destroy, memcg_release: a node's destruction tells every holder NODE_DESTROY, and a
+ * flush that drops the last remote handles of nodes tells their owner NODE_RELEASE; neither
+ * can fail half-way, so neither may need memory that could be refused. An attacker in a memory
+ * cgroup (memory.max 16 MiB) makes holder peers hold handles to up to MD_NODES nodes of an
+ * owner (until the cgroup is half full or EDQUOT), fills the rest of the cgroup with tmpfs
+ * pages (unreclaimable: no swap) up to MD_MARGIN below memory.max, then closes the owner
+ * (memcg_destroy: MD_HOLDERS holders, one NODE_DESTROY per holder and node) or the holder
+ * (memcg_release: one holder, one NODE_RELEASE per node). Before the fix these entries were
+ * allocated during the flush with __GFP_NOFAIL, which memcg charges beyond memory.max after an
+ * OOM kill: memory.peak 27.2 MB (+10.4 MB) for destroy, 18.1-18.3 MB (+1.4-1.5 MB) for
+ * release, on 6.1 and 6.12. Checked: memory.peak <= memory.max + MD_SLACK (1 MiB: what the kernel may still
+ * force-charge around an OOM kill, e.g. an exiting task's allocations), and the close needs
+ * no OOM kill at all (the entries come with the handles now).
+ */
+enum { MD_NODES = 22000, MD_HOLDERS = 4 };
+#define MD_MAX (16LL << 20)
+#define MD_MARGIN (256LL << 10)
+#define MD_SLACK (1LL << 20)
+
+struct md_progress {
+	_Atomic long nodes;
+	int err;
+	long long cur_created, cur_filled, filled, cur_closed;
+	int stage;
+};
+
+static void md_child(const char *cg, struct md_progress *pr, int n_holders, bool release,
+		     int done_fd, int hold_fd)
+{
+	uint64_t h, owner_h;
+	int o, hs[MD_HOLDERS], i, k, r, f;
+	char path[256], byte, buf[65536];
+
+	kt_become(UID_A);
+	o = kt_open_peer();
+	for (k = 0; k < n_holders; k++)
+		hs[k] = kt_open_peer();
+	/*
+	 * Nodes of o, each held by every holder, until MD_NODES, an error, or the cgroup is
+	 * half full (a debug kernel's objects are larger).
+	 */
+	for (i = 0; i < MD_NODES && cg_read(cg, "memory.current") < MD_MAX / 2; i++) {
+		owner_h = BUS1_HANDLE_CREATE;
+		r = hp_transfer(o, &owner_h, hs[0], NULL);
+		for (k = 1; r == 0 && k < n_holders; k++) {
+			h = owner_h;
+			r = hp_transfer(o, &h, hs[k], NULL);
+		}
+		if (r < 0) {
+			pr->err = -r;
+			break;
+		}
+		atomic_store(&pr->nodes, i + 1);
+	}
+	pr->cur_created = cg_read(cg, "memory.current");
+	pr->stage = 1;
+
+	/* the rest of the cgroup: tmpfs pages up to MD_MARGIN below the limit */
+	snprintf(path, sizeof(path), "/dev/shm/bus1-md-%d", (int)getpid());
+	f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (f < 0)
+		_exit(4);
+	unlink(path);
+	memset(buf, 0x5a, sizeof(buf));
+	while (cg_read(cg, "memory.current") + MD_MARGIN + (long long)sizeof(buf) < MD_MAX) {
+		if (write(f, buf, sizeof(buf)) != sizeof(buf))
+			break;
+		pr->filled += sizeof(buf);
+	}
+	pr->cur_filled = cg_read(cg, "memory.current");
+	pr->stage = 2;
+
+	if (release) {
+		/* the last remote handle of every node goes: a NODE_RELEASE each */
+		for (k = 0; k < n_holders; k++)
+			close(hs[k]);
+	} else {
+		/* every node destroyed: a NODE_DESTROY for each holder */
+		close(o);
+	}
+	pr->cur_closed = cg_read(cg, "memory.current");
+	pr->stage = 3;
+	if (write(done_fd, "d", 1) != 1)
+		_exit(2);
+	if (read(hold_fd, &byte, 1) < 0)
+		_exit(3);
+	_exit(0);
+}
+
+static void md_run(int n_holders, bool release)
+{
+	struct md_progress *pr;
+	long long peak, max, oom_kill, cur;
+	char cg[128], path[256], byte;
+	bool mounted = false, killed = false;
+	int p[2], q[2], status, r, i;
+	pid_t pid;
+
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0) {
+		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL) < 0)
+			kt_fail("mount cgroup2 on " CG_ROOT ": %m");
+		mounted = true;
+	}
+	r = kt_write_str(CG_ROOT "/cgroup.subtree_control", "+memory");
+	if (r < 0)
+		kt_fail("enabling the memory controller: %s", strerror(-r));
+	snprintf(cg, sizeof(cg), CG_ROOT "/bus1-md-%d", (int)getpid());
+	if (mkdir(cg, 0755) < 0)
+		kt_fail("mkdir %s: %m", cg);
+	snprintf(path, sizeof(path), "%s/memory.max", cg);
+	ASSERT_OK(kt_write_str(path, "16777216"));
+	/* no swap in the guest; and none to hide the tmpfs pages in */
+	snprintf(path, sizeof(path), "%s/memory.swap.max", cg);
+	kt_write_str(path, "0");
+
+	pr = mmap(NULL, sizeof(*pr), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT(pr != MAP_FAILED);
+	memset(pr, 0, sizeof(*pr));
+	ASSERT_OK(pipe2(p, O_CLOEXEC));
+	ASSERT_OK(pipe2(q, O_CLOEXEC));
+
+	pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		close(q[1]);
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+		r = kt_write_str(path, "0");
+		if (r < 0)
+			kt_fail("joining %s: %s", cg, strerror(-r));
+		md_child(cg, pr, n_holders, release, p[1], q[0]);
+	}
+	close(p[1]);
+	close(q[0]);
+	{
+		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+
+		if (poll(&pfd, 1, 120 * 1000) <= 0)
+			kt_fail("the child did not finish in 120 s (stage %d, %ld nodes)", pr->stage,
+				atomic_load(&pr->nodes));
+		if (read(p[0], &byte, 1) != 1)
+			killed = true;
+	}
+	cur = cg_read(cg, "memory.current");
+	peak = cg_read(cg, "memory.peak");
+	max = cg_read(cg, "memory.max");
+	oom_kill = cg_events(cg, "oom_kill");
+	close(q[1]);
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		killed = true;
+	for (i = 0; i < 50 && rmdir(cg) < 0; i++)
+		usleep(100 * 1000);
+	if (mounted)
+		umount2(CG_ROOT, MNT_DETACH);
+
+	REPORT("%ld nodes x %d holders (%s), memory.current %lld after them, %lld after %lld bytes of tmpfs, %lld after the %s close (stage %d%s)",
+	       atomic_load(&pr->nodes), n_holders, pr->err ? strerrorname_np(pr->err) : "no error",
+	       pr->cur_created, pr->cur_filled, pr->filled, pr->cur_closed,
+	       release ? "holders'" : "owner's", pr->stage,
+	       killed ? ", the child was KILLED" : "");
+	REPORT("memory.max %lld, memory.peak %lld (%+lld), memory.current at the end %lld, oom_kill %lld",
+	       max, peak, peak - max, cur, oom_kill);
+
+	CHECK(pr->stage >= 2, "the child got to stage %d only (killed: %d)", pr->stage, killed);
+	CHECK(atomic_load(&pr->nodes) >= 1000, "only %ld nodes", atomic_load(&pr->nodes));
+	CHECK(peak <= max + MD_SLACK, "memory.peak %lld exceeds memory.max %lld by %lld (slack %lld)",
+	      peak, max, peak - max, MD_SLACK);
+	CHECK(pr->stage == 3 && !killed && oom_kill == 0,
+	      "the %s close did not return (stage %d, killed: %d, oom_kill %lld)",
+	      release ? "holders'" : "owner's", pr->stage, killed, oom_kill);
+}
+
+static void memcg_destroy(void)
+{
+	md_run(MD_HOLDERS, false);
+}
+
+static void memcg_release(void)
+{
+	md_run(1, true);
+}
+
 /* Object quota: lowered to QUOTA_OBJ for the test. */
 enum { QUOTA_OBJ = 40 };
 
@@ -2689,6 +2876,8 @@ static const struct kt_case cases[] = {
 	KT_CASE_T(recv_stall, 60),
 	KT_CASE_T(send_stall, 60),
 	KT_CASE_T(memcg_nodes, 200),
+	KT_CASE_T(memcg_destroy, 150),
+	KT_CASE_T(memcg_release, 150),
 	KT_CASE_T(quota_objects, 60),
 	KT_CASE_T(multicast_hol, 120),
 	KT_CASE_T(node_release, 30),
