@@ -88,24 +88,15 @@ case "$timeout_s$boot_s" in *[!0-9]*) die "--timeout and --boot-timeout want sec
 
 qemu=$(command -v qemu-system-x86_64 || true)
 [ -n "$qemu" ] || skip "qemu-system-x86_64 not installed"
-busybox=
-for b in /bin/busybox /usr/bin/busybox; do
-	if [ -x "$b" ] && ! ldd "$b" >/dev/null 2>&1; then
-		busybox=$b
-		break
-	fi
-done
-[ -n "$busybox" ] || skip "no static busybox (apt-get install busybox-static)"
+# The helpers shared with test/vm/run-guest.sh: busybox, kernel, vmlinux, initramfs modules.
+# shellcheck source=test/vm/kernel-image.sh
+. "$here/../vm/kernel-image.sh"
+busybox=$(vm_static_busybox) || skip "no static busybox (apt-get install busybox-static)"
 for t in cpio xz gzip timeout meson; do
 	command -v $t >/dev/null || skip "$t not installed"
 done
 if [ -z "$kver" ]; then
-	for v in $(printf '%s\n' /lib/modules/*/build | cut -d/ -f4 | sort -rV); do
-		if [ -d "/lib/modules/$v/build" ] && [ -f "/boot/vmlinuz-$v" ]; then
-			kver=$v
-			break
-		fi
-	done
+	kver=$(vm_newest_kernel) || true
 fi
 [ -n "$kver" ] || skip "no kernel with both /lib/modules/VER/build and /boot/vmlinuz-VER"
 vmlinuz=/boot/vmlinuz-$kver
@@ -128,10 +119,6 @@ root=$(realpath "$root")
 
 mkdir -p "$cache/$kver"
 kcache=$(realpath "$cache/$kver")
-
-# The helpers shared with test/vm/run-guest.sh: vmlinux extraction, initramfs modules.
-# shellcheck source=test/vm/kernel-image.sh
-. "$here/../vm/kernel-image.sh"
 
 build_initramfs() {
 	local d=$kcache/initramfs.d.$$ m f tmp=$kcache/initramfs.tmp.$$

@@ -1,10 +1,38 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # shellcheck shell=bash
 #
-# kernel-image.sh - what every guest harness needs from a Debian kernel, sourced by
+# kernel-image.sh - what every guest harness needs from a Debian kernel and the host, sourced by
 # test/vm/run-guest.sh (the module suites) and test/systemd/run-systemd-guest.sh (systemd as
 # PID 1): the uncompressed vmlinux out of the bzImage, and the modules an initramfs must load
 # to mount a 9p root under an overlay.
+
+# vm_static_busybox: print the path of a statically linked busybox (the initramfs has no
+# libraries), or return 1.
+vm_static_busybox() {
+	local b
+	for b in /bin/busybox /usr/bin/busybox; do
+		# ldd fails on a static executable ("not a dynamic executable").
+		if [ -x "$b" ] && ! ldd "$b" >/dev/null 2>&1; then
+			echo "$b"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# vm_newest_kernel: print the newest VER with both /lib/modules/VER/build and /boot/vmlinuz-VER
+# (the kernel a module can be built for and booted), or return 1.
+vm_newest_kernel() {
+	local d v
+	for d in $(printf '%s\n' /lib/modules/*/build | sort -rV); do
+		v=$(basename "$(dirname "$d")")
+		if [ -d "$d" ] && [ -f "/boot/vmlinuz-$v" ]; then
+			echo "$v"
+			return 0
+		fi
+	done
+	return 1
+}
 
 # vm_extract_vmlinux VMLINUZ DEST: write the vmlinux ELF inside the bzImage VMLINUZ to DEST
 # (booted through its PVH entry, it starts about twice as fast as the bzImage). The stream is

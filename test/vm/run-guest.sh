@@ -95,15 +95,10 @@ case "$slack" in ''|*[!0-9]*) die "--slack wants seconds, got '$slack'" ;; esac
 
 qemu=$(command -v qemu-system-x86_64 || true)
 [ -n "$qemu" ] || skip "qemu-system-x86_64 not installed (apt-get install qemu-system-x86)"
-busybox=
-for b in /bin/busybox /usr/bin/busybox; do
-	# ldd fails on a static executable ("not a dynamic executable").
-	if [ -x "$b" ] && ! ldd "$b" >/dev/null 2>&1; then
-		busybox=$b
-		break
-	fi
-done
-[ -n "$busybox" ] || skip "no static busybox (apt-get install busybox-static)"
+# The helpers shared with test/systemd/run-systemd-guest.sh.
+# shellcheck source=test/vm/kernel-image.sh
+. "$srcdir/kernel-image.sh"
+busybox=$(vm_static_busybox) || skip "no static busybox (apt-get install busybox-static)"
 for t in cpio xz gzip timeout sha256sum; do
 	command -v $t >/dev/null || skip "$t not installed"
 done
@@ -122,13 +117,7 @@ if [ -n "$image" ]; then
 	kname=image-$(printf '%s' "$image" | sha256sum | cut -c1-12)
 	initrd_want=
 elif [ -z "$kver" ]; then
-	for d in $(ls -d /lib/modules/*/build 2>/dev/null | sort -rV); do
-		v=$(basename "$(dirname "$d")")
-		if [ -f "/boot/vmlinuz-$v" ]; then
-			kver=$v
-			break
-		fi
-	done
+	kver=$(vm_newest_kernel) || true
 fi
 if [ -z "$image" ]; then
 	[ -n "$kver" ] || skip "no kernel with both /lib/modules/VER/build and /boot/vmlinuz-VER" \
@@ -154,10 +143,6 @@ kcache=$cache/$kname
 mkdir -p "$kcache"
 
 # ---- cached artefacts: vmlinux (PVH entry, boots twice as fast as bzImage) and initramfs -------
-
-# The helpers shared with test/systemd/run-systemd-guest.sh.
-# shellcheck source=test/vm/kernel-image.sh
-. "$srcdir/kernel-image.sh"
 
 build_vmlinux() {
 	vm_extract_vmlinux "$vmlinuz" "$kcache/vmlinux"
