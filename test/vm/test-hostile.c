@@ -1352,6 +1352,56 @@ static long long cg_events(const char *cg, const char *key)
 	return cg_key(cg, "memory.events", key);
 }
 
+/*
+ * A 16 MiB memory cgroup of a case's own, CG_ROOT/NAME-PID: cgroup2 is
+ * mounted if it is not (*@mountedp tells memcg_remove()), the memory
+ * controller enabled. @cg (@size bytes) receives its path.
+ */
+static void memcg_create(const char *name, char *cg, size_t size, bool *mountedp)
+{
+	char path[256];
+	int r;
+
+	*mountedp = false;
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0) {
+		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL) < 0)
+			kt_fail("mount cgroup2 on " CG_ROOT ": %m");
+		*mountedp = true;
+	}
+	r = kt_write_str(CG_ROOT "/cgroup.subtree_control", "+memory");
+	if (r < 0)
+		kt_fail("enabling the memory controller: %s", strerror(-r));
+	snprintf(cg, size, CG_ROOT "/%s-%d", name, (int)getpid());
+	if (mkdir(cg, 0755) < 0)
+		kt_fail("mkdir %s: %m", cg);
+	snprintf(path, sizeof(path), "%s/memory.max", cg);
+	ASSERT_OK(kt_write_str(path, "16777216"));
+}
+
+/* The calling process (a case's child) moves into @cg. */
+static void memcg_join(const char *cg)
+{
+	char path[256];
+	int r;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	r = kt_write_str(path, "0");
+	if (r < 0)
+		kt_fail("joining %s: %s", cg, strerror(-r));
+}
+
+/*
+ * Remove @cg once its processes were reaped (the kernel lets go of the
+ * cgroup a little later: up to 5 s), and cgroup2 if memcg_create() mounted it.
+ */
+static void memcg_remove(const char *cg, bool mounted)
+{
+	for (int i = 0; i < 50 && rmdir(cg) < 0; i++)
+		usleep(100 * 1000);
+	if (mounted)
+		umount2(CG_ROOT, MNT_DETACH);
+}
+
 static long long cg_read(const char *cg, const char *file)
 {
 	char path[256];
@@ -1374,25 +1424,13 @@ static void memcg_nodes_run(void)
 {
 	struct memcg_progress *pr;
 	long long su0, su_peak, su_after = -1, cur0, cur_peak, peak, slab, oom_kill;
-	char cg[128], path[256], byte;
+	char cg[128], byte;
 	bool mounted = false, killed = false;
 	int p[2], q[2], status, r, i;
 	double t_back = -1, t0;
 	pid_t pid;
 
-	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0) {
-		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL) < 0)
-			kt_fail("mount cgroup2 on " CG_ROOT ": %m");
-		mounted = true;
-	}
-	r = kt_write_str(CG_ROOT "/cgroup.subtree_control", "+memory");
-	if (r < 0)
-		kt_fail("enabling the memory controller: %s", strerror(-r));
-	snprintf(cg, sizeof(cg), CG_ROOT "/bus1-hostile-%d", (int)getpid());
-	if (mkdir(cg, 0755) < 0)
-		kt_fail("mkdir %s: %m", cg);
-	snprintf(path, sizeof(path), "%s/memory.max", cg);
-	ASSERT_OK(kt_write_str(path, "16777216"));
+	memcg_create("bus1-hostile", cg, sizeof(cg), &mounted);
 
 	pr = mmap(NULL, sizeof(*pr), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	ASSERT(pr != MAP_FAILED);
@@ -1411,10 +1449,7 @@ static void memcg_nodes_run(void)
 
 		close(p[0]);
 		close(q[1]);
-		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-		r = kt_write_str(path, "0");
-		if (r < 0)
-			kt_fail("joining %s: %s", cg, strerror(-r));
+		memcg_join(cg);
 		kt_become(UID_A);
 		fd = kt_open_peer();
 		pr->have_objects = query(fd, &qq) == 0;
@@ -1470,10 +1505,7 @@ static void memcg_nodes_run(void)
 		}
 		usleep(200 * 1000);
 	}
-	for (i = 0; i < 50 && rmdir(cg) < 0; i++)
-		usleep(100 * 1000);
-	if (mounted)
-		umount2(CG_ROOT, MNT_DETACH);
+	memcg_remove(cg, mounted);
 
 	REPORT("nodes created %ld of %d in %.1f s, then %s%s", atomic_load(&pr->count),
 	       MEMCG_NODES, pr->t, pr->err ? strerrorname_np(pr->err) : "no error",
@@ -1629,22 +1661,10 @@ static void md_run(int n_holders, bool release)
 	long long peak, max, oom_kill, cur;
 	char cg[128], path[256], byte;
 	bool mounted = false, killed = false;
-	int p[2], q[2], status, r, i;
+	int p[2], q[2], status;
 	pid_t pid;
 
-	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0) {
-		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL) < 0)
-			kt_fail("mount cgroup2 on " CG_ROOT ": %m");
-		mounted = true;
-	}
-	r = kt_write_str(CG_ROOT "/cgroup.subtree_control", "+memory");
-	if (r < 0)
-		kt_fail("enabling the memory controller: %s", strerror(-r));
-	snprintf(cg, sizeof(cg), CG_ROOT "/bus1-md-%d", (int)getpid());
-	if (mkdir(cg, 0755) < 0)
-		kt_fail("mkdir %s: %m", cg);
-	snprintf(path, sizeof(path), "%s/memory.max", cg);
-	ASSERT_OK(kt_write_str(path, "16777216"));
+	memcg_create("bus1-md", cg, sizeof(cg), &mounted);
 	/* no swap in the guest; and none to hide the tmpfs pages in */
 	snprintf(path, sizeof(path), "%s/memory.swap.max", cg);
 	kt_write_str(path, "0");
@@ -1660,10 +1680,7 @@ static void md_run(int n_holders, bool release)
 	if (pid == 0) {
 		close(p[0]);
 		close(q[1]);
-		snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
-		r = kt_write_str(path, "0");
-		if (r < 0)
-			kt_fail("joining %s: %s", cg, strerror(-r));
+		memcg_join(cg);
 		md_child(cg, pr, n_holders, release, p[1], q[0]);
 	}
 	close(p[1]);
@@ -1685,10 +1702,7 @@ static void md_run(int n_holders, bool release)
 	ASSERT_EQ(waitpid(pid, &status, 0), pid);
 	if (WIFSIGNALED(status))
 		killed = true;
-	for (i = 0; i < 50 && rmdir(cg) < 0; i++)
-		usleep(100 * 1000);
-	if (mounted)
-		umount2(CG_ROOT, MNT_DETACH);
+	memcg_remove(cg, mounted);
 
 	REPORT("%ld nodes x %d holders (%s), memory.current %lld after them, %lld after %lld bytes of tmpfs, %lld after the %s close (stage %d%s)",
 	       atomic_load(&pr->nodes), n_holders, pr->err ? strerrorname_np(pr->err) : "no error",
