@@ -387,10 +387,21 @@ static int broker_signal_cb(sd_event_source *s, const struct signalfd_siginfo *s
 	return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+int broker_block_signals(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGUSR2);
+	return sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
+}
+
 int broker_run(struct broker *broker)
 {
 	struct listener *l;
-	sigset_t mask;
 	int r;
 
 	/* A re-executed bus has its loop already (broker_restore()). */
@@ -407,13 +418,9 @@ int broker_run(struct broker *broker)
 	if (r < 0)
 		log_warn("cannot watch the configuration directories: %s", strerror(-r));
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGUSR2);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-		return -errno;
+	r = broker_block_signals();
+	if (r < 0)
+		return r;
 	r = sd_event_add_signal(broker->event, &broker->sig_term, SIGTERM, broker_signal_cb,
 				broker);
 	if (r >= 0)

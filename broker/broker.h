@@ -110,5 +110,13 @@ int broker_link_listener(struct broker *broker, struct listener *l);
 /* The process now runs as @uid (<user>): the bus' own identity follows. */
 void broker_set_uid(struct broker *broker, uid_t uid);
 
+/*
+ * Block the signals the loop reads from its signalfd (SIGTERM, SIGINT, SIGHUP,
+ * SIGUSR2), so that one sent while the bus starts or is restored waits,
+ * pending, for the loop instead of killing a half-built bus by its default
+ * action. A re-executed program inherits the mask. 0 or negative errno.
+ */
+int broker_block_signals(void);
+
 /* Create the event loop, attach everything and run until SIGTERM/SIGINT. */
 int broker_run(struct broker *broker);

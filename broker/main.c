@@ -196,25 +196,6 @@ static int drop_privileges(struct broker *broker, const char *user)
 	return 0;
 }
 
-/*
- * The bus' signals wait, pending, until broker_run() reads them from its
- * signalfd: a SIGTERM that comes while the bus starts or is restored is
- * answered by the loop (a hand-over, with the fd store) instead of killing
- * a half-built bus by the default action. A re-executed program inherits
- * the mask.
- */
-static void block_bus_signals(void)
-{
-	sigset_t mask;
-
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGUSR2);
-	(void)sigprocmask(SIG_BLOCK, &mask, NULL);
-}
-
 static void config_warn(void *userdata, const char *message)
 {
 	log_warn("%s", message);
@@ -435,7 +416,7 @@ int main(int argc, char **argv)
 	opts.n_listen_fds = carried.n_listen;
 	if (carried.state_fd >= 0) {
 		/* Restarted by systemd, which kept the bus in its fd store (fdstore.h). */
-		block_bus_signals();
+		(void)broker_block_signals();
 		r = broker_restore(&broker, &opts, steal_fd(&carried.state_fd), -1, argv, &carried);
 		if (r < 0) {
 			/*
@@ -495,7 +476,7 @@ int main(int argc, char **argv)
 	 * READY=1) and may signal it at once (systemd's ExecReload=, a test's
 	 * SIGTERM) before broker_run() sets up its signalfd.
 	 */
-	block_bus_signals();
+	(void)broker_block_signals();
 
 	if (announce(&cli, broker, config, pidfile, do_fork, ready_fd) < 0)
 		return EXIT_FAILURE;
