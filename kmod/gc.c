@@ -7,9 +7,10 @@
 #include <linux/dcache.h>
 #include <linux/file.h>
 #include <linux/fs.h>
-#include <linux/hashtable.h>
+#include <linux/hash.h>
 #include <linux/list.h>
 #include <linux/lockdep.h>
+#include <linux/log2.h>
 #include <linux/magic.h>
 #include <linux/mutex.h>
 #include <linux/net.h>
@@ -41,6 +42,8 @@ static void bus1_gc_work_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(bus1_gc_work, bus1_gc_work_fn);
 /* when the pending pass is due, in jiffies */
 static atomic_long_t bus1_gc_due = ATOMIC_LONG_INIT(0);
+/* no pass before this, in jiffies: see bus1_gc_work_fn() */
+static atomic_long_t bus1_gc_not_before = ATOMIC_LONG_INIT(0);
 /* delay of the next re-check while a cycle is possible (work item only) */
 static unsigned long bus1_gc_backoff = BUS1_GC_DELAY_MIN;
 
@@ -56,11 +59,34 @@ void bus1_gc_lock_shared(void)
 }
 
 /**
+ * bus1_gc_trylock_shared() - enter it without waiting
+ *
+ * For a caller that holds a peer lock (which orders after the collector's)
+ * and found that it needs the collector excluded after all.
+ *
+ * Return: true if entered.
+ */
+bool bus1_gc_trylock_shared(void)
+{
+	return down_read_trylock(&bus1_gc_rwsem);
+}
+
+/**
  * bus1_gc_unlock_shared() - leave it
  */
 void bus1_gc_unlock_shared(void)
 {
 	up_read(&bus1_gc_rwsem);
+}
+
+/**
+ * bus1_gc_assert_excluded() - the caller queues or dequeues a unix socket
+ *
+ * It must hold bus1_gc_lock_shared(): the collector's graph changes.
+ */
+void bus1_gc_assert_excluded(void)
+{
+	lockdep_assert_held(&bus1_gc_rwsem);
 }
 
 static bool bus1_gc_file_is_unix(struct file *f)
@@ -97,10 +123,13 @@ int bus1_gc_check_file(struct file *f)
  */
 void bus1_gc_kick(void)
 {
-	unsigned long due = jiffies + BUS1_GC_DELAY_RETRY;
+	unsigned long now = jiffies, due = now + BUS1_GC_DELAY_RETRY;
+	unsigned long not_before = atomic_long_read(&bus1_gc_not_before);
 
 	if (atomic_long_read(&bus1_gc_n_unix) <= 0)
 		return;
+	if (time_after(not_before, due))
+		due = not_before;
 	/*
 	 * Only ever bring a pass forward: a stream of closes must not keep
 	 * pushing a pending one back.
@@ -109,13 +138,18 @@ void bus1_gc_kick(void)
 	    !time_after((unsigned long)atomic_long_read(&bus1_gc_due), due))
 		return;
 	atomic_long_set(&bus1_gc_due, due);
-	mod_delayed_work(system_wq, &bus1_gc_work, BUS1_GC_DELAY_RETRY);
+	mod_delayed_work(system_wq, &bus1_gc_work, due - now);
 }
 
 /* Schedule the next pass after @delay (the work item itself). */
 static void bus1_gc_schedule(unsigned long delay)
 {
-	atomic_long_set(&bus1_gc_due, jiffies + delay);
+	unsigned long now = jiffies;
+	unsigned long not_before = atomic_long_read(&bus1_gc_not_before);
+
+	if (time_after(not_before, now + delay))
+		delay = not_before - now;
+	atomic_long_set(&bus1_gc_due, now + delay);
 	schedule_delayed_work(&bus1_gc_work, delay);
 }
 
@@ -195,7 +229,8 @@ struct bus1_gc_vertex {
 };
 
 struct bus1_gc {
-	DECLARE_HASHTABLE(table, 8);
+	struct hlist_head *table;
+	unsigned int bits;
 	struct list_head vertices;
 	struct file **buf;
 	size_t max_buf;
@@ -207,7 +242,7 @@ static struct bus1_gc_vertex *bus1_gc_find(struct bus1_gc *gc, void *key)
 {
 	struct bus1_gc_vertex *v;
 
-	hash_for_each_possible(gc->table, v, hnode, (unsigned long)key)
+	hlist_for_each_entry(v, &gc->table[hash_ptr(key, gc->bits)], hnode)
 		if (v->key == key)
 			return v;
 	return NULL;
@@ -236,7 +271,7 @@ static struct bus1_gc_vertex *bus1_gc_vertex(struct bus1_gc *gc, void *key,
 	}
 	v->key = key;
 	v->type = type;
-	hash_add(gc->table, &v->hnode, (unsigned long)key);
+	hlist_add_head(&v->hnode, &gc->table[hash_ptr(key, gc->bits)]);
 	list_add_tail(&v->link, &gc->vertices);
 	return v;
 }
@@ -514,6 +549,28 @@ static int bus1_gc_mark(struct bus1_gc_vertex *root, struct bus1_gc_vertex **sta
 	return 0;
 }
 
+/*
+ * A table for about four vertices per queued unix socket (message, socket,
+ * what is queued on it): lookups stay short however large a graph a user
+ * builds. The counts are stable: changing them takes bus1_gc_rwsem.
+ */
+static int bus1_gc_size_table(struct bus1_gc *gc)
+{
+	struct bus1_peer *peer;
+	size_t i, n = 0;
+
+	lockdep_assert_held(&bus1_gc_peers_lock);
+	list_for_each_entry(peer, &bus1_gc_peers, gc_link)
+		n += READ_ONCE(peer->n_unix_entries);
+	gc->bits = clamp_t(unsigned int, order_base_2(4 * n + 1), 6, 18);
+	gc->table = kvmalloc_array(1UL << gc->bits, sizeof(*gc->table), GFP_KERNEL);
+	if (!gc->table)
+		return -ENOMEM;
+	for (i = 0; i < (1UL << gc->bits); i++)
+		INIT_HLIST_HEAD(&gc->table[i]);
+	return 0;
+}
+
 enum {
 	BUS1_GC_DONE,		/* no cycle is possible now */
 	BUS1_GC_SUSPECT,	/* a peer is queued on a socket: look again later */
@@ -536,7 +593,10 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 
 	/* roots: peers with unix sockets queued */
 	mutex_lock(&bus1_gc_peers_lock);
+	r = bus1_gc_size_table(gc);
 	list_for_each_entry(peer, &bus1_gc_peers, gc_link) {
+		if (r < 0)
+			break;
 		if (!READ_ONCE(peer->n_unix_entries))
 			continue;
 		/* a file being released is disconnected right after us */
@@ -617,12 +677,14 @@ static void bus1_gc_free(struct bus1_gc *gc)
 	}
 	kvfree(gc->buf);
 	kvfree(gc->socks);
+	kvfree(gc->table);
 	kfree(gc);
 }
 
 static void bus1_gc_work_fn(struct work_struct *work)
 {
 	struct bus1_gc_vertex **dead = NULL;
+	unsigned long start = jiffies;
 	struct bus1_peer *peer;
 	size_t i, n_dead = 0;
 	struct bus1_gc *gc;
@@ -638,7 +700,6 @@ static void bus1_gc_work_fn(struct work_struct *work)
 		bus1_gc_schedule(BUS1_GC_DELAY_MAX);
 		return;
 	}
-	hash_init(gc->table);
 	INIT_LIST_HEAD(&gc->vertices);
 
 	down_write(&bus1_gc_rwsem);
@@ -657,6 +718,13 @@ static void bus1_gc_work_fn(struct work_struct *work)
 	}
 	kvfree(dead);
 	bus1_gc_free(gc);
+
+	/*
+	 * A user who builds a large graph and kicks the collector all the
+	 * time must not make it take more than a quarter of a CPU: a pass
+	 * that took T is followed by the next one no sooner than 3T later.
+	 */
+	atomic_long_set(&bus1_gc_not_before, jiffies + 3 * (jiffies - start));
 
 	if (r == BUS1_GC_SUSPECT) {
 		bus1_gc_schedule(bus1_gc_backoff);

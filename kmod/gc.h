@@ -32,10 +32,14 @@
  * which drops its queue and so the references that formed the cycle.
  *
  * Consistency: while the collector scans, it holds bus1_gc_rwsem for
- * writing. Every path that puts a file-carrying entry on a queue or takes
- * one off (staging and commit of a SEND, RECV, reset, disconnect, reclaim)
- * holds it for reading, and never across a user copy, so bus1's side of the
- * graph is frozen. The sockets' queues are not: an edge is only ever added
+ * writing. Every path that puts an entry whose message carries a unix
+ * socket on a queue (staging and commit of such a SEND), or takes entries
+ * off a queue that holds one (RECV, reset, disconnect, reclaim), holds it
+ * for reading, and never across a user copy, so bus1's side of the graph is
+ * frozen. A queue that holds none can only gain one through such a SEND, so
+ * a path that finds none under the peer lock (peer->n_unix_entries) runs
+ * without it: peers that pass no unix sockets never wait for a pass, however
+ * large a graph another user built. The sockets' queues are not: an edge is only ever added
  * there by a sender (that makes the target look referenced from outside,
  * which is safe), and only removed by a receiver holding a reference on
  * the socket, so the socket was referenced from outside. Since reference
@@ -47,7 +51,11 @@
  * queue holds a unix socket, and then again (with growing delays, 250 ms to
  * 8 s) as long as some bus1 file is found queued on such a socket, since
  * closing the last outside fd of a socket tells bus1 nothing. While no
- * queue holds a unix socket, nothing runs.
+ * queue holds a unix socket, nothing runs. A pass that took T is followed by
+ * the next no sooner than 3T later, however often it is kicked: a user who
+ * builds a large graph and closes fds in a loop gets at most a quarter of a
+ * CPU of collector work, and the peers that do pass unix sockets are
+ * excluded at most a quarter of the time.
  */
 
 #include <linux/types.h>
@@ -56,6 +64,8 @@ struct bus1_peer;
 struct file;
 
 void bus1_gc_lock_shared(void);
+bool bus1_gc_trylock_shared(void);
+void bus1_gc_assert_excluded(void);
 void bus1_gc_unlock_shared(void);
 int bus1_gc_check_file(struct file *f);
 void bus1_gc_track(size_t n_unix);

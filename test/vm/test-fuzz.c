@@ -6,7 +6,8 @@
  * unknown flags), and with random closes, reopens, mmaps and polls. Each call must succeed or
  * fail with an errno the uAPI documents; the kernel must not warn or oops (the harness checks);
  * when every peer is closed, every quota charge must be back (PEER_QUERY of a fresh peer).
- * KT_SEED replays a run; KT_FUZZ_SECONDS sets its length (default 10).
+ * KT_SEED replays a run (as far as the two processes' interleaving allows); KT_FUZZ_SECONDS
+ * sets its length (default 10).
  */
 
 #include <fcntl.h>
@@ -189,7 +190,7 @@ static void one_op(void)
 	uint32_t ebuf[8];
 	__u32 fbuf[4];
 	struct iovec vbuf[4];
-	int fd = any_peer(), r, i;
+	int fd = any_peer(), r, i, op;
 
 	for (i = 0; i < 8; i++) {
 		hbuf[i] = any_handle();
@@ -202,7 +203,17 @@ static void one_op(void)
 	if (rn(16) == 0)
 		vbuf[rn(4)].iov_base = (void *)(uintptr_t)ptr(data);
 
-	switch (rn(14)) {
+	/*
+	 * Half a second of every four, both processes only create, send,
+	 * receive and reset on one peer: the races of a flush with node
+	 * creation need both sides at once, which the plain mix rarely has.
+	 */
+	op = rn(16);
+	if ((long)(kt_now() * 2) % 8 == 0) {
+		fd = peer_fd[0];
+		op = 14 + rn(2);
+	}
+	switch (op) {
 	case 0: {
 		struct bus1_cmd_peer_query q = { .flags = flags(0) };
 
@@ -312,6 +323,57 @@ static void one_op(void)
 			if (m != MAP_FAILED)
 				munmap(m, 4096);
 		}
+		break;
+	}
+	case 14: {
+		/*
+		 * A node of its own, a message to it, received and released: the
+		 * sequence that creates nodes and handles while the other process
+		 * resets (case 15).
+		 */
+		struct bus1_cmd_handle_transfer t = {
+			.src_handle = BUS1_HANDLE_CREATE, .dst_fd = (__u32)fd,
+		};
+		struct bus1_cmd_recv rv = { 0 };
+		uint64_t own;
+		struct bus1_cmd_send s = {
+			.n_destinations = 1,
+			.ptr_vecs = (uintptr_t)vbuf, .n_vecs = 1,
+		};
+
+		/* one in eight goes to another peer: a node held from outside */
+		if (rn(8) == 0)
+			t.dst_fd = (__u32)any_peer();
+		r = ioctl(fd, BUS1_CMD_HANDLE_TRANSFER, &t);
+		check(r, "HANDLE_TRANSFER(create)");
+		if (r < 0)
+			break;
+		learn(t.src_handle);
+		own = t.src_handle;
+		s.ptr_destinations = (uintptr_t)&own;
+		check(ioctl(fd, BUS1_CMD_SEND, &s), "SEND(own node)");
+		r = ioctl(fd, BUS1_CMD_RECV, &rv);
+		check(r, "RECV(own node)");
+		if (r == 0 && rv.offset != BUS1_OFFSET_INVALID) {
+			struct bus1_cmd_slice_release c = { .offset = rv.offset };
+
+			check(ioctl(fd, BUS1_CMD_SLICE_RELEASE, &c), "SLICE_RELEASE(received)");
+		}
+		break;
+	}
+	case 15: {
+		/* a new node of another peer handed to this one, which is then reset */
+		struct bus1_cmd_handle_transfer t = {
+			.src_handle = BUS1_HANDLE_CREATE, .dst_fd = (__u32)fd,
+		};
+		struct bus1_cmd_peer_reset c = { 0 };
+		int other = peer_fd[rn(N_PEERS)];
+
+		if (other == fd || rn(64) == 0)
+			check(ioctl(other, BUS1_CMD_PEER_RESET, &c), "PEER_RESET");
+		else
+			check(ioctl(other, BUS1_CMD_HANDLE_TRANSFER, &t), "HANDLE_TRANSFER");
+		check(ioctl(fd, BUS1_CMD_PEER_RESET, &c), "PEER_RESET");
 		break;
 	}
 	case 13:
