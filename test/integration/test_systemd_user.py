@@ -6,16 +6,9 @@ systemd accepts the bus' fd-store entries and hands them back, so that
 "systemctl restart" keeps every client (broker/fdstore.h, bus1-broker(1),
 RE-EXECUTION), and what clients see on stop and on a crash.
 
-The manager runs in a private mount namespace (unshare -m) whose
-/run/systemd is a new tmpfs holding an empty system/ directory, which is
-all `systemd --user` needs to believe the machine was booted with systemd;
-its $XDG_RUNTIME_DIR, $HOME and unit directory are a temporary directory.
-The units are conf/systemd's bus1-broker.socket and the built user
-bus1-broker.service, with one drop-in: ExecStart= is the shipped command
-line with this build's binary, --config-file=TEST (a private, hermetic
-configuration) in place of --session, and without --syslog-only, so that the
-bus' log lines land in a file (StandardError=). The manager's own
-dbus.socket is masked: the shipped socket unit takes %t/bus.
+The manager and its units: systemd_user.py. The bus is switched on as a
+user would: "systemctl --user enable bus1-broker.service" makes it
+dbus.service (Alias=), started by dbus.socket.
 
 Cases (two clients A and B, each owning a well-known name, with match rules
 for their signals and for the driver's NameOwnerChanged):
@@ -42,192 +35,32 @@ for their signals and for the driver's NameOwnerChanged):
 And neither A nor B ever sees a NameOwnerChanged about its names, nor a
 disconnect, before "stop".
 
-  test_systemd_user.py BUS_BINARY UNIT_SRC_DIR UNIT_BUILD_DIR
+  test_systemd_user.py BUS_BINARY UNIT_BUILD_DIR
 
 Needs root (unshare, mount) and /lib/systemd/systemd; without either it
 exits 77 (skipped), never passes.
 """
 
 import os
-import pty
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import rawclient  # noqa: E402
+from systemd_user import UNIT, Fatal, UserManager, check, enter_namespace, failures  # noqa: E402
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_MEMBER, FIELD_REPLY_SERIAL,  # noqa: E402
                        FIELD_SENDER, FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, SIGNAL)
 
-SYSTEMD = "/lib/systemd/systemd"
 DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
 IFACE = "org.bus1.SystemdTest"
-UNIT = "bus1-broker.service"
 # systemd's default start limit (DefaultStartLimitBurst=5 in 10 s) fails
 # the sixth start in a row, and with it the socket unit: the test stays below
 # it and resets the counter (reset-failed) before it starts the bus again.
 RESTARTS = 4
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-class Fatal(Exception):
-    pass
-
-
-# --------------------------------------------------------------------------
-# The service manager
-
-
-def copy_console(master, path):
-    with open(path, "ab", buffering=0) as out:
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            out.write(data.replace(b"\r\n", b"\n"))
-
-
-class UserManager:
-    """A `systemd --user` with its runtime and unit directories in tmp."""
-
-    def __init__(self, tmp, bus, unit_src, unit_build):
-        self.tmp = tmp
-        self.run = os.path.join(tmp, "run")
-        self.units = os.path.join(tmp, "config", "systemd", "user")
-        self.bus_log = os.path.join(tmp, "bus.log")
-        self.log = os.path.join(tmp, "systemd.log")
-        os.makedirs(self.run, mode=0o700)
-        os.makedirs(os.path.join(tmp, "home"))
-        os.makedirs(os.path.join(self.units, UNIT + ".d"))
-        conf = os.path.join(tmp, "bus.conf")
-        with open(conf, "w") as f:
-            f.write(rawclient.session_config())
-        shutil.copy(os.path.join(unit_src, "bus1-broker-user.socket"),
-                    os.path.join(self.units, "bus1-broker.socket"))
-        shutil.copy(os.path.join(unit_build, "bus1-broker-user.service"),
-                    os.path.join(self.units, UNIT))
-        os.symlink("/dev/null", os.path.join(self.units, "dbus.socket"))
-        argv = self.shipped_exec_start()
-        check("--session" in argv and "--address=systemd:" in argv and
-              "--syslog-only" in argv, "the shipped ExecStart= is the one this test adapts: %s" %
-              " ".join(argv))
-        argv = [bus] + ["--config-file=" + conf if a == "--session" else a
-                        for a in argv[1:] if a != "--syslog-only"]
-        with open(os.path.join(self.units, UNIT + ".d", "test.conf"), "w") as f:
-            f.write("[Service]\nExecStart=\nExecStart=%s\nStandardError=append:%s\n" % (
-                " ".join(argv), self.bus_log))
-        self.env = dict(os.environ, XDG_RUNTIME_DIR=self.run, HOME=os.path.join(tmp, "home"),
-                        XDG_CONFIG_HOME=os.path.join(tmp, "config"))
-        for k in ("DBUS_SESSION_BUS_ADDRESS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",
-                  "LISTEN_FDNAMES", "FDSTORE", "SYSTEMD_EXEC_PID", "INVOCATION_ID"):
-            self.env.pop(k, None)
-        self.address = "unix:path=" + os.path.join(self.run, "bus")
-        self.proc = None
-        self.pids = set()
-
-    def shipped_exec_start(self):
-        with open(os.path.join(self.units, UNIT)) as f:
-            for line in f:
-                if line.startswith("ExecStart="):
-                    return line[len("ExecStart="):].split()
-        raise Fatal("no ExecStart= in the shipped user unit")
-
-    def start(self):
-        # A user manager logs to /dev/console (reopened whatever its stderr,
-        # and only if it is a terminal): in this mount namespace that is a
-        # pseudo-terminal whose output a thread copies to the log.
-        master, self.console = pty.openpty()
-        subprocess.run(["mount", "--bind", os.ttyname(self.console), "/dev/console"],
-                       check=True)
-        threading.Thread(target=copy_console, args=(master, self.log), daemon=True).start()
-        self.proc = subprocess.Popen([SYSTEMD, "--user", "--log-target=console",
-                                      "--log-level=info"], env=self.env,
-                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        private = os.path.join(self.run, "systemd", "private")
-        end = time.monotonic() + 30
-        while not os.path.exists(private):
-            if self.proc.poll() is not None:
-                raise Fatal("systemd --user exited with %d: %s" % (self.proc.returncode,
-                                                                   self.tail(self.log)))
-            if time.monotonic() > end:
-                raise Fatal("systemd --user did not come up: " + self.tail(self.log))
-            time.sleep(0.05)
-
-    def ctl(self, *args, check_rc=True):
-        r = subprocess.run(["systemctl", "--user"] + list(args), env=self.env,
-                           capture_output=True, text=True, timeout=60)
-        if check_rc and r.returncode != 0:
-            raise Fatal("systemctl --user %s: %d %s" % (" ".join(args), r.returncode,
-                                                       r.stderr.strip()))
-        return r
-
-    def prop(self, name, unit=UNIT):
-        return self.ctl("show", "-p", name, "--value", unit).stdout.strip()
-
-    def main_pid(self):
-        pid = int(self.prop("MainPID") or 0)
-        if pid:
-            self.pids.add(pid)
-        return pid
-
-    def wait_active(self, not_pid=None, timeout=30):
-        """Wait until the service runs (with another pid than not_pid)."""
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            pid = self.main_pid()
-            if pid and pid != not_pid and self.prop("ActiveState") == "active":
-                return pid
-            time.sleep(0.02)
-        raise Fatal("%s did not become active: %s" % (UNIT, self.tail(self.bus_log)))
-
-    def bus_lines(self, needle):
-        try:
-            with open(self.bus_log, errors="replace") as f:
-                return [line.strip() for line in f if needle in line]
-        except FileNotFoundError:
-            return []
-
-    @staticmethod
-    def tail(path, n=15):
-        try:
-            with open(path, errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except FileNotFoundError:
-            return "(no %s)" % path
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        # Whatever the manager left behind (it stops its units on exit).
-        for pid in self.pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
 
 # --------------------------------------------------------------------------
 # Clients
@@ -402,7 +235,12 @@ def check_traffic(um, a, b, state0, what, switch, wait_new):
 
 def run(um):
     um.start()
-    um.ctl("start", "bus1-broker.socket")
+    # the switch, as documented: the alias makes dbus.socket start this unit
+    um.ctl("enable", UNIT)
+    check(os.path.realpath(os.path.join(um.units, "dbus.service")) ==
+          os.path.realpath(os.path.join(um.units, UNIT)),
+          "systemctl --user enable made bus1-broker.service the user's dbus.service")
+    um.ctl("start", "dbus.socket")
     a = Client(um.address, "org.bus1.SystemdTest.A")
     b = Client(um.address, "org.bus1.SystemdTest.B")
     WATCHED.update((a.name, b.name, a.wk, b.wk))
@@ -499,24 +337,13 @@ def run(um):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 3:
         print(__doc__)
         return 2
     bus = os.path.abspath(sys.argv[1])
-    if os.environ.get("BUS1_SYSTEMD_TEST_NS") != "1":
-        if os.geteuid() != 0 or not os.access(SYSTEMD, os.X_OK) or not shutil.which("unshare"):
-            print("SKIP: needs root, unshare and %s" % SYSTEMD)
-            return 77
-        os.environ["BUS1_SYSTEMD_TEST_NS"] = "1"
-        os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable,
-                              os.path.abspath(__file__)] + sys.argv[1:])
-    # In the private mount namespace: an /run/systemd of our own.
-    os.makedirs("/run/systemd", exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/run/systemd"],
-                   check=True)
-    os.mkdir("/run/systemd/system")
+    enter_namespace(__file__, sys.argv[1:])
     tmp = tempfile.mkdtemp(prefix="bus1-systemd-user.")
-    um = UserManager(tmp, bus, os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3]))
+    um = UserManager(tmp, bus, os.path.abspath(sys.argv[2]))
     keep = False
     try:
         run(um)
