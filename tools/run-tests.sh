@@ -65,7 +65,9 @@ meson test -C build-test --print-errorlogs --num-processes 1 --suite native
 # shipped units, as the system bus: three restarts, a SIGUSR2 re-exec and a
 # dpkg-style binary replacement while clients hold names and calls are in
 # flight; once with bus1.ko, once without, once against dbus-daemon as the
-# reference (about 4-6 minutes; test/systemd/README.md).
+# reference; and a fourth boot on dbus-daemon that switches the running system
+# to bus1-broker and back as docs/switching.md says (about 6-8 minutes;
+# test/systemd/README.md).
 test/systemd/run-suite.sh build-test "$kver_6_1"
 
 # The Debian packages (debian/): built from the tracked files and checked

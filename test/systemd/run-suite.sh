@@ -1,11 +1,14 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# run-suite.sh - the systemd guest suite: scenario-restart.sh in three boots of a real Debian 12
-# with systemd as PID 1 (run-systemd-guest.sh), one after the other:
+# run-suite.sh - the systemd guest suite: four boots of a real Debian 12 with systemd as PID 1
+# (run-systemd-guest.sh), one after the other. scenario-restart.sh in three of them:
 #   bus1+ko      bus1-broker as the system bus, bus1.ko loaded (native transport open)
 #   bus1         bus1-broker as the system bus, no bus1.ko
 #   dbus-daemon  Debian's own dbus.service (the reference: restarts drop every client)
+# and scenario-switch.sh in the fourth:
+#   switch       booted on dbus-daemon with bus1-broker installed (and bus1.ko loaded, if
+#                MODULE): `systemctl enable --now`, a restart, `systemctl disable --now`
 # Fails if any boot fails; prints a summary with the restart-to-answer times.
 #
 # Usage: run-suite.sh BUILD KVER [MODULE]
@@ -38,7 +41,7 @@ root=$("$here/build-root.sh")
 
 boots=()
 [ -z "$module" ] || boots+=("bus1+ko")
-boots+=(bus1 dbus-daemon)
+boots+=(bus1 dbus-daemon switch)
 declare -A status secs
 suite_start=$(date +%s)
 for b in "${boots[@]}"; do
@@ -47,6 +50,8 @@ for b in "${boots[@]}"; do
 	bus1+ko) args+=(--bus bus1 --module "$module") ;;
 	bus1) args+=(--bus bus1) ;;
 	dbus-daemon) args+=(--bus dbus-daemon) ;;
+	switch) args+=(--bus dbus-daemon --stage-bus1 --scenario "$here/scenario-switch.sh")
+		[ -z "$module" ] || args+=(--module "$module") ;;
 	esac
 	echo "==== $me: $b ($kver) ===="
 	t0=$(date +%s)

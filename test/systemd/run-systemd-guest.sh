@@ -10,8 +10,8 @@
 # mounts the cached root, shared read-only over 9p, under a tmpfs overlay, plus the host's
 # /lib/modules/KVER; it insmods --module, copies the job's files into the root (`meson install
 # --destdir` of BUILD in bus1 mode, the test unit and scripts, the test's bus policy), switches
-# the system bus in bus1 mode (`systemctl disable dbus.service dbus.socket; systemctl enable
-# bus1-broker.socket bus1-broker.service`, as the unit's comment tells a user) and switch_roots
+# the system bus in bus1 mode (`systemctl enable bus1-broker.service`, as the unit's comment
+# tells a user: it becomes dbus.service, started by Debian's dbus.socket) and switch_roots
 # to /lib/systemd/systemd. bus1test.service (After=multi-user.target) runs the scenario, saves
 # its output and status, the journal and the kernel log to the read-write results share and
 # powers the guest off (`systemctl poweroff`; the host times that shutdown).
@@ -23,6 +23,8 @@
 #
 # Usage: run-systemd-guest.sh [OPTIONS]
 #   --bus bus1|dbus-daemon   the system bus (default bus1)
+#   --stage-bus1      with --bus dbus-daemon: install bus1-broker too, switched off (for a
+#                     scenario that switches the running system, scenario-switch.sh)
 #   --build DIR       the meson build directory installed in bus1 mode (default build-test)
 #   --kver VER        kernel version (default: $BUS1_VM_KVER, else the newest /lib/modules/*/build
 #                     with a matching /boot/vmlinuz-VER)
@@ -45,6 +47,7 @@ me=run-systemd-guest
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bus=bus1
+stage_bus1=0
 build="build-test"
 kver=${BUS1_VM_KVER:-}
 module=
@@ -65,6 +68,7 @@ skip() { echo "$me: SKIP: $*" >&2; exit 77; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--bus) bus=$2; shift 2 ;;
+	--stage-bus1) stage_bus1=1; shift ;;
 	--build) build=$2; shift 2 ;;
 	--kver) kver=$2; shift 2 ;;
 	--module) module=$2; shift 2 ;;
@@ -106,7 +110,8 @@ if [ -n "$module" ]; then
 	[ -f "$module" ] || die "module $module does not exist"
 	module=$(realpath "$module")
 fi
-if [ "$bus" = bus1 ]; then
+[ "$bus" = bus1 ] && stage_bus1=1
+if [ $stage_bus1 = 1 ]; then
 	[ -x "$build/broker/bus1-broker" ] || die "$build/broker/bus1-broker not built"
 fi
 if [ -z "$root" ]; then
@@ -175,7 +180,7 @@ trap cleanup EXIT
 
 stage=$results/stage
 mkdir -p "$stage"
-if [ "$bus" = bus1 ]; then
+if [ $stage_bus1 = 1 ]; then
 	# The project exactly as `meson install` lays it out (prefix /usr/local): the broker and the
 	# units in /usr/local/lib/systemd/system, which systemd reads.
 	meson install -C "$build" --destdir "$stage" --no-rebuild --quiet >"$results/install.log" 2>&1 ||
@@ -186,6 +191,7 @@ if [ "$bus" = bus1 ]; then
 		'+%F %T UTC'), sha256 $(sha256sum <"$stage/usr/local/bin/bus1-broker" | cut -c1-12))" >&2
 fi
 install -D -m 755 "$scenario" "$stage/usr/local/libexec/bus1test/scenario.sh"
+install -D -m 644 "$here/scenario-lib.sh" "$stage/usr/local/libexec/bus1test/scenario-lib.sh"
 install -D -m 755 "$here/guest-run.sh" "$stage/usr/local/libexec/bus1test/guest-run.sh"
 install -D -m 755 "$here/bus1test-client.py" "$stage/usr/local/libexec/bus1test/bus1test-client.py"
 install -D -m 644 "$here/bus1test.service" "$stage/etc/systemd/system/bus1test.service"
