@@ -4,7 +4,8 @@
 # kernel module in a qemu guest (on Debian's 6.1 and 6.12 kernels), reference
 # suite, the integration suite under valgrind, the native transport suite, a
 # real Debian 12 booted with systemd and bus1-broker as its system bus, the
-# Debian packages with lintian, and bounded fuzzing plus
+# Debian packages with lintian and then installed, switched on, upgraded,
+# switched off and purged on a booted Debian 12, and bounded fuzzing plus
 # unit/integration/stress under ASan + UBSan with clang + libFuzzer, and the
 # kernel module suite on a debug kernel (KASAN, lockdep, kmemleak).
 set -euo pipefail
@@ -73,6 +74,14 @@ test/systemd/run-suite.sh build-test "$kver_6_1"
 # The Debian packages (debian/): built from the tracked files and checked
 # with lintian, no error and no warning (about 2 minutes).
 tools/build-deb.sh "$PWD/build-deb"
+
+# The packages on a booted Debian 12 (test/systemd/run-deb-suite.sh): three
+# boots of one disk: on dbus-daemon, apt-get install (DKMS builds bus1.ko in
+# the guest, about 3.5 minutes under TCG) and systemctl enable; on bus1-broker
+# (system and user bus, bus1.ko loaded, the same probes as on dbus-daemon, an
+# upgrade under live clients) and disable; on dbus-daemon again, apt-get purge
+# leaves nothing behind (about 8 minutes, plus 1.5 for a cold root).
+test/systemd/run-deb-suite.sh "$kver_6_1" "$PWD/build-deb"
 
 # The same guest suites on Debian's 6.12 kernel (about 3 minutes): a second
 # build directory whose bus1.ko is built against 6.12 and whose guests boot it.

@@ -5,7 +5,9 @@
 # systemd as PID 1, for run-systemd-guest.sh: systemd, dbus (dbus-daemon with Debian's
 # system.conf, dbus.service and dbus.socket: the reference bus), polkitd, python3 (the test
 # clients speak D-Bus over raw sockets), procps, util-linux, kmod, and what bus1-broker links
-# (libexpat1, libsystemd0). No networking service, no getty, root without a password,
+# (libexpat1, libsystemd0); for run-deb-suite.sh dbus-user-session, dkms, gcc, make, libc6-dev,
+# libelf1 and libssl3 (the host kbuild tools DKMS runs link them)
+# and the user bus1user (uid 1000). No networking service, no getty, root without a password,
 # multi-user.target as the default, systemd-firstboot masked (mmdebstrap leaves /etc/machine-id
 # empty: systemd makes up a transient one at each boot, and it is not a first boot).
 #
@@ -35,6 +37,8 @@ suite=bookworm
 packages=(
 	systemd systemd-sysv dbus polkitd python3 libexpat1 libsystemd0
 	procps util-linux kmod
+	# run-deb-suite.sh: the packages' dependencies, DKMS and what it builds with, a user session
+	dbus-user-session dkms gcc make libc6-dev libelf1 libssl3
 )
 # Units the test boots never need: they only cost boot time on a TCG guest.
 mask_units=(
@@ -85,6 +89,8 @@ echo bus1-guest >"\$r/etc/hostname"
 printf '127.0.0.1 localhost bus1-guest\n' >"\$r/etc/hosts"
 : >"\$r/etc/fstab"
 chroot "\$r" passwd -d root >/dev/null
+# run-deb-suite.sh logs this user in: a session bus of its own
+chroot "\$r" useradd -m -u 1000 -s /bin/bash bus1user
 chroot "\$r" systemctl set-default multi-user.target >/dev/null 2>&1
 chroot "\$r" systemctl mask ${mask_units[*]} >/dev/null 2>&1
 # The journal stays in /run (volatile): nothing to flush to /var on a throw-away overlay.

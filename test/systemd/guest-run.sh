@@ -10,7 +10,7 @@ R=/bus1test
 # shellcheck source=/dev/null
 . $R/job
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export LANG=C.UTF-8 JOB_BUS JOB_MODULE
+export LANG=C.UTF-8 JOB_BUS JOB_MODULE JOB_PHASE
 read -r up _ </proc/uptime
 echo "$up" >$R/scenario-start
 

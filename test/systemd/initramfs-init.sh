@@ -24,18 +24,49 @@ for m in $($bb cat /lib/modules/order); do
 done
 opts=trans=virtio,version=9p2000.L,msize=512000
 $bb mount -t 9p -o $opts,cache=loose,ro sysroot /lower || fail "cannot mount the root share"
-$bb mount -t tmpfs -o mode=0755 tmpfs /rw || fail "cannot mount tmpfs"
-$bb mkdir -p /rw/upper /rw/work
+$bb mkdir -p /results
+$bb mount -t 9p -o $opts,cache=none results /results || fail "cannot mount the results share"
+# shellcheck source=/dev/null
+. /results/job
+# The upper layer: on the job's disk (it outlives the boot) or in memory.
+if [ "$JOB_DISK" = 1 ]; then
+	# the disk's node comes once virtio_blk has probed it
+	n=0
+	while [ ! -b /dev/vda ] && [ $n -lt 50 ]; do
+		$bb sleep 0.1
+		n=$((n + 1))
+	done
+	$bb mount -t ext4 /dev/vda /rw || fail "cannot mount the job's disk"
+else
+	$bb mount -t tmpfs -o mode=0755 tmpfs /rw || fail "cannot mount tmpfs"
+fi
+$bb mkdir -p /rw/upper /rw/work /rw/mod-upper /rw/mod-work
 $bb mount -t overlay -o lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work overlay /newroot ||
 	fail "cannot mount the overlay"
 $bb mkdir -p $R
-$bb mount -t 9p -o $opts,cache=none results $R || fail "cannot mount the results share"
-# shellcheck source=/dev/null
-. $R/job
-# /lib is a link to usr/lib in the merged-/usr root.
+$bb mount -o move /results $R || fail "cannot move the results share"
+# /lib is a link to usr/lib in the merged-/usr root. With a disk, the modules are writable too
+# (DKMS installs there), in an overlay of their own.
 $bb mkdir -p "/newroot/usr/lib/modules/$JOB_KVER"
-$bb mount -t 9p -o $opts,cache=loose,ro modules "/newroot/usr/lib/modules/$JOB_KVER" ||
-	fail "cannot mount the modules share"
+if [ "$JOB_DISK" = 1 ]; then
+	$bb mkdir -p /modlower
+	$bb mount -t 9p -o $opts,cache=loose,ro modules /modlower || fail "cannot mount the modules share"
+	$bb mount -t overlay -o lowerdir=/modlower,upperdir=/rw/mod-upper,workdir=/rw/mod-work \
+		overlay "/newroot/usr/lib/modules/$JOB_KVER" || fail "cannot mount the modules overlay"
+else
+	$bb mount -t 9p -o $opts,cache=loose,ro modules "/newroot/usr/lib/modules/$JOB_KVER" ||
+		fail "cannot mount the modules share"
+fi
+# The host's headers for DKMS, where the headers' links expect them; /usr/src writable above
+# them (DKMS packages unpack their source there).
+if [ "$JOB_HEADERS" = 1 ]; then
+	$bb mkdir -p /srclower /rw/src-upper /rw/src-work /newroot/usr/src "/newroot$JOB_KBUILD"
+	$bb mount -t 9p -o $opts,cache=loose,ro src /srclower || fail "cannot mount the /usr/src share"
+	$bb mount -t overlay -o lowerdir=/srclower,upperdir=/rw/src-upper,workdir=/rw/src-work \
+		overlay /newroot/usr/src || fail "cannot mount the /usr/src overlay"
+	$bb mount -t 9p -o $opts,cache=loose,ro kbuild "/newroot$JOB_KBUILD" ||
+		fail "cannot mount $JOB_KBUILD"
+fi
 
 if [ -f $R/bus1.ko ]; then
 	$bb insmod $R/bus1.ko >$R/insmod.log 2>&1

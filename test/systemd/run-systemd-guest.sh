@@ -30,6 +30,15 @@
 #                     with a matching /boot/vmlinuz-VER)
 #   --module KO       insmod this bus1.ko in the initramfs ("" = none, the default)
 #   --scenario FILE   the scenario (default: scenario-restart.sh beside this script)
+#   --disk IMG        an ext4 image (made by the caller) that holds the overlay's upper layer,
+#                     also over /lib/modules/KVER: what a boot changes is there at the next boot
+#                     of the same image (run-deb-suite.sh); without it, a tmpfs
+#   --headers         share the host's headers of KVER (/usr/src, and the kbuild directory
+#                     their scripts link to) read-only, so DKMS can build in the guest
+#   --files DIR       give the guest DIR's files in /bus1test/files (read-only use)
+#   --phase NAME      tell the scenario which boot this is ($JOB_PHASE; run-deb-suite.sh)
+#   --kernel-check    check the kernel log and taint as with --module (a bus1.ko the guest
+#                     loads itself)
 #   --root DIR        the Debian root (default: the output of build-root.sh, built if needed)
 #   --cache DIR       where the vmlinux and the initramfs are cached (default: $BUS1_SYSTEMD_VM_CACHE,
 #                     else ${XDG_CACHE_HOME:-$HOME/.cache}/bus1-systemd-vm)
@@ -48,6 +57,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 bus=bus1
 stage_bus1=0
+disk=
+phase=
+kernel_check=0
+headers=0
+files=
 build="build-test"
 kver=${BUS1_VM_KVER:-}
 module=
@@ -69,6 +83,11 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--bus) bus=$2; shift 2 ;;
 	--stage-bus1) stage_bus1=1; shift ;;
+	--disk) disk=$2; shift 2 ;;
+	--headers) headers=1; shift ;;
+	--files) files=$2; shift 2 ;;
+	--phase) phase=$2; shift 2 ;;
+	--kernel-check) kernel_check=1; shift ;;
 	--build) build=$2; shift 2 ;;
 	--kver) kver=$2; shift 2 ;;
 	--module) module=$2; shift 2 ;;
@@ -110,6 +129,14 @@ if [ -n "$module" ]; then
 	[ -f "$module" ] || die "module $module does not exist"
 	module=$(realpath "$module")
 fi
+[ -z "$disk" ] || [ -f "$disk" ] || die "disk image $disk does not exist"
+[ -z "$files" ] || [ -d "$files" ] || die "$files is not a directory"
+kbuild=
+if [ $headers = 1 ]; then
+	[ -d "/usr/src/linux-headers-$kver" ] || skip "no /usr/src/linux-headers-$kver"
+	kbuild=$(dirname "$(readlink -f "/usr/src/linux-headers-$kver/scripts")")
+	[ -d "$kbuild" ] || die "cannot find the kbuild directory of linux-headers-$kver"
+fi
 [ "$bus" = bus1 ] && stage_bus1=1
 if [ $stage_bus1 = 1 ]; then
 	[ -x "$build/broker/bus1-broker" ] || die "$build/broker/bus1-broker not built"
@@ -131,7 +158,9 @@ build_initramfs() {
 	mkdir -p "$d"/{bin,lib/modules,proc,dev,lower,rw,newroot}
 	cp "$busybox" "$d/bin/busybox"
 	: >"$d/lib/modules/order"
-	vm_initrd_modules "$moddir" "virtio_pci 9pnet_virtio 9p overlay" >"$d/mods" ||
+	# ext4 asks the crypto API for crc32c when it mounts: crc32c_generic before it.
+	vm_initrd_modules "$moddir" "virtio_pci 9pnet_virtio 9p overlay virtio_blk crc32c_generic ext4" \
+		>"$d/mods" ||
 		{ rm -rf "$d"; die "cannot resolve the initramfs modules"; }
 	# busybox insmod loads uncompressed modules only (6.12 ships .ko.xz).
 	while read -r m f; do
@@ -200,7 +229,12 @@ install -D -m 644 "$here/bus1test.conf" "$stage/etc/dbus-1/system.d/bus1test.con
 mkdir -p "$stage/etc/systemd/system.conf.d"
 printf '[Manager]\nDefaultTimeoutStopSec=20s\n' >"$stage/etc/systemd/system.conf.d/bus1test.conf"
 [ -z "$module" ] || cp "$module" "$results/bus1.ko"
+[ -z "$files" ] || cp -a "$files" "$results/files"
 {
+	echo "JOB_DISK=$([ -n "$disk" ] && echo 1 || echo 0)"
+	echo "JOB_HEADERS=$headers"
+	echo "JOB_PHASE=$phase"
+	echo "JOB_KBUILD=$kbuild"
 	echo "JOB_BUS=$bus"
 	echo "JOB_MODULE=$([ -n "$module" ] && echo 1 || echo 0)"
 	echo "JOB_KVER=$kver"
@@ -210,6 +244,14 @@ printf '[Manager]\nDefaultTimeoutStopSec=20s\n' >"$stage/etc/systemd/system.conf
 # ---- boot --------------------------------------------------------------------------------------
 
 accel=${BUS1_VM_ACCEL:-tcg}
+extra=()
+[ -z "$disk" ] || extra+=(-drive "file=$disk,format=raw,if=virtio,cache=unsafe")
+if [ $headers = 1 ]; then
+	extra+=(-fsdev "local,id=src,path=/usr/src,security_model=none,readonly=on,multidevs=remap"
+		-device virtio-9p-pci,fsdev=src,mount_tag=src
+		-fsdev "local,id=kbuild,path=$kbuild,security_model=none,readonly=on,multidevs=remap"
+		-device virtio-9p-pci,fsdev=kbuild,mount_tag=kbuild)
+fi
 cpu=()
 [ "$accel" = kvm ] && cpu=(-cpu host)
 now() { date +%s.%N; }
@@ -221,7 +263,7 @@ boot() {
 	local t_status="" deadline
 	start=$(now)
 	deadline=$(($(date +%s) + timeout_s + boot_s))
-	"$qemu" -machine pc -accel "$accel" "${cpu[@]}" -m "$mem" -smp "$smp" \
+	"$qemu" -machine pc -accel "$accel" "${cpu[@]}" -m "$mem" -smp "$smp" "${extra[@]}" \
 		-nodefaults -no-user-config -display none -no-reboot \
 		-serial "file:$results/console.log" -monitor none \
 		-kernel "$kernel" -initrd "$kcache/initramfs.gz" \
@@ -326,7 +368,7 @@ if [ -f "$results/insmod" ] && [ "$(cat "$results/insmod")" != 0 ]; then
 	cat "$results/insmod.log" >&2
 	fail=1
 fi
-if [ -n "$module" ]; then
+if [ -n "$module" ] || [ $kernel_check = 1 ]; then
 	tainted=$(cat "$results/tainted" 2>/dev/null || echo 0)
 	for f in 5:B 7:D 9:W 14:L; do
 		if (( (tainted >> ${f%%:*}) & 1 )); then

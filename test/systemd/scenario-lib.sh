@@ -16,6 +16,8 @@ set -u
 export SYSTEMD_PAGER='' SYSTEMD_COLORS=0
 
 bus=${JOB_BUS:-bus1}
+# where the bus1-broker under test is installed (meson install; the Debian package: /usr/bin)
+bus1_broker=${BUS1_BROKER:-/usr/local/bin/bus1-broker}
 module=${JOB_MODULE:-0}
 client=/usr/local/libexec/bus1test/bus1test-client.py
 D=/run/bus1test
@@ -113,7 +115,7 @@ check_bus_process() {
 	local phase=$1 pid exe want
 	pid=$(bus_pid)
 	exe=$(bus_exe "$pid")
-	[ "$bus" = bus1 ] && want=/usr/local/bin/bus1-broker || want=/usr/bin/dbus-daemon
+	[ "$bus" = bus1 ] && want=$bus1_broker || want=/usr/bin/dbus-daemon
 	if [ "$exe" = "$want" ]; then
 		ok "$phase: dbus.service runs $want (pid $pid)"
 		note "$phase: listening socket in pid $pid: $(listen_fds "$pid")"

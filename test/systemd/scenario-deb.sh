@@ -1,0 +1,259 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# scenario-deb.sh - the Debian packages on a booted system, in three boots of the same disk
+# (run-deb-suite.sh; JOB_PHASE says which boot this is). The packages are in
+# /bus1test/files/debs, the upgrade (the same bus1-broker with a higher version) in
+# /bus1test/files/debs-v2. What a boot must carry to the next one is in /var/lib/bus1test.
+#
+#   install  on dbus-daemon: the reference checks (busctl, loginctl, hostnamectl, timedatectl,
+#            pkcheck as bus1user, the failed units, the boot time); the file lists of the root
+#            and of /lib/modules; `apt-get install ./*.deb` (DKMS builds bus1.ko), which
+#            switches nothing; `systemctl enable` and `systemctl --global enable
+#            bus1-broker.service`
+#   bus1     on bus1-broker: bus1.ko loaded by modules-load.d, /dev/bus1 with mode 0666 and open
+#            in the bus, the same checks with the same results and no failed unit the reference
+#            did not have; bus1user's session bus is bus1-broker, its accessibility bus unit
+#            the package's; an upgrade (`apt-get install` of debs-v2) while clients hold a name
+#            and a call is in flight drops nobody; then `systemctl disable` (both)
+#   back     on dbus-daemon again, the same checks; `apt-get purge` of every package unloads
+#            bus1.ko and leaves no file behind in the root or in /lib/modules
+#
+# Output and exit status as scenario-restart.sh (the checks are in scenario-lib.sh).
+
+export BUS1_BROKER=/usr/bin/bus1-broker
+# shellcheck source=test/systemd/scenario-lib.sh
+. "$(dirname "$0")/scenario-lib.sh"
+
+phase=${JOB_PHASE:?JOB_PHASE not set}
+S=/var/lib/bus1test
+mkdir -p $S
+F=/bus1test/files
+kver=$(uname -r)
+packages=(bus1-broker bus1-dkms libbus1-0 libbus1-client0 libbus1-dev)
+export DEBIAN_FRONTEND=noninteractive
+
+as_user() { runuser -u bus1user -- env XDG_RUNTIME_DIR=/run/user/1000 "$@"; }
+
+# What the checks of every boot print, compared across boots: "NAME: rc OUTPUT".
+probe() {
+	local out rc
+	out=$(timeout 30 busctl --timeout=20 list --no-legend 2>&1 | awk '{ print $1 }' |
+		grep -c '^org\.freedesktop\.' 2>&1)
+	echo "busctl-list: well-known org.freedesktop names $out"
+	out=$(timeout 30 loginctl --no-legend list-sessions 2>&1 >/dev/null); rc=$?
+	echo "loginctl: $rc $out"
+	out=$(timeout 30 hostnamectl --static 2>&1); rc=$?
+	echo "hostnamectl: $rc $out"
+	out=$(timeout 30 timedatectl show -p Timezone --value 2>&1); rc=$?
+	echo "timedatectl: $rc $out"
+	# an unprivileged user asks polkit (the stock policy: not allowed without authentication)
+	# shellcheck disable=SC2016  # ($$ is the user's shell)
+	out=$(timeout 30 runuser -u bus1user -- sh -c 'exec pkcheck --process $$ \
+		--action-id org.freedesktop.hostname1.set-static-hostname' 2>&1); rc=$?
+	echo "pkcheck: $rc $(echo "$out" | head -n 1)"
+}
+
+# Run the probes, compare them with the reference boot's.
+check_probes() {
+	local name=$1 line
+	probe >"$S/probe-$name"
+	while read -r line; do note "$name: $line"; done <"$S/probe-$name"
+	if [ "$name" = reference ]; then
+		grep -q '^loginctl: 0' "$S/probe-$name" && grep -q '^hostnamectl: 0 bus1-guest' "$S/probe-$name" &&
+			grep -q '^timedatectl: 0' "$S/probe-$name" && ok "reference: loginctl, hostnamectl and timedatectl answer"
+		return
+	fi
+	if diff -u "$S/probe-reference" "$S/probe-$name" >"$S/probe-$name.diff"; then
+		ok "$name: busctl, loginctl, hostnamectl, timedatectl and pkcheck (as bus1user) give the reference's results"
+	else
+		fail "$name: the probes differ from the reference: $(tail -n +3 "$S/probe-$name.diff" | tr '\n' ' ')"
+	fi
+}
+
+# The failed units, compared with the reference's (a unit that fails on dbus-daemon too is not
+# the bus's doing).
+check_failed_units() {
+	local name=$1 new
+	systemctl list-units --state=failed --no-legend --plain 2>&1 | awk '{ print $1 }' | sort >"$S/failed-$name"
+	note "$name: failed units: $(tr '\n' ' ' <"$S/failed-$name")"
+	[ "$name" = reference ] && return
+	new=$(comm -13 "$S/failed-reference" "$S/failed-$name" | tr '\n' ' ')
+	if [ -z "$new" ]; then
+		ok "$name: no failed unit that the reference did not have"
+	else
+		fail "$name: units failed that did not on dbus-daemon: $new"
+	fi
+}
+
+boot_time() {
+	local t
+	t=$(systemd-analyze 2>/dev/null | head -n 1)
+	note "$1: $t"
+	t=$(awk '/Startup finished/ { for (i = 1; i <= NF; i++) if ($i == "=") { print $(i + 1); exit } }' <<<"$t")
+	note "time boot-$1 ${t%s}"
+}
+
+# Files of the root and of /lib/modules/KVER, less what a boot or the package manager changes
+# anyway.
+file_list() {
+	find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /run -o -path /tmp \
+		-o -path /bus1test -o -path /var/lib/bus1test -o -path /var/log -o -path /var/cache \
+		-o -path /var/lib/dpkg -o -path /var/lib/apt -o -path /var/lib/systemd \
+		-o -path /var/tmp -o -path /usr/src -o -path /home/bus1user \) -prune -o -print | sort
+}
+module_list() { find "/usr/lib/modules/$kver" | sort; }
+
+# switch PHASE enable|disable: the system bus and every user's, as docs/switching.md says.
+switch() {
+	if systemctl "$2" bus1-broker.service >/dev/null 2>&1 &&
+		systemctl --global "$2" bus1-broker.service >/dev/null 2>&1; then
+		ok "$1: systemctl $2 and systemctl --global $2 bus1-broker.service"
+	else
+		fail "$1: systemctl $2 bus1-broker.service failed"
+	fi
+}
+
+wait_running() {
+	local state
+	state=$(timeout 180 systemctl is-system-running --wait 2>&1)
+	case "$state" in
+	running|degraded) ok "$1: the system came up ($state)" ;;
+	*) fail "$1: is-system-running says '$state'" ;;
+	esac
+}
+
+phase_install() {
+	local t0 out rc
+	bus=dbus-daemon
+	wait_running install
+	boot_time reference
+	check_bus_process install
+	check_probes reference
+	check_failed_units reference
+	file_list >$S/files-before
+	module_list >$S/modules-before
+	t0=$SECONDS
+	out=$(apt-get install -y -q $F/debs/*.deb 2>&1); rc=$?
+	note "install: apt-get install took $((SECONDS - t0))s, status $rc"
+	if [ $rc = 0 ]; then
+		ok "install: apt-get install of ${packages[*]} (DKMS built bus1.ko)"
+	else
+		fail "install: apt-get install failed: $(echo "$out" | tail -n 15 | tr '\n' ' ')"
+		for f in /var/lib/dkms/bus1/*/build/make.log; do
+			[ -f "$f" ] && note "$f: $(tail -n 25 "$f" | tr '\n' ' ')"
+		done
+		return
+	fi
+	if [ -n "$(find "/usr/lib/modules/$kver" -name 'bus1.ko*')" ]; then
+		ok "install: DKMS installed bus1.ko for $kver"
+	else
+		fail "install: no bus1.ko for $kver after the install: $(dkms status 2>&1 | tr '\n' ' ')"
+	fi
+	if [ "$(bus_exe "$(bus_pid)")" = /usr/bin/dbus-daemon ] &&
+		[ "$(systemctl is-enabled bus1-broker.service 2>&1)" = disabled ]; then
+		ok "install: installing switched nothing (dbus-daemon serves, bus1-broker.service disabled)"
+	else
+		fail "install: after the install dbus.service runs '$(bus_exe "$(bus_pid)")', bus1-broker.service is '$(systemctl is-enabled bus1-broker.service 2>&1)'"
+	fi
+	switch install enable
+}
+
+phase_bus1() {
+	local pid0 pid1 mode uid out
+	bus=bus1
+	module=1
+	wait_running bus1
+	boot_time bus1
+	if [ -e /sys/module/bus1 ]; then
+		ok "bus1: bus1.ko was loaded at boot (modules-load.d)"
+	else
+		fail "bus1: bus1.ko is not loaded"
+	fi
+	mode=$(stat -c %a /dev/bus1 2>&1)
+	[ "$mode" = 666 ] && ok "bus1: /dev/bus1 has mode 0666 (udev rule)" ||
+		fail "bus1: /dev/bus1 mode '$mode'"
+	check_bus_process bus1
+	check_probes bus1
+	check_failed_units bus1
+	check_new_clients bus1
+	# bus1user's session: its own systemd --user, whose dbus.service is the package's
+	uid=$(id -u bus1user)
+	systemctl start "user@$uid.service"
+	if wait_for 30 as_user busctl --user --timeout=5 call org.freedesktop.DBus /org/freedesktop/DBus \
+		org.freedesktop.DBus GetId >/dev/null 2>&1; then
+		out=$(as_user systemctl --user show -p MainPID --value dbus.service)
+		if [ "$(bus_exe "$out")" = /usr/bin/bus1-broker ]; then
+			ok "bus1: bus1user's session bus is bus1-broker (pid $out)"
+		else
+			fail "bus1: bus1user's dbus.service runs '$(bus_exe "$out")'"
+		fi
+	else
+		fail "bus1: bus1user's session bus does not answer"
+	fi
+	out=$(as_user systemctl --user show -p Id --value at-spi-dbus-bus.service 2>&1)
+	[ "$out" = bus1-broker-at-spi.service ] &&
+		ok "bus1: bus1user's accessibility bus unit is bus1-broker-at-spi.service" ||
+		fail "bus1: at-spi-dbus-bus.service of bus1user is '$out'"
+	systemctl stop "user@$uid.service"
+
+	# an upgrade under live clients
+	logind_owner0=$(logind_owner)
+	logind_pid0=$(logind_pid "$logind_owner0")
+	start_clients || return
+	pid0=$(bus_pid)
+	send_slow upgrade
+	out=$(apt-get install -y -q $F/debs-v2/bus1-broker_*.deb 2>&1) ||
+		fail "upgrade: apt-get install failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
+	note "upgrade: bus1-broker $(dpkg-query -W -f='${Version}' bus1-broker) installed"
+	pid1=$(bus_pid)
+	[ "$pid1" != "$pid0" ] && ok "upgrade: the postinst restarted the bus (pid $pid0 -> $pid1)" ||
+		fail "upgrade: the bus was not restarted (pid $pid0)"
+	after_phase upgrade
+	kill "$pid_a" "$pid_b" 2>/dev/null
+
+	switch bus1 disable
+}
+
+phase_back() {
+	local out rc left
+	bus=dbus-daemon
+	wait_running back
+	boot_time back
+	check_bus_process back
+	check_probes back
+	check_failed_units back
+	out=$(apt-get purge -y -q "${packages[@]}" 2>&1); rc=$?
+	if [ $rc = 0 ]; then
+		ok "back: apt-get purge of ${packages[*]}"
+	else
+		fail "back: apt-get purge failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
+	fi
+	if [ ! -e /sys/module/bus1 ]; then
+		ok "back: the purge unloaded bus1.ko"
+	else
+		fail "back: bus1.ko is still loaded after the purge"
+	fi
+	left=$(file_list | comm -13 $S/files-before - | tr '\n' ' ')
+	if [ -z "$left" ]; then
+		ok "back: no file left in the root that was not there before the install"
+	else
+		fail "back: left behind: $left"
+	fi
+	left=$(module_list | comm -13 $S/modules-before - | tr '\n' ' ')
+	if [ -z "$left" ]; then
+		ok "back: nothing left in /lib/modules/$kver"
+	else
+		fail "back: left in /lib/modules/$kver: $left"
+	fi
+}
+
+note "deb: phase $phase, kernel $kver"
+case "$phase" in
+install) phase_install ;;
+bus1) phase_bus1 ;;
+back) phase_back ;;
+*) fail "unknown phase $phase" ;;
+esac
+note "done at uptime $(now)s: $fails failed check(s)"
+[ $fails = 0 ]
