@@ -6,7 +6,7 @@
 # system.conf, dbus.service and dbus.socket: the reference bus), polkitd, python3 (the test
 # clients speak D-Bus over raw sockets), procps, util-linux, kmod, and what bus1-broker links
 # (libexpat1, libsystemd0); for run-deb-suite.sh dbus-user-session, dkms, gcc, make, libc6-dev,
-# libelf1 and libssl3 (the host kbuild tools DKMS runs link them)
+# libelf1 and libssl3 (the host kbuild tools DKMS runs link them), at-spi2-core
 # and the user bus1user (uid 1000). No networking service, no getty, root without a password,
 # multi-user.target as the default, systemd-firstboot masked (mmdebstrap leaves /etc/machine-id
 # empty: systemd makes up a transient one at each boot, and it is not a first boot).
@@ -38,7 +38,7 @@ packages=(
 	systemd systemd-sysv dbus polkitd python3 libexpat1 libsystemd0
 	procps util-linux kmod
 	# run-deb-suite.sh: the packages' dependencies, DKMS and what it builds with, a user session
-	dbus-user-session dkms gcc make libc6-dev libelf1 libssl3
+	dbus-user-session dkms gcc make libc6-dev libelf1 libssl3 at-spi2-core
 )
 # Units the test boots never need: they only cost boot time on a TCG guest.
 mask_units=(

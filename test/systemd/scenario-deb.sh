@@ -7,14 +7,15 @@
 # /bus1test/files/debs-v2. What a boot must carry to the next one is in /var/lib/bus1test.
 #
 #   install  on dbus-daemon: the reference checks (busctl, loginctl, hostnamectl, timedatectl,
-#            pkcheck as bus1user, the failed units, the boot time); the file lists of the root
+#            pkcheck as bus1user, the failed units, the boot time, bus1user's accessibility bus
+#            served by dbus-daemon); the file lists of the root
 #            and of /lib/modules; `apt-get install ./*.deb` (DKMS builds bus1.ko), which
 #            switches nothing; `systemctl enable` and `systemctl --global enable
 #            bus1-broker.service`
 #   bus1     on bus1-broker: bus1.ko loaded by modules-load.d, /dev/bus1 with mode 0666 and open
 #            in the bus, the same checks with the same results and no failed unit the reference
-#            did not have; bus1user's session bus is bus1-broker, its accessibility bus unit
-#            the package's; an upgrade (`apt-get install` of debs-v2) while clients hold a name
+#            did not have; bus1user's session bus is bus1-broker, and so is its accessibility
+#            bus (at-spi2-core's launcher in the package's unit); an upgrade (`apt-get install` of debs-v2) while clients hold a name
 #            and a call is in flight drops nobody; then `systemctl disable` (both)
 #   back     on dbus-daemon again, the same checks; `apt-get purge` of every package unloads
 #            bus1.ko and leaves no file behind in the root or in /lib/modules
@@ -34,6 +35,23 @@ packages=(bus1-broker bus1-dkms libbus1-0 libbus1-client0 libbus1-dev)
 export DEBIAN_FRONTEND=noninteractive
 
 as_user() { runuser -u bus1user -- env XDG_RUNTIME_DIR=/run/user/1000 "$@"; }
+
+# The accessibility bus of bus1user's session (org.a11y.Bus of at-spi2-core, activated on the
+# session bus): the program that serves it must be $2, by inode (bus1-broker-at-spi.service
+# runs bus1-broker bind-mounted at /usr/bin/dbus-daemon).
+check_a11y_bus() {
+	local phase=$1 want=$2 addr pid
+	addr=$(as_user busctl --user --timeout=30 call org.a11y.Bus /org/a11y/bus org.a11y.Bus \
+		GetAddress 2>&1 | value)
+	pid=$(as_user busctl --address="$addr" --timeout=10 call org.freedesktop.DBus \
+		/org/freedesktop/DBus org.freedesktop.DBus GetConnectionUnixProcessID s \
+		org.freedesktop.DBus 2>&1 | value)
+	if [ -n "$pid" ] && [ "$(stat -L -c %d:%i "/proc/$pid/exe" 2>&1)" = "$(stat -c %d:%i "$want")" ]; then
+		ok "$phase: bus1user's accessibility bus ($addr) is served by $want (pid $pid)"
+	else
+		fail "$phase: bus1user's accessibility bus '$addr' is served by pid '$pid' ($(readlink "/proc/$pid/exe" 2>&1)), not $want"
+	fi
+}
 
 # What the checks of every boot print, compared across boots: "NAME: rc OUTPUT".
 probe() {
@@ -131,6 +149,9 @@ phase_install() {
 	check_bus_process install
 	check_probes reference
 	check_failed_units reference
+	systemctl start user@1000.service
+	check_a11y_bus reference /usr/bin/dbus-daemon
+	systemctl stop user@1000.service
 	file_list >$S/files-before
 	module_list >$S/modules-before
 	t0=$SECONDS
@@ -195,6 +216,7 @@ phase_bus1() {
 	[ "$out" = bus1-broker-at-spi.service ] &&
 		ok "bus1: bus1user's accessibility bus unit is bus1-broker-at-spi.service" ||
 		fail "bus1: at-spi-dbus-bus.service of bus1user is '$out'"
+	check_a11y_bus bus1 /usr/bin/bus1-broker
 	systemctl stop "user@$uid.service"
 
 	# an upgrade under live clients
