@@ -1297,6 +1297,13 @@ bool activation_is_activatable(struct activation *a, const char *name)
 	return lookup_service(a, name) != NULL;
 }
 
+const char *activation_assumed_apparmor_label(struct activation *a, const char *name)
+{
+	const struct bus_service *service = lookup_service(a, name);
+
+	return service ? service->apparmor_label : NULL;
+}
+
 int activation_start(struct activation *a, void *sender, struct message *msg, const char *name,
 		     bool auto_start)
 {

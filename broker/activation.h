@@ -214,6 +214,9 @@ const struct bus_services *activation_services(const struct activation *a);
  */
 bool activation_is_activatable(struct activation *a, const char *name);
 
+/* AssumedAppArmorLabel= of @name's .service file, or NULL (apparmor.h). */
+const char *activation_assumed_apparmor_label(struct activation *a, const char *name);
+
 /**
  * activation_start() - StartServiceByName or auto-start
  * @sender:	the caller (opaque; activation_sender_gone() drops its requests)

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "broker/activation.h"
+#include "broker/apparmor.h"
+#include "broker/audit.h"
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/log.h"
@@ -247,6 +249,14 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 		}
 	}
 
+	/* <apparmor mode=...> counts at start only, as in dbus-daemon. */
+	r = apparmor_new(&bus->apparmor, config ? config->apparmor : BUS_CONFIG_APPARMOR_UNSET,
+			 config ? config->type : NULL, errorp);
+	if (r)
+		return r;
+	if (bus->apparmor)
+		log_info("AppArmor D-Bus mediation is enabled");
+
 	if (config && config->type && !strcmp(config->type, "system"))
 		user_limits_init_system(&ulimits);
 	else
@@ -305,6 +315,8 @@ void bus_deinit(struct bus *bus)
 		bus->users = user_registry_free(bus->users);
 	bus->activation = activation_free(bus->activation);
 	bus->policy = bus_policy_free(bus->policy);
+	bus->apparmor = apparmor_free(bus->apparmor);
+	audit_log_close();
 	bus->pidfd = safe_close(bus->pidfd);
 }
 

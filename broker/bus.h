@@ -37,6 +37,7 @@
 #include "util/macro.h"
 
 struct activation;
+struct apparmor;
 struct native;
 struct bus;
 struct bus_config;
@@ -81,6 +82,7 @@ struct bus {
 	struct bus_config_limits limits;
 	struct activation *activation;	/* .service files, pending activations (activation.h) */
 	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
+	struct apparmor *apparmor;	/* AppArmor mediation (apparmor.h), NULL: none */
 	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
 
 	struct list_node peers;		/* every peer, in accept order */

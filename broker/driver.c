@@ -193,6 +193,14 @@ static int method_request_name(struct driver_call *c)
 				   "because it is reserved for D-Bus' use only",
 				   peer_name(conn), name);
 
+	/* The LSM first, then the configuration, as dbus-daemon asks them. */
+	r = policy_check_own_lsm(c->bus, conn, name);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+				   "Connection \"%s\" is not allowed to own the service \"%s\" "
+				   "due to AppArmor policy", peer_name(conn), name);
 	if (conn->policy) {
 		const struct bus_policy_rule *rule = NULL;
 
@@ -344,6 +352,14 @@ static int method_list_activatable_names(struct driver_call *c)
 	return reply_send(c, &b);
 }
 
+/* An LSM (AppArmor) does not let the caller eavesdrop. */
+static int eavesdrop_denied(struct driver_call *c)
+{
+	return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+			   "Connection \"%s\" is not allowed to eavesdrop due to AppArmor policy",
+			   peer_name(c->conn));
+}
+
 static int method_add_match(struct driver_call *c)
 {
 	struct peer *conn = c->conn;
@@ -376,6 +392,13 @@ static int method_add_match(struct driver_call *c)
 				   "rejected attempt to call AddMatch with eavesdrop=true by "
 				   "connection %s with uid %u", peer_name(conn),
 				   (unsigned)conn->uid);
+	}
+	if (rule->eavesdrop) {
+		r = policy_check_eavesdrop_lsm(c->bus, conn);
+		if (r <= 0) {
+			match_rule_free(rule);
+			return r < 0 ? r : eavesdrop_denied(c);
+		}
 	}
 	if (peer_charge(conn, USER_SLOT_MATCHES, 1)) {
 		match_rule_free(rule);
@@ -713,6 +736,11 @@ static int method_become_monitor(struct driver_call *c)
 	size_t n = 0, i;
 	uint32_t flags;
 	int r;
+
+	/* Asked before the arguments are read, as dbus-daemon asks it. */
+	r = policy_check_eavesdrop_lsm(c->bus, c->conn);
+	if (r <= 0)
+		return r < 0 ? r : eavesdrop_denied(c);
 
 	r = dc_reader_enter(&c->reader, 'a');
 	while (!r && dc_reader_peek(&c->reader) == 's') {
@@ -1245,6 +1273,8 @@ static int prop_features(struct driver_call *c, struct dc_writer *w)
 	dc_writer_open(w, 'a', NULL);
 	/* Broadcast after every reload (bus.c), as dbus-daemon >= 1.13.14 does. */
 	dc_writer_write(w, "s", "ActivatableServicesChanged");
+	if (c->bus->apparmor)
+		dc_writer_write(w, "s", "AppArmor");
 	/* Unknown header fields are dropped when the sender is stitched. */
 	dc_writer_write(w, "s", "HeaderFiltering");
 	if (c->bus->systemd_activation)

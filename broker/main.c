@@ -249,28 +249,14 @@ static int load_config(const struct cli *cli, struct bus_config **configp)
 			strerror(-r));
 		return -1;
 	}
-	/*
-	 * dbus-daemon refuses to start when <apparmor mode="required"/> and the
-	 * kernel has no AppArmor. bus1-broker never mediates with AppArmor (nor
-	 * SELinux), so "required" can never be met.
-	 */
-	if ((*configp)->apparmor == BUS_CONFIG_APPARMOR_REQUIRED) {
-		fprintf(stderr, "Failed to start message bus: AppArmor mediation required "
-			"but not present (bus1-broker does not implement it)\n");
-		return -1;
-	}
 	return 0;
 }
 
 /* An LSM that would mediate D-Bus for dbus-daemon does not here: say so. */
-static void warn_unmediated_lsm(const struct bus_config *config)
+static void warn_unmediated_lsm(void)
 {
 	if (access("/sys/fs/selinux/enforce", F_OK) == 0)
 		log_warn("SELinux is enabled, but bus1-broker does not mediate messages with it: "
-			 "only the <policy> rules apply");
-	if (config && config->apparmor != BUS_CONFIG_APPARMOR_DISABLED &&
-	    access("/sys/kernel/security/apparmor", F_OK) == 0)
-		log_warn("AppArmor is enabled, but bus1-broker does not mediate messages with it: "
 			 "only the <policy> rules apply");
 }
 
@@ -452,7 +438,7 @@ int main(int argc, char **argv)
 		(void)sd_notify(0, "READY=1");
 		goto run;
 	}
-	warn_unmediated_lsm(config);
+	warn_unmediated_lsm();
 	r = broker_new(&broker, &opts);
 	if (r) {
 		fprintf(stderr, "Failed to start message bus: %s\n",

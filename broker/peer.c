@@ -5,9 +5,13 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "broker/apparmor.h"
 #include "broker/bus.h"
 #include "broker/log.h"
 #include "broker/peer.h"
@@ -80,9 +84,57 @@ struct peer *peer_free(struct peer *peer)
 		user_charge_release(&peer->charges[i]);
 	if (peer->user)
 		peer->user = user_unref(peer->user);
+	peer->apparmor = apparmor_label_free(peer->apparmor);
 	socket_creds_deinit(&peer->creds);
 	free(peer);
 	return NULL;
+}
+
+/* dbus-daemon's length limit of the command line in log lines. */
+#define LOGINFO_COMMAND_MAX 50
+
+/* The command line of @pid, its arguments joined by spaces; "" if unknown. */
+static void command_of(pid_t pid, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	while (n > 0 && buf[n - 1] == '\0')
+		n--;
+	buf[n] = '\0';
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+}
+
+char *peer_loginfo(const struct peer *peer)
+{
+	char comm[LOGINFO_COMMAND_MAX + 1];
+	char buf[512];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (peer->uid != (uid_t)-1)
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "uid=%u", (unsigned)peer->uid);
+	if (peer->pid > 0 && len < sizeof(buf)) {
+		command_of(peer->pid, comm, sizeof(comm));
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%spid=%d comm=\"%s\"",
+					len ? " " : "", (int)peer->pid, comm);
+	}
+	if (peer->creds.label && len < sizeof(buf))
+		snprintf(buf + len, sizeof(buf) - len, "%slabel=\"%s\"", len ? " " : "",
+			 peer->creds.label);
+	return strdup(buf);
 }
 
 void peer_close(struct peer *peer, const char *reason)
@@ -116,6 +168,7 @@ void peer_close(struct peer *peer, const char *reason)
 
 int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous)
 {
+	const char *why = NULL;
 	int r;
 
 	peer->authenticated = true;
@@ -140,6 +193,14 @@ int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymo
 		peer->socket_identity = false;
 	}
 	bus_incomplete_done(peer->bus);
+	r = policy_check_connect_lsm(peer->bus, peer, &why);
+	if (r < 0)
+		return r;
+	if (r) {
+		log_warn("Unable to set up new connection: %s", why);
+		peer_close(peer, NULL);
+		return 1;
+	}
 	r = policy_setup_peer(peer);
 	if (r < 0)
 		return r;

@@ -38,6 +38,7 @@
 #include "dbus-compat/socket.h"
 #include "util/list.h"
 
+struct apparmor_label;
 struct bus;
 struct bus_client_policy;
 struct message;
@@ -81,6 +82,7 @@ struct peer {
 	struct user *user;		/* accounting */
 	struct user_charge charges[_USER_SLOT_N];	/* what this peer holds */
 	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
+	struct apparmor_label *apparmor;	/* creds.label parsed, on first use (apparmor.h) */
 
 	/* D-Bus state */
 	struct name_owner owner;	/* unique name + well-known names */
@@ -147,7 +149,8 @@ void peer_close(struct peer *peer, const char *reason);
  * @anonymous:	it authenticated as nobody (ANONYMOUS)
  *
  * Sets up the policy rules that apply to it. Return: 0, 1 if the policy
- * does not let it connect (it is closed), or negative errno.
+ * does not let it connect, or an LSM mediates and it has no label (it is
+ * closed), or negative errno.
  */
 int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous);
 
@@ -192,6 +195,13 @@ int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds);
 
 /* Mark @peer to be disconnected because it does not read its output. */
 void peer_overflow(struct peer *peer);
+
+/*
+ * Who the peer is, for logs and error texts, as dbus-daemon writes it:
+ * uid=U pid=P comm="COMMAND LINE" label="LABEL" (what is known). Return a
+ * malloc()ed string, or NULL on ENOMEM.
+ */
+char *peer_loginfo(const struct peer *peer);
 
 /* The peer's pidfd (its ProcessFD, owned by the peer), or -1 if unknown. */
 static inline int peer_get_pidfd(const struct peer *peer)

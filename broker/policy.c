@@ -8,6 +8,8 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include "broker/activation.h"
+#include "broker/apparmor.h"
 #include "broker/bus.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
@@ -58,17 +60,54 @@ static void policy_message(struct bus_policy_message *pm, const struct message *
 	};
 }
 
-int policy_check(struct bus *bus, struct peer *from,
-		 const struct bus_policy_peer *from_names, struct peer *to,
-		 struct message *m, bool requested_reply, bool eavesdropping,
-		 struct policy_verdict *verdict)
+bool policy_active(struct bus *bus)
+{
+	return bus->policy || bus->apparmor;
+}
+
+void policy_verdict_deinit(struct policy_verdict *verdict)
+{
+	free(verdict->lsm_text);
+	verdict->lsm_text = NULL;
+}
+
+/*
+ * The LSM's say on @m from @from (not the driver: its messages are not
+ * mediated) to @to. Return 1, 0 (verdict->lsm_text set), -ENOMEM.
+ */
+static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
+			    bool activation, struct message *m, bool requested_reply,
+			    struct policy_verdict *verdict)
+{
+	const char *assumed = NULL;
+	char *text = NULL;
+	int r;
+
+	if (!from || !bus->apparmor)
+		return 1;
+	if (activation)
+		assumed = activation_assumed_apparmor_label(bus->activation, m->destination);
+	r = apparmor_check_send(bus->apparmor, from, to, activation, assumed, m,
+				requested_reply, &text);
+	if (r == 0) {
+		verdict->lsm_text = text;
+		verdict->send_side = true;
+	} else {
+		free(text);
+	}
+	return r;
+}
+
+static int policy_check_rules(struct bus *bus, struct peer *from,
+			      const struct bus_policy_peer *from_names, struct peer *to,
+			      struct message *m, bool requested_reply, bool eavesdropping,
+			      struct policy_verdict *verdict)
 {
 	struct bus_policy_message pm;
 	struct policy_names fn, tn;
 	bool ok = true;
 	int r;
 
-	*verdict = (struct policy_verdict){};
 	if (!bus->policy)
 		return 1;
 	policy_message(&pm, m, requested_reply);
@@ -101,6 +140,56 @@ int policy_check(struct bus *bus, struct peer *from,
 			policy_names_deinit(&fn);
 	}
 	return ok;
+}
+
+int policy_check(struct bus *bus, struct peer *from,
+		 const struct bus_policy_peer *from_names, struct peer *to,
+		 struct message *m, bool requested_reply, bool eavesdropping,
+		 struct policy_verdict *verdict)
+{
+	int r;
+
+	*verdict = (struct policy_verdict){};
+	r = policy_check_lsm(bus, from, to, false, m, requested_reply, verdict);
+	if (r <= 0)
+		return r;
+	return policy_check_rules(bus, from, from_names, to, m, requested_reply, eavesdropping,
+				  verdict);
+}
+
+int policy_check_activation(struct bus *bus, struct peer *from, struct message *m,
+			    struct policy_verdict *verdict)
+{
+	int r;
+
+	*verdict = (struct policy_verdict){};
+	r = policy_check_lsm(bus, from, NULL, true, m, false, verdict);
+	if (r <= 0)
+		return r;
+	return policy_check_rules(bus, from, NULL, NULL, m, false, false, verdict);
+}
+
+int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name)
+{
+	return bus->apparmor ? apparmor_check_bind(bus->apparmor, peer, name) : 1;
+}
+
+int policy_check_eavesdrop_lsm(struct bus *bus, struct peer *peer)
+{
+	return bus->apparmor ? apparmor_check_eavesdrop(bus->apparmor, peer) : 1;
+}
+
+int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **whyp)
+{
+	const struct apparmor_label *label;
+	int r;
+
+	if (!bus->apparmor)
+		return 0;
+	r = apparmor_peer_label(peer, &label);
+	if (r > 0)
+		*whyp = "Failed to get AppArmor confinement information of socket peer";
+	return r;
 }
 
 /*
@@ -197,7 +286,7 @@ int policy_setup_peer(struct peer *peer)
 static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int type)
 {
 	_cleanup_message_ struct message *probe = NULL;
-	struct policy_verdict verdict;
+	_cleanup_verdict_ struct policy_verdict verdict = {};
 	struct message_builder b;
 	int r;
 
@@ -226,6 +315,9 @@ int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 	bool opaque;
 	int r;
 
+	if (bus->apparmor && (!apparmor_peer_unconfined(bus->apparmor, from) ||
+			      !apparmor_peer_unconfined(bus->apparmor, to)))
+		return POLICY_DIRECT_OPAQUE;
 	r = policy_probe(bus, from, to, DC_MESSAGE_METHOD_CALL);
 	if (r <= 0)
 		return r < 0 ? r : POLICY_DIRECT_DENIED;

@@ -19,7 +19,9 @@
  * connection's compiled client policy (peer->policy), since it concerns one
  * connection only.
  *
- * Without a policy (bus->policy NULL) everything is allowed.
+ * The LSM (AppArmor, apparmor.h) is asked first, as dbus-daemon asks it,
+ * and both must allow a message. Without a policy (bus->policy NULL) and
+ * without LSM mediation everything is allowed (policy_active() false).
  */
 
 #include <stdbool.h>
@@ -47,15 +49,24 @@ struct policy_names {
 int policy_names_init(struct policy_names *pn, struct peer *peer);
 void policy_names_deinit(struct policy_names *pn);
 
+/* Whether any message may be denied: a <policy> or LSM mediation. */
+bool policy_active(struct bus *bus);
+
 /**
  * struct policy_verdict - why a message was denied
  * @rule:	the deciding rule, NULL when none matched (default deny)
  * @send_side:	the sender's send rules denied (else the receiver's receive rules)
+ * @lsm_text:	an LSM denied it: the text of the error (owned;
+ *		policy_verdict_deinit())
  */
 struct policy_verdict {
 	const struct bus_policy_rule *rule;
 	bool send_side;
+	char *lsm_text;
 };
+
+void policy_verdict_deinit(struct policy_verdict *verdict);
+#define _cleanup_verdict_ __attribute__((cleanup(policy_verdict_deinit)))
 
 /**
  * policy_check() - may @m go from @from to @to?
@@ -75,6 +86,29 @@ int policy_check(struct bus *bus, struct peer *from,
 		 const struct bus_policy_peer *from_names, struct peer *to,
 		 struct message *m, bool requested_reply, bool eavesdropping,
 		 struct policy_verdict *verdict);
+
+/*
+ * policy_check() for @m, which would start the service of its destination:
+ * the send rules decide as if the service owned the name; the LSM asks the
+ * sender only, against the label the service will have.
+ */
+int policy_check_activation(struct bus *bus, struct peer *from, struct message *m,
+			    struct policy_verdict *verdict);
+
+/*
+ * May @peer own @name, as far as the LSM goes? (The <policy> rules are the
+ * driver's to ask.) Return 1 allowed, 0 denied, -ENOMEM.
+ */
+int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name);
+
+/* May @peer eavesdrop, as far as the LSM goes? Return as policy_check_own_lsm(). */
+int policy_check_eavesdrop_lsm(struct bus *bus, struct peer *peer);
+
+/*
+ * Whether @peer may be accepted by the LSM: while it mediates, a peer needs
+ * a label. Return 0, 1 (not accepted, *@whyp set to a static text), -ENOMEM.
+ */
+int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **whyp);
 
 /**
  * policy_setup_peer() - (re)build the rules that apply to @peer
@@ -107,6 +141,8 @@ enum {
  * when no rule about the two looks at anything else
  * (bus_policy_opaque_between()); then the verdict is the same for every call
  * and every requested reply, and one probe message of each kind decides it.
+ * An LSM decides per message (AppArmor rules name paths and members): with
+ * AppArmor mediating, only two unconfined peers may talk directly.
  * Return: POLICY_DIRECT_*, or -ENOMEM.
  */
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to);

@@ -75,8 +75,12 @@ static int router_send_error_capture(struct peer *peer, struct message *call,
 static int policy_denied(struct peer *peer, struct message *m,
 			 const struct policy_verdict *verdict)
 {
-	_cleanup_free_ char *why = verdict->rule ? bus_policy_rule_describe(verdict->rule) : NULL;
+	_cleanup_free_ char *why = NULL;
 
+	if (verdict->lsm_text)
+		return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED, "%s",
+						 verdict->lsm_text);
+	why = verdict->rule ? bus_policy_rule_describe(verdict->rule) : NULL;
 	return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED,
 		"Rejected %s message, type=\"%s\" interface=\"%s\" member=\"%s\" "
 		"error name=\"%s\" destination=\"%s\" (%s)",
@@ -247,7 +251,7 @@ static bool router_driver_signal_denied(struct bus *bus, struct peer *to,
 {
 	_cleanup_message_ struct message *err = NULL;
 	_cleanup_free_ char *why = NULL, *text = NULL;
-	struct policy_verdict verdict;
+	_cleanup_verdict_ struct policy_verdict verdict = {};
 	int r;
 
 	if (msg->type != DC_MESSAGE_SIGNAL || !to->policy)
@@ -314,8 +318,8 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 		/* dbus-daemon skips receivers that cannot take fds, silently. */
 		if (msg->n_fds && !c->unix_fds)
 			continue;
-		if (bus->policy) {
-			struct policy_verdict verdict;
+		if (policy_active(bus)) {
+			_cleanup_verdict_ struct policy_verdict verdict = {};
 
 			if (sender && !have_sn) {
 				r = policy_names_init(&sn, sender);
@@ -598,13 +602,14 @@ static void router_capture(bool resumed, struct bus *bus, struct message *m,
 static int router_unicast_unowned(struct peer *peer, struct message *m, bool resumed)
 {
 	struct bus *bus = peer->bus;
-	struct policy_verdict verdict;
+	_cleanup_verdict_ struct policy_verdict verdict = {};
 	int r;
 
 	if ((m->type == DC_MESSAGE_METHOD_CALL || m->type == DC_MESSAGE_SIGNAL) &&
 	    !(m->flags & DC_FLAG_NO_AUTO_START)) {
-		if (bus->policy && activation_is_activatable(bus->activation, m->destination)) {
-			r = policy_check(bus, peer, NULL, NULL, m, false, false, &verdict);
+		if (policy_active(bus) &&
+		    activation_is_activatable(bus->activation, m->destination)) {
+			r = policy_check_activation(bus, peer, m, &verdict);
 			if (r < 0)
 				return r;
 			if (r == 0) {
@@ -720,8 +725,8 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 	struct destset set;
 	int r;
 
-	if (bus->policy) {
-		struct policy_verdict verdict;
+	if (policy_active(bus)) {
+		_cleanup_verdict_ struct policy_verdict verdict = {};
 
 		r = policy_check(bus, peer, NULL, target, m,
 				 m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR,
@@ -866,8 +871,8 @@ int router_dispatch(struct peer *peer, struct message *msg)
 
 		if (!late)
 			monitor_capture(peer->bus, m, peer, NULL);
-		if (peer->bus->policy) {
-			struct policy_verdict verdict;
+		if (policy_active(peer->bus)) {
+			_cleanup_verdict_ struct policy_verdict verdict = {};
 
 			r = policy_check(peer->bus, peer, NULL, NULL, m, false, false, &verdict);
 			if (r < 0)

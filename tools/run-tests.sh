@@ -41,9 +41,10 @@ meson setup build-test -Dwerror=true -Dkernel_version="$kver_6_1" --wipe >/dev/n
     meson setup build-test -Dwerror=true -Dkernel_version="$kver_6_1"
 need_suite build-test kmod
 need_suite build-test native
+need_suite build-test lsm
 meson compile -C build-test
 meson test -C build-test --print-errorlogs --num-processes 2 \
-    --no-suite fuzz --no-suite native --no-suite guest
+    --no-suite fuzz --no-suite native --no-suite guest --no-suite lsm
 
 # The reference suite (suite 'reference', included above) runs every
 # dbus-tests case against /usr/bin/dbus-daemon and then against bus1-broker,
@@ -59,6 +60,12 @@ bash test/stress/run-under-valgrind.sh build-test integration
 # /dev/bus1, native (libbus1-client) and socket clients in every combination
 # (about 1-2 minutes under TCG).
 meson test -C build-test --print-errorlogs --num-processes 1 --suite native
+
+# LSM mediation against dbus-daemon (test/lsm/, about 1 minute under TCG): in
+# a guest with AppArmor (Debian's kernels have it built in) and bus1.ko, the
+# same profiles and cases on /usr/bin/dbus-daemon and on bus1-broker, with
+# socket clients and again with native ones, as root and as uid 1000.
+meson test -C build-test --print-errorlogs --num-processes 1 --suite lsm
 
 # The systemd guest suite: a real Debian 12 (mmdebstrap root, built once, about
 # a minute, and cached in ~/.cache/bus1-systemd-root) booted with systemd as
@@ -89,8 +96,10 @@ meson setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12" --wipe >/dev/
     meson setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12"
 need_suite build-6.12 kmod
 need_suite build-6.12 native
+need_suite build-6.12 lsm
 meson compile -C build-6.12
-meson test -C build-6.12 --print-errorlogs --num-processes 1 --suite kmod --suite native
+meson test -C build-6.12 --print-errorlogs --num-processes 1 --suite kmod --suite native \
+    --suite lsm
 
 # Fuzzers need clang. A second build directory, instrumented as a whole for
 # libFuzzer's coverage feedback and with ASan + UBSan, keeps the gcc build

@@ -1,0 +1,461 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""AppArmor mediation, differential: the same cases on /usr/bin/dbus-daemon
+and on bus1-broker, with the same profiles, in a qemu guest (run-lsm-guest.sh).
+
+  apparmor_matrix.py BUS1_BROKER SHIM [LSM_NATIVE] [--uid UID]
+
+The guest's kernel has AppArmor but, as every Debian kernel, neither the
+dbus feature flag nor unix socket peer labels. So, as the issue asks, the
+test supplies both and nothing else: a copy of the kernel's features tree
+with dbus/mask, bound over apparmorfs' features directory (the flag both
+buses look for), and SHIM (peersec-shim.so, LD_PRELOADed into both buses)
+answering SO_PEERSEC with the peer's label. The profiles are compiled with
+apparmor_parser -M against that tree (Debian's parser.conf pins older
+features and would drop the dbus rules) and the kernel answers the label
+queries itself.
+
+Every case's outcome (the reply or error name each client got, and what
+reached the other ends) must be the same on both buses, and on dbus-daemon
+it must be the expected one (so a setup that mediated nothing would fail).
+Clients run as root, or as UID (--uid) where root is not the point.
+
+With /dev/bus1 and LSM_NATIVE (lsm-native), bus1-broker runs the cases a
+second time with the service, the client and the deaf service as native
+clients (their label is the one of the socket they bootstrapped through),
+and must again give dbus-daemon's outcomes of the socket clients; the
+direct path is asked for, and must not let a confined client past its
+profile.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "lsm_peer.py")
+PY = "/usr/bin/python3"
+DAEMON = "/usr/bin/dbus-daemon"
+WORK = "/run/bus1-lsm"
+# Bound over apparmorfs' features for the guest's life: outside WORK.
+FEATURES = "/run/bus1-lsm-features"
+AAFS = "/sys/kernel/security/apparmor"
+AD = "org.freedesktop.DBus.Error.AccessDenied"
+
+SVC = "org.bus1.Lsm.Service"
+LSM_PATH, LSM_IFACE = "/org/bus1/Lsm", "org.bus1.Lsm"
+SIGNAL_PATH = "/org/bus1/Lsm/Signal"
+
+# --------------------------------------------------------------- profiles
+
+# What every client needs besides its case: to run python, and to talk to
+# the bus driver (whose label is the bus', unconfined).
+BASE = """
+  file,
+  capability,
+  network,
+  signal,
+  ptrace,
+  unix,
+  dbus send bus=session path=/org/freedesktop/DBus peer=(name=org.freedesktop.DBus),
+"""
+
+PROFILES = {
+    # A service: owns its names, receives anything, sends signals on one path.
+    "bus1test-svc": """
+  dbus bind bus=session name=org.bus1.Lsm.Service,
+  dbus bind bus=session name=org.bus1.Lsm.Activatable,
+  dbus receive bus=session,
+  dbus send bus=session path=/org/bus1/Lsm/Signal,
+""",
+    # A client: one name of its own; calls only Allowed on the service's
+    # path and interface, and only to a peer labelled bus1test-svc; takes
+    # messages from bus1test-svc only.
+    "bus1test-client": """
+  dbus bind bus=session name=org.bus1.Lsm.ClientName,
+  dbus send bus=session path=/org/bus1/Lsm interface=org.bus1.Lsm member=Allowed
+       peer=(label=bus1test-svc),
+  dbus receive bus=session peer=(label=bus1test-svc),
+""",
+    # Owns a name but may receive nothing.
+    "bus1test-deaf": """
+  dbus bind bus=session name=org.bus1.Lsm.Deaf,
+""",
+    # Receives anything, may not eavesdrop.
+    "bus1test-eaves": """
+  dbus receive bus=session,
+""",
+    # Receives anything and may eavesdrop.
+    "bus1test-eaves-ok": """
+  dbus receive bus=session,
+  dbus eavesdrop bus=session,
+""",
+}
+# The client's rules, in complain mode: denials are logged, not enforced.
+COMPLAIN = "bus1test-complain"
+
+
+def profile_text(name, rules, flags="attach_disconnected"):
+    return "abi <abi/3.0>,\nprofile %s flags=(%s) {%s%s}\n" % (name, flags, BASE, rules)
+
+
+def supply_flag():
+    """The dbus feature flag: a copy of the kernel's features tree with
+    dbus/mask, bound over apparmorfs' features directory."""
+    if os.path.exists(os.path.join(AAFS, "features", "dbus")):
+        return
+    if not os.path.exists(FEATURES):
+        shutil.copytree(os.path.join(AAFS, "features"), FEATURES)
+        os.makedirs(os.path.join(FEATURES, "dbus"))
+        with open(os.path.join(FEATURES, "dbus", "mask"), "w") as f:
+            f.write("acquire send receive\n")
+    subprocess.run(["mount", "--bind", FEATURES, os.path.join(AAFS, "features")], check=True)
+
+
+def remove_flag():
+    while os.path.exists(os.path.join(AAFS, "features", "dbus")):
+        subprocess.run(["umount", os.path.join(AAFS, "features")], check=True)
+
+
+def load_profiles():
+    """The profiles, compiled against the features with the flag."""
+    if not os.path.ismount("/sys/kernel/security"):
+        subprocess.run(["mount", "-t", "securityfs", "securityfs", "/sys/kernel/security"],
+                       check=True)
+    with open("/sys/module/apparmor/parameters/enabled") as f:
+        if f.read().strip() != "Y":
+            sys.exit("apparmor_matrix: AppArmor is not enabled in this kernel")
+    remove_flag()
+    supply_flag()
+    texts = [profile_text(n, r) for n, r in PROFILES.items()]
+    texts.append(profile_text(COMPLAIN, PROFILES["bus1test-client"],
+                              "attach_disconnected,complain"))
+    for i, text in enumerate(texts):
+        path = os.path.join(WORK, "profile-%d" % i)
+        with open(path, "w") as f:
+            f.write(text)
+        subprocess.run(["apparmor_parser", "-M", FEATURES, "-r", path], check=True)
+    remove_flag()
+
+
+def write_config(bus_dir, mode="enabled"):
+    svcdir = os.path.join(bus_dir, "services")
+    os.makedirs(svcdir, exist_ok=True)
+    # Started under its profile, as the .service file says it will be.
+    with open(os.path.join(svcdir, "act.service"), "w") as f:
+        f.write("[D-BUS Service]\nName=org.bus1.Lsm.Activatable\n"
+                "Exec=/usr/bin/aa-exec -p bus1test-svc -- %s %s --activated "
+                "org.bus1.Lsm.Activatable\nAssumedAppArmorLabel=bus1test-svc\n" % (PY, PEER))
+    # The client may not send to this label: the service must never start.
+    with open(os.path.join(svcdir, "act2.service"), "w") as f:
+        f.write("[D-BUS Service]\nName=org.bus1.Lsm.Activatable2\n"
+                "Exec=/bin/sh -c 'touch %s/started2; sleep 5'\n"
+                "AssumedAppArmorLabel=bus1test-other\n" % bus_dir)
+    conf = os.path.join(bus_dir, "bus.conf")
+    with open(conf, "w") as f:
+        f.write("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=%s/bus</listen>
+  <auth>EXTERNAL</auth>
+  <apparmor mode="%s"/>
+  <servicedir>%s</servicedir>
+  <policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+  </policy>
+</busconfig>
+""" % (bus_dir, mode, svcdir))
+    return conf
+
+
+# ---------------------------------------------------------------- clients
+
+class Client:
+    def __init__(self, address, profile, uid, native=None):
+        argv = []
+        if profile:
+            argv += ["aa-exec", "-p", profile, "--"]
+        if uid:
+            argv += ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+        argv += [native, address] if native else [PY, PEER, address]
+        self.native = native
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self.ready = json.loads(self.proc.stdout.readline() or '{"ready": null}')
+        if not self.ready.get("ready"):
+            raise RuntimeError("client %s did not connect: %s" % (profile, self.ready))
+
+    def do(self, op, **kw):
+        if self.native:
+            order = {"own": ["name"], "call": ["dest", "path", "iface", "member"],
+                     "match": ["rule"], "emit": ["path", "iface", "member"]}
+            line = " ".join([op] + [kw[k] for k in order.get(op, [])])
+        else:
+            kw["op"] = op
+            line = json.dumps(kw)
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        return json.loads(line)["result"] if line else "client died"
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.proc.wait(10)
+
+
+def call(c, dest, member="Allowed", path=LSM_PATH, iface=LSM_IFACE):
+    return c.do("call", dest=dest, path=path, iface=iface, member=member)
+
+
+# ------------------------------------------------------------------ cases
+
+def run_cases(address, uid, bus_dir, native=None, reexec=None):
+    """Every case on one bus. Returns [(name, outcome, expected)]. With
+    @native (lsm-native), the service, client and deaf roles are native.
+    @reexec: re-execute the bus in the middle (bus1-broker's SIGUSR2)."""
+    out = []
+    clients = []
+
+    def client(profile):
+        roles = ("bus1test-svc", "bus1test-client", "bus1test-deaf")
+        c = Client(address, profile, uid, native if profile in roles else None)
+        clients.append(c)
+        return c
+
+    def case(name, outcome, expected):
+        out.append((name, outcome, expected))
+
+    try:
+        svc = client("bus1test-svc")
+        cli = client("bus1test-client")
+        deaf = client("bus1test-deaf")
+        unconf = client(None)
+        complain = client(COMPLAIN)
+
+        case("features: AppArmor listed", "AppArmor" in unconf.do("features"), True)
+        case("own: allowed by the profile", cli.do("own", name="org.bus1.Lsm.ClientName"),
+             "reply:1")
+        case("own: denied by the profile", cli.do("own", name="org.bus1.Lsm.Other"), AD)
+        case("own: unconfined", unconf.do("own", name="org.bus1.Lsm.Other"), "reply:1")
+        case("own: the service's name", svc.do("own", name=SVC), "reply:1")
+        case("own: deaf service", deaf.do("own", name="org.bus1.Lsm.Deaf"), "reply:1")
+
+        case("send: allowed path, interface, member, peer label", call(cli, SVC), "reply")
+        case("send: the call reached the service",
+             svc.do("seen"), [["call", LSM_PATH, LSM_IFACE, "Allowed"]])
+        case("send: denied by member", call(cli, SVC, member="Denied"), AD)
+        case("send: denied by interface", call(cli, SVC, iface="org.bus1.Other"), AD)
+        case("send: denied by path", call(cli, SVC, path="/org/bus1/Other"), AD)
+        case("send: denied calls never reached the service", svc.do("seen"), [])
+        case("send: denied by the peer's label (unconfined owner)",
+             call(cli, "org.bus1.Lsm.Other"), AD)
+        case("send: to the unique name of a peer labelled bus1test-svc",
+             call(cli, svc.ready["ready"]), "reply")
+        case("send: unconfined to a confined service", call(unconf, SVC, member="Any"), "reply")
+        svc.do("seen")
+        case("receive: denied by the receiver's profile",
+             call(unconf, "org.bus1.Lsm.Deaf"), AD)
+        case("receive: the deaf service got nothing", deaf.do("seen"), [])
+        case("complain mode: a denied call goes through",
+             call(complain, SVC, member="Denied"), "reply")
+        svc.do("seen")
+
+        # bus1-broker re-executes here (dbus-daemon cannot): the labels come
+        # with the connections' state, the mediation goes on.
+        if reexec:
+            reexec()
+        case("after a re-exec: an allowed call", call(cli, SVC), "reply")
+        case("after a re-exec: a denied call", call(cli, SVC, member="Denied"), AD)
+        case("after a re-exec: a denied receiver", call(unconf, "org.bus1.Lsm.Deaf"), AD)
+        case("after a re-exec: what reached the services", svc.do("seen") + deaf.do("seen"),
+             [["call", LSM_PATH, LSM_IFACE, "Allowed"]])
+
+        # Broadcast signals: each receiver decided alone, silently.
+        rule = "type='signal',interface='org.bus1.Lsm'"
+        for c in (cli, deaf, unconf):
+            c.do("match", rule=rule)
+        svc.do("emit", path=SIGNAL_PATH, iface=LSM_IFACE, member="Ping")
+        sig = [["signal", SIGNAL_PATH, LSM_IFACE, "Ping"]]
+        case("signal: a receiver allowed by label", cli.do("seen"), sig)
+        case("signal: a receiver whose profile denies it", deaf.do("seen"), [])
+        case("signal: an unconfined receiver", unconf.do("seen"), sig)
+        cli.do("emit", path=SIGNAL_PATH, iface=LSM_IFACE, member="Forbidden")
+        case("signal: a sender whose profile denies it reaches nobody",
+             unconf.do("seen"), [])
+
+        # Eavesdropping (privileged callers only, whatever the LSM says).
+        eaves = client("bus1test-eaves")
+        eaves_ok = client("bus1test-eaves-ok")
+        priv = uid == 0
+        case("eavesdrop: AddMatch eavesdrop=true denied by the profile",
+             eaves.do("match", rule="eavesdrop=true,interface='org.bus1.Lsm'"), AD)
+        case("eavesdrop: AddMatch eavesdrop=true allowed by the profile",
+             eaves_ok.do("match", rule="eavesdrop=true,interface='org.bus1.Lsm'"),
+             "reply" if priv else AD)
+        call(unconf, SVC, member="Overheard")
+        case("eavesdrop: what the allowed eavesdropper overheard", eaves_ok.do("seen"),
+             [["call", LSM_PATH, LSM_IFACE, "Overheard"]] if priv else [])
+        svc.do("seen")
+        case("eavesdrop: BecomeMonitor denied by the profile", eaves.do("monitor"), AD)
+        case("eavesdrop: BecomeMonitor allowed by the profile", eaves_ok.do("monitor"),
+             "reply" if priv else AD)
+
+        # The direct path (native clients of bus1-broker; a no-op on sockets):
+        # a confined caller still goes through its profile.
+        case("direct: asked for", cli.do("direct"), "reply")
+        case("direct: an allowed call", call(cli, SVC), "reply")
+        case("direct: a denied call", call(cli, SVC, member="Denied"), AD)
+        case("direct: what reached the service", svc.do("seen"),
+             [["call", LSM_PATH, LSM_IFACE, "Allowed"]])
+
+        # Activation: the sender is asked against AssumedAppArmorLabel=.
+        case("activation: allowed by the assumed label",
+             call(cli, "org.bus1.Lsm.Activatable"), "reply")
+        case("activation: denied by the assumed label",
+             call(cli, "org.bus1.Lsm.Activatable2"), AD)
+        time.sleep(0.5)
+        case("activation: the denied service was never started",
+             os.path.exists(os.path.join(bus_dir, "started2")), False)
+    finally:
+        for c in clients:
+            c.close()
+    return out
+
+
+def start_only(argv, bus_dir, shim, mode):
+    """Whether a bus with <apparmor mode=MODE/> starts and stays: "started",
+    or its exit status and whether it said AppArmor was required. (dbus-daemon
+    prints its address before it looks at AppArmor, bus1-broker after.)"""
+    os.makedirs(bus_dir)
+    conf = write_config(bus_dir, mode)
+    bus = subprocess.Popen(argv + ["--config-file=" + conf, "--nofork", "--print-address=1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, LD_PRELOAD=shim))
+    bus.stdout.readline()
+    try:
+        bus.wait(2)
+    except subprocess.TimeoutExpired:
+        bus.terminate()
+        bus.wait(10)
+        return "started"
+    refused = "AppArmor mediation required but not present" in bus.stderr.read()
+    return "exit %d%s" % (bus.returncode, ", AppArmor required but not present" if refused else "")
+
+
+def mode_cases(argv, uid, bus_dir, shim, flag):
+    """<apparmor mode=...>: required without and with the dbus flag (@flag:
+    supply it in between), disabled."""
+    out = [("mode required, kernel without the dbus flag",
+            start_only(argv, bus_dir + "-required0", shim, "required"),
+            "exit 1, AppArmor required but not present")]
+    flag()
+    out.append(("mode required, the flag supplied",
+                start_only(argv, bus_dir + "-required1", shim, "required"), "started"))
+    # Disabled: the bus asks nothing; the profile's denials do not apply.
+    os.makedirs(bus_dir + "-disabled")
+    conf = write_config(bus_dir + "-disabled", "disabled")
+    bus = subprocess.Popen(argv + ["--config-file=" + conf, "--nofork", "--print-address=1"],
+                           stdout=subprocess.PIPE, text=True,
+                           env=dict(os.environ, LD_PRELOAD=shim))
+    try:
+        address = bus.stdout.readline().strip()
+        cli = Client(address, "bus1test-client", uid)
+        out.append(("mode disabled: AppArmor not listed",
+                    "AppArmor" in cli.do("features"), False))
+        out.append(("mode disabled: a name the profile denies",
+                    cli.do("own", name="org.bus1.Lsm.Other"), "reply:1"))
+        cli.close()
+    finally:
+        bus.terminate()
+        bus.wait(10)
+    return out
+
+
+def run_bus(argv, uid, bus_dir, shim, native=None):
+    os.makedirs(bus_dir)
+    conf = write_config(bus_dir)
+    env = dict(os.environ, LD_PRELOAD=shim)
+    log = open(os.path.join(bus_dir, "bus.log"), "w")
+    bus = subprocess.Popen(argv + ["--config-file=" + conf, "--nofork", "--print-address=1"],
+                           stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    try:
+        address = bus.stdout.readline().strip()
+        if not address:
+            raise RuntimeError("%s did not start (see %s)" % (argv[0], log.name))
+        reexec = None
+        if argv[0] != DAEMON:
+            def reexec():
+                bus.send_signal(signal.SIGUSR2)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    with open(log.name) as f:
+                        if "re-exec: resumed" in f.read():
+                            return
+                    time.sleep(0.2)
+                raise RuntimeError("%s did not resume after SIGUSR2 (see %s)" %
+                                   (argv[0], log.name))
+        return run_cases(address, uid, bus_dir, native, reexec)
+    finally:
+        bus.terminate()
+        bus.wait(10)
+        log.close()
+
+
+def main():
+    args = sys.argv[1:]
+    uid = 0
+    if "--uid" in args:
+        i = args.index("--uid")
+        uid = int(args[i + 1])
+        del args[i:i + 2]
+    broker, shim = args[0], args[1]
+    native = args[2] if len(args) > 2 and os.path.exists("/dev/bus1") else None
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK, mode=0o755)
+    load_profiles()
+
+    # The modes, each bus from a kernel without the flag on; the flag stays.
+    ref = mode_cases([DAEMON], uid, os.path.join(WORK, "dbus-daemon-mode"), shim, supply_flag)
+    remove_flag()
+    modes = mode_cases([broker], uid, os.path.join(WORK, "bus1-broker-mode"), shim,
+                       supply_flag)
+    ref += run_bus([DAEMON], uid, os.path.join(WORK, "dbus-daemon"), shim)
+    runs = [("bus1-broker",
+             modes + run_bus([broker], uid, os.path.join(WORK, "bus1-broker"), shim))]
+    if native:
+        # The mode cases are socket clients' only: the same rows again.
+        runs.append(("bus1-broker, native clients",
+                     modes + run_bus([broker], uid, os.path.join(WORK, "bus1-native"), shim,
+                                     native)))
+    else:
+        print("# no /dev/bus1 or no lsm-native: native clients not tried")
+
+    failures = 0
+    for label, got in runs:
+        print("# AppArmor matrix, clients as uid %d: dbus-daemon | %s" % (uid, label))
+        for (name, r, expected), (name2, b, _) in zip(ref, got):
+            ok = r == expected and b == r and name == name2
+            failures += not ok
+            print("%s %s: %s | %s%s" % ("ok  " if ok else "FAIL", name, json.dumps(r),
+                                       json.dumps(b), "" if r == expected else
+                                       " (expected %s)" % json.dumps(expected)))
+        if len(ref) != len(got):
+            failures += 1
+            print("FAIL the buses ran %d and %d cases" % (len(ref), len(got)))
+    remove_flag()
+    print("# %d case(s) on each bus, %d failure(s)" % (len(ref), failures))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
