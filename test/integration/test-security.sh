@@ -1,8 +1,9 @@
 #!/bin/bash
-# SELinux / AppArmor configuration without mediation (see bus1-broker(1)):
+# SELinux / AppArmor configuration on a kernel whose AppArmor does not
+# mediate D-Bus (no features/dbus in apparmorfs, as on Debian's kernels; the
+# mediation itself is test/lsm/'s, in a guest):
 #  - <apparmor mode="required"/> stops the bus at start-up with dbus-daemon's
-#    message, as dbus-daemon does on a kernel without AppArmor (bus1-broker
-#    has no AppArmor mediation, so "required" can never be met);
+#    message, as dbus-daemon does;
 #  - mode="enabled" / "disabled" start;
 #  - <include if_selinux_enabled="yes"> is skipped while SELinux is off (the
 #    included file here is not even valid XML); <selinux><associate/> is
@@ -51,9 +52,13 @@ starts() {
     return 1
 }
 
-starts "$bus" "$dir/required.conf" && fail "mode=required started"
-grep -q "AppArmor mediation required but not present" "$dir/err" ||
-    fail "mode=required message: $(cat "$dir/err")"
+if [ -e /sys/kernel/security/apparmor/features/dbus ]; then
+    echo "this kernel's AppArmor mediates D-Bus: mode=required not tried here"
+else
+    starts "$bus" "$dir/required.conf" && fail "mode=required started"
+    grep -q "AppArmor mediation required but not present" "$dir/err" ||
+        fail "mode=required message: $(cat "$dir/err")"
+fi
 for c in enabled disabled selinux; do
     starts "$bus" "$dir/$c.conf" || fail "$c.conf did not start: $(cat "$dir/err")"
 done
