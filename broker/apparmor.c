@@ -377,31 +377,9 @@ static int query_message(struct apparmor *aa, uint32_t perm, const char *con,
 	return query_run(&q, perm, allow, audit, err);
 }
 
-/* dbus-daemon's text for a message an AppArmor policy denied. */
-static char *denied_text(struct peer *from, struct peer *to, const struct message *m,
-			 bool requested_reply)
-{
-	_cleanup_free_ char *from_info = peer_loginfo(from);
-	_cleanup_free_ char *to_info = to ? peer_loginfo(to) : NULL;
-	char *text;
-
-	if (asprintf(&text, "An AppArmor policy prevents this sender from sending this message "
-		     "to this recipient; type=\"%s\", sender=\"%s\" (%s) interface=\"%s\" "
-		     "member=\"%s\" error name=\"%s\" requested_reply=\"%d\" "
-		     "destination=\"%s\" (%s)",
-		     bus_message_type_to_string(m->type), peer_name(from),
-		     from_info ? from_info : "", m->interface ? m->interface : "(unset)",
-		     m->member ? m->member : "(unset)",
-		     m->error_name ? m->error_name : "(unset)", requested_reply,
-		     m->destination ? m->destination : DC_SERVICE_DBUS,
-		     to ? (to_info ? to_info : "") : "bus") < 0)
-		return NULL;
-	return text;
-}
-
 int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 			bool activation, const char *assumed_label, struct message *m,
-			bool requested_reply, char **errorp)
+			bool requested_reply, int *query_errno)
 {
 	const struct apparmor_label *src, *dst = NULL;
 	const char *dst_con = NULL, *dst_mode = NULL;
@@ -414,26 +392,19 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 	size_t common;
 	int r;
 
-	*errorp = NULL;
+	*query_errno = 0;
 	/* The call was allowed; its reply needs no permission of its own. */
 	if (requested_reply)
 		return 1;
 
+	/* Peers without a label are not accepted (policy_check_connect_lsm()). */
 	r = apparmor_peer_label(from, &src);
-	if (r < 0)
-		return r;
-	if (r) {
-		*errorp = strdup("The sender has no AppArmor label");
-		return *errorp ? 0 : -ENOMEM;
-	}
+	if (r)
+		return r < 0 ? r : 0;
 	if (to) {
 		r = apparmor_peer_label(to, &dst);
-		if (r < 0)
-			return r;
-		if (r) {
-			*errorp = strdup("The recipient has no AppArmor label");
-			return *errorp ? 0 : -ENOMEM;
-		}
+		if (r)
+			return r < 0 ? r : 0;
 	} else if (!activation) {
 		dst = aa->bus;
 	}
@@ -461,17 +432,7 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 		src_allow = 1;
 	if (is_complain(dst_mode))
 		dst_allow = 1;
-	if (!src_allow || !dst_allow) {
-		if (src_err || dst_err)
-			r = asprintf(errorp, "Failed to query AppArmor policy: %s",
-				     strerror(src_err ? src_err : dst_err));
-		else
-			r = (*errorp = denied_text(from, to, m, requested_reply)) ? 0 : -1;
-		if (r < 0) {
-			*errorp = NULL;
-			return -ENOMEM;
-		}
-	}
+	*query_errno = src_err ? src_err : dst_err;
 
 	/*
 	 * Replies are not logged: the policy language has no notion of them (an
@@ -553,9 +514,9 @@ int apparmor_check_bind(struct apparmor *aa, struct peer *peer, const char *name
 
 int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 			bool activation, const char *assumed_label, struct message *m,
-			bool requested_reply, char **errorp)
+			bool requested_reply, int *query_errno)
 {
-	*errorp = NULL;
+	*query_errno = 0;
 	return 1;
 }
 

@@ -80,13 +80,13 @@ int apparmor_check_bind(struct apparmor *aa, struct peer *peer, const char *name
  * @activation:	@m starts a service: only @from is asked, against
  *		@assumed_label (AssumedAppArmorLabel=, may be NULL)
  * @requested_reply: @m is a reply @to waits for: allowed
- * @errorp:	the text of the AccessDenied error when denied (malloc()ed)
+ * @query_errno: set when denied because the kernel could not be asked
  *
  * Return: 1 allowed, 0 denied (logged unless a reply), -ENOMEM.
  */
 int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 			bool activation, const char *assumed_label, struct message *m,
-			bool requested_reply, char **errorp);
+			bool requested_reply, int *query_errno);
 
 /**
  * apparmor_check_eavesdrop() - may @peer eavesdrop (an eavesdrop=true match

@@ -22,6 +22,7 @@
 #include "broker/log.h"
 #include "broker/reexec.h"
 #include "broker/reload.h"
+#include "broker/selinux.h"
 #include "conf/config.h"
 
 /* ------------------------------------------------------------- listeners */
@@ -267,6 +268,8 @@ int broker_new_restoring(struct broker **brokerp, const struct broker_options *o
 	struct bus_config_options copts = {
 		.no_listen_ok = true,
 		.warn = broker_config_warn,
+		.selinux_enabled = selinux_is_enabled(),
+		.selinux_root = selinux_root(),
 	};
 	struct broker *broker;
 	char *err = NULL;

@@ -23,6 +23,7 @@
 #include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
+#include "broker/selinux.h"
 #include "broker/user.h"
 #include "conf/config.h"
 #include "conf/policy.h"
@@ -114,6 +115,9 @@ void bus_apply_config(struct bus *bus, const struct bus_config *config)
 						 peer_name(c));
 			native_policy_changed(bus->native);
 		}
+
+		if (bus->selinux)
+			selinux_set_associations(bus->selinux, config);
 
 		/* Rescans the service directories; pending activations keep running. */
 		if (bus->activation && activation_configure(bus->activation, &acfg) < 0)
@@ -249,6 +253,12 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 		}
 	}
 
+	/* SELinux first, then AppArmor, as dbus-daemon starts them. */
+	r = selinux_new(&bus->selinux, errorp);
+	if (r)
+		return r;
+	if (bus->selinux)
+		log_info("SELinux support is enabled");
 	/* <apparmor mode=...> counts at start only, as in dbus-daemon. */
 	r = apparmor_new(&bus->apparmor, config ? config->apparmor : BUS_CONFIG_APPARMOR_UNSET,
 			 config ? config->type : NULL, errorp);
@@ -316,6 +326,7 @@ void bus_deinit(struct bus *bus)
 	bus->activation = activation_free(bus->activation);
 	bus->policy = bus_policy_free(bus->policy);
 	bus->apparmor = apparmor_free(bus->apparmor);
+	bus->selinux = selinux_free(bus->selinux);
 	audit_log_close();
 	bus->pidfd = safe_close(bus->pidfd);
 }
@@ -336,6 +347,12 @@ int bus_attach_restored(struct bus *bus, sd_event *event, int native_fd)
 	r = activation_attach(bus->activation, event);
 	if (r < 0)
 		return r;
+	/* SELinux policy loads and mode changes. */
+	if (bus->selinux) {
+		r = selinux_attach(bus->selinux, event);
+		if (r < 0)
+			return r;
+	}
 	/* Output goes out after all ready input of one iteration was handled. */
 	r = sd_event_add_defer(event, &bus->flush, bus_flush_cb, bus);
 	if (r < 0)

@@ -38,6 +38,7 @@
 
 struct activation;
 struct apparmor;
+struct selinux;
 struct native;
 struct bus;
 struct bus_config;
@@ -83,6 +84,7 @@ struct bus {
 	struct activation *activation;	/* .service files, pending activations (activation.h) */
 	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
 	struct apparmor *apparmor;	/* AppArmor mediation (apparmor.h), NULL: none */
+	struct selinux *selinux;	/* SELinux mediation (selinux.h), NULL: none */
 	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
 
 	struct list_node peers;		/* every peer, in accept order */

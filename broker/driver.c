@@ -24,6 +24,7 @@
 #include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
+#include "broker/selinux.h"
 #include "conf/config.h"
 #include "conf/policy.h"
 #include "dbus-compat/marshal.h"
@@ -169,6 +170,7 @@ static int method_hello(struct driver_call *c)
 
 static int method_request_name(struct driver_call *c)
 {
+	const char *lsm = NULL;
 	struct peer *conn = c->conn;
 	const char *name;
 	uint32_t flags, reply;
@@ -193,14 +195,14 @@ static int method_request_name(struct driver_call *c)
 				   "because it is reserved for D-Bus' use only",
 				   peer_name(conn), name);
 
-	/* The LSM first, then the configuration, as dbus-daemon asks them. */
-	r = policy_check_own_lsm(c->bus, conn, name);
+	/* The LSMs first, then the configuration, as dbus-daemon asks them. */
+	r = policy_check_own_lsm(c->bus, conn, name, &lsm);
 	if (r < 0)
 		return r;
 	if (r == 0)
 		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				   "Connection \"%s\" is not allowed to own the service \"%s\" "
-				   "due to AppArmor policy", peer_name(conn), name);
+				   "due to %s policy", peer_name(conn), name, lsm);
 	if (conn->policy) {
 		const struct bus_policy_rule *rule = NULL;
 
@@ -694,20 +696,23 @@ static int method_get_connection_selinux_security_context(struct driver_call *c)
 	struct peer *peer = NULL;
 	bool self = false;
 	struct message_builder b;
-	const struct socket_creds *cr;
+	_cleanup_free_ char *ctx = NULL;
 	const char *name;
 	int r;
 
 	r = lookup_conn(c, "security context", &name, &peer, &self);
 	if (r)
 		return r;
-	/* Only with SELinux active: any other LSM label is not an SELinux context. */
-	cr = !self ? &peer->creds : NULL;
-	if (!cr || !cr->label || access("/sys/fs/selinux/enforce", F_OK) < 0)
+	/* Only with SELinux: any other LSM label is not an SELinux context. */
+	r = c->bus->selinux ? selinux_context(c->bus->selinux, self ? NULL : peer, &ctx) : 1;
+	if (r < 0)
+		return r;
+	if (r)
 		return driver_fail(c, DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN,
 				   "Could not determine security context for '%s'", name);
+	/* The context without its NUL, as dbus-daemon sends it. */
 	reply_init(c, &b, "ay");
-	dc_writer_append_array(&b.body, 'y', cr->label, strlen(cr->label));
+	dc_writer_append_array(&b.body, 'y', ctx, strlen(ctx));
 	return reply_send(c, &b);
 }
 
@@ -1277,6 +1282,8 @@ static int prop_features(struct driver_call *c, struct dc_writer *w)
 		dc_writer_write(w, "s", "AppArmor");
 	/* Unknown header fields are dropped when the sender is stitched. */
 	dc_writer_write(w, "s", "HeaderFiltering");
+	if (c->bus->selinux)
+		dc_writer_write(w, "s", "SELinux");
 	if (c->bus->systemd_activation)
 		dc_writer_write(w, "s", "SystemdActivation");
 	return dc_writer_close(w);

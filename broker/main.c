@@ -25,6 +25,7 @@
 #include "broker/cli.h"
 #include "broker/driver.h"
 #include "broker/log.h"
+#include "broker/selinux.h"
 #include "broker/reexec.h"
 #include "conf/config.h"
 #include "dbus-compat/protocol.h"
@@ -236,6 +237,9 @@ static int load_config(const struct cli *cli, struct bus_config **configp)
 	struct bus_config_options copts = {
 		.no_listen_ok = cli->address != NULL,
 		.warn = config_warn,
+		/* <include if_selinux_enabled= selinux_root_relative=>, as dbus-daemon. */
+		.selinux_enabled = selinux_is_enabled(),
+		.selinux_root = selinux_root(),
 	};
 	_cleanup_free_ char *cerr = NULL;
 	int r;
@@ -250,14 +254,6 @@ static int load_config(const struct cli *cli, struct bus_config **configp)
 		return -1;
 	}
 	return 0;
-}
-
-/* An LSM that would mediate D-Bus for dbus-daemon does not here: say so. */
-static void warn_unmediated_lsm(void)
-{
-	if (access("/sys/fs/selinux/enforce", F_OK) == 0)
-		log_warn("SELinux is enabled, but bus1-broker does not mediate messages with it: "
-			 "only the <policy> rules apply");
 }
 
 /*
@@ -438,7 +434,6 @@ int main(int argc, char **argv)
 		(void)sd_notify(0, "READY=1");
 		goto run;
 	}
-	warn_unmediated_lsm();
 	r = broker_new(&broker, &opts);
 	if (r) {
 		fprintf(stderr, "Failed to start message bus: %s\n",

@@ -39,6 +39,7 @@
 #include "util/list.h"
 
 struct apparmor_label;
+struct security_id;
 struct bus;
 struct bus_client_policy;
 struct message;
@@ -83,6 +84,7 @@ struct peer {
 	struct user_charge charges[_USER_SLOT_N];	/* what this peer holds */
 	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
 	struct apparmor_label *apparmor;	/* creds.label parsed, on first use (apparmor.h) */
+	struct security_id *selinux_sid;	/* creds.label in the SELinux cache (selinux.h) */
 
 	/* D-Bus state */
 	struct name_owner owner;	/* unique name + well-known names */

@@ -7,12 +7,15 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "broker/activation.h"
 #include "broker/apparmor.h"
 #include "broker/bus.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
+#include "broker/selinux.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 #include "util/macro.h"
@@ -62,7 +65,7 @@ static void policy_message(struct bus_policy_message *pm, const struct message *
 
 bool policy_active(struct bus *bus)
 {
-	return bus->policy || bus->apparmor;
+	return bus->policy || bus->apparmor || bus->selinux;
 }
 
 void policy_verdict_deinit(struct policy_verdict *verdict)
@@ -72,7 +75,40 @@ void policy_verdict_deinit(struct policy_verdict *verdict)
 }
 
 /*
- * The LSM's say on @m from @from (not the driver: its messages are not
+ * dbus-daemon's AccessDenied text for a message an LSM denied: @lead, then
+ * the message and both ends (the bus driver is "bus").
+ */
+static char *lsm_denied_text(const char *lead, struct peer *from, struct peer *to,
+			     const struct message *m, bool requested_reply)
+{
+	_cleanup_free_ char *from_info = peer_loginfo(from);
+	_cleanup_free_ char *to_info = to ? peer_loginfo(to) : NULL;
+	char *text;
+
+	if (asprintf(&text, "%stype=\"%s\", sender=\"%s\" (%s) interface=\"%s\" member=\"%s\" "
+		     "error name=\"%s\" requested_reply=\"%d\" destination=\"%s\" (%s)", lead,
+		     bus_message_type_to_string(m->type), peer_name(from),
+		     from_info ? from_info : "", m->interface ? m->interface : "(unset)",
+		     m->member ? m->member : "(unset)",
+		     m->error_name ? m->error_name : "(unset)", requested_reply,
+		     m->destination ? m->destination : DC_SERVICE_DBUS,
+		     to ? (to_info ? to_info : "") : "bus") < 0)
+		return NULL;
+	return text;
+}
+
+/* Deny with @text (NULL: out of memory). Return 0 or -ENOMEM. */
+static int lsm_deny(struct policy_verdict *verdict, char *text)
+{
+	if (!text)
+		return -ENOMEM;
+	verdict->lsm_text = text;
+	verdict->send_side = true;
+	return 0;
+}
+
+/*
+ * The LSMs' say on @m from @from (not the driver: its messages are not
  * mediated) to @to. Return 1, 0 (verdict->lsm_text set), -ENOMEM.
  */
 static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
@@ -81,21 +117,35 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 {
 	const char *assumed = NULL;
 	char *text = NULL;
-	int r;
+	int r, err;
 
-	if (!from || !bus->apparmor)
+	if (!from)
+		return 1;
+	/* SELinux asks an activated service once it is there, not before. */
+	if (bus->selinux && !activation) {
+		r = selinux_check_send(bus->selinux, from, to, m, true);
+		if (r <= 0)
+			return r < 0 ? r : lsm_deny(verdict, lsm_denied_text(
+				"An SELinux policy prevents this sender from sending this message "
+				"to this recipient, 0 matched rules; ", from, to, m, false));
+	}
+	if (!bus->apparmor)
 		return 1;
 	if (activation)
 		assumed = activation_assumed_apparmor_label(bus->activation, m->destination);
 	r = apparmor_check_send(bus->apparmor, from, to, activation, assumed, m,
-				requested_reply, &text);
-	if (r == 0) {
-		verdict->lsm_text = text;
-		verdict->send_side = true;
+				requested_reply, &err);
+	if (r != 0)
+		return r;
+	if (err) {
+		if (asprintf(&text, "Failed to query AppArmor policy: %s", strerror(err)) < 0)
+			text = NULL;
 	} else {
-		free(text);
+		text = lsm_denied_text("An AppArmor policy prevents this sender from sending this "
+				       "message to this recipient; ", from, to, m,
+				       requested_reply);
 	}
-	return r;
+	return lsm_deny(verdict, text);
 }
 
 static int policy_check_rules(struct bus *bus, struct peer *from,
@@ -169,9 +219,20 @@ int policy_check_activation(struct bus *bus, struct peer *from, struct message *
 	return policy_check_rules(bus, from, NULL, NULL, m, false, false, verdict);
 }
 
-int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name)
+int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
+			 const char **lsmp)
 {
-	return bus->apparmor ? apparmor_check_bind(bus->apparmor, peer, name) : 1;
+	int r = 1;
+
+	if (bus->selinux) {
+		*lsmp = "SELinux";
+		r = selinux_check_acquire(bus->selinux, peer, name);
+	}
+	if (r > 0 && bus->apparmor) {
+		*lsmp = "AppArmor";
+		r = apparmor_check_bind(bus->apparmor, peer, name);
+	}
+	return r;
 }
 
 int policy_check_eavesdrop_lsm(struct bus *bus, struct peer *peer)
@@ -184,6 +245,13 @@ int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **wh
 	const struct apparmor_label *label;
 	int r;
 
+	if (bus->selinux) {
+		r = selinux_peer_setup(bus->selinux, peer);
+		if (r) {
+			*whyp = "Failed to read an SELinux context from connection";
+			return r;
+		}
+	}
 	if (!bus->apparmor)
 		return 0;
 	r = apparmor_peer_label(peer, &label);
@@ -309,6 +377,28 @@ static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int
 			    &verdict);
 }
 
+/*
+ * Whether SELinux lets @a and @b send to each other (calls and replies),
+ * asked without logging: a denial is logged when a message is denied.
+ */
+static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
+{
+	_cleanup_message_ struct message *probe = NULL;
+	struct message_builder mb;
+	int r;
+
+	message_builder_init_method_call(&mb, peer_name(b), "/", NULL, "DirectCall", "");
+	mb.sender = peer_name(a);
+	r = message_builder_seal(&mb, 1, &probe);
+	message_builder_deinit(&mb);
+	if (r)
+		return r < 0 ? r : -EINVAL;
+	r = selinux_check_send(bus->selinux, a, b, probe, false);
+	if (r > 0)
+		r = selinux_check_send(bus->selinux, b, a, probe, false);
+	return r;
+}
+
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 {
 	struct policy_names fn, tn;
@@ -318,6 +408,11 @@ int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 	if (bus->apparmor && (!apparmor_peer_unconfined(bus->apparmor, from) ||
 			      !apparmor_peer_unconfined(bus->apparmor, to)))
 		return POLICY_DIRECT_OPAQUE;
+	if (bus->selinux) {
+		r = policy_selinux_pair(bus, from, to);
+		if (r <= 0)
+			return r < 0 ? r : POLICY_DIRECT_OPAQUE;
+	}
 	r = policy_probe(bus, from, to, DC_MESSAGE_METHOD_CALL);
 	if (r <= 0)
 		return r < 0 ? r : POLICY_DIRECT_DENIED;

@@ -19,8 +19,8 @@
  * connection's compiled client policy (peer->policy), since it concerns one
  * connection only.
  *
- * The LSM (AppArmor, apparmor.h) is asked first, as dbus-daemon asks it,
- * and both must allow a message. Without a policy (bus->policy NULL) and
+ * The LSMs (SELinux, selinux.h, then AppArmor, apparmor.h) are asked first,
+ * as dbus-daemon asks them, and all must allow a message. Without a policy (bus->policy NULL) and
  * without LSM mediation everything is allowed (policy_active() false).
  */
 
@@ -96,10 +96,12 @@ int policy_check_activation(struct bus *bus, struct peer *from, struct message *
 			    struct policy_verdict *verdict);
 
 /*
- * May @peer own @name, as far as the LSM goes? (The <policy> rules are the
- * driver's to ask.) Return 1 allowed, 0 denied, -ENOMEM.
+ * May @peer own @name, as far as the LSMs go? (The <policy> rules are the
+ * driver's to ask.) Return 1 allowed, 0 denied (*@lsmp: "SELinux" or
+ * "AppArmor", for the error), -ENOMEM.
  */
-int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name);
+int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
+			 const char **lsmp);
 
 /* May @peer eavesdrop, as far as the LSM goes? Return as policy_check_own_lsm(). */
 int policy_check_eavesdrop_lsm(struct bus *bus, struct peer *peer);
@@ -141,8 +143,9 @@ enum {
  * when no rule about the two looks at anything else
  * (bus_policy_opaque_between()); then the verdict is the same for every call
  * and every requested reply, and one probe message of each kind decides it.
- * An LSM decides per message (AppArmor rules name paths and members): with
- * AppArmor mediating, only two unconfined peers may talk directly.
+ * AppArmor decides per message (its rules name paths and members): with
+ * AppArmor mediating, only two unconfined peers may talk directly. SELinux
+ * decides per pair of contexts: both ways must be allowed.
  * Return: POLICY_DIRECT_*, or -ENOMEM.
  */
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to);

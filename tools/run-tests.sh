@@ -61,9 +61,10 @@ bash test/stress/run-under-valgrind.sh build-test integration
 # (about 1-2 minutes under TCG).
 meson test -C build-test --print-errorlogs --num-processes 1 --suite native
 
-# LSM mediation against dbus-daemon (test/lsm/, about 1 minute under TCG): in
-# a guest with AppArmor (Debian's kernels have it built in) and bus1.ko, the
-# same profiles and cases on /usr/bin/dbus-daemon and on bus1-broker, with
+# LSM mediation against dbus-daemon (test/lsm/, about 3.5 minutes under TCG):
+# a guest with AppArmor (Debian's kernels have it built in) and one booted with
+# security=selinux and the test's own policy, bus1.ko loaded in both; the same
+# profiles or policy and cases on /usr/bin/dbus-daemon and on bus1-broker, with
 # socket clients and again with native ones, as root and as uid 1000.
 meson test -C build-test --print-errorlogs --num-processes 1 --suite lsm
 

@@ -27,27 +27,23 @@ direct path is asked for, and must not let a confined client past its
 profile.
 """
 
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEER = os.path.join(HERE, "lsm_peer.py")
-PY = "/usr/bin/python3"
-DAEMON = "/usr/bin/dbus-daemon"
+sys.path.insert(0, HERE)
+
+import lsm_common  # noqa: E402
+from lsm_common import (AD, DAEMON, LSM_IFACE, LSM_PATH, PEER, PY, SIGNAL_PATH, SVC,  # noqa: E402
+                        Client, call, compare, write_bus_config)
+
 WORK = "/run/bus1-lsm"
 # Bound over apparmorfs' features for the guest's life: outside WORK.
 FEATURES = "/run/bus1-lsm-features"
 AAFS = "/sys/kernel/security/apparmor"
-AD = "org.freedesktop.DBus.Error.AccessDenied"
-
-SVC = "org.bus1.Lsm.Service"
-LSM_PATH, LSM_IFACE = "/org/bus1/Lsm", "org.bus1.Lsm"
-SIGNAL_PATH = "/org/bus1/Lsm/Signal"
 
 # --------------------------------------------------------------- profiles
 
@@ -93,6 +89,15 @@ PROFILES = {
   dbus receive bus=session,
   dbus eavesdrop bus=session,
 """,
+    # bench_apparmor.py: bench-dbus's service and its Echo caller.
+    "bus1test-bench-svc": """
+  dbus bind bus=session name=org.bus1.Bench,
+  dbus receive bus=session,
+""",
+    "bus1test-bench-client": """
+  dbus send bus=session path=/org/bus1/Bench interface=org.bus1.Bench member=Echo
+       peer=(label=bus1test-bench-svc),
+""",
 }
 # The client's rules, in complain mode: denials are logged, not enforced.
 COMPLAIN = "bus1test-complain"
@@ -121,7 +126,8 @@ def remove_flag():
 
 
 def load_profiles():
-    """The profiles, compiled against the features with the flag."""
+    """The profiles, compiled against the features with the flag (which is
+    taken away again)."""
     if not os.path.ismount("/sys/kernel/security"):
         subprocess.run(["mount", "-t", "securityfs", "securityfs", "/sys/kernel/security"],
                        check=True)
@@ -154,67 +160,13 @@ def write_config(bus_dir, mode="enabled"):
         f.write("[D-BUS Service]\nName=org.bus1.Lsm.Activatable2\n"
                 "Exec=/bin/sh -c 'touch %s/started2; sleep 5'\n"
                 "AssumedAppArmorLabel=bus1test-other\n" % bus_dir)
-    conf = os.path.join(bus_dir, "bus.conf")
-    with open(conf, "w") as f:
-        f.write("""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=%s/bus</listen>
-  <auth>EXTERNAL</auth>
-  <apparmor mode="%s"/>
-  <servicedir>%s</servicedir>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-  </policy>
-</busconfig>
-""" % (bus_dir, mode, svcdir))
-    return conf
+    return write_bus_config(bus_dir, svcdir, '<apparmor mode="%s"/>' % mode)
 
 
 # ---------------------------------------------------------------- clients
 
-class Client:
-    def __init__(self, address, profile, uid, native=None):
-        argv = []
-        if profile:
-            argv += ["aa-exec", "-p", profile, "--"]
-        if uid:
-            argv += ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
-        argv += [native, address] if native else [PY, PEER, address]
-        self.native = native
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
-        self.ready = json.loads(self.proc.stdout.readline() or '{"ready": null}')
-        if not self.ready.get("ready"):
-            raise RuntimeError("client %s did not connect: %s" % (profile, self.ready))
-
-    def do(self, op, **kw):
-        if self.native:
-            order = {"own": ["name"], "call": ["dest", "path", "iface", "member"],
-                     "match": ["rule"], "emit": ["path", "iface", "member"]}
-            line = " ".join([op] + [kw[k] for k in order.get(op, [])])
-        else:
-            kw["op"] = op
-            line = json.dumps(kw)
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        return json.loads(line)["result"] if line else "client died"
-
-    def close(self):
-        try:
-            self.proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        self.proc.wait(10)
-
-
-def call(c, dest, member="Allowed", path=LSM_PATH, iface=LSM_IFACE):
-    return c.do("call", dest=dest, path=path, iface=iface, member=member)
+def aa_exec(profile):
+    return ["aa-exec", "-p", profile, "--"] if profile else None
 
 
 # ------------------------------------------------------------------ cases
@@ -228,7 +180,7 @@ def run_cases(address, uid, bus_dir, native=None, reexec=None):
 
     def client(profile):
         roles = ("bus1test-svc", "bus1test-client", "bus1test-deaf")
-        c = Client(address, profile, uid, native if profile in roles else None)
+        c = Client(address, aa_exec(profile), uid, native if profile in roles else None)
         clients.append(c)
         return c
 
@@ -369,7 +321,7 @@ def mode_cases(argv, uid, bus_dir, shim, flag):
                            env=dict(os.environ, LD_PRELOAD=shim))
     try:
         address = bus.stdout.readline().strip()
-        cli = Client(address, "bus1test-client", uid)
+        cli = Client(address, aa_exec("bus1test-client"), uid)
         out.append(("mode disabled: AppArmor not listed",
                     "AppArmor" in cli.do("features"), False))
         out.append(("mode disabled: a name the profile denies",
@@ -383,43 +335,14 @@ def mode_cases(argv, uid, bus_dir, shim, flag):
 
 def run_bus(argv, uid, bus_dir, shim, native=None):
     os.makedirs(bus_dir)
-    conf = write_config(bus_dir)
-    env = dict(os.environ, LD_PRELOAD=shim)
-    log = open(os.path.join(bus_dir, "bus.log"), "w")
-    bus = subprocess.Popen(argv + ["--config-file=" + conf, "--nofork", "--print-address=1"],
-                           stdout=subprocess.PIPE, stderr=log, text=True, env=env)
-    try:
-        address = bus.stdout.readline().strip()
-        if not address:
-            raise RuntimeError("%s did not start (see %s)" % (argv[0], log.name))
-        reexec = None
-        if argv[0] != DAEMON:
-            def reexec():
-                bus.send_signal(signal.SIGUSR2)
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    with open(log.name) as f:
-                        if "re-exec: resumed" in f.read():
-                            return
-                    time.sleep(0.2)
-                raise RuntimeError("%s did not resume after SIGUSR2 (see %s)" %
-                                   (argv[0], log.name))
-        return run_cases(address, uid, bus_dir, native, reexec)
-    finally:
-        bus.terminate()
-        bus.wait(10)
-        log.close()
+    return lsm_common.run_bus(argv, bus_dir, write_config(bus_dir),
+                              lambda address, reexec: run_cases(address, uid, bus_dir, native,
+                                                                reexec),
+                              'apparmor="', env={"LD_PRELOAD": shim})
 
 
 def main():
-    args = sys.argv[1:]
-    uid = 0
-    if "--uid" in args:
-        i = args.index("--uid")
-        uid = int(args[i + 1])
-        del args[i:i + 2]
-    broker, shim = args[0], args[1]
-    native = args[2] if len(args) > 2 and os.path.exists("/dev/bus1") else None
+    (broker, shim), native, uid = lsm_common.parse_args(sys.argv[1:], 2)
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK, mode=0o755)
     load_profiles()
@@ -440,18 +363,7 @@ def main():
     else:
         print("# no /dev/bus1 or no lsm-native: native clients not tried")
 
-    failures = 0
-    for label, got in runs:
-        print("# AppArmor matrix, clients as uid %d: dbus-daemon | %s" % (uid, label))
-        for (name, r, expected), (name2, b, _) in zip(ref, got):
-            ok = r == expected and b == r and name == name2
-            failures += not ok
-            print("%s %s: %s | %s%s" % ("ok  " if ok else "FAIL", name, json.dumps(r),
-                                       json.dumps(b), "" if r == expected else
-                                       " (expected %s)" % json.dumps(expected)))
-        if len(ref) != len(got):
-            failures += 1
-            print("FAIL the buses ran %d and %d cases" % (len(ref), len(got)))
+    failures = compare("AppArmor matrix, clients as uid %d" % uid, ref, runs)
     remove_flag()
     print("# %d case(s) on each bus, %d failure(s)" % (len(ref), failures))
     sys.exit(1 if failures else 0)

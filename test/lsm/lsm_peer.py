@@ -18,6 +18,7 @@ Commands ({"op": ...}):
   monitor                   BecomeMonitor([]): "reply" or the error
   features                  the Features property of the bus
   direct                    "reply" (the direct path is a native client's: lsm-native)
+  context NAME              GetConnectionSELinuxSecurityContext: the context, or the error
   seen                      calls and signals received since the last "seen",
                             each [type, path, interface, member]; calls are
                             answered with an empty reply as they arrive
@@ -125,6 +126,14 @@ class Peer:
             pos = 1 + body[0] + 1
             pos = (pos + 3) & ~3
             return sorted(body_string_array(body[pos:]))
+        if op == "context":
+            r, m = self.call(D, P, I, "GetConnectionSELinuxSecurityContext", "s",
+                             (cmd["name"],))
+            if r != "reply":
+                return r
+            import struct
+            n = struct.unpack_from("<I", m[4], 0)[0]
+            return m[4][4:4 + n].decode(errors="replace")
         if op == "direct":
             return "reply"  # a socket client has no direct path: a no-op
         if op == "seen":
