@@ -85,6 +85,7 @@ struct peer *peer_free(struct peer *peer)
 	if (peer->user)
 		peer->user = user_unref(peer->user);
 	peer->apparmor = apparmor_label_free(peer->apparmor);
+	free(peer->loginfo);
 	socket_creds_deinit(&peer->creds);
 	free(peer);
 	return NULL;
@@ -117,12 +118,14 @@ static void command_of(pid_t pid, char *buf, size_t size)
 			buf[i] = ' ';
 }
 
-char *peer_loginfo(const struct peer *peer)
+const char *peer_loginfo(struct peer *peer)
 {
 	char comm[LOGINFO_COMMAND_MAX + 1];
 	char buf[512];
 	size_t len = 0;
 
+	if (peer->loginfo)
+		return peer->loginfo;
 	buf[0] = '\0';
 	if (peer->uid != (uid_t)-1)
 		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "uid=%u", (unsigned)peer->uid);
@@ -134,7 +137,8 @@ char *peer_loginfo(const struct peer *peer)
 	if (peer->creds.label && len < sizeof(buf))
 		snprintf(buf + len, sizeof(buf) - len, "%slabel=\"%s\"", len ? " " : "",
 			 peer->creds.label);
-	return strdup(buf);
+	peer->loginfo = strdup(buf);
+	return peer->loginfo;
 }
 
 void peer_close(struct peer *peer, const char *reason)

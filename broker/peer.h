@@ -85,6 +85,7 @@ struct peer {
 	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
 	struct apparmor_label *apparmor;	/* creds.label parsed, on first use (apparmor.h) */
 	struct security_id *selinux_sid;	/* creds.label in the SELinux cache (selinux.h) */
+	char *loginfo;			/* peer_loginfo(), once asked */
 
 	/* D-Bus state */
 	struct name_owner owner;	/* unique name + well-known names */
@@ -200,10 +201,11 @@ void peer_overflow(struct peer *peer);
 
 /*
  * Who the peer is, for logs and error texts, as dbus-daemon writes it:
- * uid=U pid=P comm="COMMAND LINE" label="LABEL" (what is known). Return a
- * malloc()ed string, or NULL on ENOMEM.
+ * uid=U pid=P comm="COMMAND LINE" label="LABEL" (what is known). Read once
+ * and kept by the peer, as dbus-daemon keeps it: a denial that repeats
+ * costs no /proc read. NULL on ENOMEM.
  */
-char *peer_loginfo(const struct peer *peer);
+const char *peer_loginfo(struct peer *peer);
 
 /* The peer's pidfd (its ProcessFD, owned by the peer), or -1 if unknown. */
 static inline int peer_get_pidfd(const struct peer *peer)

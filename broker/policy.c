@@ -81,8 +81,8 @@ void policy_verdict_deinit(struct policy_verdict *verdict)
 static char *lsm_denied_text(const char *lead, struct peer *from, struct peer *to,
 			     const struct message *m, bool requested_reply)
 {
-	_cleanup_free_ char *from_info = peer_loginfo(from);
-	_cleanup_free_ char *to_info = to ? peer_loginfo(to) : NULL;
+	const char *from_info = peer_loginfo(from);
+	const char *to_info = to ? peer_loginfo(to) : NULL;
 	char *text;
 
 	if (asprintf(&text, "%stype=\"%s\", sender=\"%s\" (%s) interface=\"%s\" member=\"%s\" "

@@ -226,6 +226,9 @@ static int check(security_id_t ssid, security_id_t tsid, const char *perm, char 
 		r = avc_has_perm_noaudit(ssid, tsid, cls, av, NULL, &avd);
 	if (r < 0)
 		return errno == ENOMEM ? -ENOMEM : 0;
+	/* A probe is answered yes only if nothing would be logged (auditallow). */
+	if (!audit && (avd.auditallow & av))
+		return 0;
 	return 1;
 }
 

@@ -71,7 +71,9 @@ int selinux_check_acquire(struct selinux *s, struct peer *peer, const char *name
 
 /**
  * selinux_check_send() - may @m go from @from to @to (NULL: the driver)?
- * @audit:	log a denial (false: a probe, e.g. of the direct path)
+ * @audit:	log as the policy says; false: a probe (of the direct path,
+ *		where nothing is logged per message), which says 1 only when
+ *		the policy allows without asking to log it (auditallow)
  * Return: 1 allowed, 0 denied, -ENOMEM.
  */
 int selinux_check_send(struct selinux *s, struct peer *from, struct peer *to,

@@ -89,7 +89,7 @@ PROFILES = {
   dbus receive bus=session,
   dbus eavesdrop bus=session,
 """,
-    # bench_apparmor.py: bench-dbus's service and its Echo caller.
+    # bench_lsm.py: bench-dbus's service and its Echo caller.
     "bus1test-bench-svc": """
   dbus bind bus=session name=org.bus1.Bench,
   dbus receive bus=session,
