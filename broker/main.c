@@ -332,6 +332,7 @@ int main(int argc, char **argv)
 	struct cli cli;
 	const char *err = NULL, *word = NULL;
 	const char *pidfile = NULL;
+	bool from_store;
 	int ready_fd = -1;
 	bool do_fork;
 	int r;
@@ -396,6 +397,7 @@ int main(int argc, char **argv)
 	opts.systemd_activation = cli.systemd_activation;
 	opts.listen_fds = carried.listen_fds;
 	opts.n_listen_fds = carried.n_listen;
+	from_store = carried.state_fd >= 0;
 	if (carried.state_fd >= 0) {
 		/* Restarted by systemd, which kept the bus in its fd store (fdstore.h). */
 		(void)broker_block_signals();
@@ -433,6 +435,16 @@ int main(int argc, char **argv)
 		}
 		(void)sd_notify(0, "READY=1");
 		goto run;
+	}
+	/*
+	 * A fresh start refuses an existing pid file before it listens, as
+	 * dbus-daemon does. A restart through the fd store replaces the one its
+	 * old process wrote, also when it cannot use the handed-over state.
+	 */
+	if (pidfile && !from_store && access(pidfile, F_OK) == 0) {
+		fprintf(stderr, "Failed to start message bus: The pid file \"%s\" exists, if the "
+			"message bus is not running, remove this file\n", pidfile);
+		return EXIT_FAILURE;
 	}
 	r = broker_new(&broker, &opts);
 	if (r) {

@@ -1,7 +1,8 @@
 #!/bin/bash
 # dbus-daemon's command line: --version, --help, --introspect, --print-address
 # and --print-pid (to a descriptor, as one and as two words), --fork with
-# readiness, --nopidfile, a config <pidfile>, <user>, exit on SIGTERM, bad options.
+# readiness, --nopidfile, a config <pidfile> (an existing one refused, as by
+# dbus-daemon), <user>, exit on SIGTERM, bad options.
 #
 #   test-cli.sh BUS_BINARY
 set -u
@@ -73,6 +74,32 @@ for _ in $(seq 100); do [ -s "$dir/a2" ] && break; sleep 0.05; done
 # a second bus on the same live socket path fails
 "$bus" --config-file="$dir/fork.conf" --nofork --nopidfile 2>/dev/null &&
     fail "second bus on a live socket started"
+# An existing pid file: the bus refuses to start and leaves the file alone, as
+# dbus-daemon does (issue 28, item 5); both buses, the same outcome.
+sed "s|<listen>.*</listen>|<listen>unix:tmpdir=$dir</listen>|" "$dir/fork.conf" >"$dir/pid.conf"
+pidfile_exists() {  # pidfile_exists BUS -> "refused" or what happened instead
+    echo 12345 >"$dir/bus.pid"
+    timeout 10 "$1" --config-file="$dir/pid.conf" --nofork --print-address=1 \
+        >"$dir/a3" 2>"$dir/e3" &
+    local p=$! rc
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$p" 2>/dev/null; then
+        kill "$p"; wait "$p"; echo "started"; return
+    fi
+    wait "$p"; rc=$?
+    [ "$(cat "$dir/bus.pid")" = 12345 ] || { echo "pid file rewritten"; return; }
+    grep -q "The pid file \"$dir/bus.pid\" exists, if the message bus is not running, remove this file" \
+        "$dir/e3" || { echo "status $rc: $(cat "$dir/e3")"; return; }
+    [ $rc -ne 0 ] && echo refused || echo "status 0"
+}
+got=$(pidfile_exists "$bus")
+[ "$got" = refused ] || fail "existing pid file: $got"
+if [ -x /usr/bin/dbus-daemon ]; then
+    ref=$(pidfile_exists /usr/bin/dbus-daemon)
+    [ "$ref" = "$got" ] || fail "existing pid file: dbus-daemon $ref, bus1-broker $got"
+fi
+rm -f "$dir/bus.pid"
+
 # <user>: started as root, the bus serves as that user once it listens
 if [ "$(id -u)" = 0 ] && nobody_uid=$(id -u nobody 2>/dev/null); then
     cat >"$dir/user.conf" <<EOF
