@@ -351,10 +351,10 @@ int policy_setup_peer(struct peer *peer)
  * @from to @to, for a message that no opaque rule concerns: then it is the
  * same for every such message, so one probe decides it.
  */
-static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int type)
+/* A message of @type (a call, or a reply to one) from @from to @to, to ask about. */
+static int policy_probe_new(struct peer *from, struct peer *to, int type,
+			    struct message **probep)
 {
-	_cleanup_message_ struct message *probe = NULL;
-	_cleanup_verdict_ struct policy_verdict verdict = {};
 	struct message_builder b;
 	int r;
 
@@ -369,10 +369,20 @@ static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int
 			b.error_name = DC_ERROR_FAILED;
 	}
 	b.sender = peer_name(from);
-	r = message_builder_seal(&b, 1, &probe);
+	r = message_builder_seal(&b, 1, probep);
 	message_builder_deinit(&b);
-	if (r)
-		return r < 0 ? r : -EINVAL;
+	return r ? (r < 0 ? r : -EINVAL) : 0;
+}
+
+static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int type)
+{
+	_cleanup_message_ struct message *probe = NULL;
+	_cleanup_verdict_ struct policy_verdict verdict = {};
+	int r;
+
+	r = policy_probe_new(from, to, type, &probe);
+	if (r < 0)
+		return r;
 	return policy_check(bus, from, NULL, to, probe, type != DC_MESSAGE_METHOD_CALL, false,
 			    &verdict);
 }
@@ -384,15 +394,11 @@ static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int
 static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
 {
 	_cleanup_message_ struct message *probe = NULL;
-	struct message_builder mb;
 	int r;
 
-	message_builder_init_method_call(&mb, peer_name(b), "/", NULL, "DirectCall", "");
-	mb.sender = peer_name(a);
-	r = message_builder_seal(&mb, 1, &probe);
-	message_builder_deinit(&mb);
-	if (r)
-		return r < 0 ? r : -EINVAL;
+	r = policy_probe_new(a, b, DC_MESSAGE_METHOD_CALL, &probe);
+	if (r < 0)
+		return r;
 	r = selinux_check_send(bus->selinux, a, b, probe, false);
 	if (r > 0)
 		r = selinux_check_send(bus->selinux, b, a, probe, false);

@@ -26,6 +26,7 @@ Commands ({"op": ...}):
 
 import json
 import os
+import struct
 import sys
 import threading
 
@@ -102,7 +103,6 @@ class Peer:
             self.owned = getattr(self, "owned", []) + [cmd["name"]]
             r, m = self.call(D, P, I, "RequestName", "su", (cmd["name"], 4))
             if r == "reply":
-                import struct
                 return "reply:%d" % struct.unpack_from("<I", m[4], 0)[0]
             return r
         if op == "call":
@@ -131,7 +131,6 @@ class Peer:
                              (cmd["name"],))
             if r != "reply":
                 return r
-            import struct
             n = struct.unpack_from("<I", m[4], 0)[0]
             return m[4][4:4 + n].decode(errors="replace")
         if op == "direct":
