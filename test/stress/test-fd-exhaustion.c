@@ -16,6 +16,7 @@
  *   test-fd-exhaustion BUS_BINARY CONFIG
  */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +101,15 @@ int main(int argc, char **argv)
 		r = rc_connect(&c[i], &bus);
 		CHECK(r == 0, "connect %d: %s (the listen backlog should hold them)", i,
 		      strerror(-r));
-		CHECK(rc_handshake_start(&c[i], true) == 0, "handshake %d", i);
+		/*
+		 * Past the bus' limit the write may fail: the bus may already
+		 * have accepted this connection and closed it.
+		 */
+		r = rc_handshake_start(&c[i], true);
+		CHECK(r == 0 || r == -EPIPE || r == -ECONNRESET, "handshake %d: %s", i,
+		      strerror(-r));
+		if (r < 0)
+			c[i].eof = true;
 	}
 	/* Let the bus take what it can. */
 	deadline = now_usec() + 1000000;
@@ -175,8 +184,10 @@ int main(int argc, char **argv)
 
 		r = rc_connect(&late, &bus);
 		CHECK(r == 0, "connect after recovery: %s", strerror(-r));
-		CHECK(rc_handshake_start(&late, false) == 0, "handshake after recovery");
-		while ((r = rc_handshake_step(&late)) == 0 && now_usec() < step_deadline)
+		/* A bus still short of fds accepts and closes: try again. */
+		r = rc_handshake_start(&late, false) == 0 ? 0 : -1;
+		while (r == 0 && (r = rc_handshake_step(&late)) == 0 &&
+		       now_usec() < step_deadline)
 			rc_fill(&late, 50);
 		if (r == 1)
 			break;
