@@ -34,6 +34,15 @@ clients see across the switch:
              against their limits, and given back when they go
 
   test_reexec.py BUS_BINARY [CASE...]  (run by /usr/bin/python3: gi for GDBus)
+  test_reexec.py BUS_BINARY --from OLD_BINARY [CASE...]
+      across versions: every bus starts as OLD_BINARY (another version's
+      program, test/state/build-old-broker.sh) and its first SIGUSR2
+      executes BUS_BINARY, which must take the state OLD_BINARY wrote
+      (cases: CROSS_VERSION_CASES unless named)
+  test_reexec.py OLD_BINARY --capture FILE
+      write the state OLD_BINARY hands to a re-exec (names, a queue, rules,
+      a monitor, replies in flight, a frame in pieces, an fd queued) to
+      FILE and refuse that re-exec: how test/state/state-v1.bin was made
 
 Each case must finish in CASE_TIMEOUT s; it prints what it checked and the
 time from SIGUSR2 to the log line that ends the re-exec.
@@ -214,6 +223,9 @@ def unique_id(name):
 
 TMP = None
 BUSES = []
+# --from: the program every bus starts as (BUS_BINARY comes in at the first re-exec)
+FROM = None
+CROSS_VERSION_CASES = ("state", "partial", "inflight", "gdbus", "child", "pending", "limits")
 
 
 class Bus:
@@ -237,7 +249,12 @@ class Bus:
         for k in ("DBUS_SESSION_BUS_ADDRESS", "DBUS_STARTER_ADDRESS", "BUS1_BROKER_REEXEC",
                   "BUS1_BROKER_STATE_VERSION"):
             e.pop(k, None)
+        if FROM:
+            # The old program starts; its re-exec runs the one under test.
+            e["BUS1_BROKER_REEXEC"] = binary
+            binary = FROM
         e.update(env or {})
+        self.crossed = not FROM
         self.proc = subprocess.Popen([binary, "--config-file=" + conf, "--nofork",
                                       "--print-address=1"], stdout=subprocess.PIPE,
                                      stderr=self.log_file, env=e, text=True)
@@ -290,7 +307,10 @@ class Bus:
         while True:
             log = self.log()
             if log.count(expect) > before[expect]:
-                return (time.monotonic() - t0) * 1000
+                took = (time.monotonic() - t0) * 1000
+                if expect == RESUMED:
+                    self.check_crossed()
+                return took
             for o in outcomes:
                 if o != expect and log.count(o) > before[o]:
                     raise AssertionError("SIGUSR2: expected %r, got %r:\n%s" %
@@ -301,6 +321,15 @@ class Bus:
             if time.monotonic() > end:
                 raise AssertionError("SIGUSR2: no %r within %d s:\n%s" % (expect, timeout, tail(log)))
             time.sleep(0.002)
+
+    def check_crossed(self):
+        """--from: after the first re-exec the process runs the program under test."""
+        if self.crossed:
+            return
+        exe = os.path.realpath("/proc/%d/exe" % self.pid)
+        check(exe != os.path.realpath(FROM),
+              "%s: the old program handed its state to %s" % (self.name, exe))
+        self.crossed = True
 
     def service(self, name, gate=None):
         script = os.path.join(self.dir, name + ".py")
@@ -683,6 +712,7 @@ def case_gdbus(binary):
             g1 = gid()                       # may cross the switch in flight
             e1 = echo("during %d" % i)
             check(bus.wait_log(RESUMED, i + 1), "re-exec %d resumed" % (i + 1))
+            bus.check_crossed()
             stalls.append((time.monotonic() - t0) * 1000)
             eq((g1, e1, gid(), echo("after %d" % i)),
                (guid, "echo during %d" % i, guid, "echo after %d" % i),
@@ -1123,6 +1153,73 @@ CASES = (("state", case_state), ("partial", case_partial), ("inflight", case_inf
          ("child", case_child), ("pending", case_pending), ("limits", case_limits))
 
 
+CAPTURE = """#!/bin/sh
+# Stands in for the new program: keeps the state it is asked to check, refuses.
+for a; do
+    case "$a" in --check-state=*) cat "/proc/self/fd/${a#--check-state=}" >"$BUS1_STATE_CAPTURE" ;; esac
+done
+exit 1
+"""
+
+
+def capture_state(binary, out):
+    """A bus with some of everything the state holds; its state to @out."""
+    script = os.path.join(TMP, "capture.sh")
+    with open(script, "w") as f:
+        f.write(CAPTURE)
+    os.chmod(script, 0o755)
+    bus = Bus(binary, "capture", env={"BUS1_BROKER_REEXEC": script,
+                                      "BUS1_STATE_CAPTURE": os.path.abspath(out)})
+    a, b, c, d, x, y = (Client(bus.address) for _ in range(6))
+    eq(body_u(a.driver("RequestName", "su", ("com.example.Q", 0))), 1, "A owns com.example.Q")
+    eq(body_u(b.driver("RequestName", "su", ("com.example.Q", 3))), 2, "B queued behind A")
+    eq(body_u(c.driver("RequestName", "su", ("com.example.R", 1))), 1, "C owns com.example.R")
+    d.driver("AddMatch", "s", ("type='signal',interface='com.example.Test'",))
+    b.driver("AddMatch", "s", ("type='signal',interface='com.example.Test',arg0='yes'",))
+    entry = struct.pack("<I", 7) + b"FIXTURE\0" + struct.pack("<I", 1) + b"1\0"
+    s = a.next_serial()
+    a.send_raw(rawclient.marshal(METHOD_CALL, s, {
+        FIELD_PATH: DPATH, FIELD_INTERFACE: DIFACE, FIELD_MEMBER: "UpdateActivationEnvironment",
+        FIELD_DESTINATION: DRIVER}, "a{ss}",
+        body=struct.pack("<I", len(entry)) + b"\0" * 4 + entry))
+    eq(a.wait_reply(s)[0], METHOD_RETURN, "A set FIXTURE=1 in the activation environment")
+    mon = Client(bus.address)
+    s = mon.next_serial()
+    mon.send_raw(rawclient.marshal(METHOD_CALL, s, {
+        FIELD_PATH: DPATH, FIELD_INTERFACE: "org.freedesktop.DBus.Monitoring",
+        FIELD_MEMBER: "BecomeMonitor", FIELD_DESTINATION: DRIVER},
+        "asu", body=struct.pack("<II", 0, 0)))
+    eq(mon.wait_reply(s)[0], METHOD_RETURN, "M became a monitor")
+    # A call X has read and not answered: a reply slot.
+    y.call(x.name, "/x", "com.example.X", "Hang")
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        m = x.recv(5)
+        if m[0] == METHOD_CALL and m[3].get(FIELD_MEMBER) == "Hang":
+            break
+    # An fd queued for a client that does not read (after filling its socket).
+    y.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for i in range(30):
+        x.signal("/", "com.example.Big", "Chunk", "s", ("z" * 8192,), dest=y.name)
+    with open("/dev/null") as null:
+        x.signal("/", "com.example.Big", "Fd", "h", (0,), dest=y.name, fds=(null.fileno(),))
+    x.sync()
+    # A frame in pieces: 7 bytes of a call.
+    x.send_raw(rawclient.marshal(METHOD_CALL, x.next_serial(), {
+        FIELD_PATH: DPATH, FIELD_INTERFACE: DIFACE, FIELD_MEMBER: "GetId",
+        FIELD_DESTINATION: DRIVER})[:7])
+    time.sleep(0.1)
+    if os.path.exists(out):
+        os.unlink(out)
+    bus.reexec(expect=REFUSED)
+    check(os.path.getsize(out) > 0, "the state was captured to %s (%d bytes)" %
+          (out, os.path.getsize(out)))
+    for cl in (a, b, c, d, x, y, mon):
+        cl.close()
+    bus.stop()
+    return 0 if not FAILURES else 1
+
+
 def alarm(signum, frame):
     raise CaseTimeout("the case took more than %d s" % CASE_TIMEOUT)
 
@@ -1132,8 +1229,20 @@ def main():
     if len(sys.argv) < 2:
         print(__doc__)
         return 2
+    global FROM
     binary = os.path.abspath(sys.argv[1])
     only = sys.argv[2:]
+    if only[:1] == ["--capture"] and len(only) == 2:
+        TMP = tempfile.mkdtemp(prefix="bus1-reexec.")
+        try:
+            return capture_state(binary, only[1])
+        finally:
+            for b in BUSES:
+                b.kill()
+            shutil.rmtree(TMP, ignore_errors=True)
+    if only[:1] == ["--from"] and len(only) >= 2:
+        FROM = os.path.abspath(only[1])
+        only = only[2:] or list(CROSS_VERSION_CASES)
     unknown = [x for x in only if x not in dict(CASES)]
     if unknown:
         print("unknown case(s): %s" % " ".join(unknown))
