@@ -212,6 +212,18 @@ class Client(rawclient.Raw):
         return self.serial
 
 
+def new_monitor(bus):
+    """A client that became a monitor of everything (BecomeMonitor, no rule)."""
+    mon = Client(bus.address)
+    s = mon.next_serial()
+    mon.send_raw(rawclient.marshal(METHOD_CALL, s, {
+        FIELD_PATH: DPATH, FIELD_INTERFACE: "org.freedesktop.DBus.Monitoring",
+        FIELD_MEMBER: "BecomeMonitor", FIELD_DESTINATION: DRIVER},
+        "asu", body=struct.pack("<II", 0, 0)))
+    eq(mon.wait_reply(s)[0], METHOD_RETURN, "M became a monitor")
+    return mon
+
+
 def unique_id(name):
     m = re.match(r"^:1\.(\d+)$", name or "")
     if not m:
@@ -424,13 +436,7 @@ def case_state(binary):
                                "member='NameOwnerChanged'",))
     b.driver("AddMatch", "s", ("type='signal',interface='com.example.Test',member='Arg',"
                                "arg0='yes'",))
-    mon = Client(bus.address)
-    s = mon.next_serial()
-    mon.send_raw(rawclient.marshal(METHOD_CALL, s, {
-        FIELD_PATH: DPATH, FIELD_INTERFACE: "org.freedesktop.DBus.Monitoring",
-        FIELD_MEMBER: "BecomeMonitor", FIELD_DESTINATION: DRIVER},
-        "asu", body=struct.pack("<II", 0, 0)))
-    eq(mon.wait_reply(s)[0], METHOD_RETURN, "M became a monitor")
+    mon = new_monitor(bus)
     clients = {"A": a, "B": b, "C": c, "D": d}
     names = {k: v.name for k, v in clients.items()}
     names["M"] = mon.name
@@ -1183,13 +1189,7 @@ def capture_state(binary, out):
         FIELD_DESTINATION: DRIVER}, "a{ss}",
         body=struct.pack("<I", len(entry)) + b"\0" * 4 + entry))
     eq(a.wait_reply(s)[0], METHOD_RETURN, "A set FIXTURE=1 in the activation environment")
-    mon = Client(bus.address)
-    s = mon.next_serial()
-    mon.send_raw(rawclient.marshal(METHOD_CALL, s, {
-        FIELD_PATH: DPATH, FIELD_INTERFACE: "org.freedesktop.DBus.Monitoring",
-        FIELD_MEMBER: "BecomeMonitor", FIELD_DESTINATION: DRIVER},
-        "asu", body=struct.pack("<II", 0, 0)))
-    eq(mon.wait_reply(s)[0], METHOD_RETURN, "M became a monitor")
+    mon = new_monitor(bus)
     # A call X has read and not answered: a reply slot.
     y.call(x.name, "/x", "com.example.X", "Hang")
     end = time.monotonic() + 5
