@@ -380,3 +380,61 @@ int activation_restore_entry(struct activation *a, const char *name, void *sende
 void activation_get_env(const struct activation *a, char *const **envp, size_t *np);
 /* Replace the environment by @n "KEY=VALUE" strings (copied). 0 or -ENOMEM. */
 int activation_restore_env(struct activation *a, const char *const *env, size_t n);
+
+/*
+ * The section of all that (state.h: STATE_TAG_ACTIVATION), activation-state.c.
+ * A queued request's sender is written as its place in the state's peers
+ * (@sender_index; a sender the state does not have makes the write fail
+ * with -EINVAL). @with_children false: for another process (the fd store),
+ * whose children they will not be: none is written, nor any pending
+ * activation's child. The parsed form points into the reader; its fds are
+ * named by number (struct activation_state_entry) until restored.
+ */
+struct state_reader;
+struct state_writer;
+
+#define ACTIVATION_STATE_VERSION 1u
+#define ACTIVATION_STATE_NO_SENDER UINT32_MAX
+
+struct activation_state_entry {
+	uint32_t sender;		/* place in the peers, or ACTIVATION_STATE_NO_SENDER */
+	bool auto_start;
+	const uint8_t *header;
+	size_t n_header;
+	const uint8_t *body;
+	size_t n_body;
+	int *fds;
+	size_t n_fds;
+};
+
+struct activation_state {
+	const char **env;
+	size_t n_env;
+	struct activation_state_child {
+		pid_t pid;
+		int err_fd;
+		bool helper;
+		const char *name;
+	} *children;
+	size_t n_children;
+	struct activation_state_pending {
+		struct activation_pending_info info;
+		struct activation_state_entry *entries;
+		size_t n_entries;
+	} *pendings;
+	size_t n_pendings;
+};
+
+int activation_serialize(const struct activation *a, struct state_writer *w,
+			 bool with_children, uint32_t (*sender_index)(const void *sender));
+/* @n_senders: how many peers the state has. */
+bool activation_state_read(struct state_reader *r, struct activation_state *st,
+			   size_t n_senders);
+void activation_state_deinit(struct activation_state *st);
+/*
+ * Restore it all; @senders: the restored peers, in the state's order. The
+ * entries' fds are owned by their messages from then on, also on failure.
+ * Return 0 or negative errno.
+ */
+int activation_restore(struct activation *a, struct activation_state *st,
+		       void *const *senders);

@@ -15,14 +15,22 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <stddef.h>
+#include <unistd.h>
 #include <systemd/sd-daemon.h>
+#include "broker/activation.h"
 #include "broker/broker.h"
 #include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/name.h"
+#include "broker/native.h"
+#include "broker/peer-state.h"
 #include "broker/reexec.h"
 #include "broker/reload.h"
+#include "broker/reply.h"
+#include "broker/router.h"
 #include "broker/selinux.h"
+#include "broker/state.h"
 #include "conf/config.h"
 
 /* ------------------------------------------------------------- listeners */
@@ -34,7 +42,8 @@ static int broker_set_error(struct broker *broker, char *msg)
 	return msg ? 1 : -ENOMEM;
 }
 
-int broker_link_listener(struct broker *broker, struct listener *l)
+/* Add @l to the listeners and its address to the bus address. 0 or -ENOMEM. */
+static int broker_link_listener(struct broker *broker, struct listener *l)
 {
 	char *joined;
 
@@ -262,7 +271,8 @@ static void raise_fd_limit(void)
 	}
 }
 
-int broker_new_restoring(struct broker **brokerp, const struct broker_options *opts)
+/* broker_new() without the listening sockets: a restored bus gets them from its state. */
+static int broker_new_restoring(struct broker **brokerp, const struct broker_options *opts)
 {
 	const struct bus_config *config = opts->config;
 	struct bus_config_options copts = {
@@ -452,4 +462,352 @@ int broker_run(struct broker *broker)
 	if (r < 0)
 		log_warn("cannot set up systemd's watchdog: %s", strerror(-r));
 	return sd_event_loop(broker->event);
+}
+
+/* ------------------------------------------------------------------ state */
+
+/* Every section of the state (state.h), parsed and checked; as broker_serialize() writes it. */
+struct broker_state {
+	struct bus_state bus;
+	int native_fd;
+	struct listener_state *listeners;
+	size_t n_listeners;
+	struct name_registry_state names;
+	struct peer_state *peers;
+	size_t n_peers;
+	struct reply_registry_state replies;
+	struct activation_state activation;
+};
+
+/* The owners of reply slots, in the state's peer order: an allocated array. */
+static struct reply_owner **reply_owners(struct peer **peers, size_t n)
+{
+	struct reply_owner **v = calloc(n ? n : 1, sizeof(*v));
+
+	for (size_t i = 0; v && i < n; i++)
+		v[i] = &peers[i]->replies;
+	return v;
+}
+
+int broker_serialize(struct broker *broker, bool handover, struct state_writer *w)
+{
+	struct bus *bus = &broker->bus;
+	struct reply_owner **owners;
+	struct peer **peers;
+	struct peer *p;
+	size_t n = 0;
+	int r;
+
+	bus_serialize(bus, w);
+	native_serialize(bus->native, w);
+	listener_serialize_all(&broker->listeners, w);
+	name_registry_serialize(bus->names, w);
+	r = peer_serialize_all(bus, w);
+	if (r < 0)
+		return r;
+	list_for_each_entry(p, &bus->peers, bus_link)
+		n++;
+	peers = calloc(n ? n : 1, sizeof(*peers));
+	if (!peers)
+		return -ENOMEM;
+	n = 0;
+	list_for_each_entry(p, &bus->peers, bus_link)
+		peers[n++] = p;
+	owners = reply_owners(peers, n);
+	free(peers);
+	if (!owners)
+		return -ENOMEM;
+	reply_registry_serialize(bus->replies, w, owners, n);
+	free(owners);
+	/* The next process of the fd store is not the parent of our children. */
+	r = activation_serialize(bus->activation, w, !handover, peer_state_index);
+	if (r < 0)
+		return r;
+	state_put_u32(w, STATE_TAG_END);
+	return w->error;
+}
+
+static void broker_state_deinit(struct broker_state *st)
+{
+	free(st->listeners);
+	name_registry_state_deinit(&st->names);
+	peer_state_free_all(st->peers, st->n_peers);
+	reply_registry_state_deinit(&st->replies);
+	activation_state_deinit(&st->activation);
+	*st = (struct broker_state){};
+}
+
+static bool broker_state_parse(struct state_reader *r, struct broker_state *st)
+{
+	*st = (struct broker_state){ .native_fd = -1 };
+	if (!bus_state_read(r, &st->bus) || !native_state_read(r, &st->native_fd) ||
+	    !listener_state_read_all(r, &st->listeners, &st->n_listeners) ||
+	    !name_registry_state_read(r, &st->names) ||
+	    !peer_state_read_all(r, &st->peers, &st->n_peers) ||
+	    !reply_registry_state_read(r, &st->replies, st->n_peers) ||
+	    !activation_state_read(r, &st->activation, st->n_peers))
+		return false;
+	for (size_t i = 0; i < st->n_peers; i++)
+		if (st->peers[i].native && st->native_fd < 0)
+			return false;
+	return state_expect(r, STATE_TAG_END) && r->pos == r->n;
+}
+
+/* Read the stream of @fd into @st. 0, 1 (cannot: logged), -errno. */
+static int broker_state_load(int fd, struct state_reader *r, struct broker_state *st,
+			     struct fdstore_carried *carried)
+{
+	uint32_t version;
+	int ret;
+
+	*st = (struct broker_state){ .native_fd = -1 };
+	ret = state_reader_init(r, fd, &version);
+	if (ret) {
+		if (ret > 0)
+			log_err("re-exec: the state is %s (version %u; this program reads %u to %u)",
+				version ? "of another version" : "not a bus1-broker state",
+				(unsigned int)version, (unsigned int)STATE_VERSION_MIN,
+				(unsigned int)STATE_VERSION);
+		return ret;
+	}
+	if (carried) {
+		r->fd_present = fdstore_carries;
+		r->fd_userdata = carried;
+	}
+	if (broker_state_parse(r, st))
+		return 0;
+	if (r->unknown_tag)
+		log_err("re-exec: the state's %s section is of version %u, newer than this "
+			"program reads", state_tag_name(r->unknown_tag),
+			(unsigned int)r->unknown_version);
+	else
+		log_err("re-exec: the state is malformed (at byte %zu)", r->pos);
+	return 1;
+}
+
+int broker_check_state(int fd)
+{
+	struct state_reader r;
+	struct broker_state st;
+	int ret;
+
+	ret = broker_state_load(fd, &r, &st, NULL);
+	broker_state_deinit(&st);
+	state_reader_deinit(&r);
+	return ret;
+}
+
+/* Calls @fn on each fd slot of messages in @st (queued output, pending activations). */
+static int for_each_message_fd(struct broker_state *st, int (*fn)(int *fd, void *userdata),
+			       void *userdata)
+{
+	int r;
+
+	for (size_t i = 0; i < st->n_peers; i++) {
+		struct socket_snapshot *snap = &st->peers[i].conn.snap;
+
+		for (size_t j = 0; j < snap->n_out; j++)
+			for (size_t k = 0; k < snap->out[j].n_fds; k++)
+				if ((r = fn(&snap->out[j].fds[k], userdata)) < 0)
+					return r;
+	}
+	for (size_t i = 0; i < st->activation.n_pendings; i++) {
+		struct activation_state_pending *p = &st->activation.pendings[i];
+
+		for (size_t j = 0; j < p->n_entries; j++)
+			for (size_t k = 0; k < p->entries[j].n_fds; k++)
+				if ((r = fn(&p->entries[j].fds[k], userdata)) < 0)
+					return r;
+	}
+	return 0;
+}
+
+struct fd_marks {
+	uint8_t *seen;
+	int max;
+};
+
+static int note_max_fd(int *fd, void *userdata)
+{
+	struct fd_marks *m = userdata;
+
+	m->max = MAX(m->max, *fd);
+	return 0;
+}
+
+static int claim_fd(int *fd, void *userdata)
+{
+	struct fd_marks *m = userdata;
+	int copy;
+
+	if (!(m->seen[*fd / 8] & (1u << (*fd % 8)))) {
+		m->seen[*fd / 8] |= (uint8_t)(1u << (*fd % 8));
+		return 0;
+	}
+	copy = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+	if (copy < 0)
+		return -errno;
+	*fd = copy;
+	return 0;
+}
+
+/*
+ * One message queued for several peers (or queued for a peer and waiting
+ * for an activation) lists the same fds in each place, and each restored
+ * owner closes what it holds: give every place but the first a duplicate
+ * of its own. Return 0 or negative errno.
+ */
+static int dup_shared_fds(struct broker_state *st)
+{
+	struct fd_marks m = { .max = -1 };
+	int r;
+
+	(void)for_each_message_fd(st, note_max_fd, &m);
+	if (m.max < 0)
+		return 0;
+	m.seen = calloc((size_t)m.max / 8 + 1, 1);
+	if (!m.seen)
+		return -ENOMEM;
+	r = for_each_message_fd(st, claim_fd, &m);
+	free(m.seen);
+	return r;
+}
+
+/* Everything of @st, in the order each part needs the ones before. */
+static int broker_restore_state(struct broker *broker, struct broker_state *st)
+{
+	struct bus *bus = &broker->bus;
+	struct reply_owner **owners = NULL;
+	struct peer **peers;
+	int r;
+
+	bus_restore_state(bus, &st->bus);
+	for (size_t i = 0; i < st->n_listeners; i++) {
+		struct listener *l = NULL;
+
+		r = listener_restore(&l, bus, &st->listeners[i]);
+		if (r < 0)
+			return r;
+		r = broker_link_listener(broker, l);
+		if (r < 0)
+			return r;
+	}
+	if (broker->address) {
+		r = bus_set_address(bus, broker->address);
+		if (r < 0)
+			return r;
+	}
+	r = dup_shared_fds(st);
+	if (r < 0)
+		return r;
+	r = sd_event_new(&broker->event);
+	if (r < 0)
+		return r;
+	r = bus_attach_restored(bus, broker->event, st->native_fd);
+	if (r < 0)
+		return r;
+	r = name_registry_restore(bus->names, &st->names);
+	if (r < 0)
+		return r;
+
+	peers = calloc(st->n_peers ? st->n_peers : 1, sizeof(*peers));
+	if (!peers)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_peers; i++) {
+		r = peer_restore(bus, &st->peers[i], &peers[i]);
+		if (r < 0)
+			goto out;
+	}
+	name_registry_restore_done(bus->names);
+	owners = reply_owners(peers, st->n_peers);
+	if (!owners) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = reply_registry_restore(bus->replies, &st->replies, owners);
+	if (r < 0)
+		goto out;
+	router_arm_reply_timer(bus);
+	r = activation_restore(bus->activation, &st->activation, (void *const *)peers);
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < st->n_peers; i++)
+		peer_restored(peers[i]);
+	r = 0;
+out:
+	free(owners);
+	free(peers);
+	return r;
+}
+
+int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
+		   int fallback_fd, char **argv, struct fdstore_carried *carried)
+{
+	const char *fail_hook = getenv("BUS1_BROKER_RESTORE_FAIL");
+	struct reexec_fds inherited = {};
+	struct state_reader r;
+	struct broker_state st;
+	bool fail_load, fail_restore;
+	int ret;
+
+	/* A test hook for the way back, used once: the previous program never sees it. */
+	fail_load = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "load");
+	fail_restore = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "restore");
+	(void)unsetenv("BUS1_BROKER_RESTORE_FAIL");
+
+	/* First of all: nothing the old program handed over may leak further. */
+	reexec_cloexec_all(&inherited);
+	ret = broker_state_load(state_fd, &r, &st, carried);
+	if (ret == 0 && fail_load)
+		ret = 1;
+	if (ret) {
+		broker_state_deinit(&st);
+		state_reader_deinit(&r);
+		/* The old program wrote it: it can read it. Nothing was touched. */
+		if (fallback_fd >= 0)
+			reexec_go_back(fallback_fd, argv, &inherited);
+		free(inherited.v);
+		if (carried) {
+			/* Nothing was touched: the caller starts a new bus. */
+			close(state_fd);
+			return ret < 0 ? ret : 1;
+		}
+		return ret < 0 ? ret : -EINVAL;
+	}
+
+	ret = broker_new_restoring(brokerp, opts);
+	if (ret == 0)
+		ret = broker_restore_state(*brokerp, &st);
+	/* The socket unit may have been restarted meanwhile: serve its sockets. */
+	if (ret == 0 && carried) {
+		ret = broker_take_socket_unit(*brokerp, opts);
+		if (ret > 0) {
+			log_err("fd store: %s", broker_get_error(*brokerp));
+			ret = -ENOTSOCK;
+		}
+	}
+	if (ret == 0 && fail_restore)
+		ret = -EIO;
+	if (ret && fallback_fd >= 0) {
+		/*
+		 * Restoring sends nothing to a client and closes no carried fd:
+		 * what is half built is left as it is, and the previous program
+		 * gets every fd as it handed them over.
+		 */
+		log_err("re-exec: cannot restore the bus: %s", strerror(ret < 0 ? -ret : EINVAL));
+		reexec_go_back(fallback_fd, argv, &inherited);
+	}
+	free(inherited.v);
+	if (ret == 0) {
+		size_t n = st.n_peers;
+
+		log_info("%s: resumed, %zu peer%s carried over", carried ? "fd store" : "re-exec",
+			 n, n == 1 ? "" : "s");
+	}
+	broker_state_deinit(&st);
+	state_reader_deinit(&r);
+	close(state_fd);
+	if (fallback_fd >= 0)
+		close(fallback_fd);
+	return ret;
 }

@@ -6,7 +6,9 @@
  *
  * struct broker is what one bus1-broker process runs: the bus (bus.h, its
  * state), the sd-event loop, the listening sockets (listener.h), the signal
- * handlers (SIGTERM and SIGINT stop the loop, SIGHUP reloads) and the
+ * handlers (SIGINT stops the loop; SIGTERM too, or, under systemd with an
+ * fd store, first hands the bus over to the next process through it:
+ * fdstore.h; SIGHUP reloads) and the
  * configuration reloader (reload.h: SIGHUP, ReloadConfig, inotify on the
  * configuration and service directories). main.c makes one.
  *
@@ -82,11 +84,6 @@ DEFINE_CLEANUP_FUNC(struct broker *, broker_free);
 const char *broker_get_address(struct broker *broker);
 const char *broker_get_error(struct broker *broker);
 
-/*
- * broker_new() without the listening sockets, for a re-executed bus
- * (reexec.h) whose sockets come with its state.
- */
-int broker_new_restoring(struct broker **brokerp, const struct broker_options *opts);
 
 /**
  * broker_take_socket_unit() - after a restore, serve the .socket unit's sockets
@@ -103,9 +100,6 @@ int broker_new_restoring(struct broker **brokerp, const struct broker_options *o
  */
 int broker_take_socket_unit(struct broker *broker, const struct broker_options *opts);
 
-/* Add @l to the listeners and its address to the bus address. 0 or -ENOMEM. */
-struct listener;
-int broker_link_listener(struct broker *broker, struct listener *l);
 
 /* The process now runs as @uid (<user>): the bus' own identity follows. */
 void broker_set_uid(struct broker *broker, uid_t uid);
@@ -118,5 +112,45 @@ void broker_set_uid(struct broker *broker, uid_t uid);
  */
 int broker_block_signals(void);
 
-/* Create the event loop, attach everything and run until SIGTERM/SIGINT. */
+/*
+ * Create the event loop, attach everything and run until SIGTERM/SIGINT
+ * (after the hand-over to the fd store, if SIGTERM makes one).
+ */
 int broker_run(struct broker *broker);
+
+/*
+ * The state of a re-exec or a hand-over (reexec.h, state.h): every section
+ * in order, each written by its object: the bus, the bus1 transport, the
+ * listeners, the names, the peers (with what each holds), the replies, the
+ * activations. @handover: for the next process of the service (fdstore.h),
+ * which is not the parent of the spawned services (none is written).
+ * Return 0 or negative errno.
+ */
+struct state_writer;
+int broker_serialize(struct broker *broker, bool handover, struct state_writer *w);
+
+/*
+ * --check-state=FD: read the whole state without acting on it.
+ * Return 0 if this program can restore it, 1 if not (logged), -errno.
+ */
+int broker_check_state(int fd);
+
+/**
+ * broker_restore() - the broker of a re-executed or handed-over bus
+ * @opts:	as for broker_new()
+ * @state_fd:	--restore-state, or the fd store's state (always consumed)
+ * @fallback_fd: --reexec-fallback, or -1
+ * @carried:	the fds from the fd store (fdstore.h), NULL after a re-exec
+ *
+ * Creates the event loop and everything in the state; from the fd store it
+ * also serves the socket unit's sockets (broker_take_socket_unit()). Nothing
+ * is announced: the caller tells systemd (READY=1) once it runs as it must.
+ * A state this program cannot read makes it execute @fallback_fd with the
+ * same command line (reexec_go_back()); from the fd store (it may name only
+ * @carried fds) it returns 1 then, with nothing created.
+ * Return: 0, 1, or negative errno (logged; the process must exit: a bus
+ * that cannot serve must not look as if it did).
+ */
+struct fdstore_carried;
+int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
+		   int fallback_fd, char **argv, struct fdstore_carried *carried);

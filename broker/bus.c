@@ -24,6 +24,7 @@
 #include "broker/reply.h"
 #include "broker/router.h"
 #include "broker/selinux.h"
+#include "broker/state.h"
 #include "broker/user.h"
 #include "conf/config.h"
 #include "conf/policy.h"
@@ -451,4 +452,58 @@ uint32_t bus_next_serial(struct bus *bus)
 	if (++bus->serial == 0)
 		bus->serial = 1;
 	return bus->serial;
+}
+
+void bus_serialize(const struct bus *bus, struct state_writer *w)
+{
+	state_put_section(w, STATE_TAG_BUS, BUS_STATE_VERSION);
+	state_put_str(w, bus->guid);
+	state_put_u64(w, bus->next_id);
+	state_put_u32(w, bus->serial);
+	state_put_u64(w, bus->n_messages);
+	state_put_u32(w, bus->peak_names);
+	state_put_u32(w, bus->peak_names_per_conn);
+	state_put_u32(w, bus->peak_matches);
+	state_put_u32(w, bus->peak_matches_per_conn);
+	state_put_u32(w, bus->stats_serial);
+	state_put_u32(w, bus->conn_stats_serial);
+	state_put_u32(w, (uint32_t)bus->uid);
+}
+
+bool bus_state_read(struct state_reader *r, struct bus_state *st)
+{
+	uint32_t version;
+
+	*st = (struct bus_state){};
+	if (!state_section(r, STATE_TAG_BUS, BUS_STATE_VERSION, &version))
+		return false;
+	st->guid = state_get_str(r);
+	st->next_id = state_get_u64(r);
+	st->serial = state_get_u32(r);
+	st->n_messages = state_get_u64(r);
+	st->peak_names = state_get_u32(r);
+	st->peak_names_per_conn = state_get_u32(r);
+	st->peak_matches = state_get_u32(r);
+	st->peak_matches_per_conn = state_get_u32(r);
+	st->stats_serial = state_get_u32(r);
+	st->conn_stats_serial = state_get_u32(r);
+	st->uid = (uid_t)state_get_u32(r);
+	if (!r->error && (!st->guid || strlen(st->guid) != 32))
+		r->error = true;
+	return !r->error;
+}
+
+void bus_restore_state(struct bus *bus, const struct bus_state *st)
+{
+	memcpy(bus->guid, st->guid, sizeof(bus->guid));
+	bus->next_id = st->next_id;
+	bus->serial = st->serial;
+	bus->n_messages = st->n_messages;
+	bus->peak_names = st->peak_names;
+	bus->peak_names_per_conn = st->peak_names_per_conn;
+	bus->peak_matches = st->peak_matches;
+	bus->peak_matches_per_conn = st->peak_matches_per_conn;
+	bus->stats_serial = st->stats_serial;
+	bus->conn_stats_serial = st->conn_stats_serial;
+	bus->uid = st->uid;
 }

@@ -196,6 +196,34 @@ struct peer *bus_resolve(struct bus *bus, const char *name);
 /* Next serial for a message the bus sends (bus-wide counter, never 0). */
 uint32_t bus_next_serial(struct bus *bus);
 
+/*
+ * Re-exec (state.h): the bus' identity and counters, section
+ * STATE_TAG_BUS. The parsed form points into the reader.
+ */
+struct state_reader;
+struct state_writer;
+
+#define BUS_STATE_VERSION 1u
+
+struct bus_state {
+	const char *guid;
+	uint64_t next_id;
+	uint32_t serial;
+	uint64_t n_messages;
+	uint32_t peak_names;
+	uint32_t peak_names_per_conn;
+	uint32_t peak_matches;
+	uint32_t peak_matches_per_conn;
+	uint32_t stats_serial;
+	uint32_t conn_stats_serial;
+	uid_t uid;
+};
+
+void bus_serialize(const struct bus *bus, struct state_writer *w);
+/* Return whether it is there and sound (else the reader's error is set). */
+bool bus_state_read(struct state_reader *r, struct bus_state *st);
+void bus_restore_state(struct bus *bus, const struct bus_state *st);
+
 /* Reload the configuration file (ReloadConfig): see struct bus_loop_ops. */
 static inline int bus_reload_config(struct bus *bus, char **errorp)
 {

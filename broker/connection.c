@@ -21,6 +21,7 @@
 #include "broker/connection.h"
 #include "broker/log.h"
 #include "broker/peer.h"
+#include "broker/state.h"
 #include "dbus-compat/keyring.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
@@ -394,10 +395,10 @@ static int connection_authenticate(struct connection *conn)
 	return 0;
 }
 
-static void close_fds(int *fds, size_t n)
+/* Close @n fds and free their array. */
+static void close_and_free_fds(int *fds, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		safe_close(fds[i]);
+	close_many(fds, n);
 	free(fds);
 }
 
@@ -418,7 +419,7 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 	int r;
 
 	if (conn->n_spare_fds + n_fds > (size_t)conn->peer->bus->limits.max_message_unix_fds) {
-		close_fds(fds, n_fds);
+		close_and_free_fds(fds, n_fds);
 		message_unref(msg);
 		peer_close(conn->peer, "sent more file descriptors than max_message_unix_fds");
 		return 1;
@@ -429,7 +430,7 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 					 (conn->n_spare_fds + n_fds) * sizeof(*v));
 
 			if (!v) {
-				close_fds(fds, n_fds);
+				close_and_free_fds(fds, n_fds);
 				message_unref(msg);
 				return -ENOMEM;
 			}
@@ -525,7 +526,7 @@ static int connection_read_frames(struct connection *conn)
 			return 1;
 		}
 		if (n_fds && !conn->peer->unix_fds) {
-			close_fds(fds, n_fds);
+			close_and_free_fds(fds, n_fds);
 			message_unref(msg);
 			peer_close(conn->peer, "sent file descriptors without negotiating them");
 			return 1;
@@ -668,7 +669,7 @@ static void connection_close(struct peer_transport *transport)
 	conn->io = sd_event_source_disable_unref(conn->io);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
 	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
-	close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
+	close_and_free_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
 	conn->n_spare_fds = 0;
 	list_unlink(&conn->flush_link);
 }
@@ -774,9 +775,96 @@ struct connection *connection_of(struct peer *peer)
 						NULL;
 }
 
-int connection_snapshot(struct connection *conn, struct socket_snapshot *snap)
+int connection_get_fd(const struct connection *conn)
 {
-	return socket_snapshot(conn->socket, snap);
+	return socket_get_fd(conn->socket);
+}
+
+int connection_serialize(struct connection *conn, struct state_writer *w)
+{
+	struct socket_snapshot snap;
+	int r;
+
+	r = socket_snapshot(conn->socket, &snap);
+	if (r < 0)
+		return r;
+	state_put_section(w, STATE_TAG_CONNECTION, CONNECTION_STATE_VERSION);
+	state_put_fds(w, conn->spare_fds, conn->n_spare_fds);
+	state_put_u32(w, (snap.framing ? 1 : 0) | (snap.eof ? 2 : 0) | (snap.violation ? 4 : 0));
+	state_put_bytes(w, snap.in, snap.n_in);
+	state_put_u64(w, snap.n_in_fds);
+	for (size_t i = 0; i < snap.n_in_fds; i++) {
+		state_put_u64(w, snap.in_fds[i].start);
+		state_put_u64(w, snap.in_fds[i].end);
+		state_put_fds(w, snap.in_fds[i].fds, snap.in_fds[i].n_fds);
+	}
+	state_put_u64(w, snap.n_out);
+	for (size_t i = 0; i < snap.n_out; i++) {
+		state_put_bytes(w, snap.out[i].data, snap.out[i].n_data);
+		state_put_fds(w, snap.out[i].fds, snap.out[i].n_fds);
+	}
+	socket_snapshot_deinit(&snap);
+	return 0;
+}
+
+bool connection_state_read(struct state_reader *r, struct connection_state *st)
+{
+	struct socket_snapshot *snap = &st->snap;
+	uint32_t version;
+	size_t n;
+
+	st->spare = NULL;
+	st->n_spare = 0;
+	*snap = (struct socket_snapshot){};
+	if (!state_section(r, STATE_TAG_CONNECTION, CONNECTION_STATE_VERSION, &version))
+		return false;
+	st->spare = state_get_fds(r, &st->n_spare);
+	n = state_get_u32(r);
+	snap->framing = n & 1;
+	snap->eof = n & 2;
+	snap->violation = n & 4;
+	snap->in = (uint8_t *)state_get_bytes(r, &snap->n_in);
+	n = state_get_count(r, 24);
+	if (n) {
+		snap->in_fds = calloc(n, sizeof(*snap->in_fds));
+		if (!snap->in_fds) {
+			r->error = true;
+			return false;
+		}
+		snap->n_in_fds = n;
+		for (size_t i = 0; i < n && !r->error; i++) {
+			snap->in_fds[i].start = (size_t)state_get_u64(r);
+			snap->in_fds[i].end = (size_t)state_get_u64(r);
+			snap->in_fds[i].fds = state_get_fds(r, &snap->in_fds[i].n_fds);
+		}
+	}
+	n = state_get_count(r, 16);
+	if (n) {
+		snap->out = calloc(n, sizeof(*snap->out));
+		if (!snap->out) {
+			r->error = true;
+			return false;
+		}
+		snap->n_out = n;
+		for (size_t i = 0; i < n && !r->error; i++) {
+			snap->out[i].data = (uint8_t *)state_get_bytes(r, &snap->out[i].n_data);
+			snap->out[i].fds = state_get_fds(r, &snap->out[i].n_fds);
+		}
+	}
+	return !r->error;
+}
+
+void connection_state_deinit(struct connection_state *st)
+{
+	/* The bytes are the reader's; the fd arrays are ours (the fds are not). */
+	free(st->spare);
+	for (size_t j = 0; j < st->snap.n_in_fds; j++)
+		free(st->snap.in_fds[j].fds);
+	free(st->snap.in_fds);
+	for (size_t j = 0; j < st->snap.n_out; j++)
+		free(st->snap.out[j].fds);
+	free(st->snap.out);
+	*st = (struct connection_state){ .fd = -1 };
 }
 
 int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
@@ -808,7 +896,7 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 	}
 	r = socket_new_restored(&conn->socket, fd, snap);
 	if (r < 0) {
-		close_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
+		close_and_free_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
 		free(conn);
 		socket_creds_deinit(creds);
 		return r;

@@ -102,11 +102,30 @@ void connection_restored(struct connection *conn);
 struct connection *connection_of(struct peer *peer);
 
 /*
- * Re-exec (reexec.h): what the socket holds for the peer (socket.h's
- * snapshot: borrowed fds, copied bytes) and the fds sent ahead of their
- * messages (borrowed). Return 0 or -ENOMEM.
+ * Re-exec (state.h): what the socket holds for the peer (its input not
+ * parsed yet, its output not written yet, with their fds) and the fds sent
+ * ahead of their messages, section STATE_TAG_CONNECTION in its peer's. The
+ * socket's own fd is the peer's to write (it comes first in the peer's
+ * section: connection_get_fd()). The parsed form: byte strings point into
+ * the reader, fd arrays are allocated; connection_new_restored() takes it.
  */
-int connection_snapshot(struct connection *conn, struct socket_snapshot *snap);
+struct state_reader;
+struct state_writer;
+
+#define CONNECTION_STATE_VERSION 1u
+
+struct connection_state {
+	int fd;
+	int *spare;
+	size_t n_spare;
+	struct socket_snapshot snap;
+};
+
+int connection_get_fd(const struct connection *conn);
+/* Return 0 or -ENOMEM. */
+int connection_serialize(struct connection *conn, struct state_writer *w);
+bool connection_state_read(struct state_reader *r, struct connection_state *st);
+void connection_state_deinit(struct connection_state *st);
 
 /**
  * connection_new_restored() - a peer whose socket crossed a re-exec

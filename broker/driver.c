@@ -37,7 +37,7 @@
 
 struct driver_call {
 	struct bus *bus;
-	struct peer *conn;
+	struct peer *peer;
 	struct message *msg;
 	struct dc_reader reader;
 	const char *err_name;
@@ -81,7 +81,7 @@ static int reply_send(struct driver_call *c, struct message_builder *b)
 	message_builder_deinit(b);
 	if (r < 0)
 		return r;
-	router_send_from_driver(c->bus, c->conn, m);
+	router_send_from_driver(c->bus, c->peer, m);
 	return 0;
 }
 
@@ -122,7 +122,7 @@ static int reply_b(struct driver_call *c, bool v)
 
 static bool caller_is_privileged(const struct driver_call *c)
 {
-	return c->conn->uid == c->bus->uid || c->conn->uid == 0;
+	return c->peer->uid == c->bus->uid || c->peer->uid == 0;
 }
 
 /* Read the single string argument every "s" method has. */
@@ -171,7 +171,7 @@ static int method_hello(struct driver_call *c)
 static int method_request_name(struct driver_call *c)
 {
 	const char *lsm = NULL;
-	struct peer *conn = c->conn;
+	struct peer *peer = c->peer;
 	const char *name;
 	uint32_t flags, reply;
 	struct name *n;
@@ -193,27 +193,27 @@ static int method_request_name(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS,
 				   "Connection \"%s\" is not allowed to own the service \"%s\" "
 				   "because it is reserved for D-Bus' use only",
-				   peer_name(conn), name);
+				   peer_name(peer), name);
 
 	/* The LSMs first, then the configuration, as dbus-daemon asks them. */
-	r = policy_check_own_lsm(c->bus, conn, name, &lsm);
+	r = policy_check_own_lsm(c->bus, peer, name, &lsm);
 	if (r < 0)
 		return r;
 	if (r == 0)
 		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				   "Connection \"%s\" is not allowed to own the service \"%s\" "
-				   "due to %s policy", peer_name(conn), name, lsm);
-	if (conn->policy) {
+				   "due to %s policy", peer_name(peer), name, lsm);
+	if (peer->policy) {
 		const struct bus_policy_rule *rule = NULL;
 
-		if (!bus_client_policy_check_own(conn->policy, name, &rule)) {
+		if (!bus_client_policy_check_own(peer->policy, name, &rule)) {
 			/* dbus-daemon's text, then which rule decided (issue 6) */
 			_cleanup_free_ char *why = rule ? bus_policy_rule_describe(rule) : NULL;
 
 			return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				"Connection \"%s\" is not allowed to own the service \"%s\" due "
 				"to security policies in the configuration file (%s)",
-				peer_name(conn), name, why ? why : "no rule allows it");
+				peer_name(peer), name, why ? why : "no rule allows it");
 		}
 	}
 
@@ -223,32 +223,32 @@ static int method_request_name(struct driver_call *c)
 		struct name_ownership *o;
 
 		list_for_each_entry(o, &n->queue, name_link)
-			if (o->owner == &conn->owner)
+			if (o->owner == &peer->owner)
 				queued = true;
 	}
 	if (!queued) {
 		/* The unique name counts as one name, as in dbus-daemon. */
-		if (conn->owner.n_ownerships + 1 >=
+		if (peer->owner.n_ownerships + 1 >=
 		    (size_t)c->bus->limits.max_names_per_connection)
 			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
 				"Connection \"%s\" is not allowed to own more services "
 				"(increase limits in configuration file if required; "
 				"max_names_per_connection=%lld)",
-				peer_name(conn),
+				peer_name(peer),
 				(long long)c->bus->limits.max_names_per_connection);
-		if (peer_charge(conn, USER_SLOT_NAMES, 1))
+		if (peer_charge(peer, USER_SLOT_NAMES, 1))
 			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
-					   "The user %u owns too many names", (unsigned)conn->uid);
-		peer_uncharge(conn, USER_SLOT_NAMES, 1);
+					   "The user %u owns too many names", (unsigned)peer->uid);
+		peer_uncharge(peer, USER_SLOT_NAMES, 1);
 	}
 
-	r = name_registry_request(c->bus->names, &conn->owner, name, flags, &reply);
+	r = name_registry_request(c->bus->names, &peer->owner, name, flags, &reply);
 	if (r < 0)
 		return r;
 	if (r > 0)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
-	router_sync_name_charge(conn);
-	driver_stats_names_changed(c->bus, conn);
+	router_sync_name_charge(peer);
+	driver_stats_names_changed(c->bus, peer);
 	/* The signals went out first (the registry emitted them), then the reply. */
 	return reply_u(c, reply);
 }
@@ -273,12 +273,12 @@ static int method_release_name(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS,
 				   "Cannot release the %s service because it is owned by the bus",
 				   name);
-	r = name_registry_release(c->bus->names, &c->conn->owner, name, &reply);
+	r = name_registry_release(c->bus->names, &c->peer->owner, name, &reply);
 	if (r < 0)
 		return r;
 	if (r > 0)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
-	router_sync_name_charge(c->conn);
+	router_sync_name_charge(c->peer);
 	return reply_u(c, reply);
 }
 
@@ -292,7 +292,7 @@ static int method_start_service_by_name(struct driver_call *c)
 	if (r)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
 	/* Replies (1 later, 2 now) and errors are sent by the activation module. */
-	return activation_start(c->bus->activation, c->conn, c->msg, name, false);
+	return activation_start(c->bus->activation, c->peer, c->msg, name, false);
 }
 
 static int method_update_activation_environment(struct driver_call *c)
@@ -359,22 +359,22 @@ static int eavesdrop_denied(struct driver_call *c)
 {
 	return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 			   "Connection \"%s\" is not allowed to eavesdrop due to AppArmor policy",
-			   peer_name(c->conn));
+			   peer_name(c->peer));
 }
 
 static int method_add_match(struct driver_call *c)
 {
-	struct peer *conn = c->conn;
+	struct peer *peer = c->peer;
 	struct match_rule *rule = NULL;
 	const char *text, *reason = NULL;
 	int r;
 
-	if (conn->matches.n_rules >= (size_t)c->bus->limits.max_match_rules_per_connection)
+	if (peer->matches.n_rules >= (size_t)c->bus->limits.max_match_rules_per_connection)
 		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
 			"Connection \"%s\" is not allowed to add more match rules "
 			"(increase limits in configuration file if required; "
 			"max_match_rules_per_connection=%lld)",
-			peer_name(conn),
+			peer_name(peer),
 			(long long)c->bus->limits.max_match_rules_per_connection);
 	r = read_name(c, &text);
 	if (r)
@@ -392,36 +392,36 @@ static int method_add_match(struct driver_call *c)
 		match_rule_free(rule);
 		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				   "rejected attempt to call AddMatch with eavesdrop=true by "
-				   "connection %s with uid %u", peer_name(conn),
-				   (unsigned)conn->uid);
+				   "connection %s with uid %u", peer_name(peer),
+				   (unsigned)peer->uid);
 	}
 	if (rule->eavesdrop) {
-		r = policy_check_eavesdrop_lsm(c->bus, conn);
+		r = policy_check_eavesdrop_lsm(c->bus, peer);
 		if (r <= 0) {
 			match_rule_free(rule);
 			return r < 0 ? r : eavesdrop_denied(c);
 		}
 	}
-	if (peer_charge(conn, USER_SLOT_MATCHES, 1)) {
+	if (peer_charge(peer, USER_SLOT_MATCHES, 1)) {
 		match_rule_free(rule);
 		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
-				   "The user %u has too many match rules", (unsigned)conn->uid);
+				   "The user %u has too many match rules", (unsigned)peer->uid);
 	}
-	r = match_registry_add(c->bus->matches, &conn->matches, rule);
+	r = match_registry_add(c->bus->matches, &peer->matches, rule);
 	if (r < 0) {
-		peer_uncharge(conn, USER_SLOT_MATCHES, 1);
+		peer_uncharge(peer, USER_SLOT_MATCHES, 1);
 		match_rule_free(rule);
 		return r;
 	}
 	if (rule->eavesdrop)
 		c->bus->n_eavesdrop_rules++;
-	driver_stats_matches_changed(c->bus, conn);
+	driver_stats_matches_changed(c->bus, peer);
 	return reply_empty(c);
 }
 
 static int method_remove_match(struct driver_call *c)
 {
-	struct peer *conn = c->conn;
+	struct peer *peer = c->peer;
 	struct match_rule *rule = NULL, *other;
 	const char *text, *reason = NULL;
 	int r;
@@ -441,7 +441,7 @@ static int method_remove_match(struct driver_call *c)
 
 	/* The newest equal rule goes, as dbus-daemon does. */
 	other = NULL;
-	for (struct list_node *p = conn->matches.rules.prev; p != &conn->matches.rules;
+	for (struct list_node *p = peer->matches.rules.prev; p != &peer->matches.rules;
 	     p = p->prev) {
 		struct match_rule *x = list_entry(p, struct match_rule, owner_link);
 
@@ -457,7 +457,7 @@ static int method_remove_match(struct driver_call *c)
 	if (other->eavesdrop && c->bus->n_eavesdrop_rules)
 		c->bus->n_eavesdrop_rules--;
 	match_registry_remove(other);
-	peer_uncharge(conn, USER_SLOT_MATCHES, 1);
+	peer_uncharge(peer, USER_SLOT_MATCHES, 1);
 	return reply_empty(c);
 }
 
@@ -595,7 +595,7 @@ static int open_own_pidfd(void)
  */
 static void asv_process_fd(struct driver_call *c, struct message_builder *b, int *pidfd)
 {
-	if (*pidfd < 0 || !peer_can_receive_fds(c->conn))
+	if (*pidfd < 0 || !peer_can_receive_fds(c->peer))
 		return;
 	dc_writer_open(&b->body, '{', NULL);
 	dc_writer_write(&b->body, "s", "ProcessFD");
@@ -743,7 +743,7 @@ static int method_become_monitor(struct driver_call *c)
 	int r;
 
 	/* Asked before the arguments are read, as dbus-daemon asks it. */
-	r = policy_check_eavesdrop_lsm(c->bus, c->conn);
+	r = policy_check_eavesdrop_lsm(c->bus, c->peer);
 	if (r <= 0)
 		return r < 0 ? r : eavesdrop_denied(c);
 
@@ -808,9 +808,9 @@ static int method_become_monitor(struct driver_call *c)
 	r = reply_empty(c);
 	if (r < 0)
 		goto out;
-	r = monitor_become(c->conn, rules, n);
-	if (r >= 0 && !c->conn->closed)
-		driver_stats_matches_changed(c->bus, c->conn);
+	r = monitor_become(c->peer, rules, n);
+	if (r >= 0 && !c->peer->closed)
+		driver_stats_matches_changed(c->bus, c->peer);
 out:
 	for (i = 0; i < n; i++)
 		if (rules[i])
@@ -847,7 +847,9 @@ static int method_ping(struct driver_call *c)
  *    nodes; here the pool of output queue entries (struct delivery): bytes
  *    in use, kept for reuse, and both.
  * GetConnectionStats: Outgoing* is the output queue (messages, bytes, fds
- * queued and not yet written, with peaks); Incoming* is what the bus holds
+ * queued and not yet written, with peaks; for a native client, what its
+ * socket holds plus what it has not read of its bus1 queue, as the broker
+ * last learnt it from the kernel); Incoming* is what the bus holds
  * of the connection's messages. The broker routes each message as soon as
  * it is read, so IncomingMessages is 0 and Incoming{Bytes,FDs} count the
  * message being routed (the caller's own call, for itself); once queued, a
@@ -855,21 +857,21 @@ static int method_ping(struct driver_call *c)
  * keeps charging its sender until it is written).
  */
 
-static uint32_t conn_bus_names(const struct peer *conn)
+static uint32_t conn_bus_names(const struct peer *peer)
 {
-	return (uint32_t)conn->owner.n_ownerships + (conn->owner.registry ? 1 : 0);
+	return (uint32_t)peer->owner.n_ownerships + (peer->owner.registry ? 1 : 0);
 }
 
-/* After a name request (or Hello) of @conn: raise the peaks. */
-void driver_stats_names_changed(struct bus *bus, struct peer *conn)
+/* After a name request (or Hello) of @peer: raise the peaks. */
+void driver_stats_names_changed(struct bus *bus, struct peer *peer)
 {
 	uint32_t total = (uint32_t)(bus->names->n_ownerships + hmap_size(&bus->names->uniques));
-	uint32_t mine = conn_bus_names(conn);
+	uint32_t mine = conn_bus_names(peer);
 
 	if (total > bus->peak_names)
 		bus->peak_names = total;
-	if (mine > conn->peak_names)
-		conn->peak_names = mine;
+	if (mine > peer->peak_names)
+		peer->peak_names = mine;
 	if (mine > bus->peak_names_per_conn)
 		bus->peak_names_per_conn = mine;
 }
@@ -880,16 +882,16 @@ static uint32_t bus_match_rules(struct bus *bus)
 			  match_registry_count(bus->monitor_matches));
 }
 
-/* After AddMatch or BecomeMonitor of @conn: raise the peaks. */
-void driver_stats_matches_changed(struct bus *bus, struct peer *conn)
+/* After AddMatch or BecomeMonitor of @peer: raise the peaks. */
+void driver_stats_matches_changed(struct bus *bus, struct peer *peer)
 {
 	uint32_t total = bus_match_rules(bus);
-	uint32_t mine = (uint32_t)conn->matches.n_rules;
+	uint32_t mine = (uint32_t)peer->matches.n_rules;
 
 	if (total > bus->peak_matches)
 		bus->peak_matches = total;
-	if (mine > conn->peak_matches)
-		conn->peak_matches = mine;
+	if (mine > peer->peak_matches)
+		peer->peak_matches = mine;
 	if (mine > bus->peak_matches_per_conn)
 		bus->peak_matches_per_conn = mine;
 }
@@ -924,6 +926,8 @@ static int method_get_stats(struct driver_call *c)
 
 static int method_get_connection_stats(struct driver_call *c)
 {
+	uint64_t out_bytes, out_fds, out_msgs;
+	struct native_conn *nc;
 	struct peer *peer = NULL;
 	bool self = false;
 	struct message_builder b;
@@ -952,9 +956,22 @@ static int method_get_connection_stats(struct driver_call *c)
 	asv_u(w, "IncomingFDs", (uint32_t)peer->n_dispatching_fds);
 	asv_u(w, "PeakIncomingBytes", (uint32_t)peer->peak_dispatching_bytes);
 	asv_u(w, "PeakIncomingFDs", (uint32_t)peer->peak_dispatching_fds);
-	asv_u(w, "OutgoingMessages", (uint32_t)peer->n_queued_msgs);
-	asv_u(w, "OutgoingBytes", (uint32_t)peer->n_queued_bytes);
-	asv_u(w, "OutgoingFDs", (uint32_t)peer->n_queued_fds);
+	out_bytes = peer->n_queued_bytes;
+	out_fds = peer->n_queued_fds;
+	out_msgs = peer->n_queued_msgs;
+	nc = native_conn_of(peer);
+	if (nc) {
+		uint64_t bytes, fds, msgs;
+
+		/* A native client's output: its bus1 queue, after what its socket holds. */
+		native_conn_get_queued(nc, &bytes, &fds, &msgs);
+		out_bytes += bytes;
+		out_fds += fds;
+		out_msgs += msgs;
+	}
+	asv_u(w, "OutgoingMessages", (uint32_t)out_msgs);
+	asv_u(w, "OutgoingBytes", (uint32_t)out_bytes);
+	asv_u(w, "OutgoingFDs", (uint32_t)out_fds);
 	asv_u(w, "PeakOutgoingBytes", (uint32_t)peer->peak_queued_bytes);
 	asv_u(w, "PeakOutgoingFDs", (uint32_t)peer->peak_queued_fds);
 	dc_writer_close(w);
@@ -965,21 +982,21 @@ static int method_get_all_match_rules(struct driver_call *c)
 {
 	struct message_builder b;
 	struct dc_writer *w;
-	struct peer *conn;
+	struct peer *peer;
 	char buf[MATCH_RULE_MAX_LENGTH * 4];
 
 	reply_init(c, &b, "a{sas}");
 	w = &b.body;
 	dc_writer_open(w, 'a', NULL);
-	list_for_each_entry(conn, &c->bus->peers, bus_link) {
+	list_for_each_entry(peer, &c->bus->peers, bus_link) {
 		struct match_rule *rule;
 
-		if (!conn->registered || conn->closed)
+		if (!peer->registered || peer->closed)
 			continue;
 		dc_writer_open(w, '{', NULL);
-		dc_writer_write(w, "s", peer_name(conn));
+		dc_writer_write(w, "s", peer_name(peer));
 		dc_writer_open(w, 'a', NULL);
-		list_for_each_entry(rule, &conn->matches.rules, owner_link) {
+		list_for_each_entry(rule, &peer->matches.rules, owner_link) {
 			if (match_rule_to_string(rule, buf, sizeof(buf)) >= 0)
 				dc_writer_write(w, "s", buf);
 		}
@@ -1000,7 +1017,7 @@ static int method_get_all_match_rules(struct driver_call *c)
 static int method_bus1_connect(struct driver_call *c)
 {
 	_cleanup_message_ struct message *reply = NULL;
-	struct peer *conn = c->conn;
+	struct peer *peer = c->peer;
 	struct message *msg = c->msg;
 	struct message_builder b;
 	struct native_conn *nc;
@@ -1011,7 +1028,7 @@ static int method_bus1_connect(struct driver_call *c)
 	if (!c->bus->native)
 		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
 				   "This bus has no bus1 transport (/dev/bus1 is absent)");
-	if (conn->output != conn->transport || conn->registered)
+	if (peer->output != peer->transport || peer->registered)
 		return driver_fail(c, DC_ERROR_FAILED,
 				   "Connect must be the first call, and only one");
 	if (strcmp(msg->signature, DC_BUS1_CONNECT_SIGNATURE))
@@ -1021,7 +1038,7 @@ static int method_bus1_connect(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS,
 				   "Connect needs its fd (negotiate NEGOTIATE_UNIX_FD)");
 
-	r = native_attach(c->bus->native, conn, msg->fds[index], handles, &nc);
+	r = native_attach(c->bus->native, peer, msg->fds[index], handles, &nc);
 	if (r < 0)
 		return r;
 	if (r > 0)
@@ -1039,12 +1056,12 @@ static int method_bus1_connect(struct driver_call *c)
 	message_builder_deinit(&b);
 	if (r == 0) {
 		/* Still a socket connection here: the reply goes out on the socket. */
-		r = peer_queue(conn, reply);
+		r = peer_queue(peer, reply);
 		if (r > 0) {
-			peer_close(conn, "cannot queue the bus1 bootstrap reply");
+			peer_close(peer, "cannot queue the bus1 bootstrap reply");
 			r = 0;
 		} else if (r == 0) {
-			peer_set_output(conn, native_conn_transport(nc));
+			peer_set_output(peer, native_conn_transport(nc));
 			return 0;
 		}
 	}
@@ -1060,7 +1077,7 @@ static int method_bus1_connect(struct driver_call *c)
 static int method_bus1_get_direct_handle(struct driver_call *c)
 {
 	_cleanup_message_ struct message *reply = NULL;
-	struct native_conn *caller = native_conn_of(c->conn), *callee;
+	struct native_conn *caller = native_conn_of(c->peer), *callee;
 	struct peer *target;
 	struct message_builder b;
 	const char *name;
@@ -1081,7 +1098,7 @@ static int method_bus1_get_direct_handle(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
 				   "The owner of '%s' is not a native client", name);
 
-	r = policy_check_direct(c->bus, c->conn, target);
+	r = policy_check_direct(c->bus, c->peer, target);
 	switch (r) {
 	case POLICY_DIRECT_ALLOWED:
 		break;
@@ -1099,7 +1116,7 @@ static int method_bus1_get_direct_handle(struct driver_call *c)
 	default:
 		return r < 0 ? r : -EINVAL;
 	}
-	r = native_conn_allow_direct(callee, (uint32_t)c->conn->uid);
+	r = native_conn_allow_direct(callee, (uint32_t)c->peer->uid);
 	if (r < 0)
 		return r;
 	if (r > 0)
@@ -1512,16 +1529,16 @@ static int method_introspect(struct driver_call *c)
 static int driver_finish(struct driver_call *c, int r)
 {
 	if (r > 0) {
-		r = router_send_error(c->conn, c->msg, c->err_name, "%s",
+		r = router_send_error(c->peer, c->msg, c->err_name, "%s",
 				      c->err_text ? c->err_text : "");
 	}
 	free(c->err_text);
 	return r < 0 ? r : 0;
 }
 
-static int driver_call_init(struct driver_call *c, struct peer *conn, struct message *msg)
+static int driver_call_init(struct driver_call *c, struct peer *peer, struct message *msg)
 {
-	*c = (struct driver_call){ .bus = conn->bus, .conn = conn, .msg = msg };
+	*c = (struct driver_call){ .bus = peer->bus, .peer = peer, .msg = msg };
 	return message_get_body_reader(msg, &c->reader);
 }
 
@@ -1529,9 +1546,9 @@ static int driver_call_init(struct driver_call *c, struct peer *conn, struct mes
  * driver_call_init(), and a body that cannot be read is answered with
  * InvalidArgs. Return: 0, 1 (answered) or negative errno.
  */
-static int driver_call_start(struct driver_call *c, struct peer *conn, struct message *msg)
+static int driver_call_start(struct driver_call *c, struct peer *peer, struct message *msg)
 {
-	int r = driver_call_init(c, conn, msg);
+	int r = driver_call_init(c, peer, msg);
 
 	if (r <= 0)
 		return r;
@@ -1539,7 +1556,7 @@ static int driver_call_start(struct driver_call *c, struct peer *conn, struct me
 	return r < 0 ? r : 1;
 }
 
-int driver_dispatch(struct peer *conn, struct message *msg)
+int driver_dispatch(struct peer *peer, struct message *msg)
 {
 	const struct driver_interface *i;
 	const struct driver_method *m;
@@ -1551,17 +1568,17 @@ int driver_dispatch(struct peer *conn, struct message *msg)
 	if (msg->type == DC_MESSAGE_SIGNAL && msg->interface && msg->member &&
 	    !strcmp(msg->interface, "org.freedesktop.systemd1.Activator") &&
 	    !strcmp(msg->member, "ActivationFailure")) {
-		if (bus_resolve(conn->bus, ACTIVATION_SYSTEMD_NAME) == conn)
-			return activation_systemd_failure(conn->bus->activation, msg);
+		if (bus_resolve(peer->bus, ACTIVATION_SYSTEMD_NAME) == peer)
+			return activation_systemd_failure(peer->bus->activation, msg);
 		log_info("Ignoring ActivationFailure from non-systemd connection %s",
-			 peer_name(conn));
+			 peer_name(peer));
 		return 0;
 	}
 	/* Signals and replies to the bus are ignored, as by dbus-daemon. */
 	if (msg->type != DC_MESSAGE_METHOD_CALL)
 		return 0;
 
-	r = driver_call_start(&c, conn, msg);
+	r = driver_call_start(&c, peer, msg);
 	if (r)
 		return r < 0 ? r : 0;
 
@@ -1579,7 +1596,7 @@ int driver_dispatch(struct peer *conn, struct message *msg)
 			if ((m->flags & METHOD_PRIVILEGED) && !caller_is_privileged(&c))
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"rejected attempt to call %s by connection %s with uid %u",
-					m->name, peer_name(conn), (unsigned)conn->uid));
+					m->name, peer_name(peer), (unsigned)peer->uid));
 			if (!canonical && !(m->flags & METHOD_ANY_PATH))
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"Method '%s' is only available at the canonical object "
@@ -1597,12 +1614,12 @@ int driver_dispatch(struct peer *conn, struct message *msg)
 					     DC_SERVICE_DBUS, msg->member));
 }
 
-int driver_dispatch_peer(struct peer *conn, struct message *msg)
+int driver_dispatch_peer(struct peer *peer, struct message *msg)
 {
 	struct driver_call c;
 	int r;
 
-	r = driver_call_init(&c, conn, msg);
+	r = driver_call_init(&c, peer, msg);
 	if (r < 0)
 		return r;
 	if (msg->interface && !strcmp(msg->interface, DC_INTERFACE_PEER)) {
@@ -1616,22 +1633,22 @@ int driver_dispatch_peer(struct peer *conn, struct message *msg)
 		msg->member, msg->signature, msg->interface ? msg->interface : "(null)"));
 }
 
-static int driver_hello(struct peer *conn, struct message *msg)
+static int driver_hello(struct peer *peer, struct message *msg)
 {
-	struct bus *bus = conn->bus;
+	struct bus *bus = peer->bus;
 	_cleanup_message_ struct message *m = NULL;
 	struct driver_call c;
 	int r;
 
 	if (strcmp(msg->signature, "")) {
-		r = driver_call_init(&c, conn, msg);
+		r = driver_call_init(&c, peer, msg);
 		if (r < 0)
 			return r;
 		return driver_finish(&c, driver_fail(&c, DC_ERROR_INVALID_ARGS,
 			"Call to Hello has wrong args (%s, expected )\n", msg->signature));
 	}
 	if (bus->n_active >= (unsigned int)bus->limits.max_completed_connections) {
-		r = driver_call_init(&c, conn, msg);
+		r = driver_call_init(&c, peer, msg);
 		if (r < 0)
 			return r;
 		/* As dbus-daemon: refuse, but leave the connection (it may retry). */
@@ -1640,35 +1657,35 @@ static int driver_hello(struct peer *conn, struct message *msg)
 	}
 
 	/* Completed connections count against the user, as in dbus-daemon. */
-	if (peer_charge(conn, USER_SLOT_CONNECTIONS, 1)) {
-		r = driver_call_init(&c, conn, msg);
+	if (peer_charge(peer, USER_SLOT_CONNECTIONS, 1)) {
+		r = driver_call_init(&c, peer, msg);
 		if (r < 0)
 			return r;
 		return driver_finish(&c, driver_fail(&c, DC_ERROR_LIMITS_EXCEEDED,
 			"The maximum number of active connections for UID %u has been reached",
-			(unsigned)conn->uid));
+			(unsigned)peer->uid));
 	}
 
 	/* Unique names are allocated at Hello, in order, never reused. */
-	name_owner_init(&conn->owner, bus->next_id++);
-	conn->registered = true;
+	name_owner_init(&peer->owner, bus->next_id++);
+	peer->registered = true;
 	bus->n_active++;
 
-	r = message_stitch_sender(msg, peer_name(conn), &m);
+	r = message_stitch_sender(msg, peer_name(peer), &m);
 	if (r < 0)
 		return r;
-	monitor_capture(bus, m, conn, NULL);
+	monitor_capture(bus, m, peer, NULL);
 
-	r = driver_call_init(&c, conn, m);
+	r = driver_call_init(&c, peer, m);
 	if (r < 0)
 		return r;
 	/* The reply comes before NameOwnerChanged/NameAcquired, as with dbus-daemon. */
-	r = driver_finish(&c, reply_s(&c, peer_name(conn)));
+	r = driver_finish(&c, reply_s(&c, peer_name(peer)));
 	if (r < 0)
 		return r;
-	r = name_registry_add_unique(bus->names, &conn->owner);
+	r = name_registry_add_unique(bus->names, &peer->owner);
 	if (r >= 0)
-		driver_stats_names_changed(bus, conn);
+		driver_stats_names_changed(bus, peer);
 	return r;
 }
 
@@ -1697,16 +1714,16 @@ bool driver_is_bootstrap(const struct message *msg)
 	return find_bootstrap_method(msg) != NULL;
 }
 
-int driver_dispatch_bootstrap(struct peer *conn, struct message *msg)
+int driver_dispatch_bootstrap(struct peer *peer, struct message *msg)
 {
 	const struct driver_method *m = find_bootstrap_method(msg);
 	struct driver_call c;
 	int r;
 
 	if (m->fn == method_hello)
-		return driver_hello(conn, msg);
+		return driver_hello(peer, msg);
 	/* Not stitched (no unique name yet) and not shown to monitors. */
-	r = driver_call_start(&c, conn, msg);
+	r = driver_call_start(&c, peer, msg);
 	if (r)
 		return r < 0 ? r : 0;
 	return driver_finish(&c, m->fn(&c));

@@ -37,25 +37,25 @@ struct message;
 bool driver_is_bootstrap(const struct message *msg);
 
 /* Handle such a call (unstitched). Return 0 or negative errno. */
-int driver_dispatch_bootstrap(struct peer *conn, struct message *msg);
+int driver_dispatch_bootstrap(struct peer *peer, struct message *msg);
 
 /* A stitched message to org.freedesktop.DBus. Return 0 or negative errno. */
-int driver_dispatch(struct peer *conn, struct message *msg);
+int driver_dispatch(struct peer *peer, struct message *msg);
 
 /*
  * A method call without destination: only org.freedesktop.DBus.Peer is
  * answered (libdbus' behaviour towards dbus-daemon); anything else gets
  * UnknownMethod.
  */
-int driver_dispatch_peer(struct peer *conn, struct message *msg);
+int driver_dispatch_peer(struct peer *peer, struct message *msg);
 
 /* The introspection XML of the driver object at @path (malloc()ed). */
 int driver_introspect_xml(char **xmlp, const char *path);
 
 /*
- * Debug.Stats peaks: call after @conn gained a name (Hello, RequestName) or
+ * Debug.Stats peaks: call after @peer gained a name (Hello, RequestName) or
  * match rules (AddMatch, BecomeMonitor).
  */
 struct bus;
-void driver_stats_names_changed(struct bus *bus, struct peer *conn);
-void driver_stats_matches_changed(struct bus *bus, struct peer *conn);
+void driver_stats_names_changed(struct bus *bus, struct peer *peer);
+void driver_stats_matches_changed(struct bus *bus, struct peer *peer);

@@ -15,6 +15,7 @@
 #include "broker/bus.h"
 #include "broker/listener.h"
 #include "broker/log.h"
+#include "broker/state.h"
 #include "dbus-compat/address.h"
 #include "util/fd.h"
 #include <systemd/sd-daemon.h>
@@ -362,5 +363,85 @@ int listener_new_restored(struct listener **listenerp, struct bus *bus, const in
 	memcpy(l->fds, fds, n_fds * sizeof(*fds));
 	l->n_fds = n_fds;
 	*listenerp = steal_ptr(l);
+	return 0;
+}
+
+void listener_serialize_all(const struct list_node *listeners, struct state_writer *w)
+{
+	const struct listener *l;
+	size_t n = 0;
+
+	state_put_section(w, STATE_TAG_LISTENER, LISTENER_STATE_VERSION);
+	list_for_each_entry(l, listeners, link)
+		n++;
+	state_put_u64(w, n);
+	list_for_each_entry(l, listeners, link) {
+		state_put_fds(w, l->fds, l->n_fds);
+		state_put_u32(w, l->tcp);
+		state_put_u32(w, l->has_nonce);
+		state_put_u32(w, l->full);
+		state_put_bytes(w, l->nonce, ADDRESS_NONCE_LEN);
+		state_put_str(w, l->address);
+		state_put_str(w, l->unlink_path);
+		state_put_str(w, l->nonce_file);
+	}
+}
+
+bool listener_state_read_all(struct state_reader *r, struct listener_state **statesp,
+			     size_t *np)
+{
+	struct listener_state *v;
+	uint32_t version;
+	size_t n;
+
+	*statesp = NULL;
+	*np = 0;
+	if (!state_section(r, STATE_TAG_LISTENER, LISTENER_STATE_VERSION, &version))
+		return false;
+	n = state_get_count(r, 24);
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v) {
+		r->error = true;
+		return false;
+	}
+	*statesp = v;
+	*np = n;
+	for (size_t i = 0; i < n && !r->error; i++) {
+		struct listener_state *l = &v[i];
+		size_t len;
+
+		l->n_fds = state_get_count(r, 4);
+		if (l->n_fds == 0 || l->n_fds > ADDRESS_TCP_FDS_MAX) {
+			r->error = true;
+			break;
+		}
+		for (size_t j = 0; j < l->n_fds; j++)
+			l->fds[j] = state_get_fd(r);
+		l->tcp = state_get_u32(r) != 0;
+		l->has_nonce = state_get_u32(r) != 0;
+		l->full = state_get_u32(r) != 0;
+		l->nonce = state_get_bytes(r, &len);
+		if (len != ADDRESS_NONCE_LEN)
+			r->error = true;
+		l->address = state_get_str(r);
+		l->unlink_path = state_get_str(r);
+		l->nonce_file = state_get_str(r);
+		if (!l->address)
+			r->error = true;
+	}
+	return !r->error;
+}
+
+int listener_restore(struct listener **listenerp, struct bus *bus,
+		     const struct listener_state *st)
+{
+	int r;
+
+	r = listener_new_restored(listenerp, bus, st->fds, st->n_fds, st->tcp,
+				  st->has_nonce ? st->nonce : NULL, st->address,
+				  st->unlink_path, st->nonce_file);
+	if (r < 0)
+		return r;
+	(*listenerp)->full = st->full;
 	return 0;
 }

@@ -80,6 +80,37 @@ int listener_new_restored(struct listener **listenerp, struct bus *bus, const in
 			  size_t n_fds, bool tcp, const uint8_t *nonce, const char *address,
 			  const char *unlink_path, const char *nonce_file);
 
+/*
+ * Re-exec (state.h): every listener of @listeners (linked by ->link), in
+ * order, section STATE_TAG_LISTENER; read back into an array of parsed
+ * listeners (strings point into the reader) that listener_restore() makes
+ * listeners again.
+ */
+struct state_reader;
+struct state_writer;
+
+#define LISTENER_STATE_VERSION 1u
+
+struct listener_state {
+	int fds[ADDRESS_TCP_FDS_MAX];
+	size_t n_fds;
+	bool tcp;
+	bool has_nonce;
+	bool full;
+	const uint8_t *nonce;
+	const char *address;
+	const char *unlink_path;
+	const char *nonce_file;
+};
+
+void listener_serialize_all(const struct list_node *listeners, struct state_writer *w);
+/* An allocated array of *@np (never NULL when it returns true). */
+bool listener_state_read_all(struct state_reader *r, struct listener_state **statesp,
+			     size_t *np);
+/* listener_new_restored() of @st. */
+int listener_restore(struct listener **listenerp, struct bus *bus,
+		     const struct listener_state *st);
+
 /**
  * listener_replace_socket() - listen on @fd instead, before listener_attach()
  * @l:		a listener with one socket

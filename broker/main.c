@@ -362,7 +362,7 @@ int main(int argc, char **argv)
 		signal(SIGUSR2, SIG_IGN);
 		if (cli.config_file && load_config(&cli, &config) < 0)
 			return EXIT_FAILURE;
-		return reexec_check_state(cli.check_state_fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+		return broker_check_state(cli.check_state_fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	}
 	r = answer_query(&cli);
 	if (r >= 0)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "broker/match.h"
 #include "broker/name.h"
+#include "broker/state.h"
 #include "dbus-compat/validate.h"
 #include "util/macro.h"
 
@@ -1148,4 +1149,83 @@ void match_registry_match_slow(struct match_registry *reg, const struct match_me
 	list_for_each_entry(rule, &reg->rules, registry_link)
 		if (rule->owner->generation != reg->generation && match_rule_matches(rule, msg))
 			collect(reg, rule->owner, result);
+}
+
+/* A rule's text is far below this (the parser refuses longer ones). */
+#define MATCH_STATE_RULE_MAX 8192
+
+int match_owner_serialize(const struct match_owner *owner, struct state_writer *w)
+{
+	const struct match_rule *rule;
+	char *text = malloc(MATCH_STATE_RULE_MAX);
+	int r;
+
+	if (!text)
+		return -ENOMEM;
+	state_put_section(w, STATE_TAG_MATCHES, MATCH_OWNER_STATE_VERSION);
+	state_put_u64(w, owner->n_rules);
+	list_for_each_entry(rule, &owner->rules, owner_link) {
+		r = match_rule_to_string(rule, text, MATCH_STATE_RULE_MAX);
+		if (r < 0) {
+			free(text);
+			return r;
+		}
+		state_put_str(w, text);
+		state_put_u32(w, rule->eavesdrop);
+	}
+	free(text);
+	return 0;
+}
+
+bool match_owner_state_read(struct state_reader *r, struct match_owner_state *st)
+{
+	uint32_t version;
+	size_t n;
+
+	*st = (struct match_owner_state){};
+	if (!state_section(r, STATE_TAG_MATCHES, MATCH_OWNER_STATE_VERSION, &version))
+		return false;
+	n = state_get_count(r, 12);
+	if (!n)
+		return !r->error;
+	st->rules = calloc(n, sizeof(*st->rules));
+	if (!st->rules) {
+		r->error = true;
+		return false;
+	}
+	st->n_rules = n;
+	for (size_t i = 0; i < n; i++) {
+		st->rules[i].text = state_get_str(r);
+		st->rules[i].eavesdrop = state_get_u32(r) != 0;
+		if (!st->rules[i].text)
+			r->error = true;
+	}
+	return !r->error;
+}
+
+void match_owner_state_deinit(struct match_owner_state *st)
+{
+	free(st->rules);
+	*st = (struct match_owner_state){};
+}
+
+int match_owner_restore(struct match_registry *reg, struct match_owner *owner,
+			const struct match_owner_state *st)
+{
+	for (size_t i = 0; i < st->n_rules; i++) {
+		struct match_rule *rule;
+		const char *reason;
+		int r;
+
+		r = match_rule_parse(&rule, st->rules[i].text, &reason);
+		if (r)
+			return r < 0 ? r : -EINVAL;
+		match_rule_set_eavesdrop(rule, st->rules[i].eavesdrop);
+		r = match_registry_add(reg, owner, rule);
+		if (r < 0) {
+			match_rule_free(rule);
+			return r;
+		}
+	}
+	return 0;
 }

@@ -265,6 +265,31 @@ enum {
 };
 void match_registry_set_sender_strategy(struct match_registry *reg, int strategy);
 
+/*
+ * Re-exec (state.h): an owner's rules, oldest first, as canonical text with
+ * their eavesdrop flag (section STATE_TAG_MATCHES, in its peer's). The
+ * parsed form points into the reader. match_owner_restore() parses and adds
+ * them again: 0, -EINVAL (a rule this program does not parse) or -ENOMEM.
+ */
+struct state_reader;
+struct state_writer;
+
+#define MATCH_OWNER_STATE_VERSION 1u
+
+struct match_owner_state {
+	struct match_rule_state {
+		const char *text;
+		bool eavesdrop;
+	} *rules;
+	size_t n_rules;
+};
+
+int match_owner_serialize(const struct match_owner *owner, struct state_writer *w);
+bool match_owner_state_read(struct state_reader *r, struct match_owner_state *st);
+void match_owner_state_deinit(struct match_owner_state *st);
+int match_owner_restore(struct match_registry *reg, struct match_owner *owner,
+			const struct match_owner_state *st);
+
 /* The same, by evaluating every rule (reference for tests and fuzzing). */
 void match_registry_match_slow(struct match_registry *reg, const struct match_message *msg,
 			       struct list_node *result);

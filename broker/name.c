@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "broker/name.h"
+#include "broker/state.h"
 #include "dbus-compat/validate.h"
 #include "util/macro.h"
 
@@ -467,7 +468,7 @@ void name_registry_release_all(struct name_registry *reg, struct name_owner *own
 
 /* ------------------------------------------------------------------ re-exec */
 
-int name_registry_restore_name(struct name_registry *reg, const char *str)
+static int name_registry_restore_name(struct name_registry *reg, const char *str)
 {
 	uint64_t h = hash_str(str);
 	struct name *name;
@@ -495,8 +496,9 @@ int name_registry_restore_unique(struct name_registry *reg, struct name_owner *o
 	return hmap_insert(&reg->uniques, &owner->unique_node, hash_str(owner->unique_name));
 }
 
-int name_registry_restore_ownership(struct name_registry *reg, struct name_owner *owner,
-				    const char *str, uint32_t flags, uint32_t queue_pos)
+static int name_registry_restore_ownership(struct name_registry *reg,
+					   struct name_owner *owner, const char *str,
+					   uint32_t flags, uint32_t queue_pos)
 {
 	struct name *name = name_lookup_hashed(reg, str, hash_str(str));
 	struct name_ownership *o, *pos;
@@ -530,4 +532,125 @@ void name_registry_restore_done(struct name_registry *reg)
 	list_for_each_entry_safe(name, tmp, &reg->name_list, registry_link)
 		if (list_is_empty(&name->queue))
 			name_free(name);
+}
+
+void name_registry_serialize(const struct name_registry *reg, struct state_writer *w)
+{
+	const struct name *name;
+
+	state_put_section(w, STATE_TAG_NAME, NAME_REGISTRY_STATE_VERSION);
+	state_put_u64(w, reg->n_names);
+	list_for_each_entry(name, &reg->name_list, registry_link)
+		state_put_str(w, name->str);
+}
+
+bool name_registry_state_read(struct state_reader *r, struct name_registry_state *st)
+{
+	uint32_t version;
+	size_t n;
+
+	*st = (struct name_registry_state){};
+	if (!state_section(r, STATE_TAG_NAME, NAME_REGISTRY_STATE_VERSION, &version))
+		return false;
+	n = state_get_count(r, 9);
+	st->names = calloc(n ? n : 1, sizeof(*st->names));
+	if (!st->names) {
+		r->error = true;
+		return false;
+	}
+	st->n_names = n;
+	for (size_t i = 0; i < n && !r->error; i++)
+		if (!(st->names[i] = state_get_str(r)))
+			r->error = true;
+	return !r->error;
+}
+
+void name_registry_state_deinit(struct name_registry_state *st)
+{
+	free(st->names);
+	*st = (struct name_registry_state){};
+}
+
+int name_registry_restore(struct name_registry *reg, const struct name_registry_state *st)
+{
+	for (size_t i = 0; i < st->n_names; i++) {
+		int r = name_registry_restore_name(reg, st->names[i]);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The position of @o in its name's queue (0: primary). */
+static uint32_t ownership_position(const struct name_ownership *o)
+{
+	const struct name_ownership *q;
+	uint32_t pos = 0;
+
+	list_for_each_entry(q, &o->name->queue, name_link) {
+		if (q == o)
+			break;
+		pos++;
+	}
+	return pos;
+}
+
+void name_owner_serialize(const struct name_owner *owner, struct state_writer *w)
+{
+	const struct name_ownership *o;
+
+	state_put_section(w, STATE_TAG_OWNER, NAME_OWNER_STATE_VERSION);
+	state_put_u64(w, owner->n_ownerships);
+	list_for_each_entry(o, &owner->ownerships, owner_link) {
+		state_put_str(w, o->name->str);
+		state_put_u32(w, o->flags);
+		state_put_u32(w, ownership_position(o));
+	}
+}
+
+bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st)
+{
+	uint32_t version;
+	size_t n;
+
+	*st = (struct name_owner_state){};
+	if (!state_section(r, STATE_TAG_OWNER, NAME_OWNER_STATE_VERSION, &version))
+		return false;
+	n = state_get_count(r, 16);
+	if (!n)
+		return !r->error;
+	st->owned = calloc(n, sizeof(*st->owned));
+	if (!st->owned) {
+		r->error = true;
+		return false;
+	}
+	st->n_owned = n;
+	for (size_t i = 0; i < n; i++) {
+		st->owned[i].name = state_get_str(r);
+		st->owned[i].flags = state_get_u32(r);
+		st->owned[i].pos = state_get_u32(r);
+		if (!st->owned[i].name)
+			r->error = true;
+	}
+	return !r->error;
+}
+
+void name_owner_state_deinit(struct name_owner_state *st)
+{
+	free(st->owned);
+	*st = (struct name_owner_state){};
+}
+
+int name_owner_restore(struct name_registry *reg, struct name_owner *owner,
+		       const struct name_owner_state *st)
+{
+	for (size_t i = 0; i < st->n_owned; i++) {
+		int r = name_registry_restore_ownership(reg, owner, st->owned[i].name,
+							st->owned[i].flags, st->owned[i].pos);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }

@@ -234,16 +234,47 @@ struct name_owner *name_registry_next_unique(struct name_registry *reg,
 const char *name_error_string(int code);
 
 /*
- * Re-exec (reexec.h): re-create a registry as it was, without events. First
- * every well-known name, in ListNames order (name_registry_restore_name());
- * then every owner's unique name and, in the owner's order of acquisition,
- * its ownerships with their position in the name's queue (0: primary).
- * Return 0, -EEXIST (a duplicate), -ENOENT (a name not restored first),
- * -EINVAL (an invalid name) or -ENOMEM. A name left without owner is removed
- * by name_registry_restore_done().
+ * Re-exec (state.h). The registry writes its well-known names, in ListNames
+ * order (section STATE_TAG_NAME); each owner writes its ownerships in its
+ * order of acquisition with their position in the name's queue, 0: primary
+ * (section STATE_TAG_OWNER, in its peer's). Restoring re-creates the
+ * registry as it was, without events: first every name
+ * (name_registry_restore()), then each owner's unique name
+ * (name_registry_restore_unique()) and ownerships (name_owner_restore()),
+ * then name_registry_restore_done() removes a name left without owner.
+ * The parsed forms point into the reader.
+ * Return (restore): 0, -EEXIST (a duplicate), -ENOENT (a name not restored
+ * first), -EINVAL (an invalid name) or -ENOMEM.
  */
-int name_registry_restore_name(struct name_registry *reg, const char *str);
+struct state_reader;
+struct state_writer;
+
+#define NAME_REGISTRY_STATE_VERSION 1u
+#define NAME_OWNER_STATE_VERSION 1u
+
+struct name_registry_state {
+	const char **names;
+	size_t n_names;
+};
+
+struct name_owner_state {
+	struct name_owned_state {
+		const char *name;
+		uint32_t flags;
+		uint32_t pos;
+	} *owned;
+	size_t n_owned;
+};
+
+void name_registry_serialize(const struct name_registry *reg, struct state_writer *w);
+bool name_registry_state_read(struct state_reader *r, struct name_registry_state *st);
+void name_registry_state_deinit(struct name_registry_state *st);
+int name_registry_restore(struct name_registry *reg, const struct name_registry_state *st);
 int name_registry_restore_unique(struct name_registry *reg, struct name_owner *owner);
-int name_registry_restore_ownership(struct name_registry *reg, struct name_owner *owner,
-				    const char *str, uint32_t flags, uint32_t queue_pos);
 void name_registry_restore_done(struct name_registry *reg);
+
+void name_owner_serialize(const struct name_owner *owner, struct state_writer *w);
+bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st);
+void name_owner_state_deinit(struct name_owner_state *st);
+int name_owner_restore(struct name_registry *reg, struct name_owner *owner,
+		       const struct name_owner_state *st);

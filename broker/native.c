@@ -17,8 +17,8 @@
 #include "broker/bus.h"
 #include "broker/peer.h"
 #include "broker/log.h"
-#include "broker/name.h"
 #include "broker/native.h"
+#include "broker/state.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/native-protocol.h"
 #include "dbus-compat/protocol.h"
@@ -52,7 +52,7 @@
  * struct native_conn - the bus1 side of one native connection
  * @transport:	the connection's output goes here (peer_set_output())
  * @native:	the broker's transport
- * @conn:	the connection (owns this object through @transport)
+ * @peer:	the connection (owns this object through @transport)
  * @node:	the broker's own handle of the connection node (input arrives there)
  * @client:	the broker's handle to the client node (output goes there)
  * @node_link:	native->nodes, keyed by @node
@@ -72,7 +72,7 @@
 struct native_conn {
 	struct peer_transport transport;
 	struct native *native;
-	struct peer *conn;
+	struct peer *peer;
 	uint64_t node;
 	uint64_t client;
 	struct hmap_node node_link;
@@ -185,10 +185,10 @@ void native_flush(struct native *native)
 			 */
 			log_warn("bus1 multicast to %zu destinations failed: %s", n, strerror(-r));
 			for (size_t i = 0; i < n; i++)
-				peer_overflow(native->batch_nc[i]->conn);
+				peer_overflow(native->batch_nc[i]->peer);
 		} else {
 			for (size_t i = 0; i < n; i++) {
-				struct peer *c = native->batch_nc[i]->conn;
+				struct peer *c = native->batch_nc[i]->peer;
 
 				switch (native->batch_err[i]) {
 				case 0:
@@ -233,8 +233,8 @@ static void native_conn_uncharge(struct native_conn *nc, uint64_t bytes, uint64_
 {
 	bytes = MIN(bytes, nc->charged_bytes);
 	fds = MIN(fds, nc->charged_fds);
-	peer_uncharge(nc->conn, USER_SLOT_BYTES, bytes);
-	peer_uncharge(nc->conn, USER_SLOT_FDS, fds);
+	peer_uncharge(nc->peer, USER_SLOT_BYTES, bytes);
+	peer_uncharge(nc->peer, USER_SLOT_FDS, fds);
 	nc->charged_bytes -= bytes;
 	nc->charged_fds -= fds;
 }
@@ -243,6 +243,23 @@ static void native_conn_uncharge(struct native_conn *nc, uint64_t bytes, uint64_
  * Replace the estimate by what the kernel says is unread (plus the message
  * collected but not sent yet) and return the charges of what was read.
  */
+/* The connection's peaks of output (GetConnectionStats) follow the bus1 queue too. */
+static void native_conn_note_peak(struct native_conn *nc)
+{
+	struct peer *peer = nc->peer;
+
+	peer->peak_queued_bytes = MAX(peer->peak_queued_bytes, nc->q_bytes);
+	peer->peak_queued_fds = MAX(peer->peak_queued_fds, nc->q_fds);
+}
+
+void native_conn_get_queued(const struct native_conn *nc, uint64_t *bytesp, uint64_t *fdsp,
+			    uint64_t *msgsp)
+{
+	*bytesp = nc->q_bytes;
+	*fdsp = nc->q_fds;
+	*msgsp = nc->q_msgs;
+}
+
 static void native_conn_refresh(struct native_conn *nc)
 {
 	struct native *native = nc->native;
@@ -265,6 +282,7 @@ static void native_conn_refresh(struct native_conn *nc)
 	nc->q_bytes = bytes;
 	nc->q_fds = fds;
 	nc->q_msgs = msgs;
+	native_conn_note_peak(nc);
 	/* A client that lags behind is asked again only after as much more. */
 	nc->refresh_msgs = msgs + NATIVE_REFRESH_MESSAGES;
 	nc->refresh_bytes = bytes + NATIVE_REFRESH_BYTES;
@@ -286,10 +304,10 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 {
 	struct native_conn *nc = container_of(t, struct native_conn, transport);
 	struct native *native = nc->native;
-	struct peer *conn = nc->conn;
+	struct peer *peer = nc->peer;
 	uint64_t size = message_get_size(msg);
 
-	if (conn->closed || conn->overflow)
+	if (peer->closed || peer->overflow)
 		return PEER_E_DEAD;
 	/*
 	 * No fd check here: every native client negotiated fds (its bootstrap
@@ -305,13 +323,14 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 		native_conn_refresh(nc);
 	if (native_conn_over(nc, size, msg->n_fds))
 		return PEER_E_QUOTA;
-	if (peer_charge_message(conn, size, msg->n_fds))
+	if (peer_charge_message(peer, size, msg->n_fds))
 		return PEER_E_QUOTA;
 	nc->charged_bytes += size;
 	nc->charged_fds += msg->n_fds;
 	nc->q_bytes += size;
 	nc->q_fds += msg->n_fds;
 	nc->q_msgs++;
+	native_conn_note_peak(nc);
 
 	if (native->batch_msg != msg) {
 		native_flush(native);
@@ -324,26 +343,19 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 	native->batch_nc[native->batch_n] = nc;
 	native->batch_n++;
 	nc->in_batch = true;
-	conn->n_outgoing++;
+	peer->n_outgoing++;
 	sd_event_source_set_enabled(native->flush, SD_EVENT_ONESHOT);
 	return 0;
 }
 
 /* ------------------------------------------------------------------- input */
 
-static void close_fds(const int *fds, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-}
-
 /* Take one received DATA message. Returns 0 or negative errno (fatal). */
 static int native_input(struct native *native, const struct b1_msg *bm)
 {
 	struct bus *bus = native->bus;
 	struct native_conn *nc;
-	struct peer *conn;
+	struct peer *peer;
 	struct message *msg = NULL;
 	size_t size;
 	int r;
@@ -354,56 +366,56 @@ static int native_input(struct native *native, const struct b1_msg *bm)
 			b1_peer_handle_release(native->peer, bm->handles[i]);
 
 	nc = find_by_node(native, bm->destination);
-	if (!nc || nc->conn->closed) {
+	if (!nc || nc->peer->closed) {
 		/* Sent before the connection closed (its node is gone now). */
 		if (!nc)
 			log_info("bus1 message to unknown node %llu dropped",
 				 (unsigned long long)bm->destination);
-		close_fds(bm->fds, bm->n_fds);
+		close_many(bm->fds, bm->n_fds);
 		return 0;
 	}
-	conn = nc->conn;
+	peer = nc->peer;
 
-	if (bm->uid != (uint32_t)conn->uid) {
-		close_fds(bm->fds, bm->n_fds);
-		peer_close(conn, "bus1 message stamped with a different uid");
+	if (bm->uid != (uint32_t)peer->uid) {
+		close_many(bm->fds, bm->n_fds);
+		peer_close(peer, "bus1 message stamped with a different uid");
 		return 0;
 	}
 	if (!nc->have_creds)
 		/* The first bus1 message (Hello): its process is the connection's. */
-		peer_set_pid(conn, (pid_t)bm->pid);
+		peer_set_pid(peer, (pid_t)bm->pid);
 	nc->have_creds = true;
 
-	if (bm->n_fds && !conn->unix_fds) {
-		close_fds(bm->fds, bm->n_fds);
-		peer_close(conn, "sent file descriptors without negotiating them");
+	if (bm->n_fds && !peer->unix_fds) {
+		close_many(bm->fds, bm->n_fds);
+		peer_close(peer, "sent file descriptors without negotiating them");
 		return 0;
 	}
 	if (bm->n_fds > (size_t)bus->limits.max_message_unix_fds) {
-		close_fds(bm->fds, bm->n_fds);
-		peer_close(conn, "message exceeds max_message_unix_fds");
+		close_many(bm->fds, bm->n_fds);
+		peer_close(peer, "message exceeds max_message_unix_fds");
 		return 0;
 	}
 	if (bm->n_bytes > (size_t)bus->limits.max_message_size) {
-		close_fds(bm->fds, bm->n_fds);
-		peer_close(conn, "message exceeds max_message_size");
+		close_many(bm->fds, bm->n_fds);
+		peer_close(peer, "message exceeds max_message_size");
 		return 0;
 	}
 	/* One bus1 message must be exactly one D-Bus message. */
 	if (message_frame_size(bm->data, bm->n_bytes, &size) || size != bm->n_bytes) {
-		close_fds(bm->fds, bm->n_fds);
-		peer_close(conn, "invalid message framing");
+		close_many(bm->fds, bm->n_fds);
+		peer_close(peer, "invalid message framing");
 		return 0;
 	}
 
 	/* The copy out of the pool: the slice is released right after. */
 	r = message_new_incoming(&msg, size);
 	if (r < 0) {
-		close_fds(bm->fds, bm->n_fds);
+		close_many(bm->fds, bm->n_fds);
 		return r;
 	}
 	memcpy(message_incoming_data(msg), bm->data, size);
-	r = peer_dispatch_incoming(conn, msg, bm->fds, bm->n_fds);
+	r = peer_dispatch_incoming(peer, msg, bm->fds, bm->n_fds);
 	return r < 0 ? r : 0;
 }
 
@@ -428,7 +440,7 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 			struct native_conn *nc = find_by_client(native, bm.destination);
 
 			if (nc)
-				peer_close(nc->conn, NULL);
+				peer_close(nc->peer, NULL);
 			continue;
 		}
 		r = native_input(native, &bm);
@@ -468,7 +480,7 @@ static int native_transfer_node(struct native *native, int fd, uint64_t *client_
 	return 0;
 }
 
-int native_attach(struct native *native, struct peer *conn, int fd,
+int native_attach(struct native *native, struct peer *peer, int fd,
 		  uint64_t handles[static 3], struct native_conn **ncp)
 {
 	struct native_conn *nc;
@@ -480,7 +492,7 @@ int native_attach(struct native *native, struct peer *conn, int fd,
 		return -ENOMEM;
 	nc->transport.ops = &native_transport_ops;
 	nc->native = native;
-	nc->conn = conn;
+	nc->peer = peer;
 	nc->refresh_msgs = NATIVE_REFRESH_MESSAGES;
 	nc->refresh_bytes = NATIVE_REFRESH_BYTES;
 
@@ -578,9 +590,9 @@ static void native_conn_destroy(struct peer_transport *t)
 	native_conn_free(container_of(t, struct native_conn, transport));
 }
 
-struct native_conn *native_conn_of(struct peer *conn)
+struct native_conn *native_conn_of(struct peer *peer)
 {
-	struct peer_transport *t = conn->output;
+	struct peer_transport *t = peer->output;
 
 	return t && t->ops == &native_transport_ops ? container_of(t, struct native_conn, transport) :
 						      NULL;
@@ -595,23 +607,23 @@ struct native_conn *native_conn_of(struct peer *conn)
 static int native_publish(struct native_conn *nc)
 {
 	_cleanup_message_ struct message *sig = NULL;
-	struct peer *conn = nc->conn;
+	struct peer *peer = nc->peer;
 	struct message_builder b;
 	int r;
 
 	message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_BUS1, DC_BUS1_SIGNAL_DIRECT_POLICY,
 				    DC_BUS1_DIRECT_POLICY_SIGNATURE);
 	b.sender = DC_SERVICE_DBUS;
-	b.destination = peer_name(conn);
+	b.destination = peer_name(peer);
 	r = dc_writer_append_array(&b.body, 'u', nc->uids, nc->n_uids);
 	if (r == 0)
-		r = message_builder_seal(&b, bus_next_serial(conn->bus), &sig);
+		r = message_builder_seal(&b, bus_next_serial(peer->bus), &sig);
 	message_builder_deinit(&b);
 	if (r)
 		return r < 0 ? r : -EINVAL;
-	r = peer_queue(conn, sig);
+	r = peer_queue(peer, sig);
 	if (r == PEER_E_QUOTA)
-		peer_overflow(conn);
+		peer_overflow(peer);
 	return r < 0 ? r : (r ? 1 : 0);
 }
 
@@ -668,8 +680,8 @@ int native_send_direct_handle(struct native_conn *caller, struct native_conn *ca
 	r = b1_peer_send(native->peer, 0, &caller->client, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
 			 &handle, 1, NULL, 0);
 	if (r < 0) {
-		log_info("direct handle for %s: %s", peer_name(caller->conn), strerror(-r));
-		peer_overflow(caller->conn);
+		log_info("direct handle for %s: %s", peer_name(caller->peer), strerror(-r));
+		peer_overflow(caller->peer);
 	}
 	return 0;
 }
@@ -793,28 +805,90 @@ int native_new_from_fd(struct native **nativep, struct bus *bus, int fd)
 	return 0;
 }
 
-int native_get_fd(const struct native *native)
+void native_serialize(const struct native *native, struct state_writer *w)
 {
-	return native ? b1_peer_get_fd(native->peer) : -1;
+	state_put_section(w, STATE_TAG_NATIVE, NATIVE_STATE_VERSION);
+	state_put_fd(w, native ? b1_peer_get_fd(native->peer) : -1);
 }
 
-void native_conn_get_state(const struct native_conn *nc, struct native_conn_state *st)
+bool native_state_read(struct state_reader *r, int *fdp)
 {
-	*st = (struct native_conn_state){
-		.node = nc->node,
-		.client = nc->client,
-		.direct = nc->direct,
-		.q_bytes = nc->q_bytes,
-		.q_fds = nc->q_fds,
-		.q_msgs = nc->q_msgs,
-		.charged_bytes = nc->charged_bytes,
-		.charged_fds = nc->charged_fds,
-		.refresh_msgs = nc->refresh_msgs,
-		.refresh_bytes = nc->refresh_bytes,
-		.have_creds = nc->have_creds,
-		.uids = nc->uids,
-		.n_uids = nc->n_uids,
-	};
+	uint32_t version;
+
+	*fdp = -1;
+	if (!state_section(r, STATE_TAG_NATIVE, NATIVE_STATE_VERSION, &version))
+		return false;
+	*fdp = state_get_fd_or_none(r);
+	return !r->error;
+}
+
+void native_conn_serialize(struct peer *peer, struct state_writer *w)
+{
+	const struct native_conn *nc = native_conn_of(peer);
+
+	state_put_section(w, STATE_TAG_NATIVE_CONN, NATIVE_CONN_STATE_VERSION);
+	state_put_u32(w, nc != NULL);
+	if (!nc)
+		return;
+	state_put_u64(w, nc->node);
+	state_put_u64(w, nc->client);
+	state_put_u64(w, nc->direct);
+	state_put_u64(w, nc->q_bytes);
+	state_put_u64(w, nc->q_fds);
+	state_put_u64(w, nc->q_msgs);
+	state_put_u64(w, nc->charged_bytes);
+	state_put_u64(w, nc->charged_fds);
+	state_put_u64(w, nc->refresh_msgs);
+	state_put_u64(w, nc->refresh_bytes);
+	state_put_u32(w, nc->have_creds);
+	state_put_u64(w, nc->n_uids);
+	for (size_t i = 0; i < nc->n_uids; i++)
+		state_put_u32(w, nc->uids[i]);
+}
+
+bool native_conn_state_read(struct state_reader *r, bool *presentp,
+			    struct native_conn_state *st)
+{
+	uint32_t version, *uids;
+	size_t n;
+
+	*presentp = false;
+	*st = (struct native_conn_state){};
+	if (!state_section(r, STATE_TAG_NATIVE_CONN, NATIVE_CONN_STATE_VERSION, &version))
+		return false;
+	*presentp = state_get_u32(r) != 0;
+	if (!*presentp)
+		return !r->error;
+	st->node = state_get_u64(r);
+	st->client = state_get_u64(r);
+	st->direct = state_get_u64(r);
+	st->q_bytes = state_get_u64(r);
+	st->q_fds = state_get_u64(r);
+	st->q_msgs = state_get_u64(r);
+	st->charged_bytes = state_get_u64(r);
+	st->charged_fds = state_get_u64(r);
+	st->refresh_msgs = state_get_u64(r);
+	st->refresh_bytes = state_get_u64(r);
+	st->have_creds = state_get_u32(r) != 0;
+	n = state_get_count(r, 4);
+	if (!n)
+		return !r->error;
+	uids = calloc(n, sizeof(*uids));
+	if (!uids) {
+		r->error = true;
+		return false;
+	}
+	for (size_t i = 0; i < n; i++)
+		uids[i] = state_get_u32(r);
+	st->uids = uids;
+	st->n_uids = n;
+	return !r->error;
+}
+
+void native_conn_state_deinit(struct native_conn_state *st)
+{
+	free((uint32_t *)st->uids);
+	*st = (struct native_conn_state){};
 }
 
 int native_conn_restore(struct native *native, struct peer *peer,
@@ -833,7 +907,7 @@ int native_conn_restore(struct native *native, struct peer *peer,
 		return -ENOMEM;
 	nc->transport.ops = &native_transport_ops;
 	nc->native = native;
-	nc->conn = peer;
+	nc->peer = peer;
 	nc->node = st->node;
 	nc->client = st->client;
 	nc->direct = st->direct;

@@ -56,7 +56,7 @@ enum {
 /**
  * native_attach() - the bus1 side of a native client
  * @native:	the transport
- * @conn:	the socket connection bootstrapping (not registered yet)
+ * @peer:	the socket connection bootstrapping (not registered yet)
  * @fd:		the client's /dev/bus1 fd, borrowed: the broker must not keep it
  *		(it would keep the client's peer alive and could act as it)
  * @handles:	output: the client's handles of the connection node (input
@@ -68,7 +68,7 @@ enum {
  *
  * Return: 0, NATIVE_E_NOT_BUS1, NATIVE_E_TRANSFER or negative errno.
  */
-int native_attach(struct native *native, struct peer *conn, int fd,
+int native_attach(struct native *native, struct peer *peer, int fd,
 		  uint64_t handles[static 3], struct native_conn **ncp);
 
 /*
@@ -80,8 +80,16 @@ struct native_conn *native_conn_free(struct native_conn *nc);
 /* The transport to install as the peer's output (peer_set_output()). */
 struct peer_transport *native_conn_transport(struct native_conn *nc);
 
-/* The native side of @conn, or NULL if it is a socket client. */
-struct native_conn *native_conn_of(struct peer *conn);
+/* The native side of @peer, or NULL if it is a socket client. */
+struct native_conn *native_conn_of(struct peer *peer);
+
+/*
+ * What the client has not read of its bus1 queue, as far as the broker
+ * knows (an upper bound between the kernel's answers): GetConnectionStats'
+ * Outgoing* of a native connection, beside what its socket still holds.
+ */
+void native_conn_get_queued(const struct native_conn *nc, uint64_t *bytesp, uint64_t *fdsp,
+			    uint64_t *msgsp);
 
 /* Send what is still collected (also done by a defer source after dispatch). */
 void native_flush(struct native *native);
@@ -133,9 +141,24 @@ struct native_conn_state {
 	size_t n_uids;
 };
 
-/* The broker's bus1 peer fd, or -1 without the transport. */
-int native_get_fd(const struct native *native);
-void native_conn_get_state(const struct native_conn *nc, struct native_conn_state *st);
+struct state_reader;
+struct state_writer;
+
+#define NATIVE_STATE_VERSION 1u
+#define NATIVE_CONN_STATE_VERSION 1u
+
+/* Section STATE_TAG_NATIVE: the broker's bus1 peer fd (-1: no transport). */
+void native_serialize(const struct native *native, struct state_writer *w);
+bool native_state_read(struct state_reader *r, int *fdp);
+/*
+ * Section STATE_TAG_NATIVE_CONN in @peer's: its bus1 side, if it has one.
+ * Read: *@presentp and, if so, @st with its uids allocated
+ * (native_conn_state_deinit()).
+ */
+void native_conn_serialize(struct peer *peer, struct state_writer *w);
+bool native_conn_state_read(struct state_reader *r, bool *presentp,
+			    struct native_conn_state *st);
+void native_conn_state_deinit(struct native_conn_state *st);
 /* The transport around the bus1 peer fd @fd of the old program (owned from now on). */
 int native_new_from_fd(struct native **nativep, struct bus *bus, int fd);
 /*

@@ -13,8 +13,11 @@
  * arrives through one (a socket connection, connection.h), which stays for
  * its whole life: when that ends, the peer ends. Its output may be taken
  * over by another transport (the bus1 transport of a native client,
- * native.h, after its bootstrap). Input reaches the peer through
- * peer_dispatch_incoming(), from whichever transport it arrives on. Neither
+ * native.h, after its bootstrap). Input reaches the peer from whichever
+ * transport it arrives on: peer_dispatch_incoming() takes a message and its
+ * fds to parse (the bus1 transport); peer_dispatch_parsed() one the
+ * transport parsed itself (a socket connection, which must know how many
+ * fds a message takes from its stream). Neither
  * the router nor the driver knows which transports a peer uses.
  *
  * Life cycle: created unauthenticated by its transport -> authenticated (its
@@ -114,6 +117,8 @@ struct peer {
 	uint64_t peak_dispatching_fds;
 	unsigned int peak_names;	/* unique name + names owned or queued for */
 	unsigned int peak_matches;
+
+	uint32_t state_index;		/* its place in the state written (peer-state.h) */
 };
 
 enum {

@@ -50,10 +50,9 @@
  */
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct broker;
-struct broker_options;
-struct fdstore_carried;
 
 /* The longest the old program waits for the new one to accept the state. */
 #define REEXEC_CHECK_TIMEOUT_MSEC 10000
@@ -73,30 +72,27 @@ int reexec_prepare(struct broker *broker, char **argv);
  */
 void reexec_run(struct broker *broker);
 
-/*
- * --check-state=FD: read the whole state without acting on it.
- * Return 0 if this program can restore it, 1 if not (logged), -errno.
- */
-int reexec_check_state(int fd);
+/* A set of fds (reexec_cloexec_all()). */
+struct reexec_fds {
+	int *v;
+	size_t n;
+	size_t cap;
+	int error;
+};
 
-/**
- * broker_restore() - the broker of a re-executed or handed-over bus
- * @opts:	as for broker_new()
- * @state_fd:	--restore-state, or the fd store's state (always consumed)
- * @fallback_fd: --reexec-fallback, or -1
- * @carried:	the fds from the fd store (fdstore.h), NULL after a re-exec
- *
- * Creates the event loop and everything in the state; from the fd store it
- * also serves the socket unit's sockets (broker_take_socket_unit()). Nothing
- * is announced: the caller tells systemd (READY=1) once it runs as it must.
- * A state this program cannot read makes it execute @fallback_fd with the
- * same command line; from the fd store (it may name only @carried fds) it
- * returns 1 then, with nothing created.
- * Return: 0, 1, or negative errno (logged; the process must exit: a bus
- * that cannot serve must not look as if it did).
+/*
+ * The new program, first of all: every fd open gets FD_CLOEXEC (what the
+ * previous program handed over and the state does not name must not leak
+ * into activated services); those that came without it go to @inherited.
  */
-int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
-		   int fallback_fd, char **argv, struct fdstore_carried *carried);
+void reexec_cloexec_all(struct reexec_fds *inherited);
+
+/*
+ * The new program cannot restore what the previous one wrote: execute the
+ * previous one (kept open as @fallback_fd) with the same command line and
+ * every fd of @inherited as it came. Returns only if that fails (logged).
+ */
+void reexec_go_back(int fallback_fd, char **argv, struct reexec_fds *inherited);
 
 /*
  * SIGTERM with systemd's fd store there (fdstore.h): put the bus into it

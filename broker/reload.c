@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include "broker/reload.h"
+#include "util/log-fn.h"
 
 #define RELOAD_DEFAULT_DEBOUNCE_USEC (100ULL * 1000)
 #define RELOAD_INOTIFY_MASK                                                    \
@@ -42,20 +43,8 @@ struct config_reload {
 	unsigned int n_failures;
 };
 
-_printf_(3, 4) static void reload_log(struct config_reload *r, int priority, const char *fmt, ...)
-{
-	_cleanup_free_ char *text = NULL;
-	va_list ap;
-	int n;
-
-	if (!r->ops->log)
-		return;
-	va_start(ap, fmt);
-	n = vasprintf(&text, fmt, ap);
-	va_end(ap);
-	if (n >= 0)
-		r->ops->log(r->userdata, priority, text);
-}
+/* Log through the owner's callback (util/log-fn.h). */
+#define reload_log(r, priority, ...) log_fn_printf((r)->ops->log, (r)->userdata, priority, __VA_ARGS__)
 
 static void reload_warn(void *userdata, const char *message)
 {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include "broker/reply.h"
+#include "broker/state.h"
 #include "util/macro.h"
 
 static uint64_t slot_hash(const struct reply_owner *caller, const struct reply_owner *callee,
@@ -106,7 +107,8 @@ static struct reply_slot *slot_new(struct reply_registry *reg, struct reply_owne
 }
 
 int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
-		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec)
+		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec,
+		       struct reply_slot **slotp)
 {
 	struct reply_slot *s;
 
@@ -122,6 +124,8 @@ int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
 		return -ENOMEM;
 	if (s->deadline_usec)
 		list_append(&reg->expire, &s->expire_link);
+	if (slotp)
+		*slotp = s;
 	return 0;
 }
 
@@ -195,8 +199,9 @@ uint64_t reply_registry_next_deadline(const struct reply_registry *reg)
 	return list_entry(reg->expire.next, struct reply_slot, expire_link)->deadline_usec;
 }
 
-int reply_registry_restore(struct reply_registry *reg, struct reply_owner *caller,
-			   struct reply_owner *callee, uint32_t serial, uint64_t deadline_usec)
+static int reply_registry_restore_slot(struct reply_registry *reg, struct reply_owner *caller,
+				       struct reply_owner *callee, uint32_t serial,
+				       uint64_t deadline_usec)
 {
 	struct reply_slot *s, *pos;
 	struct list_node *at;
@@ -216,6 +221,75 @@ int reply_registry_restore(struct reply_registry *reg, struct reply_owner *calle
 			at = at->prev;
 		}
 		list_insert_between(&s->expire_link, at->prev, at);
+	}
+	return 0;
+}
+
+void reply_registry_serialize(const struct reply_registry *reg, struct state_writer *w,
+			      struct reply_owner *const *owners, size_t n_owners)
+{
+	state_put_section(w, STATE_TAG_REPLY, REPLY_REGISTRY_STATE_VERSION);
+	state_put_u64(w, reg->n_slots);
+	for (size_t i = 0; i < n_owners; i++)
+		owners[i]->state_index = (uint32_t)i;
+	for (size_t i = 0; i < n_owners; i++) {
+		const struct reply_slot *s;
+
+		list_for_each_entry(s, &owners[i]->pending, callee_link) {
+			state_put_u32(w, (uint32_t)i);
+			state_put_u32(w, s->caller->state_index);
+			state_put_u32(w, s->serial);
+			state_put_u64(w, s->deadline_usec);
+		}
+	}
+}
+
+bool reply_registry_state_read(struct state_reader *r, struct reply_registry_state *st,
+			       size_t n_owners)
+{
+	uint32_t version;
+	size_t n;
+
+	*st = (struct reply_registry_state){};
+	if (!state_section(r, STATE_TAG_REPLY, REPLY_REGISTRY_STATE_VERSION, &version))
+		return false;
+	n = state_get_count(r, 20);
+	st->slots = calloc(n ? n : 1, sizeof(*st->slots));
+	if (!st->slots) {
+		r->error = true;
+		return false;
+	}
+	st->n_slots = n;
+	for (size_t i = 0; i < n && !r->error; i++) {
+		struct reply_slot_state *s = &st->slots[i];
+
+		s->callee = state_get_u32(r);
+		s->caller = state_get_u32(r);
+		s->serial = state_get_u32(r);
+		s->deadline_usec = state_get_u64(r);
+		if (s->callee >= n_owners || s->caller >= n_owners)
+			r->error = true;
+	}
+	return !r->error;
+}
+
+void reply_registry_state_deinit(struct reply_registry_state *st)
+{
+	free(st->slots);
+	*st = (struct reply_registry_state){};
+}
+
+int reply_registry_restore(struct reply_registry *reg, const struct reply_registry_state *st,
+			   struct reply_owner *const *owners)
+{
+	for (size_t i = 0; i < st->n_slots; i++) {
+		const struct reply_slot_state *s = &st->slots[i];
+		int r;
+
+		r = reply_registry_restore_slot(reg, owners[s->caller], owners[s->callee],
+						s->serial, s->deadline_usec);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

@@ -55,6 +55,7 @@ struct reply_owner {
 	struct list_node pending; /* slots where we are the callee B (owing a reply) */
 	size_t n_calls;
 	size_t n_pending;
+	uint32_t state_index;     /* its place while the state is written */
 };
 
 struct reply_slot {
@@ -92,10 +93,12 @@ void reply_owner_deinit(struct reply_owner *owner);
 
 /*
  * Record that @callee owes @caller a reply to serial @serial. @now_usec is the
- * monotonic time (for expiry). 0, REPLY_E_EXISTS, REPLY_E_QUOTA or -ENOMEM.
+ * monotonic time (for expiry). 0 (the new slot in *@slotp, unless NULL),
+ * REPLY_E_EXISTS, REPLY_E_QUOTA or -ENOMEM.
  */
 int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
-		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec);
+		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec,
+		       struct reply_slot **slotp);
 
 /* The slot (caller, callee, serial), or NULL. */
 struct reply_slot *reply_registry_find(struct reply_registry *reg, struct reply_owner *caller,
@@ -128,10 +131,32 @@ size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
 uint64_t reply_registry_next_deadline(const struct reply_registry *reg);
 
 /*
- * Re-exec (reexec.h): re-create the slot (@caller, @callee, @serial) with
- * its deadline as it was (0: never). Call per callee in the order of its
- * pending slots, so that NoReply errors keep their order. No quota check.
- * Return 0, -EEXIST or -ENOMEM.
+ * Re-exec (state.h): every slot, section STATE_TAG_REPLY. The owners are
+ * named by their place in @owners (every peer's, in the state's peer order);
+ * per callee in the order of its pending slots, so that NoReply errors keep
+ * their order, with their deadlines as they were (0: never). Restoring does
+ * no quota check. Return (restore): 0, -EEXIST or -ENOMEM.
  */
-int reply_registry_restore(struct reply_registry *reg, struct reply_owner *caller,
-			   struct reply_owner *callee, uint32_t serial, uint64_t deadline_usec);
+struct state_reader;
+struct state_writer;
+
+#define REPLY_REGISTRY_STATE_VERSION 1u
+
+struct reply_registry_state {
+	struct reply_slot_state {
+		uint32_t callee;	/* places in the owners */
+		uint32_t caller;
+		uint32_t serial;
+		uint64_t deadline_usec;
+	} *slots;
+	size_t n_slots;
+};
+
+void reply_registry_serialize(const struct reply_registry *reg, struct state_writer *w,
+			      struct reply_owner *const *owners, size_t n_owners);
+/* @n_owners: how many the state has (a slot naming another is malformed). */
+bool reply_registry_state_read(struct state_reader *r, struct reply_registry_state *st,
+			       size_t n_owners);
+void reply_registry_state_deinit(struct reply_registry_state *st);
+int reply_registry_restore(struct reply_registry *reg, const struct reply_registry_state *st,
+			   struct reply_owner *const *owners);

@@ -24,21 +24,22 @@
 #include "conf/policy.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
+#include "util/time.h"
 
 /* ------------------------------------------------------------ destination set */
 
 void destset_init(struct destset *set)
 {
-	set->conns = set->inline_conns;
+	set->peers = set->inline_peers;
 	set->n = 0;
 	set->cap = DESTSET_INLINE;
 }
 
 void destset_deinit(struct destset *set)
 {
-	if (set->conns != set->inline_conns)
-		free(set->conns);
-	set->conns = NULL;
+	if (set->peers != set->inline_peers)
+		free(set->peers);
+	set->peers = NULL;
 	set->n = set->cap = 0;
 }
 
@@ -48,20 +49,20 @@ int destset_add(struct destset *set, struct peer *peer)
 		size_t cap = set->cap * 2;
 		struct peer **v;
 
-		if (set->conns == set->inline_conns) {
+		if (set->peers == set->inline_peers) {
 			v = malloc(cap * sizeof(*v));
 			if (!v)
 				return -ENOMEM;
-			memcpy(v, set->conns, set->n * sizeof(*v));
+			memcpy(v, set->peers, set->n * sizeof(*v));
 		} else {
-			v = realloc(set->conns, cap * sizeof(*v));
+			v = realloc(set->peers, cap * sizeof(*v));
 			if (!v)
 				return -ENOMEM;
 		}
-		set->conns = v;
+		set->peers = v;
 		set->cap = cap;
 	}
-	set->conns[set->n++] = peer;
+	set->peers[set->n++] = peer;
 	return 0;
 }
 
@@ -71,35 +72,43 @@ static int router_send_error_capture(struct peer *peer, struct message *call,
 				     const char *name, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/*
+ * The text of the AccessDenied for @m, which a <policy> rule (or none)
+ * rejected on its way to @destination: malloc()ed, NULL on ENOMEM.
+ */
+static char *policy_denied_text(const struct policy_verdict *verdict, const struct message *m,
+				const char *destination)
+{
+	_cleanup_free_ char *why = NULL;
+	char *text;
+
+	why = verdict->rule ? bus_policy_rule_describe(verdict->rule) : NULL;
+	if (asprintf(&text, "Rejected %s message, type=\"%s\" interface=\"%s\" member=\"%s\" "
+		     "error name=\"%s\" destination=\"%s\" (%s)",
+		     verdict->send_side ? "send" : "receive", bus_message_type_to_string(m->type),
+		     m->interface ? m->interface : "(unset)", m->member ? m->member : "(unset)",
+		     m->error_name ? m->error_name : "(unset)",
+		     destination ? destination : "(unset)", why ? why : "no rule allows it") < 0)
+		return NULL;
+	return text;
+}
+
 /* AccessDenied to the sender of a message the policy rejected. */
 static int policy_denied(struct peer *peer, struct message *m,
 			 const struct policy_verdict *verdict)
 {
-	_cleanup_free_ char *why = NULL;
+	_cleanup_free_ char *text = NULL;
 
 	if (verdict->lsm_text)
 		return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED, "%s",
 						 verdict->lsm_text);
-	why = verdict->rule ? bus_policy_rule_describe(verdict->rule) : NULL;
-	return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED,
-		"Rejected %s message, type=\"%s\" interface=\"%s\" member=\"%s\" "
-		"error name=\"%s\" destination=\"%s\" (%s)",
-		verdict->send_side ? "send" : "receive", bus_message_type_to_string(m->type),
-		m->interface ? m->interface : "(unset)", m->member ? m->member : "(unset)",
-		m->error_name ? m->error_name : "(unset)",
-		m->destination ? m->destination : "(unset)",
-		why ? why : "no rule allows it");
+	text = policy_denied_text(verdict, m, m->destination);
+	if (!text)
+		return -ENOMEM;
+	return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED, "%s", text);
 }
 
 /* ------------------------------------------------------------------ helpers */
-
-static uint64_t now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
-}
 
 /*
  * The time of the current loop iteration, for reply deadlines: sd-event took
@@ -158,7 +167,7 @@ static int router_deliver(struct destset *set, struct message *msg)
 	int r;
 
 	for (i = 0; i < set->n; i++) {
-		struct peer *c = set->conns[i];
+		struct peer *c = set->peers[i];
 
 		r = peer_queue(c, msg);
 		if (r == PEER_E_QUOTA)
@@ -250,7 +259,7 @@ static bool router_driver_signal_denied(struct bus *bus, struct peer *to,
 					struct message *msg)
 {
 	_cleanup_message_ struct message *err = NULL;
-	_cleanup_free_ char *why = NULL, *text = NULL;
+	_cleanup_free_ char *text = NULL;
 	_cleanup_verdict_ struct policy_verdict verdict = {};
 	int r;
 
@@ -259,12 +268,8 @@ static bool router_driver_signal_denied(struct bus *bus, struct peer *to,
 	r = policy_check(bus, NULL, NULL, to, msg, false, false, &verdict);
 	if (r != 0)
 		return false;
-	why = verdict.rule ? bus_policy_rule_describe(verdict.rule) : NULL;
-	if (asprintf(&text, "Rejected receive message, type=\"signal\" interface=\"%s\" "
-		     "member=\"%s\" destination=\"%s\" (%s)",
-		     msg->interface ? msg->interface : "(unset)",
-		     msg->member ? msg->member : "(unset)", peer_name(to),
-		     why ? why : "no rule allows it") < 0)
+	text = policy_denied_text(&verdict, msg, peer_name(to));
+	if (!text)
 		return true;
 	if (message_new_error(&err, msg, DC_SERVICE_DBUS, bus_next_serial(bus),
 			      DC_ERROR_ACCESS_DENIED, text) >= 0)
@@ -645,8 +650,6 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 				struct reply_slot **slotp)
 {
 	struct bus *bus = peer->bus;
-	struct reply_slot *slot;
-	struct list_node *last;
 	int r;
 
 	*slotp = NULL;
@@ -662,20 +665,13 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 		if (!message_expects_reply(m))
 			return UNICAST_ADMITTED;
 		r = reply_registry_add(bus->replies, &peer->replies, &target->replies, m->serial,
-				       loop_now_usec(bus));
+				       loop_now_usec(bus), slotp);
 		if (r == REPLY_E_EXISTS)
 			return UNICAST_SERIAL_EXISTS;
 		if (r == REPLY_E_QUOTA)
 			return UNICAST_TOO_MANY_CALLS;
 		if (r < 0)
 			return r;
-		/* reply_registry_add() appends the new slot to the caller's calls. */
-		last = list_last(&peer->replies.calls);
-		slot = last ? list_entry(last, struct reply_slot, caller_link) : NULL;
-		if (!slot || slot->callee != &target->replies || slot->serial != m->serial)
-			slot = reply_registry_find(bus->replies, &peer->replies, &target->replies,
-						   m->serial);
-		*slotp = slot;
 		if (bus->replies->timeout_usec)
 			router_arm_reply_timer(bus);
 		return UNICAST_ADMITTED;

@@ -51,16 +51,16 @@ struct name_event;
 
 /**
  * struct destset - the destinations of one message
- * @conns:	destination peers, each at most once
+ * @peers:	destination peers, each at most once
  * @n, @cap:	entries used / allocated
- * @inline_conns: storage for the common case (no allocation)
+ * @inline_peers: storage for the common case (no allocation)
  */
 #define DESTSET_INLINE 32
 struct destset {
-	struct peer **conns;
+	struct peer **peers;
 	size_t n;
 	size_t cap;
-	struct peer *inline_conns[DESTSET_INLINE];
+	struct peer *inline_peers[DESTSET_INLINE];
 };
 
 void destset_init(struct destset *set);

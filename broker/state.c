@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "broker/state.h"
+#include "util/fd.h"
+#include "util/macro.h"
 
 /* Larger is not a state this bus could have written: refuse it. */
 #define STATE_MAX_SIZE (1ULL << 32)
@@ -77,6 +79,26 @@ void state_put_str(struct state_writer *w, const char *s)
 	state_put_bytes(w, s, strlen(s) + 1);
 }
 
+void state_put_section(struct state_writer *w, uint32_t tag, uint32_t version)
+{
+	state_put_u32(w, tag);
+	state_put_u32(w, version);
+}
+
+void state_put_fd(struct state_writer *w, int fd)
+{
+	state_put_i32(w, fd);
+	if (fd >= 0 && !w->error && fd_array_add(&w->fds, &w->n_fds, &w->cap_fds, fd) < 0)
+		w->error = -ENOMEM;
+}
+
+void state_put_fds(struct state_writer *w, const int *fds, size_t n)
+{
+	state_put_u64(w, n);
+	for (size_t i = 0; i < n; i++)
+		state_put_fd(w, fds[i]);
+}
+
 void state_writer_init(struct state_writer *w, uint32_t version)
 {
 	*w = (struct state_writer){};
@@ -87,6 +109,7 @@ void state_writer_init(struct state_writer *w, uint32_t version)
 void state_writer_deinit(struct state_writer *w)
 {
 	free(w->buf);
+	free(w->fds);
 	*w = (struct state_writer){};
 }
 
@@ -208,28 +231,92 @@ bool state_expect(struct state_reader *r, uint32_t tag)
 	return !r->error;
 }
 
-bool state_peek_tag(struct state_reader *r, uint32_t tag)
+bool state_section(struct state_reader *r, uint32_t tag, uint32_t max_version,
+		   uint32_t *versionp)
 {
-	size_t save = r->pos;
-	bool match;
-
-	if (r->error)
+	*versionp = 0;
+	if (r->version == 1) {
+		/* No versions; the sections it wrote bare are simply there. */
+		if (STATE_TAG_IN_V1(tag) && !state_expect(r, tag))
+			return false;
+		*versionp = 1;
+		return !r->error;
+	}
+	if (!state_expect(r, tag))
 		return false;
-	match = state_get_u32(r) == tag && !r->error;
-	r->pos = save;
-	r->error = false;
-	return match;
+	*versionp = state_get_u32(r);
+	if (!r->error && (*versionp == 0 || *versionp > max_version)) {
+		r->error = true;
+		r->unknown_tag = tag;
+		r->unknown_version = *versionp;
+	}
+	return !r->error;
 }
 
-int state_get_fd(struct state_reader *r)
+const char *state_tag_name(uint32_t tag)
 {
-	int32_t fd = state_get_i32(r);
+	static const char *const names[] = {
+		[STATE_TAG_BUS - STATE_TAG_BUS] = "bus",
+		[STATE_TAG_LISTENER - STATE_TAG_BUS] = "listener",
+		[STATE_TAG_PEER - STATE_TAG_BUS] = "peer",
+		[STATE_TAG_NAME - STATE_TAG_BUS] = "name",
+		[STATE_TAG_REPLY - STATE_TAG_BUS] = "reply",
+		[STATE_TAG_ACTIVATION - STATE_TAG_BUS] = "activation",
+		[STATE_TAG_END - STATE_TAG_BUS] = "end",
+	};
+	static const char *const names2[] = {
+		[STATE_TAG_NATIVE - STATE_TAG_NATIVE] = "native",
+		[STATE_TAG_CONNECTION - STATE_TAG_NATIVE] = "connection",
+		[STATE_TAG_MATCHES - STATE_TAG_NATIVE] = "matches",
+		[STATE_TAG_OWNER - STATE_TAG_NATIVE] = "owner",
+		[STATE_TAG_NATIVE_CONN - STATE_TAG_NATIVE] = "native connection",
+	};
 
+	if (tag >= STATE_TAG_BUS && tag - STATE_TAG_BUS < ARRAY_SIZE(names))
+		return names[tag - STATE_TAG_BUS];
+	if (tag >= STATE_TAG_NATIVE && tag - STATE_TAG_NATIVE < ARRAY_SIZE(names2))
+		return names2[tag - STATE_TAG_NATIVE];
+	return "?";
+}
+
+static int state_check_fd(struct state_reader *r, int32_t fd, bool none_ok)
+{
+	if (none_ok && fd == -1 && !r->error)
+		return -1;
 	if (fd < 0 || (r->fd_present && !r->fd_present(fd, r->fd_userdata))) {
 		r->error = true;
 		return -1;
 	}
 	return fd;
+}
+
+int state_get_fd(struct state_reader *r)
+{
+	return state_check_fd(r, state_get_i32(r), false);
+}
+
+int state_get_fd_or_none(struct state_reader *r)
+{
+	return state_check_fd(r, state_get_i32(r), true);
+}
+
+int *state_get_fds(struct state_reader *r, size_t *np)
+{
+	size_t n = state_get_count(r, 4);
+	int *v;
+
+	*np = 0;
+	if (r->error || n == 0)
+		return NULL;
+	v = calloc(n, sizeof(*v));
+	if (!v) {
+		r->error = true;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = state_get_fd(r);
+	*np = n;
+	return v;
 }
 
 int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
@@ -266,7 +353,7 @@ int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
 	}
 	r->version = state_get_u32(r);
 	*versionp = r->version;
-	if (r->version != STATE_VERSION) {
+	if (r->version < STATE_VERSION_MIN || r->version > STATE_VERSION) {
 		state_reader_deinit(r);
 		return 1;
 	}

@@ -4,11 +4,24 @@
 /**
  * DOC: Serialized state
  *
- * The bus' state crosses a re-exec (reexec.h) as one versioned byte stream
- * in a memfd: a header (magic, version), then tagged sections of
- * little-endian integers and length-prefixed byte strings. File descriptors
- * are not in the stream: they survive the exec under the same numbers, and
- * the stream names them by number.
+ * The bus' state crosses a re-exec (reexec.h) as one byte stream in a memfd:
+ * a header (magic, stream version), then sections of little-endian integers
+ * and length-prefixed byte strings. Every object that crosses writes and
+ * reads its own section, beside its code (bus.c, listener.c, peer.c,
+ * connection.c, native.c, name.c, match.c, reply.c, activation-state.c),
+ * and broker.c puts them in order. A section starts with its tag and its
+ * own version: an object that changes what it writes raises its version
+ * and keeps reading the versions before, and a reader that meets a version
+ * newer than it knows refuses the whole stream (the old program serves on).
+ *
+ * Stream version 1 (the first program that re-executed) had no section
+ * versions, and wrote some sections without a tag, inside the one before:
+ * state_section() reads such a stream as if every section were of version 1
+ * and there (STATE_TAG_IN_V1() tells which tags it wrote).
+ *
+ * File descriptors are not in the stream: they survive the exec under the
+ * same numbers, the stream names them by number, and the writer collects
+ * them (state_put_fd()) for whoever carries them.
  *
  * The writer collects into memory and records the first error (-ENOMEM);
  * the reader checks every length against what is left and, on the first
@@ -23,24 +36,37 @@
 #include <stdint.h>
 
 #define STATE_MAGIC 0x31737562u		/* "bus1", little-endian */
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u		/* of the stream: sections with versions */
+#define STATE_VERSION_MIN 1u		/* the oldest stream this program reads */
 
 /* Section tags: each section starts with one, so a reader out of step stops. */
 enum {
-	STATE_TAG_BUS = 0x42555331u,
-	STATE_TAG_LISTENER,
-	STATE_TAG_PEER,
-	STATE_TAG_NAME,
-	STATE_TAG_REPLY,
-	STATE_TAG_ACTIVATION,
+	STATE_TAG_BUS = 0x42555331u,	/* bus.h: the bus' identity and counters */
+	STATE_TAG_LISTENER,		/* listener.h: every listening socket */
+	STATE_TAG_PEER,			/* peer.h: every peer, each with the sections below */
+	STATE_TAG_NAME,			/* name.h: the well-known names, in order */
+	STATE_TAG_REPLY,		/* reply.h: the calls not answered yet */
+	STATE_TAG_ACTIVATION,		/* activation.h: environment, children, pendings */
 	STATE_TAG_END,
+	/* Since stream version 2; version 1 wrote these without a tag. */
+	STATE_TAG_NATIVE = 0x42555341u,	/* native.h: the broker's bus1 peer */
+	STATE_TAG_CONNECTION,		/* connection.h: a peer's socket */
+	STATE_TAG_MATCHES,		/* match.h: a peer's match rules */
+	STATE_TAG_OWNER,		/* name.h: a peer's names and queue places */
+	STATE_TAG_NATIVE_CONN,		/* native.h: a peer's bus1 side, if any */
 };
+
+/* Whether stream version 1 wrote @tag (else it wrote that section bare). */
+#define STATE_TAG_IN_V1(tag) ((tag) <= STATE_TAG_END)
 
 struct state_writer {
 	uint8_t *buf;
 	size_t n;
 	size_t cap;
 	int error;		/* 0 or the first negative errno */
+	int *fds;		/* every fd named (state_put_fd()), to carry */
+	size_t n_fds;
+	size_t cap_fds;
 };
 
 void state_writer_init(struct state_writer *w, uint32_t version);
@@ -51,6 +77,12 @@ void state_put_i32(struct state_writer *w, int32_t v);
 void state_put_bytes(struct state_writer *w, const void *p, size_t n);
 /* A string (NULL is written as absent). */
 void state_put_str(struct state_writer *w, const char *s);
+/* Start section @tag of @version (its writer's own). */
+void state_put_section(struct state_writer *w, uint32_t tag, uint32_t version);
+/* An fd to carry, by number; -1 (none) is written but not carried. */
+void state_put_fd(struct state_writer *w, int fd);
+/* A count and that many fds to carry. */
+void state_put_fds(struct state_writer *w, const int *fds, size_t n);
 
 /*
  * Write everything into a new memfd (sealed against writes and growth),
@@ -62,8 +94,11 @@ struct state_reader {
 	uint8_t *buf;		/* the whole stream (owned) */
 	size_t n;
 	size_t pos;
-	uint32_t version;
+	uint32_t version;	/* of the stream */
 	bool error;
+	/* The first section of a version this program cannot read (0: none). */
+	uint32_t unknown_tag;
+	uint32_t unknown_version;
 	/* NULL, or which fds exist (a state from the fd store: fdstore.h) */
 	bool (*fd_present)(int fd, void *userdata);
 	void *fd_userdata;
@@ -71,8 +106,8 @@ struct state_reader {
 
 /*
  * Read the stream from @fd (from its start). Return 0, 1 if it is not a
- * state stream or of a version this binary cannot read (*@versionp: the
- * version found), or negative errno.
+ * state stream or of a stream version this binary cannot read (*@versionp:
+ * the version found), or negative errno.
  */
 int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp);
 void state_reader_deinit(struct state_reader *r);
@@ -88,12 +123,27 @@ const char *state_get_str(struct state_reader *r);
  * set) when the stream cannot hold that many.
  */
 size_t state_get_count(struct state_reader *r, size_t min_item_size);
-/* Expect section @tag next. Return true if it is there. */
+/* Expect @tag next (with no version: the end). Return true if it is there. */
 bool state_expect(struct state_reader *r, uint32_t tag);
-/* Whether the next section is @tag (not consumed). */
-bool state_peek_tag(struct state_reader *r, uint32_t tag);
+/**
+ * state_section() - the start of section @tag
+ * @max_version: the newest version of it this program reads
+ * @versionp:	its version (1 in a stream of version 1)
+ *
+ * Return: true if the section is there, of a version from 1 to
+ * @max_version; else false with the error set (and, for a version this
+ * program does not know, ->unknown_tag and ->unknown_version).
+ */
+bool state_section(struct state_reader *r, uint32_t tag, uint32_t max_version,
+		   uint32_t *versionp);
+/* A name for @tag in log lines ("peer"), "?" if none. */
+const char *state_tag_name(uint32_t tag);
 /*
  * A file descriptor number of the stream: >= 0 (and present, if the reader
  * checks), else error set (returns -1).
  */
 int state_get_fd(struct state_reader *r);
+/* As state_get_fd(), but -1 (none) is one too. */
+int state_get_fd_or_none(struct state_reader *r);
+/* The fds of state_put_fds(): an allocated array of *@np, NULL if none or on error. */
+int *state_get_fds(struct state_reader *r, size_t *np);

@@ -24,6 +24,7 @@
 #include "dbus-compat/sasl-client.h"
 #include "util/io.h"
 #include "util/macro.h"
+#include "util/time.h"
 
 #define B1C_DEFAULT_TIMEOUT (25ULL * 1000 * 1000)
 /* Local bounds: a client is not a bus, but bad input must not grow memory. */
@@ -121,14 +122,6 @@ struct b1c_bus {
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-static uint64_t now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000;
-}
 
 static int handler_vec_add(struct handler_vec *hv, struct b1c_handler *h)
 {

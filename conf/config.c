@@ -27,6 +27,7 @@
 #include "conf/config.h"
 #include "conf/internal.h"
 #include "util/macro.h"
+#include "util/str.h"
 
 enum element_type {
 	EL_NONE,
@@ -1532,11 +1533,6 @@ static int include_one(struct file_parser *p, unsigned int line, const char *pat
 	return parser_fail_take(p, r, &error);
 }
 
-static int cmp_strp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int end_includedir(struct file_parser *p, struct element *e, const char *dir)
 {
 	DIR *d;
@@ -1588,7 +1584,7 @@ static int end_includedir(struct file_parser *p, struct element *e, const char *
 
 	/* dbus-daemon uses readdir() order; sorting makes the result reproducible. */
 	if (n)
-		qsort(names, n, sizeof(*names), cmp_strp);
+		qsort(names, n, sizeof(*names), strcmp_ptr);
 	for (size_t i = 0; i < n && !r; i++) {
 		_cleanup_free_ char *path = conf_path_join(dir, names[i]);
 

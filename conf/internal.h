@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Helpers shared by the files of conf/; not part of the public API. */
+/*
+ * Helpers shared by the files of conf/; not part of the public API. The
+ * prefixes say which is which: bus_ names the public objects of the bus
+ * configuration (bus_config, bus_policy, bus_service, bus_console, as
+ * dbus-daemon's BusConfigParser, BusPolicy... are named), conf_ the private
+ * helpers here, which nothing outside conf/ calls.
+ */
 
 #include <stdarg.h>
 #include <stddef.h>

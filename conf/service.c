@@ -22,6 +22,7 @@
 #include "conf/internal.h"
 #include "dbus-compat/validate.h"
 #include "util/macro.h"
+#include "util/str.h"
 
 /* dbus-daemon refuses service files above 128 KiB. */
 #define SERVICE_FILE_MAX (128U * 1024)
@@ -372,11 +373,6 @@ _printf_(2, 3) static int scan_note(struct scan *scan, const char *fmt, ...)
 	return conf_strings_append(&scan->services->notes, NULL, 0, msg);
 }
 
-static int cmp_strp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int cmp_entry(const void *a, const void *b)
 {
 	const struct scan_entry *x = a, *y = b;
@@ -478,7 +474,7 @@ static int scan_dir(struct scan *scan, const struct bus_config_servicedir *dir)
 
 	/* dbus-daemon takes readdir() order; sorted is reproducible. */
 	if (n)
-		qsort(names, n, sizeof(*names), cmp_strp);
+		qsort(names, n, sizeof(*names), strcmp_ptr);
 	for (size_t i = 0; i < n; i++) {
 		r = scan_file(scan, dir, names[i]);
 		if (r < 0)

@@ -102,14 +102,6 @@ int message_new_adopted(struct message **ret, void *data, size_t size)
 	return 0;
 }
 
-static void close_fds(const int *fds, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; ++i)
-		safe_close(fds[i]);
-}
-
 struct message *message_ref(struct message *m)
 {
 	if (m)
@@ -125,7 +117,7 @@ struct message *message_unref(struct message *m)
 	if (m->parent) {
 		message_unref(m->parent);
 	} else {
-		close_fds(m->fds, m->n_fds);
+		close_many(m->fds, m->n_fds);
 		free(m->fds);
 		free(m->body_owned);
 		free(m->data_owned);
@@ -330,7 +322,7 @@ static int message_take_fds(struct message *m, const int *fds, size_t n_fds)
 	if (n_fds > 0) {
 		m->fds = malloc(n_fds * sizeof(*fds));
 		if (!m->fds) {
-			close_fds(fds, n_fds);
+			close_many(fds, n_fds);
 			return -ENOMEM;
 		}
 		memcpy(m->fds, fds, n_fds * sizeof(*fds));
@@ -442,7 +434,7 @@ int message_new_from_data(struct message **ret, const void *data, size_t size,
 	if (!k)
 		k = message_new_incoming(&m, size);
 	if (k) {
-		close_fds(fds, n_fds);
+		close_many(fds, n_fds);
 		return k;
 	}
 	memcpy(message_incoming_data(m), data, size);

@@ -611,14 +611,6 @@ static int socket_add_batch(struct socket *s, uint64_t start, uint64_t end, cons
 	return 0;
 }
 
-static void close_fds(const int *fds, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		safe_close(fds[i]);
-}
-
 int socket_dispatch_read(struct socket *s)
 {
 	union {
@@ -691,12 +683,12 @@ int socket_dispatch_read(struct socket *s)
 	}
 
 	if (msg.msg_flags & MSG_CTRUNC) {
-		close_fds(fds, n_fds);
+		close_many(fds, n_fds);
 		return socket_violation(s);
 	}
 
 	if (n == 0) {
-		close_fds(fds, n_fds);
+		close_many(fds, n_fds);
 		s->eof = true;
 		return SOCKET_E_EOF;
 	}
@@ -707,12 +699,12 @@ int socket_dispatch_read(struct socket *s)
 
 	if (n_fds > 0) {
 		if (s->n_batches >= SOCKET_BATCHES_MAX) {
-			close_fds(fds, n_fds);
+			close_many(fds, n_fds);
 			return socket_violation(s);
 		}
 		r = socket_add_batch(s, start, start + (uint64_t)n, fds, n_fds);
 		if (r < 0) {
-			close_fds(fds, n_fds);
+			close_many(fds, n_fds);
 			return r;
 		}
 	}
@@ -921,7 +913,7 @@ static void copy_entry_release(struct socket_entry *e)
 {
 	struct copy_entry *c = container_of(e, struct copy_entry, entry);
 
-	close_fds(c->fds, c->n_fds);
+	close_many(c->fds, c->n_fds);
 	free(c);
 }
 
@@ -1300,10 +1292,10 @@ static void snapshot_close_fds(const struct socket_snapshot *snap, size_t batch,
 
 	for (i = batch; snap->in_fds && i < snap->n_in_fds; i++)
 		if (snap->in_fds[i].fds)
-			close_fds(snap->in_fds[i].fds, snap->in_fds[i].n_fds);
+			close_many(snap->in_fds[i].fds, snap->in_fds[i].n_fds);
 	for (i = entry; snap->out && i < snap->n_out; i++)
 		if (snap->out[i].fds)
-			close_fds(snap->out[i].fds, snap->out[i].n_fds);
+			close_many(snap->out[i].fds, snap->out[i].n_fds);
 }
 
 /*

@@ -4,7 +4,9 @@
 /**
  * DOC: D-Bus socket connection
  *
- * A struct socket owns one connected, nonblocking unix stream socket and does
+ * A struct socket owns one connected, nonblocking stream socket (unix, or TCP
+ * for tcp: and nonce-tcp: addresses, which carry no fds and no
+ * credentials) and does
  * the byte-level work of a D-Bus connection: buffered reading with fd passing,
  * splitting the stream into D-Bus messages ("frames"), and a zero-copy write
  * queue. It has no event loop and never blocks. The contract with its owner:
@@ -228,7 +230,7 @@ struct socket;
 int socket_frame_size(const uint8_t header[SOCKET_FRAME_HEADER], size_t *sizep);
 
 /**
- * socket_new() - take over a connected unix stream socket
+ * socket_new() - take over a connected stream socket (unix or TCP)
  * @socketp:	output
  * @fd:	the connection; owned by the socket from now on, even on failure
  *

@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 
 /*
  * Put @fd into the mode the loop needs: O_NONBLOCK (a read, write or accept
@@ -44,5 +45,24 @@ static inline int fd_prepare_for_loop(int fd)
 		return -errno;
 	if (!(fdfl & FD_CLOEXEC) && fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) < 0)
 		return -errno;
+	return 0;
+}
+
+/*
+ * Append @fd to the growing array *@fdsp of *@np (capacity *@capp).
+ * Return 0 or -ENOMEM (the array unchanged).
+ */
+static inline int fd_array_add(int **fdsp, size_t *np, size_t *capp, int fd)
+{
+	if (*np == *capp) {
+		size_t cap = *capp ? *capp * 2 : 64;
+		int *v = reallocarray(*fdsp, cap, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		*fdsp = v;
+		*capp = cap;
+	}
+	(*fdsp)[(*np)++] = fd;
 	return 0;
 }

@@ -83,3 +83,10 @@ static inline int safe_close(int fd)
 	}
 	return -1;
 }
+
+/* Close each of the @n fds of @fds (a -1 among them is skipped). */
+static inline void close_many(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		safe_close(fds[i]);
+}

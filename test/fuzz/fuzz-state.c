@@ -2,7 +2,7 @@
 /*
  * libFuzzer target for the state a re-exec carries (broker/state.h,
  * broker/reexec.h): the input is the memfd's content, read by
- * reexec_check_state() as `bus1-broker --check-state=FD` reads it. A
+ * broker_check_state() as `bus1-broker --check-state=FD` reads it. A
  * truncated, corrupted or hostile stream must be refused (1) or fail with
  * -errno, never crash, leak or allocate what its numbers claim. The seeds in
  * corpus/state/ are streams written by a real bus (make-state-seeds.py).
@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "broker/log.h"
-#include "broker/reexec.h"
+#include "broker/broker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, data, size, 0) != (ssize_t)size)
 		abort();
-	r = reexec_check_state(fd);
+	r = broker_check_state(fd);
 	if (r > 1)
 		abort();
 	return 0;

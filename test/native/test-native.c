@@ -1573,6 +1573,40 @@ static int on_quota_tick(struct b1c_bus *bus, struct b1c_message *m, void *userd
 	return 1;
 }
 
+/* GetConnectionStats of @name: its Outgoing* and PeakOutgoingBytes. */
+static void outgoing_stats(struct b1c_bus *bus, const char *name, uint32_t *msgsp,
+			   uint32_t *bytesp, uint32_t *peakp)
+{
+	struct b1c_message *m = NULL, *reply = NULL;
+	const char *key;
+	uint32_t *into;
+
+	*msgsp = *bytesp = *peakp = UINT32_MAX;
+	check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+					    "org.freedesktop.DBus.Debug.Stats",
+					    "GetConnectionStats", "s"));
+	check_r(b1c_message_append(m, "s", name));
+	check(b1c_bus_call(bus, m, 0, &reply) == 0);
+	b1c_message_unref(m);
+	check_r(b1c_message_enter(reply, 'a'));
+	while (b1c_message_peek(reply, NULL) == '{') {
+		check_r(b1c_message_enter(reply, '{'));
+		check_r(b1c_message_read(reply, "s", &key));
+		into = !strcmp(key, "OutgoingMessages") ? msgsp :
+		       !strcmp(key, "OutgoingBytes") ? bytesp :
+		       !strcmp(key, "PeakOutgoingBytes") ? peakp : NULL;
+		if (into) {
+			check_r(b1c_message_enter(reply, 'v'));
+			check_r(b1c_message_read(reply, "u", into));
+			check_r(b1c_message_exit(reply));
+		} else {
+			check_r(b1c_message_skip(reply));
+		}
+		check_r(b1c_message_exit(reply));
+	}
+	b1c_message_unref(reply);
+}
+
 static void test_quota(void)
 {
 	struct b1c_bus *bus = open_native();
@@ -1611,6 +1645,19 @@ static void test_quota(void)
 		     quota_refused, quota_other);
 	/* Refused callers, not a disconnected service (as for socket services). */
 	check(name_has_owner(bus, "org.bus1.test.LazyCalls"));
+	{
+		uint32_t out_msgs, out_bytes, peak;
+
+		/* Its unread bus1 queue is its output queue (GetConnectionStats). */
+		outgoing_stats(bus, "org.bus1.test.LazyCalls", &out_msgs, &out_bytes, &peak);
+		fprintf(stderr, "quota: GetConnectionStats of the non-reader: %u messages, %u KiB "
+			"outgoing, peak %u KiB\n", out_msgs, out_bytes / 1024, peak / 1024);
+		if (out_msgs < (uint32_t)(QUOTA_CALLS - quota_refused) / 2 ||
+		    out_bytes < out_msgs * (uint32_t)QUOTA_CALL_SIZE / 2 || peak < out_bytes)
+			fail("GetConnectionStats of a native client that does not read: %u messages, "
+			     "%u bytes outgoing, peak %u (%d calls queued)", out_msgs, out_bytes, peak,
+			     QUOTA_CALLS - quota_refused);
+	}
 	kernel_usage(&bytes, &msgs, NULL);
 	fprintf(stderr, "quota: kernel usage with the call queue full: %llu KiB, %llu messages\n",
 		(unsigned long long)(bytes / 1024), (unsigned long long)msgs);

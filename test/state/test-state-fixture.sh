@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The state streams of other versions (test/state/README.md): the program
 # under test must read state-v1.bin (written by the program of from-commit)
-# with --check-state, and refuse, with a clear line, a stream it cannot read.
+# and its own state with --check-state, and refuse, with a clear line, a
+# stream or a section it cannot read.
 #
 #   test-state-fixture.sh BUS_BINARY FIXTURE_DIR
 set -u
@@ -40,4 +41,30 @@ check "it without its end tag is refused" "$tmp/no-end" 1 "malformed"
 check "stream version 99 is refused" "$tmp/v99" 1 "of another version (version 99"
 head -c 4096 /dev/urandom >"$tmp/noise"
 check "noise is refused" "$tmp/noise" 1 "not a bus1-broker state"
+
+# This program's own stream (version 2: every section with its version),
+# captured as the fixture was: read back; a section of a version newer than
+# this program knows is refused, naming the section.
+src=$(cd "$dir/../.." && pwd)
+if ! /usr/bin/python3 "$src/test/integration/test_reexec.py" "$bin" --capture "$tmp/own" \
+        >"$tmp/capture.log" 2>&1; then
+    echo "FAIL capturing this program's state:"
+    cat "$tmp/capture.log"
+    exit 1
+fi
+check "this program's own state is read" "$tmp/own" 0
+# The bus section comes first: magic, stream version, its tag, its version.
+{ head -c 12 "$tmp/own"; printf '\x63\x00\x00\x00'; tail -c +17 "$tmp/own"; } >"$tmp/bus-v99"
+check "a bus section of version 99 is refused" "$tmp/bus-v99" 1 \
+    "the state's bus section is of version 99, newer than this program reads"
+# The first peer's connection section: found by its tag after the peer tag.
+python3 - "$tmp/own" "$tmp/conn-v7" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+at = d.index(struct.pack("<I", 0x42555342))      # STATE_TAG_CONNECTION
+d[at + 4:at + 8] = struct.pack("<I", 7)
+open(sys.argv[2], "wb").write(d)
+PY
+check "a connection section of version 7 is refused" "$tmp/conn-v7" 1 \
+    "the state's connection section is of version 7"
 exit $fail

@@ -34,10 +34,10 @@ static void test_basic(void)
 	reply_owner_init(&b, reg);
 	reply_owner_init(&c, reg);
 
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 7, 0), 0);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 7, 0), REPLY_E_EXISTS);
-	CHECK_EQ(reply_registry_add(reg, &a, &c, 7, 0), 0); /* other callee: fine */
-	CHECK_EQ(reply_registry_add(reg, &b, &a, 7, 0), 0); /* other caller: fine */
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 7, 0, NULL), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 7, 0, NULL), REPLY_E_EXISTS);
+	CHECK_EQ(reply_registry_add(reg, &a, &c, 7, 0, NULL), 0); /* other callee: fine */
+	CHECK_EQ(reply_registry_add(reg, &b, &a, 7, 0, NULL), 0); /* other caller: fine */
 	CHECK_EQ(a.n_calls, 2);
 	CHECK_EQ(b.n_pending, 1);
 
@@ -51,14 +51,14 @@ static void test_basic(void)
 	CHECK_EQ(reply_registry_consume(reg, &a, &b, 7), REPLY_E_UNEXPECTED);
 	CHECK_EQ(a.n_calls, 1);
 	/* Serial may be reused once consumed. */
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 7, 0), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 7, 0, NULL), 0);
 
 	/* Limit per caller (3 here): the duplicate check comes first. */
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 8, 0), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 8, 0, NULL), 0);
 	CHECK_EQ(a.n_calls, 3);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 8, 0), REPLY_E_EXISTS);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 9, 0), REPLY_E_QUOTA);
-	CHECK_EQ(reply_registry_add(reg, &c, &b, 9, 0), 0); /* others unaffected */
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 8, 0, NULL), REPLY_E_EXISTS);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 9, 0, NULL), REPLY_E_QUOTA);
+	CHECK_EQ(reply_registry_add(reg, &c, &b, 9, 0, NULL), 0); /* others unaffected */
 
 	reply_owner_flush(&a, NULL, NULL);
 	reply_owner_flush(&b, NULL, NULL);
@@ -77,11 +77,11 @@ static void test_disconnect(void)
 	reply_owner_init(&a, reg);
 	reply_owner_init(&b, reg);
 	reply_owner_init(&c, reg);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 1, 0), 0);
-	CHECK_EQ(reply_registry_add(reg, &c, &b, 5, 0), 0);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 2, 0), 0);
-	CHECK_EQ(reply_registry_add(reg, &b, &a, 3, 0), 0); /* b waits on a */
-	CHECK_EQ(reply_registry_add(reg, &a, &c, 4, 0), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 1, 0, NULL), 0);
+	CHECK_EQ(reply_registry_add(reg, &c, &b, 5, 0, NULL), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 2, 0, NULL), 0);
+	CHECK_EQ(reply_registry_add(reg, &b, &a, 3, 0, NULL), 0); /* b waits on a */
+	CHECK_EQ(reply_registry_add(reg, &a, &c, 4, 0, NULL), 0);
 
 	/* b goes away: its callers get NoReply in call order; b's own calls
 	 * are dropped silently. */
@@ -116,9 +116,9 @@ static void test_expiry(void)
 	reply_owner_init(&a, reg);
 	reply_owner_init(&b, reg);
 	CHECK_EQ(reply_registry_next_deadline(reg), 0);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 1, 100), 0);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 2, 200), 0);
-	CHECK_EQ(reply_registry_add(reg, &a, &b, 3, 300), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 1, 100, NULL), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 2, 200, NULL), 0);
+	CHECK_EQ(reply_registry_add(reg, &a, &b, 3, 300, NULL), 0);
 	CHECK_EQ(reply_registry_next_deadline(reg), 1100);
 	CHECK_EQ(reply_registry_expire(reg, 1099, on_noreply, &nr), 0);
 	CHECK_EQ(reply_registry_consume(reg, &a, &b, 2), 0); /* answered in time */
@@ -143,7 +143,7 @@ static void test_many(void)
 		reply_owner_init(&o[i], reg);
 	for (uint32_t s = 1; s <= S; s++)
 		for (int i = 0; i < N; i++)
-			CHECK_EQ(reply_registry_add(reg, &o[i], &o[(i + s) % N], s, 0), 0);
+			CHECK_EQ(reply_registry_add(reg, &o[i], &o[(i + s) % N], s, 0, NULL), 0);
 	CHECK_EQ(reg->n_slots, N * S);
 	for (uint32_t s = 1; s <= S; s += 2)
 		for (int i = 0; i < N; i++)

@@ -3,7 +3,10 @@
  * The serialized state of a re-exec (broker/state.c): every field comes back
  * as written, and a damaged stream (cut anywhere, a wrong magic or version,
  * a count larger than the stream, a string without its NUL) is refused with
- * the error flag, never read past its end.
+ * the error flag, never read past its end. Sections: each with its version,
+ * a version the reader does not know refused and named; a stream of version
+ * 1 read as sections of version 1, those it wrote bare included; fds
+ * collected for carrying.
  */
 
 #include <stdio.h>
@@ -65,6 +68,94 @@ static int memfd_of(const uint8_t *p, size_t n)
 
 	/* The writer copies into a new memfd; the buffer is not its own. */
 	return state_writer_to_memfd(&w);
+}
+
+/* Two sections (one a tag stream version 1 had, one it wrote bare) and an fd. */
+static int write_sections(uint32_t stream_version, uint32_t bus_version, uint32_t conn_version)
+{
+	struct state_writer w;
+	int fd;
+
+	state_writer_init(&w, stream_version);
+	if (stream_version == 1) {
+		state_put_u32(&w, STATE_TAG_BUS);
+	} else {
+		state_put_section(&w, STATE_TAG_BUS, bus_version);
+	}
+	state_put_u32(&w, 11);
+	if (stream_version != 1)
+		state_put_section(&w, STATE_TAG_CONNECTION, conn_version);
+	state_put_fd(&w, 0);
+	state_put_fd(&w, -1);
+	state_put_u32(&w, STATE_TAG_END);
+	CHECK_EQ(w.n_fds, 1);		/* -1 is written, not carried */
+	CHECK_EQ(w.fds[0], 0);
+	fd = state_writer_to_memfd(&w);
+	state_writer_deinit(&w);
+	CHECK(fd >= 0);
+	return fd;
+}
+
+/* Read them, knowing versions up to 2 of each; the reader is left for the caller. */
+static bool read_sections(struct state_reader *r, int fd)
+{
+	uint32_t version, v;
+
+	CHECK_EQ(state_reader_init(r, fd, &version), 0);
+	if (!state_section(r, STATE_TAG_BUS, 2, &v) || v < 1 || state_get_u32(r) != 11)
+		return false;
+	if (!state_section(r, STATE_TAG_CONNECTION, 2, &v) || v < 1)
+		return false;
+	return state_get_fd(r) == 0 && state_get_fd_or_none(r) == -1 &&
+	       state_expect(r, STATE_TAG_END) && r->pos == r->n;
+}
+
+static void test_sections(void)
+{
+	struct state_reader r;
+	int fd;
+
+	/* Versions 1 and 2 of a section are read; both the stream versions. */
+	for (uint32_t bus_v = 1; bus_v <= 2; bus_v++) {
+		fd = write_sections(STATE_VERSION, bus_v, 1);
+		CHECK(read_sections(&r, fd));
+		CHECK(!r.error);
+		state_reader_deinit(&r);
+		close(fd);
+	}
+	/* Stream version 1: its tags are there, the bare sections are read as version 1. */
+	fd = write_sections(1, 0, 0);
+	CHECK(read_sections(&r, fd));
+	state_reader_deinit(&r);
+	close(fd);
+
+	/* A section of a version the reader does not know: refused, named. */
+	fd = write_sections(STATE_VERSION, 3, 1);
+	CHECK(!read_sections(&r, fd));
+	CHECK(r.error);
+	CHECK_EQ(r.unknown_tag, STATE_TAG_BUS);
+	CHECK_EQ(r.unknown_version, 3);
+	CHECK(!strcmp(state_tag_name(r.unknown_tag), "bus"));
+	state_reader_deinit(&r);
+	close(fd);
+	fd = write_sections(STATE_VERSION, 1, 0);
+	CHECK(!read_sections(&r, fd));
+	CHECK_EQ(r.unknown_tag, STATE_TAG_CONNECTION);
+	CHECK_EQ(r.unknown_version, 0);
+	CHECK(!strcmp(state_tag_name(r.unknown_tag), "connection"));
+	state_reader_deinit(&r);
+	close(fd);
+
+	/* A stream older than the oldest this program reads. */
+	fd = write_sections(STATE_VERSION_MIN - 1, 1, 1);
+	{
+		uint32_t version;
+
+		CHECK_EQ(state_reader_init(&r, fd, &version), 1);
+		CHECK_EQ(version, STATE_VERSION_MIN - 1);
+	}
+	close(fd);
+	CHECK(!strcmp(state_tag_name(0), "?"));
 }
 
 int main(void)
@@ -135,6 +226,7 @@ int main(void)
 		close(fd);
 	}
 	free(full);
+	test_sections();
 	printf("state: ok\n");
 	return 0;
 }

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Peers across a re-exec: their section of the state. See peer-state.h.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "broker/bus.h"
+#include "broker/log.h"
+#include "broker/peer-state.h"
+#include "broker/policy.h"
+#include "broker/router.h"
+#include "broker/state.h"
+#include "broker/user.h"
+
+/* Bits of a peer's flags in the state. */
+enum {
+	PEER_STATE_REGISTERED = 1 << 0,
+	PEER_STATE_MONITOR = 1 << 1,
+	PEER_STATE_UNIX_FDS = 1 << 2,
+	PEER_STATE_ANONYMOUS = 1 << 3,
+	PEER_STATE_SOCKET_IDENTITY = 1 << 4,
+	PEER_STATE_HAVE_CREDS = 1 << 5,
+};
+
+static int peer_serialize(struct peer *p, struct state_writer *w)
+{
+	struct connection *conn = connection_of(p);
+	int r;
+
+	state_put_fd(w, connection_get_fd(conn));
+	state_put_u32(w, (p->registered ? PEER_STATE_REGISTERED : 0) |
+			 (p->monitor ? PEER_STATE_MONITOR : 0) |
+			 (p->unix_fds ? PEER_STATE_UNIX_FDS : 0) |
+			 (p->anonymous ? PEER_STATE_ANONYMOUS : 0) |
+			 (p->socket_identity ? PEER_STATE_SOCKET_IDENTITY : 0) |
+			 (p->creds.have_creds ? PEER_STATE_HAVE_CREDS : 0));
+	state_put_u32(w, (uint32_t)p->creds.pid);
+	state_put_u32(w, (uint32_t)p->creds.uid);
+	state_put_u32(w, (uint32_t)p->creds.gid);
+	state_put_u64(w, p->creds.n_groups);
+	for (size_t i = 0; i < p->creds.n_groups; i++)
+		state_put_u32(w, (uint32_t)p->creds.groups[i]);
+	state_put_str(w, p->creds.label);
+	state_put_fd(w, p->creds.pidfd);
+	state_put_u32(w, (uint32_t)p->uid);
+	state_put_u32(w, (uint32_t)p->pid);
+	state_put_u64(w, p->owner.id);
+	state_put_u64(w, p->n_incoming);
+	state_put_u64(w, p->n_outgoing);
+	state_put_u64(w, p->peak_queued_bytes);
+	state_put_u64(w, p->peak_queued_fds);
+	state_put_u64(w, p->peak_dispatching_bytes);
+	state_put_u64(w, p->peak_dispatching_fds);
+	state_put_u32(w, p->peak_names);
+	state_put_u32(w, p->peak_matches);
+
+	r = connection_serialize(conn, w);
+	if (r < 0)
+		return r;
+	r = match_owner_serialize(&p->matches, w);
+	if (r < 0)
+		return r;
+	name_owner_serialize(&p->owner, w);
+	native_conn_serialize(p, w);
+	return 0;
+}
+
+int peer_serialize_all(struct bus *bus, struct state_writer *w)
+{
+	struct peer *p;
+	uint32_t n = 0;
+	int r;
+
+	list_for_each_entry(p, &bus->peers, bus_link) {
+		/* Every peer arrives through a socket connection (peer.h). */
+		if (!connection_of(p))
+			return -EINVAL;
+		p->state_index = n++;
+	}
+	state_put_section(w, STATE_TAG_PEER, PEER_STATE_VERSION);
+	state_put_u64(w, n);
+	list_for_each_entry(p, &bus->peers, bus_link) {
+		r = peer_serialize(p, w);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+uint32_t peer_state_index(const void *peer)
+{
+	return ((const struct peer *)peer)->state_index;
+}
+
+static void peer_state_read(struct state_reader *r, struct peer_state *p)
+{
+	size_t n;
+
+	p->conn.fd = state_get_fd(r);
+	p->flags = state_get_u32(r);
+	p->creds_pid = (pid_t)state_get_u32(r);
+	p->creds_uid = (uid_t)state_get_u32(r);
+	p->creds_gid = (gid_t)state_get_u32(r);
+	n = state_get_count(r, 4);
+	if (n) {
+		p->groups = calloc(n, sizeof(*p->groups));
+		if (!p->groups) {
+			r->error = true;
+			return;
+		}
+		p->n_groups = n;
+		for (size_t i = 0; i < n; i++)
+			p->groups[i] = (gid_t)state_get_u32(r);
+	}
+	p->label = state_get_str(r);
+	p->pidfd = state_get_fd_or_none(r);
+	p->uid = (uid_t)state_get_u32(r);
+	p->pid = (pid_t)state_get_u32(r);
+	p->id = state_get_u64(r);
+	p->n_incoming = state_get_u64(r);
+	p->n_outgoing = state_get_u64(r);
+	p->peak_queued_bytes = state_get_u64(r);
+	p->peak_queued_fds = state_get_u64(r);
+	p->peak_dispatching_bytes = state_get_u64(r);
+	p->peak_dispatching_fds = state_get_u64(r);
+	p->peak_names = state_get_u32(r);
+	p->peak_matches = state_get_u32(r);
+	if (p->flags & PEER_STATE_MONITOR && !(p->flags & PEER_STATE_REGISTERED))
+		r->error = true;
+
+	if (!connection_state_read(r, &p->conn) || !match_owner_state_read(r, &p->matches) ||
+	    !name_owner_state_read(r, &p->names))
+		return;
+	native_conn_state_read(r, &p->native, &p->nstate);
+}
+
+bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, size_t *np)
+{
+	struct peer_state *v;
+	uint32_t version;
+	size_t n;
+
+	*statesp = NULL;
+	*np = 0;
+	if (!state_section(r, STATE_TAG_PEER, PEER_STATE_VERSION, &version))
+		return false;
+	n = state_get_count(r, 64);
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v) {
+		r->error = true;
+		return false;
+	}
+	*statesp = v;
+	*np = n;
+	for (size_t i = 0; i < n && !r->error; i++)
+		peer_state_read(r, &v[i]);
+	return !r->error;
+}
+
+void peer_state_free_all(struct peer_state *states, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct peer_state *p = &states[i];
+
+		free(p->groups);
+		connection_state_deinit(&p->conn);
+		match_owner_state_deinit(&p->matches);
+		name_owner_state_deinit(&p->names);
+		native_conn_state_deinit(&p->nstate);
+	}
+	free(states);
+}
+
+/* Registered: its unique name, rules and names, charged as when they came. */
+static int peer_restore_registered(struct peer *p, const struct peer_state *st)
+{
+	struct bus *bus = p->bus;
+	struct match_rule *rule;
+	int r;
+
+	name_owner_init(&p->owner, st->id);
+	/* A monitor's unique name left the registry when it became one (monitor.c). */
+	if (!(st->flags & PEER_STATE_MONITOR)) {
+		r = name_registry_restore_unique(bus->names, &p->owner);
+		if (r < 0)
+			return r;
+	}
+	p->registered = true;
+	bus->n_active++;
+	(void)peer_charge(p, USER_SLOT_CONNECTIONS, 1);
+
+	p->monitor = st->flags & PEER_STATE_MONITOR;
+	if (p->monitor)
+		list_append(&bus->monitors, &p->monitor_link);
+	r = match_owner_restore(p->monitor ? bus->monitor_matches : bus->matches, &p->matches,
+				&st->matches);
+	if (r < 0)
+		return r;
+	if (!p->monitor) {
+		/* One by one, as AddMatch charged them: the user's limit may have changed. */
+		list_for_each_entry(rule, &p->matches.rules, owner_link) {
+			bus->n_eavesdrop_rules += rule->eavesdrop;
+			(void)peer_charge(p, USER_SLOT_MATCHES, 1);
+		}
+	}
+	r = name_owner_restore(bus->names, &p->owner, &st->names);
+	if (r < 0)
+		return r;
+	router_sync_name_charge(p);
+	return 0;
+}
+
+int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **peerp)
+{
+	struct socket_creds creds = {
+		.have_creds = st->flags & PEER_STATE_HAVE_CREDS,
+		.pid = st->creds_pid,
+		.uid = st->creds_uid,
+		.gid = st->creds_gid,
+		.n_groups = st->n_groups,
+		.pidfd = st->pidfd,
+	};
+	struct peer *p;
+	int r;
+
+	if (st->n_groups) {
+		creds.groups = malloc(st->n_groups * sizeof(*creds.groups));
+		if (!creds.groups)
+			return -ENOMEM;
+		memcpy(creds.groups, st->groups, st->n_groups * sizeof(*creds.groups));
+	}
+	if (st->label && !(creds.label = strdup(st->label))) {
+		free(creds.groups);
+		return -ENOMEM;
+	}
+	r = connection_new_restored(&p, bus, st->conn.fd, &creds, &st->conn.snap, st->conn.spare,
+				    st->conn.n_spare);
+	if (r < 0)
+		return r;
+	*peerp = p;
+
+	p->uid = st->uid;
+	p->pid = st->pid;
+	p->socket_identity = st->flags & PEER_STATE_SOCKET_IDENTITY;
+	p->unix_fds = st->flags & PEER_STATE_UNIX_FDS;
+	p->anonymous = st->flags & PEER_STATE_ANONYMOUS;
+	p->authenticated = true;
+	bus->n_incomplete--;
+	p->n_incoming = st->n_incoming;
+	p->n_outgoing = st->n_outgoing;
+	p->peak_queued_bytes = st->peak_queued_bytes;
+	p->peak_queued_fds = st->peak_queued_fds;
+	p->peak_dispatching_bytes = st->peak_dispatching_bytes;
+	p->peak_dispatching_fds = st->peak_dispatching_fds;
+	p->peak_names = st->peak_names;
+	p->peak_matches = st->peak_matches;
+	/* The rules of the configuration loaded now (it may have changed). */
+	r = policy_setup_peer(p);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		log_info("re-exec: %u would not be allowed to connect now; it stays",
+			 (unsigned int)p->uid);
+
+	/* A native client's output is its bus1 node again (after its bootstrap). */
+	if (st->native) {
+		r = native_conn_restore(bus->native, p, &st->nstate);
+		if (r < 0)
+			return r;
+	}
+	if (!(st->flags & PEER_STATE_REGISTERED))
+		return 0;
+	return peer_restore_registered(p, st);
+}
+
+void peer_restored(struct peer *peer)
+{
+	connection_restored(connection_of(peer));
+}
