@@ -135,7 +135,7 @@ oom:
 	return -ENOMEM;
 }
 
-/* ------------------------------------------------------------ environment */
+/* --------------------------------------------- UpdateActivationEnvironment */
 
 static bool env_key_valid(const char *key)
 {

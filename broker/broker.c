@@ -4,6 +4,8 @@
  * reloader around the bus. See broker.h.
  */
 
+#include "config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <systemd/sd-daemon.h>
 #include "broker/activation.h"
 #include "broker/broker.h"
+#include "broker/connection.h"
 #include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -296,6 +299,9 @@ static int broker_new_restoring(struct broker **brokerp, const struct broker_opt
 	r = bus_init(&broker->bus, config, opts->systemd_activation, &broker_loop_ops, &err);
 	if (r)
 		return r < 0 ? r : broker_set_error(broker, err);
+	r = socket_transport_new(&broker->sockets, &broker->bus);
+	if (r < 0)
+		return r;
 	r = config_reload_new(&broker->reload, opts->config_file, &copts, &broker_reload_ops,
 			      broker);
 	if (r < 0)
@@ -342,6 +348,9 @@ struct broker *broker_free(struct broker *broker)
 	if (!broker)
 		return NULL;
 	bus_deinit(&broker->bus);
+	/* After the peers: they release their bus1 nodes and queue entries first. */
+	broker->native = native_free(broker->native);
+	broker->sockets = socket_transport_free(broker->sockets);
 	while (!list_is_empty(&broker->listeners))
 		listener_free(list_first_entry(&broker->listeners, struct listener, link));
 	broker->sig_term = sd_event_source_disable_unref(broker->sig_term);
@@ -425,6 +434,10 @@ int broker_run(struct broker *broker)
 		r = bus_attach(&broker->bus, broker->event);
 		if (r < 0)
 			return r;
+		/* Native clients: the bus1 transport, when /dev/bus1 exists. */
+		r = native_new(&broker->native, &broker->bus);
+		if (r < 0)
+			return r;
 	}
 	/* The inotify watches of the reloader. */
 	r = config_reload_attach(broker->reload, broker->event);
@@ -499,7 +512,7 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
 	int r;
 
 	bus_serialize(bus, w);
-	native_serialize(bus->native, w);
+	native_serialize(broker->native, w);
 	listener_serialize_all(&broker->listeners, w);
 	name_registry_serialize(bus->names, w);
 	r = peer_serialize_all(bus, w);
@@ -703,7 +716,14 @@ static int broker_restore_state(struct broker *broker, struct broker_state *st)
 	r = sd_event_new(&broker->event);
 	if (r < 0)
 		return r;
-	r = bus_attach_restored(bus, broker->event, st->native_fd);
+	r = bus_attach(bus, broker->event);
+	if (r < 0)
+		return r;
+	/* The old program's bus1 peer, with every node and handle in it. */
+	if (st->native_fd >= 0)
+		r = native_new_from_fd(&broker->native, bus, st->native_fd);
+	else
+		r = native_new(&broker->native, bus);
 	if (r < 0)
 		return r;
 	r = name_registry_restore(bus->names, &st->names);
@@ -743,17 +763,22 @@ out:
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
 		   int fallback_fd, char **argv, struct fdstore_carried *carried)
 {
-	const char *fail_hook = getenv("BUS1_BROKER_RESTORE_FAIL");
 	struct reexec_fds inherited = {};
 	struct state_reader r;
 	struct broker_state st;
-	bool fail_load, fail_restore;
+	bool fail_load = false, fail_restore = false;
 	int ret;
 
-	/* A test hook for the way back, used once: the previous program never sees it. */
-	fail_load = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "load");
-	fail_restore = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "restore");
-	(void)unsetenv("BUS1_BROKER_RESTORE_FAIL");
+#if BUS1_TEST_HOOKS
+	{
+		/* The way back, tested (-Dtest_hooks): once, the previous program never sees it. */
+		const char *fail_hook = getenv("BUS1_BROKER_RESTORE_FAIL");
+
+		fail_load = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "load");
+		fail_restore = fallback_fd >= 0 && fail_hook && !strcmp(fail_hook, "restore");
+		(void)unsetenv("BUS1_BROKER_RESTORE_FAIL");
+	}
+#endif
 
 	/* First of all: nothing the old program handed over may leak further. */
 	reexec_cloexec_all(&inherited);

@@ -5,17 +5,19 @@
  * DOC: The broker process
  *
  * struct broker is what one bus1-broker process runs: the bus (bus.h, its
- * state), the sd-event loop, the listening sockets (listener.h), the signal
- * handlers (SIGINT stops the loop; SIGTERM too, or, under systemd with an
- * fd store, first hands the bus over to the next process through it:
- * fdstore.h; SIGHUP reloads) and the
- * configuration reloader (reload.h: SIGHUP, ReloadConfig, inotify on the
- * configuration and service directories). main.c makes one.
+ * state), its transports (the socket connections, connection.h; the bus1
+ * transport, native.h), the sd-event loop, the listening sockets
+ * (listener.h), the signal handlers (SIGINT stops the loop; SIGTERM too,
+ * or, under systemd with an fd store, first hands the bus over to the next
+ * process through it: fdstore.h; SIGHUP reloads) and the configuration
+ * reloader (reload.h: SIGHUP, ReloadConfig, inotify on the configuration and
+ * service directories). main.c makes one.
  *
- * broker_new() creates the bus and binds the listening sockets, so that an
- * unusable address is reported by the exit status of the starting process;
- * broker_run() creates the event loop (which must not cross --fork), attaches
- * everything to it and runs until SIGTERM or SIGINT. SIGUSR2 re-executes the
+ * broker_new() creates the bus and the socket transport and binds the
+ * listening sockets, so that an unusable address is reported by the exit
+ * status of the starting process; broker_run() creates the event loop
+ * (which must not cross --fork), attaches everything to it, opens the bus1
+ * transport and runs until SIGTERM or SIGINT. SIGUSR2 re-executes the
  * program in place (reexec.h).
  */
 
@@ -28,6 +30,8 @@
 
 struct bus_config;
 struct config_reload;
+struct native;
+struct socket_transport;
 
 /**
  * struct broker_options - how to start the bus
@@ -50,6 +54,8 @@ struct broker_options {
 
 struct broker {
 	struct bus bus;
+	struct socket_transport *sockets;	/* every socket connection (connection.h) */
+	struct native *native;		/* the bus1 transport (native.h), NULL: none */
 	sd_event *event;
 	sd_event_source *sig_term;
 	sd_event_source *sig_int;

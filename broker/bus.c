@@ -14,12 +14,11 @@
 #include "broker/apparmor.h"
 #include "broker/audit.h"
 #include "broker/bus.h"
-#include "broker/connection.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
 #include "broker/name.h"
-#include "broker/native.h"
+#include "broker/peer.h"
 #include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
@@ -31,6 +30,7 @@
 #include "dbus-compat/address.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
+#include "dbus-compat/sasl.h"
 
 /*
  * Whatever the configuration says, one connection's output queue never holds
@@ -68,6 +68,15 @@ static void bus_resume_listeners(struct bus *bus)
 {
 	if (bus->n_incomplete < (unsigned int)bus->limits.max_incomplete_connections)
 		bus->loop->resume_listeners(bus);
+}
+
+static void bus_transports_policy_changed(struct bus *bus)
+{
+	struct bus_transport *t;
+
+	list_for_each_entry(t, &bus->transports, link)
+		if (t->ops->policy_changed)
+			t->ops->policy_changed(t);
 }
 
 void bus_apply_config(struct bus *bus, const struct bus_config *config)
@@ -114,7 +123,7 @@ void bus_apply_config(struct bus *bus, const struct bus_config *config)
 				if (c->authenticated && policy_setup_peer(c) < 0)
 					log_warn("cannot apply the new policy to %s",
 						 peer_name(c));
-			native_policy_changed(bus->native);
+			bus_transports_policy_changed(bus);
 		}
 
 		if (bus->selinux)
@@ -216,7 +225,7 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 
 	bus->loop = loop;
 	list_init(&bus->peers);
-	list_init(&bus->flush_list);
+	list_init(&bus->transports);
 	list_init(&bus->monitors);
 	list_init(&bus->dead_list);
 	list_init(&bus->overflow_list);
@@ -308,9 +317,6 @@ void bus_deinit(struct bus *bus)
 	while (!list_is_empty(&bus->peers))
 		peer_close(list_first_entry(&bus->peers, struct peer, bus_link), NULL);
 	bus_free_dead(bus);
-	delivery_cache_deinit(&bus->deliveries);
-	/* After the peers: they release their bus1 nodes first. */
-	bus->native = native_free(bus->native);
 	bus->flush = sd_event_source_disable_unref(bus->flush);
 	bus->reply_timer = sd_event_source_disable_unref(bus->reply_timer);
 	bus->event = NULL;
@@ -336,11 +342,6 @@ static int bus_flush_cb(sd_event_source *s, void *userdata);
 
 int bus_attach(struct bus *bus, sd_event *event)
 {
-	return bus_attach_restored(bus, event, -1);
-}
-
-int bus_attach_restored(struct bus *bus, sd_event *event, int native_fd)
-{
 	int r;
 
 	bus->event = event;
@@ -362,12 +363,36 @@ int bus_attach_restored(struct bus *bus, sd_event *event, int native_fd)
 	if (r < 0)
 		return r;
 	r = sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
-	if (r < 0)
-		return r;
-	/* Native clients: the bus1 transport, when /dev/bus1 exists. */
-	if (native_fd >= 0)
-		return native_new_from_fd(&bus->native, bus, native_fd);
-	return native_new(&bus->native, bus);
+	return r < 0 ? r : 0;
+}
+
+void bus_add_transport(struct bus *bus, struct bus_transport *transport)
+{
+	list_append(&bus->transports, &transport->link);
+}
+
+void bus_remove_transport(struct bus_transport *transport)
+{
+	list_unlink(&transport->link);
+}
+
+struct bus_transport *bus_find_transport(struct bus *bus, const struct bus_transport_ops *ops)
+{
+	struct bus_transport *t;
+
+	list_for_each_entry(t, &bus->transports, link)
+		if (t->ops == ops)
+			return t;
+	return NULL;
+}
+
+void bus_transport_stats(struct bus *bus, struct bus_transport_stats *st)
+{
+	struct bus_transport *t;
+
+	*st = (struct bus_transport_stats){};
+	list_for_each_entry(t, &bus->transports, link)
+		t->ops->stats(t, st);
 }
 
 int bus_set_address(struct bus *bus, const char *address)
@@ -386,58 +411,39 @@ struct peer *bus_resolve(struct bus *bus, const char *name)
 	return c->closed ? NULL : c;
 }
 
-int bus_accept(struct bus *bus, int fd, const uint8_t *nonce)
-{
-	struct peer *peer;
-
-	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections) {
-		/* The listeners stop accepting at the limit; this is the fallback. */
-		log_warn("too many incomplete connections (max_incomplete_connections=%lld)",
-			 (long long)bus->limits.max_incomplete_connections);
-		close(fd);
-		return 0;
-	}
-	return connection_new(&peer, bus, fd, nonce);
-}
-
 void bus_incomplete_done(struct bus *bus)
 {
 	bus->n_incomplete--;
 	bus_resume_listeners(bus);
 }
 
-void bus_schedule_flush(struct bus *bus, struct connection *conn)
+void bus_schedule_flush(struct bus *bus)
 {
-	if (conn && !list_node_is_linked(&conn->flush_link))
-		list_append(&bus->flush_list, &conn->flush_link);
 	if (bus->flush)
 		sd_event_source_set_enabled(bus->flush, SD_EVENT_ONESHOT);
 }
 
 void bus_flush_now(struct bus *bus)
 {
+	struct bus_transport *t;
+	bool again;
+
 	/* Nothing left for the deferred flush: spare the loop an iteration. */
 	if (bus->flush)
 		sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
-	for (;;) {
-		if (!list_is_empty(&bus->overflow_list)) {
+	do {
+		/* Closing a peer may queue signals for others: flush until all is out. */
+		while (!list_is_empty(&bus->overflow_list)) {
 			struct peer *c = list_first_entry(&bus->overflow_list, struct peer,
 							 overflow_link);
 
 			list_unlink(&c->overflow_link);
 			peer_close(c, "its output queue is full: it does not read");
-			continue;
 		}
-		if (!list_is_empty(&bus->flush_list)) {
-			struct connection *c = list_first_entry(&bus->flush_list,
-							       struct connection, flush_link);
-
-			list_unlink(&c->flush_link);
-			connection_flush(c);
-			continue;
-		}
-		break;
-	}
+		again = false;
+		list_for_each_entry(t, &bus->transports, link)
+			again |= t->ops->flush(t);
+	} while (again || !list_is_empty(&bus->overflow_list));
 	bus_free_dead(bus);
 }
 

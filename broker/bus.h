@@ -12,26 +12,32 @@
  * queue entries are in it too).
  *
  * It does not own the process: the loop (broker.h) creates the event loop,
- * the listening sockets, the signal handlers and the configuration reloader,
- * and lends the bus what it needs of them (bus_attach(), struct
- * bus_loop_ops).
+ * the listening sockets, the signal handlers, the configuration reloader and
+ * the transports, and lends the bus what it needs of them (bus_attach(),
+ * struct bus_loop_ops, bus_add_transport()).
+ *
+ * Transports (struct bus_transport): the socket connections (connection.h)
+ * and the bus1 transport of native clients (native.h) each register once
+ * with the bus, with what the bus asks of every transport: write out what
+ * is queued, report their statistics, hear of a policy reload. The bus
+ * knows no transport by name; a part that needs one finds it by its table
+ * (socket_transport_of(), native_of_bus()).
  *
  * The loop: one epoll set (sd-event). Every socket connection has one io
  * source, the bus1 transport one for all native clients. Input is read and
  * dispatched at once (routing is synchronous); output is queued on the
- * destinations. A socket connection's io callback writes out every dirty
- * connection when its input is dispatched (bus_flush_now()), so that all
- * messages a batch of input produces for one destination leave in one
- * sendmsg(); output produced elsewhere (timers, the bus1 input) is flushed by
- * one low-priority defer source. The same flush closes peers that do not
- * read (overflow) and frees closed peers.
+ * destinations. A socket connection's io callback flushes every transport
+ * when its input is dispatched (bus_flush_now()), so that all messages a
+ * batch of input produces for one destination leave in one sendmsg();
+ * output produced elsewhere (timers, the bus1 input) is flushed by one
+ * low-priority defer source. The same flush closes peers that do not read
+ * (overflow) and frees closed peers.
  */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-event.h>
-#include "broker/connection.h"
 #include "conf/config.h"
 #include "util/list.h"
 #include "util/macro.h"
@@ -39,13 +45,37 @@
 struct activation;
 struct apparmor;
 struct selinux;
-struct native;
 struct bus;
 struct bus_config;
 struct bus_policy;
-struct connection;
 struct peer;
 struct message;
+struct bus_transport;
+
+/* What the transports hold, for Debug.Stats. */
+struct bus_transport_stats {
+	size_t queue_used_bytes;	/* output queue entries in use */
+	size_t queue_cached_bytes;	/* and kept for reuse */
+};
+
+/**
+ * struct bus_transport_ops - what the bus asks of every transport
+ * @flush:	write out what is queued (end of a dispatch, bus_flush_now());
+ *		return whether there was anything (it may have produced more)
+ * @stats:	add the transport's figures to @st
+ * @policy_changed: the policy was reloaded (NULL: nothing to do)
+ */
+struct bus_transport_ops {
+	bool (*flush)(struct bus_transport *transport);
+	void (*stats)(const struct bus_transport *transport, struct bus_transport_stats *st);
+	void (*policy_changed)(struct bus_transport *transport);
+};
+
+/* Embedded in the transport's own object, which gets back with container_of(). */
+struct bus_transport {
+	const struct bus_transport_ops *ops;
+	struct list_node link;		/* bus->transports */
+};
 
 /**
  * struct bus_loop_ops - what the bus asks of the loop that owns it
@@ -85,22 +115,14 @@ struct bus {
 	struct bus_policy *policy;	/* compiled <policy> rules, NULL: allow all */
 	struct apparmor *apparmor;	/* AppArmor mediation (apparmor.h), NULL: none */
 	struct selinux *selinux;	/* SELinux mediation (selinux.h), NULL: none */
-	struct native *native;		/* bus1 transport (native.h), NULL: sockets only */
+	struct list_node transports;	/* struct bus_transport, registered by the loop */
 
 	struct list_node peers;		/* every peer, in accept order */
-	struct list_node flush_list;	/* socket connections with output queued */
-	/*
-	 * True while connection_io() dispatches a connection's input: it flushes
-	 * the whole flush list when done, so queueing then needs no deferred
-	 * flush (which would cost two sd-event updates per message).
-	 */
-	bool dispatching_input;
 	struct list_node monitors;	/* peers that called BecomeMonitor */
 	struct list_node dead_list;	/* closed peers, freed after dispatch */
 	struct list_node overflow_list;	/* peers to close for not reading */
 	uint64_t next_id;		/* unique names are :1.<id>, never reused */
 	uint32_t serial;		/* of the last message the bus sent */
-	struct delivery_cache deliveries;	/* socket queue entries (connection.h) */
 
 	struct name_registry *names;
 	struct match_registry *matches;	/* AddMatch rules of every peer */
@@ -145,13 +167,20 @@ void bus_deinit(struct bus *bus);
 
 /*
  * Attach to the loop's @event: the deferred flush, the activation's child
- * sources and the bus1 transport (when /dev/bus1 exists). Return 0 or
- * negative errno.
+ * sources, SELinux's policy notifications. Return 0 or negative errno.
  */
 int bus_attach(struct bus *bus, sd_event *event);
 
-/* bus_attach() for a re-executed bus, with the old program's bus1 peer fd (-1: none). */
-int bus_attach_restored(struct bus *bus, sd_event *event, int native_fd);
+/*
+ * A transport joins the bus (for as long as the bus lives, or until
+ * bus_remove_transport()): its flush, statistics and policy hook apply.
+ */
+void bus_add_transport(struct bus *bus, struct bus_transport *transport);
+void bus_remove_transport(struct bus_transport *transport);
+/* The transport of the bus whose table is @ops, or NULL. */
+struct bus_transport *bus_find_transport(struct bus *bus, const struct bus_transport_ops *ops);
+/* The figures of every transport, summed. */
+void bus_transport_stats(struct bus *bus, struct bus_transport_stats *st);
 
 /* DBUS_STARTER_ADDRESS of activated services: every listener's address. */
 int bus_set_address(struct bus *bus, const char *address);
@@ -170,19 +199,13 @@ void bus_apply_config(struct bus *bus, const struct bus_config *config);
 void bus_config_reloaded(struct bus *bus);
 
 /*
- * A listener accepted @fd (owned by the callee from now on); @nonce: the
- * ADDRESS_NONCE_LEN bytes the client must send first (nonce-tcp), or NULL.
- */
-int bus_accept(struct bus *bus, int fd, const uint8_t *nonce);
-
-/*
- * Write out every dirty connection, close overflowing ones and free closed
+ * Flush every transport, close the peers that do not read and free closed
  * ones now (end of an io callback: one sd-event iteration per wakeup).
  */
 void bus_flush_now(struct bus *bus);
 
-/* @conn has output queued: make sure it is flushed after this batch. */
-void bus_schedule_flush(struct bus *bus, struct connection *conn);
+/* A transport has output queued: make sure the bus flushes after this batch. */
+void bus_schedule_flush(struct bus *bus);
 
 /*
  * One peer less that has not finished authenticating (it did, or it

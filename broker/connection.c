@@ -40,17 +40,46 @@
  * @peer:	the destination, whose counters are charged
  * @iov:	header and body of @msg
  *
- * Freed deliveries are kept in the bus' struct delivery_cache.
+ * @sockets:	the transport, whose cache keeps it once freed
  */
 struct delivery {
 	struct socket_entry entry;
 	struct message *msg;
 	struct peer *peer;
+	struct socket_transport *sockets;
 	struct iovec iov[2];
 	struct delivery *next_free;
 };
 
 #define DELIVERY_CACHE_MAX 4096
+
+/*
+ * Unused queue entries, kept for reuse: one cache for all connections, so
+ * the steady state allocates nothing per destination.
+ */
+struct delivery_cache {
+	struct delivery *free_list;
+	size_t n_free;
+	size_t n_used;
+};
+
+/**
+ * struct socket_transport - every socket connection of the bus
+ * @transport:	its entry in the bus' transports
+ * @bus:	the bus
+ * @flush_list:	connections with output queued (struct connection.flush_link)
+ * @deliveries:	the queue entries' cache
+ * @dispatching_input: true while connection_io() dispatches a connection's
+ *		input: it flushes the bus when done, so queueing then needs no
+ *		deferred flush (which would cost two sd-event updates per message)
+ */
+struct socket_transport {
+	struct bus_transport transport;
+	struct bus *bus;
+	struct list_node flush_list;
+	struct delivery_cache deliveries;
+	bool dispatching_input;
+};
 
 static struct delivery *delivery_alloc(struct delivery_cache *cache)
 {
@@ -66,24 +95,6 @@ static struct delivery *delivery_alloc(struct delivery_cache *cache)
 	if (d)
 		cache->n_used++;
 	return d;
-}
-
-void delivery_cache_stats(const struct delivery_cache *cache, size_t *used_bytes,
-			  size_t *cached_bytes)
-{
-	*used_bytes = cache->n_used * sizeof(struct delivery);
-	*cached_bytes = cache->n_free * sizeof(struct delivery);
-}
-
-void delivery_cache_deinit(struct delivery_cache *cache)
-{
-	while (cache->free_list) {
-		struct delivery *d = cache->free_list;
-
-		cache->free_list = d->next_free;
-		free(d);
-	}
-	cache->n_free = 0;
 }
 
 static void delivery_recycle(struct delivery_cache *cache, struct delivery *d)
@@ -111,7 +122,7 @@ static void delivery_release(struct socket_entry *entry)
 	if (d->msg->n_fds)
 		peer_uncharge(peer, USER_SLOT_FDS, d->msg->n_fds);
 	message_unref(d->msg);
-	delivery_recycle(&peer->bus->deliveries, d);
+	delivery_recycle(&d->sockets->deliveries, d);
 }
 
 static void connection_update_events(struct connection *conn)
@@ -131,6 +142,20 @@ static void connection_update_events(struct connection *conn)
 		if (sd_event_source_set_io_events(conn->io, events) >= 0)
 			conn->io_events = events;
 	}
+}
+
+/*
+ * @conn has output queued: it goes out when the bus flushes its transports
+ * (at the end of the input being dispatched, or by the deferred flush).
+ */
+static void connection_schedule_flush(struct connection *conn)
+{
+	struct socket_transport *sockets = conn->sockets;
+
+	if (!list_node_is_linked(&conn->flush_link))
+		list_append(&sockets->flush_list, &conn->flush_link);
+	if (!sockets->dispatching_input)
+		bus_schedule_flush(sockets->bus);
 }
 
 static int connection_queue(struct peer_transport *transport, struct message *msg)
@@ -164,7 +189,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 	if (peer_charge_message(peer, size, msg->n_fds))
 		return PEER_E_QUOTA;
 
-	d = delivery_alloc(&bus->deliveries);
+	d = delivery_alloc(&conn->sockets->deliveries);
 	if (!d) {
 		peer_uncharge(peer, USER_SLOT_BYTES, size);
 		peer_uncharge(peer, USER_SLOT_FDS, msg->n_fds);
@@ -172,6 +197,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 	}
 	d->msg = message_ref(msg);
 	d->peer = peer;
+	d->sockets = conn->sockets;
 	message_get_iovec(msg, d->iov);
 	d->entry = (struct socket_entry){
 		.iov = d->iov,
@@ -191,7 +217,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		peer_uncharge(peer, USER_SLOT_BYTES, size);
 		peer_uncharge(peer, USER_SLOT_FDS, msg->n_fds);
 		message_unref(d->msg);
-		delivery_recycle(&bus->deliveries, d);
+		delivery_recycle(&conn->sockets->deliveries, d);
 		return r < 0 ? r : PEER_E_QUOTA;
 	}
 	if (peer->n_queued_bytes > peer->peak_queued_bytes)
@@ -200,14 +226,11 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		peer->peak_queued_fds = peer->n_queued_fds;
 	peer->n_queued_msgs++;
 	peer->n_outgoing++;
-	if (!bus->dispatching_input)
-		bus_schedule_flush(bus, conn);
-	else if (!list_node_is_linked(&conn->flush_link))
-		list_append(&bus->flush_list, &conn->flush_link);
+	connection_schedule_flush(conn);
 	return 0;
 }
 
-void connection_flush(struct connection *conn)
+static void connection_flush(struct connection *conn)
 {
 	int r;
 
@@ -339,7 +362,7 @@ static int connection_flush_sasl(struct connection *conn)
 	if (r < 0)
 		return r;
 	sasl_server_consume_output(conn->sasl, n);
-	bus_schedule_flush(conn->peer->bus, conn);
+	connection_schedule_flush(conn);
 	return 0;
 }
 
@@ -642,13 +665,13 @@ out:
 static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct connection *conn = userdata;
-	struct bus *bus = conn->peer->bus;
+	struct socket_transport *sockets = conn->sockets;
 
-	bus->dispatching_input = true;
+	sockets->dispatching_input = true;
 	connection_io_work(s, fd, revents, userdata);
-	bus->dispatching_input = false;
+	sockets->dispatching_input = false;
 	/* @conn may be freed from here on. */
-	bus_flush_now(bus);
+	bus_flush_now(sockets->bus);
 	return 0;
 }
 
@@ -691,8 +714,10 @@ static const struct peer_transport_ops connection_ops = {
 	.free = connection_free,
 };
 
-int connection_new(struct peer **peerp, struct bus *bus, int fd, const uint8_t *nonce)
+static int connection_new(struct peer **peerp, struct socket_transport *sockets, int fd,
+			  const uint8_t *nonce)
 {
+	struct bus *bus = sockets->bus;
 	struct socket_creds creds;
 	struct connection *conn;
 	struct peer *peer;
@@ -706,6 +731,7 @@ int connection_new(struct peer **peerp, struct bus *bus, int fd, const uint8_t *
 		return -ENOMEM;
 	}
 	conn->transport.ops = &connection_ops;
+	conn->sockets = sockets;
 	list_init(&conn->flush_link);
 
 	r = socket_new(&conn->socket, fd);
@@ -882,6 +908,7 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 		return -ENOMEM;
 	}
 	conn->transport.ops = &connection_ops;
+	conn->sockets = socket_transport_of(bus);
 	list_init(&conn->flush_link);
 	if (n_spare) {
 		conn->spare_fds = malloc(n_spare * sizeof(*conn->spare_fds));
@@ -929,6 +956,91 @@ void connection_restored(struct connection *conn)
 	connection_watch_pending_fds(conn);
 	/* Output that was queued goes out on the next flush. */
 	if (socket_wants_write(conn->socket))
-		bus_schedule_flush(conn->peer->bus, conn);
+		connection_schedule_flush(conn);
 	connection_update_events(conn);
+}
+
+/* ------------------------------------------------------ the socket transport */
+
+static bool socket_transport_flush(struct bus_transport *transport)
+{
+	struct socket_transport *sockets = container_of(transport, struct socket_transport,
+							transport);
+	bool any = false;
+
+	while (!list_is_empty(&sockets->flush_list)) {
+		struct connection *c = list_first_entry(&sockets->flush_list, struct connection,
+							flush_link);
+
+		list_unlink(&c->flush_link);
+		connection_flush(c);
+		any = true;
+	}
+	return any;
+}
+
+static void socket_transport_stats(const struct bus_transport *transport,
+				   struct bus_transport_stats *st)
+{
+	const struct socket_transport *sockets = container_of(transport, struct socket_transport,
+							      transport);
+
+	st->queue_used_bytes += sockets->deliveries.n_used * sizeof(struct delivery);
+	st->queue_cached_bytes += sockets->deliveries.n_free * sizeof(struct delivery);
+}
+
+static const struct bus_transport_ops socket_transport_ops = {
+	.flush = socket_transport_flush,
+	.stats = socket_transport_stats,
+};
+
+int socket_transport_new(struct socket_transport **socketsp, struct bus *bus)
+{
+	struct socket_transport *sockets = calloc(1, sizeof(*sockets));
+
+	if (!sockets)
+		return -ENOMEM;
+	sockets->transport.ops = &socket_transport_ops;
+	sockets->bus = bus;
+	list_init(&sockets->flush_list);
+	bus_add_transport(bus, &sockets->transport);
+	*socketsp = sockets;
+	return 0;
+}
+
+struct socket_transport *socket_transport_free(struct socket_transport *sockets)
+{
+	if (!sockets)
+		return NULL;
+	bus_remove_transport(&sockets->transport);
+	/* The peers are gone: no entry is in use any more. */
+	while (sockets->deliveries.free_list) {
+		struct delivery *d = sockets->deliveries.free_list;
+
+		sockets->deliveries.free_list = d->next_free;
+		free(d);
+	}
+	free(sockets);
+	return NULL;
+}
+
+struct socket_transport *socket_transport_of(struct bus *bus)
+{
+	struct bus_transport *t = bus_find_transport(bus, &socket_transport_ops);
+
+	return t ? container_of(t, struct socket_transport, transport) : NULL;
+}
+
+int socket_transport_accept(struct socket_transport *sockets, int fd, const uint8_t *nonce)
+{
+	struct bus *bus = sockets->bus;
+	struct peer *peer;
+
+	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections) {
+		log_warn("too many incomplete connections (max_incomplete_connections=%lld)",
+			 (long long)bus->limits.max_incomplete_connections);
+		close(fd);
+		return 0;
+	}
+	return connection_new(&peer, sockets, fd, nonce);
 }

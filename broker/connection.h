@@ -16,6 +16,12 @@
  * message goes to peer_dispatch_parsed(). The peer owns the connection and
  * frees it (struct peer_transport).
  *
+ * All connections make one transport of the bus (struct socket_transport,
+ * bus.h's struct bus_transport), which the process creates: it accepts new
+ * connections (socket_transport_accept()), keeps the list of connections
+ * with output pending, flushed when the bus flushes its transports, and the
+ * cache of queue entries.
+ *
  * Output: every message is queued on the socket as a struct delivery that
  * references the (shared) message; the bus flushes dirty connections once
  * per loop iteration. Queued bytes and fds are charged to the peer (its
@@ -34,11 +40,13 @@
 
 struct bus;
 struct delivery;
+struct socket_transport;
 
 struct connection {
 	struct peer_transport transport;
 	struct peer *peer;		/* owns the connection */
-	struct list_node flush_link;	/* bus->flush_list while output is pending */
+	struct socket_transport *sockets;	/* the transport of all connections */
+	struct list_node flush_link;	/* sockets->flush_list while output is pending */
 
 	struct socket *socket;
 	sd_event_source *io;
@@ -58,42 +66,28 @@ struct connection {
 	bool eof;			/* the client closed its end */
 };
 
-/**
- * struct delivery_cache - unused queue entries, kept for reuse
- *
- * One per bus, so the steady state allocates nothing per destination.
- */
-struct delivery_cache {
-	struct delivery *free_list;
-	size_t n_free;
-	size_t n_used;
-};
-
-/* Free every cached entry (the bus is freed; no entry is in use any more). */
-void delivery_cache_deinit(struct delivery_cache *cache);
-
-/* Bytes of queue entries in use and kept for reuse. */
-void delivery_cache_stats(const struct delivery_cache *cache, size_t *used_bytes,
-			  size_t *cached_bytes);
+/* The socket transport of @bus, registered with it (bus_add_transport()). 0 or -ENOMEM. */
+int socket_transport_new(struct socket_transport **socketsp, struct bus *bus);
+/* After the bus closed and freed every peer. Returns NULL. */
+struct socket_transport *socket_transport_free(struct socket_transport *sockets);
+/* The socket transport of @bus, or NULL. */
+struct socket_transport *socket_transport_of(struct bus *bus);
 
 /**
- * connection_new() - take over an accepted socket: a new peer
- * @peerp:	output (linked into the bus)
- * @bus:	the bus
+ * socket_transport_accept() - take over an accepted socket: a new peer
  * @fd:	the accepted socket (unix or TCP), owned by the connection from now on
  * @nonce:	nonce-tcp: the ADDRESS_NONCE_LEN bytes the client must send
  *		first (a wrong one closes the connection), or NULL
  *
- * The peer's pidfd (its ProcessFD) is taken now, with its credentials
+ * Past max_incomplete_connections the socket is closed at once (the
+ * listeners stop accepting at the limit; this is the fallback). The peer's
+ * pidfd (its ProcessFD) is taken now, with its credentials
  * (socket_creds_query()); a TCP peer has no credentials: it is known by what
  * it authenticates as (DBUS_COOKIE_SHA1) or not at all (ANONYMOUS).
  *
  * Return: 0 or negative errno.
  */
-int connection_new(struct peer **peerp, struct bus *bus, int fd, const uint8_t *nonce);
-
-/* Write out queued output (called by the bus' flush). */
-void connection_flush(struct connection *conn);
+int socket_transport_accept(struct socket_transport *sockets, int fd, const uint8_t *nonce);
 
 /* After connection_new_restored() and the rest of the peer: resume its I/O. */
 void connection_restored(struct connection *conn);

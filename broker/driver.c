@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The bus driver: org.freedesktop.DBus and friends, table-driven.
- * See driver.h. Error names and texts follow dbus-daemon 1.14.
+ * The bus driver: org.freedesktop.DBus and friends, table-driven: the
+ * tables, properties, introspection, dispatch and the reply helpers; the
+ * methods are in the files driver-internal.h lists. See driver.h. Error
+ * names and texts follow dbus-daemon 1.14.
  */
 
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include "broker/bus.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
+#include "broker/driver-internal.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
@@ -35,19 +38,8 @@
 #include "dbus-compat/socket.h"
 #include "dbus-compat/validate.h"
 
-struct driver_call {
-	struct bus *bus;
-	struct peer *peer;
-	struct message *msg;
-	struct dc_reader reader;
-	const char *err_name;
-	char *err_text;
-};
-
 /* Record an error for the caller; returns 1 (the "error set" code). */
-static int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
+int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -61,14 +53,14 @@ static int driver_fail(struct driver_call *c, const char *name, const char *fmt,
 	return 1;
 }
 
-static void reply_init(struct driver_call *c, struct message_builder *b, const char *sig)
+void driver_reply_init(struct driver_call *c, struct message_builder *b, const char *sig)
 {
 	message_builder_init_method_return(b, c->msg, sig);
 	b->sender = DC_SERVICE_DBUS;
 }
 
 /* Seal and send a reply (unless the caller asked for none). Deinits @b. */
-static int reply_send(struct driver_call *c, struct message_builder *b)
+int driver_reply_send(struct driver_call *c, struct message_builder *b)
 {
 	_cleanup_message_ struct message *m = NULL;
 	int r;
@@ -85,48 +77,48 @@ static int reply_send(struct driver_call *c, struct message_builder *b)
 	return 0;
 }
 
-static int reply_empty(struct driver_call *c)
+int driver_reply_empty(struct driver_call *c)
 {
 	struct message_builder b;
 
-	reply_init(c, &b, "");
-	return reply_send(c, &b);
+	driver_reply_init(c, &b, "");
+	return driver_reply_send(c, &b);
 }
 
-static int reply_u(struct driver_call *c, uint32_t v)
+int driver_reply_u(struct driver_call *c, uint32_t v)
 {
 	struct message_builder b;
 
-	reply_init(c, &b, "u");
+	driver_reply_init(c, &b, "u");
 	dc_writer_write(&b.body, "u", v);
-	return reply_send(c, &b);
+	return driver_reply_send(c, &b);
 }
 
-static int reply_s(struct driver_call *c, const char *s)
+int driver_reply_s(struct driver_call *c, const char *s)
 {
 	struct message_builder b;
 
-	reply_init(c, &b, "s");
+	driver_reply_init(c, &b, "s");
 	dc_writer_write(&b.body, "s", s);
-	return reply_send(c, &b);
+	return driver_reply_send(c, &b);
 }
 
-static int reply_b(struct driver_call *c, bool v)
+int driver_reply_b(struct driver_call *c, bool v)
 {
 	struct message_builder b;
 
-	reply_init(c, &b, "b");
+	driver_reply_init(c, &b, "b");
 	dc_writer_write(&b.body, "b", (int)v);
-	return reply_send(c, &b);
+	return driver_reply_send(c, &b);
 }
 
-static bool caller_is_privileged(const struct driver_call *c)
+bool driver_caller_is_privileged(const struct driver_call *c)
 {
 	return c->peer->uid == c->bus->uid || c->peer->uid == 0;
 }
 
 /* Read the single string argument every "s" method has. */
-static int read_name(struct driver_call *c, const char **namep)
+int driver_read_name(struct driver_call *c, const char **namep)
 {
 	int r = dc_reader_read(&c->reader, "s", namep);
 
@@ -140,13 +132,13 @@ static int read_name(struct driver_call *c, const char **namep)
  * Return: 0 with *selfp set for org.freedesktop.DBus or *connp for a peer,
  * 1 (error set: NameHasNoOwner / InvalidArgs).
  */
-static int lookup_conn(struct driver_call *c, const char *what, const char **namep,
+int driver_lookup_conn(struct driver_call *c, const char *what, const char **namep,
 		       struct peer **connp, bool *selfp)
 {
 	const char *name;
 	int r;
 
-	r = read_name(c, &name);
+	r = driver_read_name(c, &name);
 	if (r)
 		return r;
 	*namep = name;
@@ -160,391 +152,7 @@ static int lookup_conn(struct driver_call *c, const char *what, const char **nam
 	return 0;
 }
 
-/* ------------------------------------------------------- org.freedesktop.DBus */
-
-static int method_hello(struct driver_call *c)
-{
-	/* Registered connections only get here (driver_hello() handles the first). */
-	return driver_fail(c, DC_ERROR_FAILED, "Already handled an Hello message");
-}
-
-static int method_request_name(struct driver_call *c)
-{
-	const char *lsm = NULL;
-	struct peer *peer = c->peer;
-	const char *name;
-	uint32_t flags, reply;
-	struct name *n;
-	bool queued = false;
-	int r;
-
-	r = dc_reader_read(&c->reader, "su", &name, &flags);
-	if (r)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
-
-	if (!validate_bus_name_lenient(name, strlen(name)))
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Requested bus name \"%s\" is not valid", name);
-	if (name[0] == ':')
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Cannot acquire a service starting with ':' such as \"%s\"",
-				   name);
-	if (!strcmp(name, DC_SERVICE_DBUS))
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Connection \"%s\" is not allowed to own the service \"%s\" "
-				   "because it is reserved for D-Bus' use only",
-				   peer_name(peer), name);
-
-	/* The LSMs first, then the configuration, as dbus-daemon asks them. */
-	r = policy_check_own_lsm(c->bus, peer, name, &lsm);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
-				   "Connection \"%s\" is not allowed to own the service \"%s\" "
-				   "due to %s policy", peer_name(peer), name, lsm);
-	if (peer->policy) {
-		const struct bus_policy_rule *rule = NULL;
-
-		if (!bus_client_policy_check_own(peer->policy, name, &rule)) {
-			/* dbus-daemon's text, then which rule decided (issue 6) */
-			_cleanup_free_ char *why = rule ? bus_policy_rule_describe(rule) : NULL;
-
-			return driver_fail(c, DC_ERROR_ACCESS_DENIED,
-				"Connection \"%s\" is not allowed to own the service \"%s\" due "
-				"to security policies in the configuration file (%s)",
-				peer_name(peer), name, why ? why : "no rule allows it");
-		}
-	}
-
-	/* A new entry in some queue needs room under both limits. */
-	n = name_registry_find(c->bus->names, name);
-	if (n) {
-		struct name_ownership *o;
-
-		list_for_each_entry(o, &n->queue, name_link)
-			if (o->owner == &peer->owner)
-				queued = true;
-	}
-	if (!queued) {
-		/* The unique name counts as one name, as in dbus-daemon. */
-		if (peer->owner.n_ownerships + 1 >=
-		    (size_t)c->bus->limits.max_names_per_connection)
-			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
-				"Connection \"%s\" is not allowed to own more services "
-				"(increase limits in configuration file if required; "
-				"max_names_per_connection=%lld)",
-				peer_name(peer),
-				(long long)c->bus->limits.max_names_per_connection);
-		if (peer_charge(peer, USER_SLOT_NAMES, 1))
-			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
-					   "The user %u owns too many names", (unsigned)peer->uid);
-		peer_uncharge(peer, USER_SLOT_NAMES, 1);
-	}
-
-	r = name_registry_request(c->bus->names, &peer->owner, name, flags, &reply);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
-	router_sync_name_charge(peer);
-	driver_stats_names_changed(c->bus, peer);
-	/* The signals went out first (the registry emitted them), then the reply. */
-	return reply_u(c, reply);
-}
-
-static int method_release_name(struct driver_call *c)
-{
-	const char *name;
-	uint32_t reply;
-	int r;
-
-	r = read_name(c, &name);
-	if (r)
-		return r;
-	if (!validate_bus_name_lenient(name, strlen(name)))
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Given bus name \"%s\" is not valid",
-				   name);
-	if (name[0] == ':')
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Cannot release a service starting with ':' such as \"%s\"",
-				   name);
-	if (!strcmp(name, DC_SERVICE_DBUS))
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Cannot release the %s service because it is owned by the bus",
-				   name);
-	r = name_registry_release(c->bus->names, &c->peer->owner, name, &reply);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
-	router_sync_name_charge(c->peer);
-	return reply_u(c, reply);
-}
-
-static int method_start_service_by_name(struct driver_call *c)
-{
-	const char *name;
-	uint32_t flags;
-	int r;
-
-	r = dc_reader_read(&c->reader, "su", &name, &flags);
-	if (r)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
-	/* Replies (1 later, 2 now) and errors are sent by the activation module. */
-	return activation_start(c->bus->activation, c->peer, c->msg, name, false);
-}
-
-static int method_update_activation_environment(struct driver_call *c)
-{
-	struct activation_error err = {};
-	int r;
-
-	/* The privilege check is the method table's (METHOD_PRIVILEGED). */
-	r = activation_update_environment(c->bus->activation, c->msg, &err);
-	if (r > 0)
-		r = driver_fail(c, err.name, "%s", err.message ? err.message : "");
-	activation_error_deinit(&err);
-	if (r)
-		return r;
-	return reply_empty(c);
-}
-
-static int method_name_has_owner(struct driver_call *c)
-{
-	const char *name;
-	int r;
-
-	r = read_name(c, &name);
-	if (r)
-		return r;
-	return reply_b(c, !strcmp(name, DC_SERVICE_DBUS) || bus_resolve(c->bus, name));
-}
-
-static int method_list_names(struct driver_call *c)
-{
-	struct message_builder b;
-	struct name_owner *o = NULL;
-	struct name *n;
-
-	reply_init(c, &b, "as");
-	dc_writer_open(&b.body, 'a', NULL);
-	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
-	while ((o = name_registry_next_unique(c->bus->names, o)))
-		dc_writer_write(&b.body, "s", o->unique_name);
-	list_for_each_entry(n, &c->bus->names->name_list, registry_link)
-		dc_writer_write(&b.body, "s", n->str);
-	dc_writer_close(&b.body);
-	return reply_send(c, &b);
-}
-
-static int method_list_activatable_names(struct driver_call *c)
-{
-	const struct bus_services *services;
-	struct message_builder b;
-	size_t i;
-
-	reply_init(c, &b, "as");
-	dc_writer_open(&b.body, 'a', NULL);
-	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
-	services = activation_services(c->bus->activation);
-	for (i = 0; i < services->n_services; i++)
-		dc_writer_write(&b.body, "s", bus_services_get(services, i)->name);
-	dc_writer_close(&b.body);
-	return reply_send(c, &b);
-}
-
-/* An LSM (AppArmor) does not let the caller eavesdrop. */
-static int eavesdrop_denied(struct driver_call *c)
-{
-	return driver_fail(c, DC_ERROR_ACCESS_DENIED,
-			   "Connection \"%s\" is not allowed to eavesdrop due to AppArmor policy",
-			   peer_name(c->peer));
-}
-
-static int method_add_match(struct driver_call *c)
-{
-	struct peer *peer = c->peer;
-	struct match_rule *rule = NULL;
-	const char *text, *reason = NULL;
-	int r;
-
-	if (peer->matches.n_rules >= (size_t)c->bus->limits.max_match_rules_per_connection)
-		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
-			"Connection \"%s\" is not allowed to add more match rules "
-			"(increase limits in configuration file if required; "
-			"max_match_rules_per_connection=%lld)",
-			peer_name(peer),
-			(long long)c->bus->limits.max_match_rules_per_connection);
-	r = read_name(c, &text);
-	if (r)
-		return r;
-	r = match_rule_parse(&rule, text, &reason);
-	if (r < 0)
-		return r;
-	if (r == MATCH_E_TOO_LONG)
-		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "%s",
-				   reason ? reason : "Match rule is too long");
-	if (r)
-		return driver_fail(c, DC_ERROR_MATCH_RULE_INVALID, "%s",
-				   reason ? reason : "Invalid match rule");
-	if (rule->eavesdrop && !caller_is_privileged(c)) {
-		match_rule_free(rule);
-		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
-				   "rejected attempt to call AddMatch with eavesdrop=true by "
-				   "connection %s with uid %u", peer_name(peer),
-				   (unsigned)peer->uid);
-	}
-	if (rule->eavesdrop) {
-		r = policy_check_eavesdrop_lsm(c->bus, peer);
-		if (r <= 0) {
-			match_rule_free(rule);
-			return r < 0 ? r : eavesdrop_denied(c);
-		}
-	}
-	if (peer_charge(peer, USER_SLOT_MATCHES, 1)) {
-		match_rule_free(rule);
-		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
-				   "The user %u has too many match rules", (unsigned)peer->uid);
-	}
-	r = match_registry_add(c->bus->matches, &peer->matches, rule);
-	if (r < 0) {
-		peer_uncharge(peer, USER_SLOT_MATCHES, 1);
-		match_rule_free(rule);
-		return r;
-	}
-	if (rule->eavesdrop)
-		c->bus->n_eavesdrop_rules++;
-	driver_stats_matches_changed(c->bus, peer);
-	return reply_empty(c);
-}
-
-static int method_remove_match(struct driver_call *c)
-{
-	struct peer *peer = c->peer;
-	struct match_rule *rule = NULL, *other;
-	const char *text, *reason = NULL;
-	int r;
-
-	r = read_name(c, &text);
-	if (r)
-		return r;
-	r = match_rule_parse(&rule, text, &reason);
-	if (r < 0)
-		return r;
-	if (r == MATCH_E_TOO_LONG)
-		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "%s",
-				   reason ? reason : "Match rule is too long");
-	if (r)
-		return driver_fail(c, DC_ERROR_MATCH_RULE_INVALID, "%s",
-				   reason ? reason : "Invalid match rule");
-
-	/* The newest equal rule goes, as dbus-daemon does. */
-	other = NULL;
-	for (struct list_node *p = peer->matches.rules.prev; p != &peer->matches.rules;
-	     p = p->prev) {
-		struct match_rule *x = list_entry(p, struct match_rule, owner_link);
-
-		if (match_rule_equal(x, rule)) {
-			other = x;
-			break;
-		}
-	}
-	match_rule_free(rule);
-	if (!other)
-		return driver_fail(c, DC_ERROR_MATCH_RULE_NOT_FOUND,
-				   "The given match rule wasn't found and can't be removed");
-	if (other->eavesdrop && c->bus->n_eavesdrop_rules)
-		c->bus->n_eavesdrop_rules--;
-	match_registry_remove(other);
-	peer_uncharge(peer, USER_SLOT_MATCHES, 1);
-	return reply_empty(c);
-}
-
-static int method_get_name_owner(struct driver_call *c)
-{
-	struct peer *owner;
-	const char *name;
-	int r;
-
-	r = read_name(c, &name);
-	if (r)
-		return r;
-	if (!strcmp(name, DC_SERVICE_DBUS))
-		return reply_s(c, DC_SERVICE_DBUS);
-	owner = bus_resolve(c->bus, name);
-	if (!owner)
-		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
-				   "Could not get owner of name '%s': no such name", name);
-	return reply_s(c, peer_name(owner));
-}
-
-static int method_list_queued_owners(struct driver_call *c)
-{
-	struct message_builder b;
-	struct peer *owner;
-	struct name *n;
-	const char *name;
-	int r;
-
-	r = read_name(c, &name);
-	if (r)
-		return r;
-	reply_init(c, &b, "as");
-	dc_writer_open(&b.body, 'a', NULL);
-	if (!strcmp(name, DC_SERVICE_DBUS)) {
-		dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
-	} else if (name[0] == ':' && (owner = bus_resolve(c->bus, name))) {
-		dc_writer_write(&b.body, "s", peer_name(owner));
-	} else if ((n = name_registry_find(c->bus->names, name))) {
-		struct name_ownership *o;
-
-		list_for_each_entry(o, &n->queue, name_link)
-			dc_writer_write(&b.body, "s", o->owner->unique_name);
-	} else {
-		message_builder_deinit(&b);
-		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
-				   "Could not get owners of name '%s': no such name", name);
-	}
-	dc_writer_close(&b.body);
-	return reply_send(c, &b);
-}
-
-static int method_get_connection_unix_user(struct driver_call *c)
-{
-	struct peer *peer = NULL;
-	bool self = false;
-	const char *name;
-	int r;
-
-	r = lookup_conn(c, "UID", &name, &peer, &self);
-	if (r)
-		return r;
-	/* A TCP peer that authenticated with ANONYMOUS has no uid. */
-	if (!self && peer->uid == (uid_t)-1)
-		return driver_fail(c, DC_ERROR_FAILED, "Could not determine UID for '%s'", name);
-	return reply_u(c, self ? (uint32_t)c->bus->uid : (uint32_t)peer->uid);
-}
-
-static int method_get_connection_unix_process_id(struct driver_call *c)
-{
-	struct peer *peer = NULL;
-	bool self = false;
-	const char *name;
-	pid_t pid;
-	int r;
-
-	r = lookup_conn(c, "PID", &name, &peer, &self);
-	if (r)
-		return r;
-	pid = self ? c->bus->pid : peer->pid;
-	if (pid <= 0)
-		return driver_fail(c, DC_ERROR_UNIX_PROCESS_ID_UNKNOWN,
-				   "Could not determine PID for '%s'", name);
-	return reply_u(c, (uint32_t)pid);
-}
-
-static void asv_u(struct dc_writer *w, const char *key, uint32_t v)
+void driver_asv_u(struct dc_writer *w, const char *key, uint32_t v)
 {
 	dc_writer_open(w, '{', NULL);
 	dc_writer_write(w, "s", key);
@@ -554,7 +162,7 @@ static void asv_u(struct dc_writer *w, const char *key, uint32_t v)
 	dc_writer_close(w);
 }
 
-static void asv_s(struct dc_writer *w, const char *key, const char *v)
+void driver_asv_s(struct dc_writer *w, const char *key, const char *v)
 {
 	dc_writer_open(w, '{', NULL);
 	dc_writer_write(w, "s", key);
@@ -562,576 +170,6 @@ static void asv_s(struct dc_writer *w, const char *key, const char *v)
 	dc_writer_write(w, "s", v);
 	dc_writer_close(w);
 	dc_writer_close(w);
-}
-
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77
-#endif
-
-/*
- * A pidfd of the bus itself: pidfd_open(), or where that is missing (e.g.
- * under valgrind) the peer pidfd of a socketpair, whose peer is us.
- */
-static int open_own_pidfd(void)
-{
-	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	int sv[2];
-	socklen_t l = sizeof(fd);
-
-	if (fd >= 0)
-		return fd;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -1;
-	if (getsockopt(sv[0], SOL_SOCKET, SO_PEERPIDFD, &fd, &l) < 0)
-		fd = -1;
-	close(sv[0]);
-	close(sv[1]);
-	return fd;
-}
-
-/*
- * ProcessFD (dbus-daemon 1.15.8, dbus-broker 35): a pidfd of the process,
- * attached to the reply, only for a caller that can receive fds.
- */
-static void asv_process_fd(struct driver_call *c, struct message_builder *b, int *pidfd)
-{
-	if (*pidfd < 0 || !peer_can_receive_fds(c->peer))
-		return;
-	dc_writer_open(&b->body, '{', NULL);
-	dc_writer_write(&b->body, "s", "ProcessFD");
-	dc_writer_open(&b->body, 'v', "h");
-	dc_writer_write(&b->body, "h", (uint32_t)0);
-	dc_writer_close(&b->body);
-	dc_writer_close(&b->body);
-	b->fds = pidfd;
-	b->n_fds = 1;
-}
-
-static int method_get_connection_credentials(struct driver_call *c)
-{
-	struct peer *peer = NULL;
-	bool self = false;
-	struct message_builder b;
-	const char *name;
-	struct dc_writer *w;
-	int pidfd;
-	int r;
-
-	r = lookup_conn(c, "credentials", &name, &peer, &self);
-	if (r)
-		return r;
-	reply_init(c, &b, "a{sv}");
-	w = &b.body;
-	dc_writer_open(w, 'a', NULL);
-	if (self) {
-		asv_u(w, "UnixUserID", (uint32_t)c->bus->uid);
-		asv_u(w, "ProcessID", (uint32_t)c->bus->pid);
-		/* Our own pidfd, opened once (after --fork, so of the bus itself). */
-		if (c->bus->pidfd < 0)
-			c->bus->pidfd = open_own_pidfd();
-		pidfd = c->bus->pidfd;
-		asv_process_fd(c, &b, &pidfd);
-	} else {
-		/* Groups and label belong to the socket's peer, not to a proven identity. */
-		const struct socket_creds *cr = peer->socket_identity ?
-						&peer->creds : NULL;
-
-		if (peer->uid != (uid_t)-1)
-			asv_u(w, "UnixUserID", (uint32_t)peer->uid);
-		if (cr) {
-			/* The primary group first, then the supplementary ones, no duplicates. */
-			_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
-			size_t n = 0;
-
-			if (!gids) {
-				message_builder_deinit(&b);
-				return -ENOMEM;
-			}
-			gids[n++] = (uint32_t)cr->gid;
-			for (size_t i = 0; i < cr->n_groups; i++)
-				if ((uint32_t)cr->groups[i] != (uint32_t)cr->gid)
-					gids[n++] = (uint32_t)cr->groups[i];
-			dc_writer_open(w, '{', NULL);
-			dc_writer_write(w, "s", "UnixGroupIDs");
-			dc_writer_open(w, 'v', "au");
-			dc_writer_append_array(w, 'u', gids, n);
-			dc_writer_close(w);
-			dc_writer_close(w);
-		}
-		if (peer->pid > 0)
-			asv_u(w, "ProcessID", (uint32_t)peer->pid);
-		if (cr && cr->label) {
-			/* GVariant bytestring convention: the NUL is included. */
-			dc_writer_open(w, '{', NULL);
-			dc_writer_write(w, "s", "LinuxSecurityLabel");
-			dc_writer_open(w, 'v', "ay");
-			dc_writer_append_array(w, 'y', cr->label, strlen(cr->label) + 1);
-			dc_writer_close(w);
-			dc_writer_close(w);
-		}
-		pidfd = peer_get_pidfd(peer);
-		asv_process_fd(c, &b, &pidfd);
-	}
-	dc_writer_close(w);
-	return reply_send(c, &b);
-}
-
-static int method_get_adt_audit_session_data(struct driver_call *c)
-{
-	struct peer *peer = NULL;
-	bool self = false;
-	const char *name;
-	int r;
-
-	r = lookup_conn(c, "audit session data", &name, &peer, &self);
-	if (r)
-		return r;
-	/* No ADT (Solaris audit) on Linux, as in dbus-daemon. */
-	return driver_fail(c, DC_ERROR_ADT_AUDIT_DATA_UNKNOWN,
-			   "Could not determine audit session data for '%s'", name);
-}
-
-static int method_get_connection_selinux_security_context(struct driver_call *c)
-{
-	struct peer *peer = NULL;
-	bool self = false;
-	struct message_builder b;
-	_cleanup_free_ char *ctx = NULL;
-	const char *name;
-	int r;
-
-	r = lookup_conn(c, "security context", &name, &peer, &self);
-	if (r)
-		return r;
-	/* Only with SELinux: any other LSM label is not an SELinux context. */
-	r = c->bus->selinux ? selinux_context(c->bus->selinux, self ? NULL : peer, &ctx) : 1;
-	if (r < 0)
-		return r;
-	if (r)
-		return driver_fail(c, DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN,
-				   "Could not determine security context for '%s'", name);
-	/* The context without its NUL, as dbus-daemon sends it. */
-	reply_init(c, &b, "ay");
-	dc_writer_append_array(&b.body, 'y', ctx, strlen(ctx));
-	return reply_send(c, &b);
-}
-
-static int method_reload_config(struct driver_call *c)
-{
-	_cleanup_free_ char *err = NULL;
-	int r;
-
-	r = bus_reload_config(c->bus, &err);
-	if (r < 0)
-		return driver_fail(c, DC_ERROR_FAILED, "Reloading the configuration failed: %s",
-				   strerror(-r));
-	if (r > 0)
-		return driver_fail(c, DC_ERROR_FAILED, "%s", err ? err : "invalid configuration");
-	return reply_empty(c);
-}
-
-static int method_get_id(struct driver_call *c)
-{
-	return reply_s(c, c->bus->guid);
-}
-
-static int method_become_monitor(struct driver_call *c)
-{
-	struct match_rule **rules = NULL;
-	size_t n = 0, i;
-	uint32_t flags;
-	int r;
-
-	/* Asked before the arguments are read, as dbus-daemon asks it. */
-	r = policy_check_eavesdrop_lsm(c->bus, c->peer);
-	if (r <= 0)
-		return r < 0 ? r : eavesdrop_denied(c);
-
-	r = dc_reader_enter(&c->reader, 'a');
-	while (!r && dc_reader_peek(&c->reader) == 's') {
-		const char *text, *reason = NULL;
-		struct match_rule **v;
-
-		r = dc_reader_read(&c->reader, "s", &text);
-		if (r)
-			break;
-		v = realloc(rules, (n + 1) * sizeof(*rules));
-		if (!v) {
-			r = -ENOMEM;
-			break;
-		}
-		rules = v;
-		r = match_rule_parse(&rules[n], text, &reason);
-		if (r < 0)
-			break;
-		if (r) {
-			r = driver_fail(c, r == MATCH_E_TOO_LONG ? DC_ERROR_LIMITS_EXCEEDED :
-					DC_ERROR_MATCH_RULE_INVALID, "%s",
-					reason ? reason : "Invalid match rule");
-			goto out;
-		}
-		n++;
-	}
-	if (!r)
-		r = dc_reader_exit(&c->reader);
-	if (!r)
-		r = dc_reader_read(&c->reader, "u", &flags);
-	if (r > 0) {
-		r = driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
-		goto out;
-	}
-	if (r < 0)
-		goto out;
-	if (flags != 0) {
-		r = driver_fail(c, DC_ERROR_INVALID_ARGS,
-				"BecomeMonitor does not support any flags yet");
-		goto out;
-	}
-	/* An empty list means "everything", i.e. the rule "". */
-	if (n == 0) {
-		const char *reason;
-
-		rules = calloc(1, sizeof(*rules));
-		if (!rules) {
-			r = -ENOMEM;
-			goto out;
-		}
-		r = match_rule_parse(&rules[0], "", &reason);
-		if (r) {
-			r = r < 0 ? r : -EINVAL;
-			goto out;
-		}
-		n = 1;
-	}
-
-	/* The reply goes out while the connection is still a normal one. */
-	r = reply_empty(c);
-	if (r < 0)
-		goto out;
-	r = monitor_become(c->peer, rules, n);
-	if (r >= 0 && !c->peer->closed)
-		driver_stats_matches_changed(c->bus, c->peer);
-out:
-	for (i = 0; i < n; i++)
-		if (rules[i])
-			match_rule_free(rules[i]);
-	free(rules);
-	return r;
-}
-
-static int method_get_machine_id(struct driver_call *c)
-{
-	return reply_s(c, c->bus->machine_id);
-}
-
-static int method_ping(struct driver_call *c)
-{
-	return reply_empty(c);
-}
-
-/* ----------------------------------------------------------------- Stats */
-
-/*
- * org.freedesktop.DBus.Debug.Stats reports the keys of dbus-daemon 1.14
- * (bus/stats.c), with its meanings:
- *  - BusNames: entries in name queues, every connection's unique name
- *    included (a connection owning two names and queued for a third counts
- *    4); monitors have none. MatchRules: AddMatch rules, monitors' filters
- *    included. Peak*: the highest value seen; Peak*PerConnection: the most
- *    one connection ever had.
- *  - ActiveConnections: connections after Hello, monitors included;
- *    IncompleteConnections: before it.
- *  - Serial: how many times the method was called before (one counter for
- *    GetStats, one for GetConnectionStats).
- *  - ListMemPool{Used,Cached,Allocated}Bytes: dbus-daemon's pool of list
- *    nodes; here the pool of output queue entries (struct delivery): bytes
- *    in use, kept for reuse, and both.
- * GetConnectionStats: Outgoing* is the output queue (messages, bytes, fds
- * queued and not yet written, with peaks; for a native client, what its
- * socket holds plus what it has not read of its bus1 queue, as the broker
- * last learnt it from the kernel); Incoming* is what the bus holds
- * of the connection's messages. The broker routes each message as soon as
- * it is read, so IncomingMessages is 0 and Incoming{Bytes,FDs} count the
- * message being routed (the caller's own call, for itself); once queued, a
- * message counts against its receivers' Outgoing* only (dbus-daemon also
- * keeps charging its sender until it is written).
- */
-
-static uint32_t conn_bus_names(const struct peer *peer)
-{
-	return (uint32_t)peer->owner.n_ownerships + (peer->owner.registry ? 1 : 0);
-}
-
-/* After a name request (or Hello) of @peer: raise the peaks. */
-void driver_stats_names_changed(struct bus *bus, struct peer *peer)
-{
-	uint32_t total = (uint32_t)(bus->names->n_ownerships + hmap_size(&bus->names->uniques));
-	uint32_t mine = conn_bus_names(peer);
-
-	if (total > bus->peak_names)
-		bus->peak_names = total;
-	if (mine > peer->peak_names)
-		peer->peak_names = mine;
-	if (mine > bus->peak_names_per_conn)
-		bus->peak_names_per_conn = mine;
-}
-
-static uint32_t bus_match_rules(struct bus *bus)
-{
-	return (uint32_t)(match_registry_count(bus->matches) +
-			  match_registry_count(bus->monitor_matches));
-}
-
-/* After AddMatch or BecomeMonitor of @peer: raise the peaks. */
-void driver_stats_matches_changed(struct bus *bus, struct peer *peer)
-{
-	uint32_t total = bus_match_rules(bus);
-	uint32_t mine = (uint32_t)peer->matches.n_rules;
-
-	if (total > bus->peak_matches)
-		bus->peak_matches = total;
-	if (mine > peer->peak_matches)
-		peer->peak_matches = mine;
-	if (mine > bus->peak_matches_per_conn)
-		bus->peak_matches_per_conn = mine;
-}
-
-static int method_get_stats(struct driver_call *c)
-{
-	struct bus *bus = c->bus;
-	struct message_builder b;
-	struct dc_writer *w;
-	size_t used, cached;
-
-	delivery_cache_stats(&c->bus->deliveries, &used, &cached);
-	reply_init(c, &b, "a{sv}");
-	w = &b.body;
-	dc_writer_open(w, 'a', NULL);
-	asv_u(w, "Serial", bus->stats_serial++);
-	asv_u(w, "ListMemPoolUsedBytes", (uint32_t)used);
-	asv_u(w, "ListMemPoolCachedBytes", (uint32_t)cached);
-	asv_u(w, "ListMemPoolAllocatedBytes", (uint32_t)(used + cached));
-	asv_u(w, "ActiveConnections", bus->n_active);
-	asv_u(w, "IncompleteConnections", bus->n_incomplete);
-	asv_u(w, "MatchRules", bus_match_rules(bus));
-	asv_u(w, "PeakMatchRules", bus->peak_matches);
-	asv_u(w, "PeakMatchRulesPerConnection", bus->peak_matches_per_conn);
-	asv_u(w, "BusNames", (uint32_t)(bus->names->n_ownerships +
-					hmap_size(&bus->names->uniques)));
-	asv_u(w, "PeakBusNames", bus->peak_names);
-	asv_u(w, "PeakBusNamesPerConnection", bus->peak_names_per_conn);
-	dc_writer_close(w);
-	return reply_send(c, &b);
-}
-
-static int method_get_connection_stats(struct driver_call *c)
-{
-	uint64_t out_bytes, out_fds, out_msgs;
-	struct native_conn *nc;
-	struct peer *peer = NULL;
-	bool self = false;
-	struct message_builder b;
-	struct dc_writer *w;
-	const char *name;
-	int r;
-
-	r = lookup_conn(c, "statistics", &name, &peer, &self);
-	if (r)
-		return r;
-	if (self)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "GetConnectionStats is not meaningful for the message bus "
-				   "\"%s\" itself", name);
-	reply_init(c, &b, "a{sv}");
-	w = &b.body;
-	dc_writer_open(w, 'a', NULL);
-	asv_u(w, "Serial", c->bus->conn_stats_serial++);
-	asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
-	asv_u(w, "PeakMatchRules", peer->peak_matches);
-	asv_u(w, "BusNames", conn_bus_names(peer));
-	asv_u(w, "PeakBusNames", peer->peak_names);
-	asv_s(w, "UniqueName", peer_name(peer));
-	asv_u(w, "IncomingMessages", 0);
-	asv_u(w, "IncomingBytes", (uint32_t)peer->n_dispatching_bytes);
-	asv_u(w, "IncomingFDs", (uint32_t)peer->n_dispatching_fds);
-	asv_u(w, "PeakIncomingBytes", (uint32_t)peer->peak_dispatching_bytes);
-	asv_u(w, "PeakIncomingFDs", (uint32_t)peer->peak_dispatching_fds);
-	out_bytes = peer->n_queued_bytes;
-	out_fds = peer->n_queued_fds;
-	out_msgs = peer->n_queued_msgs;
-	nc = native_conn_of(peer);
-	if (nc) {
-		uint64_t bytes, fds, msgs;
-
-		/* A native client's output: its bus1 queue, after what its socket holds. */
-		native_conn_get_queued(nc, &bytes, &fds, &msgs);
-		out_bytes += bytes;
-		out_fds += fds;
-		out_msgs += msgs;
-	}
-	asv_u(w, "OutgoingMessages", (uint32_t)out_msgs);
-	asv_u(w, "OutgoingBytes", (uint32_t)out_bytes);
-	asv_u(w, "OutgoingFDs", (uint32_t)out_fds);
-	asv_u(w, "PeakOutgoingBytes", (uint32_t)peer->peak_queued_bytes);
-	asv_u(w, "PeakOutgoingFDs", (uint32_t)peer->peak_queued_fds);
-	dc_writer_close(w);
-	return reply_send(c, &b);
-}
-
-static int method_get_all_match_rules(struct driver_call *c)
-{
-	struct message_builder b;
-	struct dc_writer *w;
-	struct peer *peer;
-	char buf[MATCH_RULE_MAX_LENGTH * 4];
-
-	reply_init(c, &b, "a{sas}");
-	w = &b.body;
-	dc_writer_open(w, 'a', NULL);
-	list_for_each_entry(peer, &c->bus->peers, bus_link) {
-		struct match_rule *rule;
-
-		if (!peer->registered || peer->closed)
-			continue;
-		dc_writer_open(w, '{', NULL);
-		dc_writer_write(w, "s", peer_name(peer));
-		dc_writer_open(w, 'a', NULL);
-		list_for_each_entry(rule, &peer->matches.rules, owner_link) {
-			if (match_rule_to_string(rule, buf, sizeof(buf)) >= 0)
-				dc_writer_write(w, "s", buf);
-		}
-		dc_writer_close(w);
-		dc_writer_close(w);
-	}
-	dc_writer_close(w);
-	return reply_send(c, &b);
-}
-
-/* --------------------------------------------- org.freedesktop.DBus.Bus1 */
-
-/*
- * The native clients' bootstrap (docs/native-protocol.md): Connect(h) with
- * the client's /dev/bus1 fd, before Hello. The reply (the client's handles
- * of its three nodes) goes out on the socket; everything after it over bus1.
- */
-static int method_bus1_connect(struct driver_call *c)
-{
-	_cleanup_message_ struct message *reply = NULL;
-	struct peer *peer = c->peer;
-	struct message *msg = c->msg;
-	struct message_builder b;
-	struct native_conn *nc;
-	uint64_t handles[3];
-	uint32_t index;
-	int r;
-
-	if (!c->bus->native)
-		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
-				   "This bus has no bus1 transport (/dev/bus1 is absent)");
-	if (peer->output != peer->transport || peer->registered)
-		return driver_fail(c, DC_ERROR_FAILED,
-				   "Connect must be the first call, and only one");
-	if (strcmp(msg->signature, DC_BUS1_CONNECT_SIGNATURE))
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Connect takes one unix fd (signature h)");
-	if (dc_reader_read(&c->reader, "h", &index) || index >= msg->n_fds)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "Connect needs its fd (negotiate NEGOTIATE_UNIX_FD)");
-
-	r = native_attach(c->bus->native, peer, msg->fds[index], handles, &nc);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s",
-				   r == NATIVE_E_NOT_BUS1 ? "Connect needs a /dev/bus1 fd" :
-							    "bus1 handle transfer failed");
-	/* The broker keeps no copy of the client's peer fd (native_attach()). */
-	close(msg->fds[index]);
-	msg->fds[index] = -1;
-
-	message_builder_init_method_return(&b, msg, DC_BUS1_CONNECT_REPLY);
-	b.sender = DC_SERVICE_DBUS;
-	dc_writer_write(&b.body, DC_BUS1_CONNECT_REPLY, handles[0], handles[1], handles[2]);
-	r = message_builder_seal(&b, bus_next_serial(c->bus), &reply);
-	message_builder_deinit(&b);
-	if (r == 0) {
-		/* Still a socket connection here: the reply goes out on the socket. */
-		r = peer_queue(peer, reply);
-		if (r > 0) {
-			peer_close(peer, "cannot queue the bus1 bootstrap reply");
-			r = 0;
-		} else if (r == 0) {
-			peer_set_output(peer, native_conn_transport(nc));
-			return 0;
-		}
-	}
-	native_conn_free(nc);
-	return r < 0 ? r : 0;
-}
-
-/*
- * GetDirectHandle(s name) -> (s unique_name), with the owner's direct-node
- * handle in the reply's bus1 handle list: the direct path between two
- * native clients, if the policy lets the callee enforce it (policy.h).
- */
-static int method_bus1_get_direct_handle(struct driver_call *c)
-{
-	_cleanup_message_ struct message *reply = NULL;
-	struct native_conn *caller = native_conn_of(c->peer), *callee;
-	struct peer *target;
-	struct message_builder b;
-	const char *name;
-	int r;
-
-	if (!caller)
-		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
-				   "Direct handles are for native (bus1) clients only");
-	if (dc_reader_read(&c->reader, "s", &name) || !name)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS,
-				   "GetDirectHandle takes one bus name (signature s)");
-	target = bus_resolve(c->bus, name);
-	if (!target)
-		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
-				   "Could not get owner of name '%s': no such name", name);
-	callee = native_conn_of(target);
-	if (!callee)
-		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
-				   "The owner of '%s' is not a native client", name);
-
-	r = policy_check_direct(c->bus, c->peer, target);
-	switch (r) {
-	case POLICY_DIRECT_ALLOWED:
-		break;
-	case POLICY_DIRECT_DENIED:
-		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
-				   "The policy does not allow calls to '%s'", name);
-	case POLICY_DIRECT_OPAQUE:
-		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
-				   "The policy for '%s' looks at interfaces, members, paths, "
-				   "errors, fds, groups or the console: no direct handle", name);
-	case POLICY_DIRECT_NO_REPLIES:
-		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
-				   "The policy does not allow replies from '%s': no direct "
-				   "handle", name);
-	default:
-		return r < 0 ? r : -EINVAL;
-	}
-	r = native_conn_allow_direct(callee, (uint32_t)c->peer->uid);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "No direct handle to '%s' now",
-				   name);
-
-	message_builder_init_method_return(&b, c->msg, "s");
-	b.sender = DC_SERVICE_DBUS;
-	dc_writer_write(&b.body, "s", peer_name(target));
-	r = message_builder_seal(&b, bus_next_serial(c->bus), &reply);
-	message_builder_deinit(&b);
-	if (r)
-		return r < 0 ? r : -EINVAL;
-	/* Over bus1, since the reply carries a handle. */
-	return native_send_direct_handle(caller, callee, reply);
 }
 
 /* ------------------------------------------------------------ Properties */
@@ -1191,30 +229,30 @@ struct driver_interface {
 };
 
 static const struct driver_method dbus_methods[] = {
-	{ "Hello", "", "s", method_hello, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
-	{ "RequestName", "su", "u", method_request_name, METHOD_ANY_PATH },
-	{ "ReleaseName", "s", "u", method_release_name, METHOD_ANY_PATH },
-	{ "StartServiceByName", "su", "u", method_start_service_by_name, METHOD_ANY_PATH },
-	{ "UpdateActivationEnvironment", "a{ss}", "", method_update_activation_environment,
+	{ "Hello", "", "s", driver_method_hello, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
+	{ "RequestName", "su", "u", driver_method_request_name, METHOD_ANY_PATH },
+	{ "ReleaseName", "s", "u", driver_method_release_name, METHOD_ANY_PATH },
+	{ "StartServiceByName", "su", "u", driver_method_start_service_by_name, METHOD_ANY_PATH },
+	{ "UpdateActivationEnvironment", "a{ss}", "", driver_method_update_activation_environment,
 	  METHOD_PRIVILEGED },
-	{ "NameHasOwner", "s", "b", method_name_has_owner, METHOD_ANY_PATH },
-	{ "ListNames", "", "as", method_list_names, METHOD_ANY_PATH },
-	{ "ListActivatableNames", "", "as", method_list_activatable_names, METHOD_ANY_PATH },
-	{ "AddMatch", "s", "", method_add_match, METHOD_ANY_PATH },
-	{ "RemoveMatch", "s", "", method_remove_match, METHOD_ANY_PATH },
-	{ "GetNameOwner", "s", "s", method_get_name_owner, METHOD_ANY_PATH },
-	{ "ListQueuedOwners", "s", "as", method_list_queued_owners, METHOD_ANY_PATH },
-	{ "GetConnectionUnixUser", "s", "u", method_get_connection_unix_user,
+	{ "NameHasOwner", "s", "b", driver_method_name_has_owner, METHOD_ANY_PATH },
+	{ "ListNames", "", "as", driver_method_list_names, METHOD_ANY_PATH },
+	{ "ListActivatableNames", "", "as", driver_method_list_activatable_names, METHOD_ANY_PATH },
+	{ "AddMatch", "s", "", driver_method_add_match, METHOD_ANY_PATH },
+	{ "RemoveMatch", "s", "", driver_method_remove_match, METHOD_ANY_PATH },
+	{ "GetNameOwner", "s", "s", driver_method_get_name_owner, METHOD_ANY_PATH },
+	{ "ListQueuedOwners", "s", "as", driver_method_list_queued_owners, METHOD_ANY_PATH },
+	{ "GetConnectionUnixUser", "s", "u", driver_method_get_connection_unix_user,
 	  METHOD_ANY_PATH },
-	{ "GetConnectionUnixProcessID", "s", "u", method_get_connection_unix_process_id,
+	{ "GetConnectionUnixProcessID", "s", "u", driver_method_get_connection_unix_process_id,
 	  METHOD_ANY_PATH },
-	{ "GetAdtAuditSessionData", "s", "ay", method_get_adt_audit_session_data,
+	{ "GetAdtAuditSessionData", "s", "ay", driver_method_get_adt_audit_session_data,
 	  METHOD_ANY_PATH },
 	{ "GetConnectionSELinuxSecurityContext", "s", "ay",
-	  method_get_connection_selinux_security_context, METHOD_ANY_PATH },
-	{ "ReloadConfig", "", "", method_reload_config, METHOD_ANY_PATH },
-	{ "GetId", "", "s", method_get_id, METHOD_ANY_PATH },
-	{ "GetConnectionCredentials", "s", "a{sv}", method_get_connection_credentials,
+	  driver_method_get_connection_selinux_security_context, METHOD_ANY_PATH },
+	{ "ReloadConfig", "", "", driver_method_reload_config, METHOD_ANY_PATH },
+	{ "GetId", "", "s", driver_method_get_id, METHOD_ANY_PATH },
+	{ "GetConnectionCredentials", "s", "a{sv}", driver_method_get_connection_credentials,
 	  METHOD_ANY_PATH },
 	{}
 };
@@ -1232,28 +270,28 @@ static const struct driver_method introspectable_methods[] = {
 };
 
 static const struct driver_method monitoring_methods[] = {
-	{ "BecomeMonitor", "asu", "", method_become_monitor, METHOD_PRIVILEGED },
+	{ "BecomeMonitor", "asu", "", driver_method_become_monitor, METHOD_PRIVILEGED },
 	{}
 };
 
 static const struct driver_method stats_methods[] = {
-	{ "GetStats", "", "a{sv}", method_get_stats, 0 },
-	{ "GetConnectionStats", "s", "a{sv}", method_get_connection_stats, 0 },
-	{ "GetAllMatchRules", "", "a{sas}", method_get_all_match_rules, 0 },
+	{ "GetStats", "", "a{sv}", driver_method_get_stats, 0 },
+	{ "GetConnectionStats", "s", "a{sv}", driver_method_get_connection_stats, 0 },
+	{ "GetAllMatchRules", "", "a{sas}", driver_method_get_all_match_rules, 0 },
 	{}
 };
 
 static const struct driver_method peer_methods[] = {
-	{ "GetMachineId", "", "s", method_get_machine_id, METHOD_ANY_PATH },
-	{ "Ping", "", "", method_ping, METHOD_ANY_PATH },
+	{ "GetMachineId", "", "s", driver_method_get_machine_id, METHOD_ANY_PATH },
+	{ "Ping", "", "", driver_method_ping, METHOD_ANY_PATH },
 	{}
 };
 
 static const struct driver_method bus1_methods[] = {
 	{ DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, DC_BUS1_CONNECT_REPLY,
-	  method_bus1_connect, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
+	  driver_method_bus1_connect, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
 	{ DC_BUS1_METHOD_GET_DIRECT_HANDLE, DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE,
-	  DC_BUS1_GET_DIRECT_HANDLE_REPLY, method_bus1_get_direct_handle, METHOD_ANY_PATH },
+	  DC_BUS1_GET_DIRECT_HANDLE_REPLY, driver_method_bus1_get_direct_handle, METHOD_ANY_PATH },
 	{}
 };
 
@@ -1359,11 +397,11 @@ static int method_props_get(struct driver_call *c)
 	p = find_property(c, i, prop);
 	if (!p)
 		return 1;
-	reply_init(c, &b, "v");
+	driver_reply_init(c, &b, "v");
 	dc_writer_open(&b.body, 'v', p->type);
 	p->get(c, &b.body);
 	dc_writer_close(&b.body);
-	return reply_send(c, &b);
+	return driver_reply_send(c, &b);
 }
 
 static int method_props_get_all(struct driver_call *c)
@@ -1374,13 +412,13 @@ static int method_props_get_all(struct driver_call *c)
 	const char *iface;
 	int r;
 
-	r = read_name(c, &iface);
+	r = driver_read_name(c, &iface);
 	if (r)
 		return r;
 	i = find_interface(c, iface);
 	if (!i)
 		return 1;
-	reply_init(c, &b, "a{sv}");
+	driver_reply_init(c, &b, "a{sv}");
 	dc_writer_open(&b.body, 'a', NULL);
 	for (p = i->properties; p && p->name; p++) {
 		dc_writer_open(&b.body, '{', NULL);
@@ -1391,7 +429,7 @@ static int method_props_get_all(struct driver_call *c)
 		dc_writer_close(&b.body);
 	}
 	dc_writer_close(&b.body);
-	return reply_send(c, &b);
+	return driver_reply_send(c, &b);
 }
 
 static int method_props_set(struct driver_call *c)
@@ -1521,7 +559,7 @@ static int method_introspect(struct driver_call *c)
 	r = driver_introspect_xml(&xml, c->msg->path);
 	if (r < 0)
 		return r;
-	return reply_s(c, xml);
+	return driver_reply_s(c, xml);
 }
 
 /* ---------------------------------------------------------------- dispatch */
@@ -1593,7 +631,7 @@ int driver_dispatch(struct peer *peer, struct message *msg)
 		for (m = i->methods; m->name; m++) {
 			if (strcmp(m->name, msg->member))
 				continue;
-			if ((m->flags & METHOD_PRIVILEGED) && !caller_is_privileged(&c))
+			if ((m->flags & METHOD_PRIVILEGED) && !driver_caller_is_privileged(&c))
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"rejected attempt to call %s by connection %s with uid %u",
 					m->name, peer_name(peer), (unsigned)peer->uid));
@@ -1624,16 +662,16 @@ int driver_dispatch_peer(struct peer *peer, struct message *msg)
 		return r;
 	if (msg->interface && !strcmp(msg->interface, DC_INTERFACE_PEER)) {
 		if (!strcmp(msg->member, "Ping") && !strcmp(msg->signature, ""))
-			return driver_finish(&c, method_ping(&c));
+			return driver_finish(&c, driver_method_ping(&c));
 		if (!strcmp(msg->member, "GetMachineId") && !strcmp(msg->signature, ""))
-			return driver_finish(&c, method_get_machine_id(&c));
+			return driver_finish(&c, driver_method_get_machine_id(&c));
 	}
 	return driver_finish(&c, driver_fail(&c, DC_ERROR_UNKNOWN_METHOD,
 		"Method \"%s\" with signature \"%s\" on interface \"%s\" doesn't exist\n",
 		msg->member, msg->signature, msg->interface ? msg->interface : "(null)"));
 }
 
-static int driver_hello(struct peer *peer, struct message *msg)
+int driver_hello(struct peer *peer, struct message *msg)
 {
 	struct bus *bus = peer->bus;
 	_cleanup_message_ struct message *m = NULL;
@@ -1680,7 +718,7 @@ static int driver_hello(struct peer *peer, struct message *msg)
 	if (r < 0)
 		return r;
 	/* The reply comes before NameOwnerChanged/NameAcquired, as with dbus-daemon. */
-	r = driver_finish(&c, reply_s(&c, peer_name(peer)));
+	r = driver_finish(&c, driver_reply_s(&c, peer_name(peer)));
 	if (r < 0)
 		return r;
 	r = name_registry_add_unique(bus->names, &peer->owner);
@@ -1720,7 +758,7 @@ int driver_dispatch_bootstrap(struct peer *peer, struct message *msg)
 	struct driver_call c;
 	int r;
 
-	if (m->fn == method_hello)
+	if (m->fn == driver_method_hello)
 		return driver_hello(peer, msg);
 	/* Not stitched (no unique name yet) and not shown to monitors. */
 	r = driver_call_start(&c, peer, msg);
@@ -1728,3 +766,4 @@ int driver_dispatch_bootstrap(struct peer *peer, struct message *msg)
 		return r < 0 ? r : 0;
 	return driver_finish(&c, m->fn(&c));
 }
+

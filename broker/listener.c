@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "broker/bus.h"
+#include "broker/connection.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/state.h"
@@ -305,7 +306,8 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			log_err("accept failed: %s", strerror(errno));
 			return 0;
 		}
-		r = bus_accept(l->bus, cfd, l->has_nonce ? l->nonce : NULL);
+		r = socket_transport_accept(socket_transport_of(l->bus), cfd,
+					    l->has_nonce ? l->nonce : NULL);
 		if (r < 0)
 			log_warn("cannot set up new connection: %s", strerror(-r));
 	}

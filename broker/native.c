@@ -101,6 +101,7 @@ struct native_conn {
  * @batch_nc:	the connections (NULL once freed while collected)
  */
 struct native {
+	struct bus_transport transport;	/* in bus->transports */
 	struct bus *bus;
 	struct b1_peer *peer;
 	sd_event_source *io;
@@ -149,7 +150,8 @@ static struct native_conn *find_by_client(struct native *native, uint64_t client
 
 /* ------------------------------------------------------------------ output */
 
-void native_flush(struct native *native)
+/* Send what is still collected (also done by a defer source after dispatch). */
+static void native_flush(struct native *native)
 {
 	struct iovec iov[2];
 	size_t n = 0;
@@ -644,12 +646,15 @@ int native_conn_allow_direct(struct native_conn *nc, uint32_t uid)
 	return native_publish(nc);
 }
 
-void native_policy_changed(struct native *native)
+/*
+ * The policy was reloaded: revoke every direct handle handed out (the
+ * callees get an empty DirectPolicy; callers ask the broker again).
+ */
+static void native_policy_changed(struct bus_transport *transport)
 {
+	struct native *native = container_of(transport, struct native, transport);
 	struct peer *c;
 
-	if (!native)
-		return;
 	/*
 	 * Revoke every handle handed out under the old policy: the callees
 	 * answer direct calls with DirectRevoked until a caller has asked the
@@ -720,8 +725,34 @@ static int native_setup(struct native *native)
 	r = sd_event_source_set_priority(native->flush, SD_EVENT_PRIORITY_IDLE);
 	if (r < 0)
 		return r;
-	return sd_event_source_set_enabled(native->flush, SD_EVENT_OFF);
+	r = sd_event_source_set_enabled(native->flush, SD_EVENT_OFF);
+	if (r < 0)
+		return r;
+	bus_add_transport(bus, &native->transport);
+	return 0;
 }
+
+/* The bus flushes its transports: what is collected goes out now. */
+static bool native_transport_flush(struct bus_transport *transport)
+{
+	struct native *native = container_of(transport, struct native, transport);
+	bool any = native->batch_msg != NULL;
+
+	native_flush(native);
+	return any;
+}
+
+/* The queue entries of the bus1 transport are the kernel's: nothing to add. */
+static void native_transport_stats(const struct bus_transport *transport,
+				   struct bus_transport_stats *st)
+{
+}
+
+static const struct bus_transport_ops native_bus_transport_ops = {
+	.flush = native_transport_flush,
+	.stats = native_transport_stats,
+	.policy_changed = native_policy_changed,
+};
 
 static struct native *native_alloc(struct bus *bus)
 {
@@ -729,10 +760,19 @@ static struct native *native_alloc(struct bus *bus)
 
 	if (!native)
 		return NULL;
+	native->transport.ops = &native_bus_transport_ops;
+	list_init(&native->transport.link);
 	native->bus = bus;
 	hmap_init(&native->nodes);
 	hmap_init(&native->clients);
 	return native;
+}
+
+struct native *native_of_bus(struct bus *bus)
+{
+	struct bus_transport *t = bus_find_transport(bus, &native_bus_transport_ops);
+
+	return t ? container_of(t, struct native, transport) : NULL;
 }
 
 int native_new(struct native **nativep, struct bus *bus)
@@ -953,6 +993,7 @@ struct native *native_free(struct native *native)
 {
 	if (!native)
 		return NULL;
+	list_unlink(&native->transport.link);
 	native->batch_msg = message_unref(native->batch_msg);
 	native->io = sd_event_source_disable_unref(native->io);
 	native->flush = sd_event_source_disable_unref(native->flush);

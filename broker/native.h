@@ -38,14 +38,18 @@ struct native;
 struct native_conn;
 
 /*
- * Open /dev/bus1 (or $BUS1_BROKER_DEVICE) and attach to the bus' event loop.
+ * Open /dev/bus1 (or $BUS1_BROKER_DEVICE), attach to the bus' event loop
+ * (bus_attach() first) and join the bus' transports (bus_add_transport()).
  * Without the device, *nativep is NULL and 0 is returned; nothing is logged
  * unless $BUS1_BROKER_DEVICE named it ("PATH not found: serving socket
  * clients only"). A device that exists but cannot be opened is a warning.
+ * The process creates it, and frees it after the bus closed every peer.
  * Return: 0 or negative errno.
  */
 int native_new(struct native **nativep, struct bus *bus);
 struct native *native_free(struct native *native);
+/* The bus1 transport of @bus, or NULL (sockets only). */
+struct native *native_of_bus(struct bus *bus);
 
 enum {
 	_NATIVE_E_SUCCESS,
@@ -91,8 +95,6 @@ struct native_conn *native_conn_of(struct peer *peer);
 void native_conn_get_queued(const struct native_conn *nc, uint64_t *bytesp, uint64_t *fdsp,
 			    uint64_t *msgsp);
 
-/* Send what is still collected (also done by a defer source after dispatch). */
-void native_flush(struct native *native);
 
 /*
  * The direct path (docs/native-protocol.md): let callers of @uid call @nc
@@ -110,12 +112,6 @@ int native_conn_allow_direct(struct native_conn *nc, uint32_t uid);
 int native_send_direct_handle(struct native_conn *caller, struct native_conn *callee,
 			      struct message *reply);
 
-/*
- * The policy was reloaded: revoke every direct handle handed out (the
- * callees get an empty DirectPolicy; callers ask the broker again). @native
- * may be NULL.
- */
-void native_policy_changed(struct native *native);
 
 /* ---------------------------------------------------------------- re-exec */
 

@@ -266,7 +266,7 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 
 	/* A native client's output is its bus1 node again (after its bootstrap). */
 	if (st->native) {
-		r = native_conn_restore(bus->native, p, &st->nstate);
+		r = native_conn_restore(native_of_bus(bus), p, &st->nstate);
 		if (r < 0)
 			return r;
 	}

@@ -167,7 +167,7 @@ void peer_close(struct peer *peer, const char *reason)
 
 	list_unlink(&peer->bus_link);
 	list_append(&bus->dead_list, &peer->dead_link);
-	bus_schedule_flush(bus, NULL);
+	bus_schedule_flush(bus);
 }
 
 int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous)
@@ -303,7 +303,7 @@ void peer_overflow(struct peer *peer)
 		return;
 	peer->overflow = true;
 	list_append(&peer->bus->overflow_list, &peer->overflow_link);
-	bus_schedule_flush(peer->bus, NULL);
+	bus_schedule_flush(peer->bus);
 }
 
 void peer_set_pid(struct peer *peer, pid_t pid)

@@ -4,6 +4,8 @@
  * See reexec.h.
  */
 
+#include "config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -221,7 +223,6 @@ int reexec_prepare(struct broker *broker, char **argv)
 /* Write what can be written (less to carry); why the bus cannot go now, or NULL. */
 static const char *reexec_settle(struct broker *broker)
 {
-	native_flush(broker->bus.native);
 	bus_flush_now(&broker->bus);
 	if (n_authenticating(&broker->bus))
 		return "a client is still authenticating";
@@ -230,7 +231,6 @@ static const char *reexec_settle(struct broker *broker)
 
 static void reexec_now(struct broker *broker)
 {
-	const char *env_version = getenv("BUS1_BROKER_STATE_VERSION");
 	uint32_t version = STATE_VERSION;
 	struct reexec_fds fds = {};
 	char why[512] = "";
@@ -243,8 +243,15 @@ static void reexec_now(struct broker *broker)
 		log_warn("re-exec refused: %s", refusal);
 		return;
 	}
-	if (env_version && *env_version)
-		version = (uint32_t)strtoul(env_version, NULL, 10);
+#if BUS1_TEST_HOOKS
+	{
+		/* Another stream version, to test the refusal (-Dtest_hooks). */
+		const char *env_version = getenv("BUS1_BROKER_STATE_VERSION");
+
+		if (env_version && *env_version)
+			version = (uint32_t)strtoul(env_version, NULL, 10);
+	}
+#endif
 
 	state_fd = reexec_write(broker, version, false, &fds);
 	if (state_fd < 0 || fds.error) {

@@ -24,7 +24,7 @@
 #include "conf/policy.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
-#include "util/time.h"
+#include "util/clock.h"
 
 /* ------------------------------------------------------------ destination set */
 

@@ -25,37 +25,10 @@
 #include <unistd.h>
 
 #include "conf/config.h"
+#include "conf/config-parser.h"
 #include "conf/internal.h"
 #include "util/macro.h"
 #include "util/str.h"
-
-enum element_type {
-	EL_NONE,
-	EL_BUSCONFIG,
-	EL_USER,
-	EL_TYPE,
-	EL_FORK,
-	EL_SYSLOG,
-	EL_KEEP_UMASK,
-	EL_LISTEN,
-	EL_PIDFILE,
-	EL_AUTH,
-	EL_INCLUDEDIR,
-	EL_STANDARD_SESSION_SERVICEDIRS,
-	EL_STANDARD_SYSTEM_SERVICEDIRS,
-	EL_SERVICEDIR,
-	EL_SERVICEHELPER,
-	EL_INCLUDE,
-	EL_POLICY,
-	EL_LIMIT,
-	EL_ALLOW,
-	EL_DENY,
-	EL_SELINUX,
-	EL_ASSOCIATE,
-	EL_APPARMOR,
-	EL_ALLOW_ANONYMOUS,
-	_EL_N,
-};
 
 static const char *const element_names[_EL_N] = {
 	[EL_NONE] = "",
@@ -104,199 +77,12 @@ static bool element_takes_content(enum element_type t)
 	}
 }
 
-struct element {
-	enum element_type type;
-	unsigned int line;
-	union {
-		struct {
-			bool ignore_missing;
-			bool if_selinux_enabled;
-			bool selinux_root_relative;
-		} include;
-		struct {
-			bool ignored;	/* unknown user/group: rules are dropped */
-			enum bus_policy_scope scope;
-			uint32_t id;
-		} policy;
-		struct {
-			char *name;
-		} limit;
-	};
-};
-
-/* busconfig > policy > allow is the deepest legal nesting. */
-#define STACK_MAX 4
-/* Total number of files one load may read (includedirs included). */
-#define FILES_MAX 4096
-/* Total bytes one load may parse, so that memory stays bounded. */
-#define TOTAL_BYTES_MAX (4ULL * BUS_CONFIG_FILE_MAX)
-
-struct loader {
-	const struct bus_config_options *opts;
-	unsigned int n_files;
-	uint64_t n_bytes;
-};
-
-struct file_parser {
-	struct loader *loader;
-	struct file_parser *parent;	/* the including file, for cycle checks */
-	struct bus_config *config;	/* this file's fragment */
-	const char *path;		/* owned by config->files */
-	char *basedir;
-	dev_t dev;
-	ino_t ino;
-	unsigned int depth;
-	XML_Parser xml;
-	struct element stack[STACK_MAX];
-	unsigned int n_stack;
-	char *text;
-	size_t n_text;
-	size_t sz_text;
-	int r;				/* 0, BUS_CONFIG_E_INVALID or -errno */
-	char *error;			/* with BUS_CONFIG_E_INVALID */
-};
-
 static int parse_file(struct loader *loader, struct file_parser *parent, const char *path,
 		      const void *data, size_t size, struct bus_config *config,
 		      unsigned int line_in_parent, char **errorp);
 
 /* ------------------------------------------------------------------ */
-/* small helpers                                                        */
-
-char *conf_vstrdup_printf(const char *fmt, va_list ap)
-{
-	char *s;
-
-	/* vasprintf() leaves @s undefined on failure: never return it then. */
-	if (vasprintf(&s, fmt, ap) < 0)
-		return NULL;
-	return s;
-}
-
-char *conf_strdup_printf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-
-	va_start(ap, fmt);
-	s = conf_vstrdup_printf(fmt, ap);
-	va_end(ap);
-	return s;
-}
-
-char *conf_path_join(const char *dir, const char *file)
-{
-	size_t n;
-
-	if (file[0] == '/' || dir == NULL || dir[0] == '\0')
-		return strdup(file);
-	n = strlen(dir);
-	if (dir[n - 1] == '/')
-		return conf_strdup_printf("%s%s", dir, file);
-	return conf_strdup_printf("%s/%s", dir, file);
-}
-
-char *conf_dirname(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		return strdup(".");
-	if (slash == path)
-		return strdup("/");
-	return strndup(path, slash - path);
-}
-
-int conf_read_file(const char *path, size_t max, char **datap, size_t *sizep, dev_t *devp,
-		   ino_t *inop)
-{
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *data = NULL;
-	struct stat st;
-	size_t n = 0, sz;
-
-	/*
-	 * O_NONBLOCK: opening a FIFO must not hang the bus. Only regular files
-	 * are configuration (dbus-daemon would block on a FIFO or read
-	 * /dev/zero until memory runs out).
-	 */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	if (!S_ISREG(st.st_mode))
-		return -EBADFD;
-	if ((uint64_t)st.st_size > max)
-		return -EFBIG;
-
-	/* st_size may be 0 (procfs) or stale: read to EOF, bounded by @max. */
-	sz = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
-	data = malloc(sz);
-	if (!data)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t l;
-
-		if (n == sz) {
-			char *p;
-
-			if (sz > max)
-				return -EFBIG;
-			sz = MIN(sz * 2, max + 1);
-			p = realloc(data, sz);
-			if (!p)
-				return -ENOMEM;
-			data = p;
-		}
-		l = read(fd, data + n, sz - n);
-		if (l < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (l == 0)
-			break;
-		n += l;
-		if (n > max)
-			return -EFBIG;
-	}
-
-	if (devp)
-		*devp = st.st_dev;
-	if (inop)
-		*inop = st.st_ino;
-	*sizep = n;
-	*datap = steal_ptr(data);
-	return 0;
-}
-
-const char *conf_strerror(int error)
-{
-	if (error == -EFBIG)
-		return "File too large";
-	if (error == -EBADFD)
-		return "Not a regular file";
-	return strerror(-error);
-}
-
-/* Append a copy of @s to a bus_config_string list. Return: 0 or -ENOMEM. */
-int conf_strings_append(struct list_node *list, const char *file, unsigned int line,
-			const char *s)
-{
-	size_t n = strlen(s);
-	struct bus_config_string *e = malloc(sizeof(*e) + n + 1);
-
-	if (!e)
-		return -ENOMEM;
-	e->file = file;
-	e->line = line;
-	memcpy(e->str, s, n + 1);
-	list_append(list, &e->link);
-	return 0;
-}
+/* values                                                               */
 
 void bus_config_strings_clear(struct list_node *strings)
 {
@@ -306,142 +92,6 @@ void bus_config_strings_clear(struct list_node *strings)
 		list_unlink(&e->link);
 		free(e);
 	}
-}
-
-void bus_config_servicedirs_clear(struct list_node *dirs)
-{
-	struct bus_config_servicedir *e, *t;
-
-	list_for_each_entry_safe(e, t, dirs, link) {
-		list_unlink(&e->link);
-		free(e);
-	}
-}
-
-static bool servicedirs_contain(struct list_node *dirs, const char *path)
-{
-	struct bus_config_servicedir *e;
-
-	list_for_each_entry(e, dirs, link)
-		if (strcmp(e->path, path) == 0)
-			return true;
-	return false;
-}
-
-/* Append @path unless already present (dbus-daemon keeps the first). */
-static int servicedirs_append(struct list_node *dirs, const char *path, unsigned int flags)
-{
-	struct bus_config_servicedir *e;
-	size_t n;
-
-	if (servicedirs_contain(dirs, path))
-		return 0;
-	n = strlen(path);
-	e = malloc(sizeof(*e) + n + 1);
-	if (!e)
-		return -ENOMEM;
-	e->flags = flags;
-	memcpy(e->path, path, n + 1);
-	list_append(dirs, &e->link);
-	return 0;
-}
-
-/* Append DIR/suffix for each non-empty element of the ':'-separated @paths. */
-static int servicedirs_append_split(struct list_node *dirs, const char *paths,
-				    const char *suffix, unsigned int flags)
-{
-	const char *p = paths;
-
-	while (*p) {
-		size_t n = strcspn(p, ":");
-
-		if (n > 0) {
-			_cleanup_free_ char *dir = NULL;
-			int r;
-
-			dir = conf_strdup_printf("%.*s%s", (int)n, p, suffix);
-			if (!dir)
-				return -ENOMEM;
-			r = servicedirs_append(dirs, dir, flags);
-			if (r < 0)
-				return r;
-		}
-		p += n;
-		if (*p == ':')
-			p++;
-	}
-	return 0;
-}
-
-/* dbus-daemon's compile-time ${datadir} on Debian and most distributions. */
-#define DBUS_DATADIR "/usr/share"
-
-int bus_config_standard_session_servicedirs(struct list_node *dirs)
-{
-	const char *xdg_runtime_dir = getenv("XDG_RUNTIME_DIR");
-	const char *xdg_data_home = getenv("XDG_DATA_HOME");
-	const char *xdg_data_dirs = getenv("XDG_DATA_DIRS");
-	_cleanup_free_ char *home_share = NULL;
-	struct stat st;
-	int r;
-
-	/*
-	 * dbus-daemon uses $XDG_RUNTIME_DIR/dbus-1/services for transient
-	 * services only if XDG_RUNTIME_DIR is ours and not writable by others
-	 * (a root bus started with a user's environment must not trust it).
-	 * Unlike dbus-daemon we do not create the subdirectories: a missing
-	 * service directory is simply empty.
-	 */
-	if (xdg_runtime_dir && xdg_runtime_dir[0] == '/' && stat(xdg_runtime_dir, &st) == 0 &&
-	    S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	    !(st.st_mode & (S_IWGRP | S_IWOTH))) {
-		_cleanup_free_ char *dir = conf_strdup_printf("%s/dbus-1/services",
-							      xdg_runtime_dir);
-
-		if (!dir)
-			return -ENOMEM;
-		r = servicedirs_append(dirs, dir,
-				       BUS_CONFIG_SERVICEDIR_NO_WATCH |
-				       BUS_CONFIG_SERVICEDIR_STRICT_NAMING);
-		if (r < 0)
-			return r;
-	}
-
-	if (!xdg_data_home || !xdg_data_home[0]) {
-		const char *home = NULL;
-		struct passwd pw, *res = NULL;
-		char buf[4096];
-
-		if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res) == 0 && res)
-			home = res->pw_dir;
-		if (!home)
-			home = getenv("HOME");
-		if (home) {
-			home_share = conf_path_join(home, ".local/share");
-			if (!home_share)
-				return -ENOMEM;
-		}
-		xdg_data_home = home_share;
-	}
-	if (xdg_data_home) {
-		r = servicedirs_append_split(dirs, xdg_data_home, "/dbus-1/services", 0);
-		if (r < 0)
-			return r;
-	}
-
-	if (!xdg_data_dirs)
-		xdg_data_dirs = "/usr/local/share:/usr/share";
-	r = servicedirs_append_split(dirs, xdg_data_dirs, "/dbus-1/services", 0);
-	if (r < 0)
-		return r;
-
-	return servicedirs_append_split(dirs, DBUS_DATADIR, "/dbus-1/services", 0);
-}
-
-int bus_config_standard_system_servicedirs(struct list_node *dirs)
-{
-	return servicedirs_append_split(dirs, "/usr/local/share:/usr/share:" DBUS_DATADIR ":/lib",
-					"/dbus-1/system-services", 0);
 }
 
 void bus_config_limits_init(struct bus_config_limits *l)
@@ -499,79 +149,6 @@ int bus_message_type_from_string(const char *s)
 	return -1;
 }
 
-/*
- * A user or group as dbus-daemon reads it from the config: a decimal number
- * is taken as the id itself, anything else is looked up by name.
- */
-static bool parse_id_number(const char *s, uint32_t *idp)
-{
-	unsigned long long v = 0;
-
-	if (!*s)
-		return false;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return false;
-		v = v * 10 + (*s - '0');
-		if (v >= UINT32_MAX)	/* (uid_t)-1 is not a user */
-			return false;
-	}
-	*idp = (uint32_t)v;
-	return true;
-}
-
-int conf_lookup_user(const char *name, uint32_t *uidp)
-{
-	struct passwd pw, *res = NULL;
-	_cleanup_free_ char *buf = NULL;
-	size_t sz = 4096;
-	int r;
-
-	if (parse_id_number(name, uidp))
-		return 1;
-	for (;;) {
-		free(buf);
-		buf = malloc(sz);
-		if (!buf)
-			return -ENOMEM;
-		r = getpwnam_r(name, &pw, buf, sz, &res);
-		if (r != ERANGE || sz >= 1024 * 1024)
-			break;
-		sz *= 2;
-	}
-	if (r == 0 && res) {
-		*uidp = res->pw_uid;
-		return 1;
-	}
-	return 0;
-}
-
-int conf_lookup_group(const char *name, uint32_t *gidp)
-{
-	struct group gr, *res = NULL;
-	_cleanup_free_ char *buf = NULL;
-	size_t sz = 4096;
-	int r;
-
-	if (parse_id_number(name, gidp))
-		return 1;
-	for (;;) {
-		free(buf);
-		buf = malloc(sz);
-		if (!buf)
-			return -ENOMEM;
-		r = getgrnam_r(name, &gr, buf, sz, &res);
-		if (r != ERANGE || sz >= 1024 * 1024)
-			break;
-		sz *= 2;
-	}
-	if (r == 0 && res) {
-		*gidp = res->gr_gid;
-		return 1;
-	}
-	return 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* the model                                                            */
 
@@ -593,7 +170,7 @@ static struct bus_config *config_new(void)
 	return c;
 }
 
-static void rule_free(struct bus_policy_rule *rule)
+void conf_rule_free(struct bus_policy_rule *rule)
 {
 	free(rule->interface);
 	free(rule->member);
@@ -627,7 +204,7 @@ struct bus_config *bus_config_free(struct bus_config *c)
 	bus_config_servicedirs_clear(&c->servicedirs);
 	list_for_each_entry_safe(rule, rt, &c->rules, link) {
 		list_unlink(&rule->link);
-		rule_free(rule);
+		conf_rule_free(rule);
 	}
 	list_for_each_entry_safe(a, at, &c->associations, link) {
 		list_unlink(&a->link);
@@ -675,7 +252,7 @@ static void config_merge(struct bus_config *to, struct bus_config *from)
 
 	list_for_each_entry_safe(d, dt, &from->servicedirs, link) {
 		list_unlink(&d->link);
-		if (servicedirs_contain(&to->servicedirs, d->path))
+		if (conf_servicedirs_contain(&to->servicedirs, d->path))
 			free(d);
 		else
 			list_append(&to->servicedirs, &d->link);
@@ -697,7 +274,7 @@ static void config_merge(struct bus_config *to, struct bus_config *from)
 /* ------------------------------------------------------------------ */
 /* errors and warnings                                                  */
 
-static int parser_fail_errno(struct file_parser *p, int r)
+int conf_parser_fail_errno(struct file_parser *p, int r)
 {
 	if (p->r == 0)
 		p->r = r;
@@ -706,8 +283,7 @@ static int parser_fail_errno(struct file_parser *p, int r)
 }
 
 /* Record the first error of this file and stop the XML parser. */
-_printf_(3, 4) static int parser_fail(struct file_parser *p, unsigned int line,
-				      const char *fmt, ...)
+int conf_parser_fail(struct file_parser *p, unsigned int line, const char *fmt, ...)
 {
 	_cleanup_free_ char *msg = NULL;
 	va_list ap;
@@ -718,12 +294,12 @@ _printf_(3, 4) static int parser_fail(struct file_parser *p, unsigned int line,
 	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
 	if (!msg)
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	p->error = line ? conf_strdup_printf("%s:%u: %s", p->path, line, msg)
 			: conf_strdup_printf("%s: %s", p->path, msg);
 	if (!p->error)
-		return parser_fail_errno(p, -ENOMEM);
-	return parser_fail_errno(p, BUS_CONFIG_E_INVALID);
+		return conf_parser_fail_errno(p, -ENOMEM);
+	return conf_parser_fail_errno(p, BUS_CONFIG_E_INVALID);
 }
 
 /* Adopt an error produced while including another file. */
@@ -734,7 +310,7 @@ static int parser_fail_take(struct file_parser *p, int r, char **error)
 	}
 	free(*error);
 	*error = NULL;
-	return parser_fail_errno(p, r);
+	return conf_parser_fail_errno(p, r);
 }
 
 static int config_warn_str(struct bus_config *c, const struct bus_config_options *opts,
@@ -745,8 +321,7 @@ static int config_warn_str(struct bus_config *c, const struct bus_config_options
 	return conf_strings_append(&c->warnings, NULL, 0, msg);
 }
 
-_printf_(3, 4) static int parser_warn(struct file_parser *p, unsigned int line,
-				      const char *fmt, ...)
+int conf_parser_warn(struct file_parser *p, unsigned int line, const char *fmt, ...)
 {
 	_cleanup_free_ char *msg = NULL, *full = NULL;
 	va_list ap;
@@ -756,13 +331,13 @@ _printf_(3, 4) static int parser_warn(struct file_parser *p, unsigned int line,
 	msg = conf_vstrdup_printf(fmt, ap);
 	va_end(ap);
 	if (!msg)
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	full = conf_strdup_printf("%s:%u: %s", p->path, line, msg);
 	if (!full)
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	r = config_warn_str(p->config, p->loader->opts, full);
 	if (r < 0)
-		return parser_fail_errno(p, r);
+		return conf_parser_fail_errno(p, r);
 	return 0;
 }
 
@@ -774,7 +349,7 @@ _printf_(3, 4) static int parser_warn(struct file_parser *p, unsigned int line,
  * and store their values at the same index of @values. Any other attribute
  * is an error, as in dbus-daemon.
  */
-static int locate_attributes(struct file_parser *p, unsigned int line, const char *element,
+int conf_locate_attributes(struct file_parser *p, unsigned int line, const char *element,
 			     const char **atts, const char *const *names, const char **values)
 {
 	size_t n;
@@ -788,12 +363,12 @@ static int locate_attributes(struct file_parser *p, unsigned int line, const cha
 			if (strcmp(atts[i], names[j]) == 0)
 				break;
 		if (j == n)
-			return parser_fail(p, line,
+			return conf_parser_fail(p, line,
 					   "Attribute \"%s\" is invalid on <%s> element in this context",
 					   atts[i], element);
 		/* expat already rejects duplicate attributes; keep the check cheap. */
 		if (values[j])
-			return parser_fail(p, line,
+			return conf_parser_fail(p, line,
 					   "Attribute \"%s\" repeated twice on the same <%s> element",
 					   atts[i], element);
 		values[j] = atts[i + 1];
@@ -805,7 +380,7 @@ static int check_no_attributes(struct file_parser *p, unsigned int line, const c
 			       const char **atts)
 {
 	if (atts[0])
-		return parser_fail(p, line,
+		return conf_parser_fail(p, line,
 				   "Attribute \"%s\" is invalid on <%s> element in this context",
 				   atts[0], element);
 	return 0;
@@ -822,11 +397,11 @@ static int parse_yes_no(struct file_parser *p, unsigned int line, const char *at
 	else if (strcmp(value, "no") == 0)
 		*out = false;
 	else
-		return parser_fail(p, line, "%s attribute must have value \"yes\" or \"no\"", attr);
+		return conf_parser_fail(p, line, "%s attribute must have value \"yes\" or \"no\"", attr);
 	return 0;
 }
 
-static int parse_true_false(struct file_parser *p, unsigned int line, const char *attr,
+int conf_parse_true_false(struct file_parser *p, unsigned int line, const char *attr,
 			    const char *value, enum bus_tristate *out)
 {
 	if (!value)
@@ -836,7 +411,7 @@ static int parse_true_false(struct file_parser *p, unsigned int line, const char
 	else if (strcmp(value, "false") == 0)
 		*out = BUS_TRISTATE_FALSE;
 	else
-		return parser_fail(p, line,
+		return conf_parser_fail(p, line,
 				   "Bad value \"%s\" for %s attribute, must be true or false",
 				   value, attr);
 	return 0;
@@ -859,7 +434,7 @@ static bool parse_int64(const char *s, int64_t *out)
 	return true;
 }
 
-static int parse_fds_attribute(struct file_parser *p, unsigned int line, const char *attr,
+int conf_parse_fds_attribute(struct file_parser *p, unsigned int line, const char *attr,
 			       const char *value, uint32_t def, uint32_t *out)
 {
 	int64_t v;
@@ -868,285 +443,25 @@ static int parse_fds_attribute(struct file_parser *p, unsigned int line, const c
 	if (!value)
 		return 0;
 	if (!parse_int64(value, &v) || v < 0 || v > BUS_POLICY_MAX_FDS)
-		return parser_fail(p, line,
+		return conf_parser_fail(p, line,
 				   "Bad value \"%s\" for %s attribute, must be an integer in range %u to %u inclusive",
 				   value, attr, 0U, BUS_POLICY_MAX_FDS);
 	*out = (uint32_t)v;
 	return 0;
 }
 
-static bool is_wildcard(const char *s)
+bool conf_is_wildcard(const char *s)
 {
 	return s && s[0] == '*' && s[1] == '\0';
 }
 
-static int dup_or_null(const char *s, char **out)
+int conf_dup_or_null(const char *s, char **out)
 {
 	*out = NULL;
-	if (!s || is_wildcard(s))
+	if (!s || conf_is_wildcard(s))
 		return 0;
 	*out = strdup(s);
 	return *out ? 0 : -ENOMEM;
-}
-
-/* ------------------------------------------------------------------ */
-/* <allow> and <deny>                                                   */
-
-enum {
-	A_SEND_INTERFACE,
-	A_SEND_MEMBER,
-	A_SEND_ERROR,
-	A_SEND_DESTINATION,
-	A_SEND_DESTINATION_PREFIX,
-	A_SEND_PATH,
-	A_SEND_TYPE,
-	A_SEND_BROADCAST,
-	A_SEND_REQUESTED_REPLY,
-	A_RECEIVE_INTERFACE,
-	A_RECEIVE_MEMBER,
-	A_RECEIVE_ERROR,
-	A_RECEIVE_SENDER,
-	A_RECEIVE_PATH,
-	A_RECEIVE_TYPE,
-	A_RECEIVE_REQUESTED_REPLY,
-	A_EAVESDROP,
-	A_MAX_FDS,
-	A_MIN_FDS,
-	A_OWN,
-	A_OWN_PREFIX,
-	A_USER,
-	A_GROUP,
-	A_LOG,
-	_A_N,
-};
-
-static const char *const rule_attributes[_A_N + 1] = {
-	[A_SEND_INTERFACE] = "send_interface",
-	[A_SEND_MEMBER] = "send_member",
-	[A_SEND_ERROR] = "send_error",
-	[A_SEND_DESTINATION] = "send_destination",
-	[A_SEND_DESTINATION_PREFIX] = "send_destination_prefix",
-	[A_SEND_PATH] = "send_path",
-	[A_SEND_TYPE] = "send_type",
-	[A_SEND_BROADCAST] = "send_broadcast",
-	[A_SEND_REQUESTED_REPLY] = "send_requested_reply",
-	[A_RECEIVE_INTERFACE] = "receive_interface",
-	[A_RECEIVE_MEMBER] = "receive_member",
-	[A_RECEIVE_ERROR] = "receive_error",
-	[A_RECEIVE_SENDER] = "receive_sender",
-	[A_RECEIVE_PATH] = "receive_path",
-	[A_RECEIVE_TYPE] = "receive_type",
-	[A_RECEIVE_REQUESTED_REPLY] = "receive_requested_reply",
-	[A_EAVESDROP] = "eavesdrop",
-	[A_MAX_FDS] = "max_fds",
-	[A_MIN_FDS] = "min_fds",
-	[A_OWN] = "own",
-	[A_OWN_PREFIX] = "own_prefix",
-	[A_USER] = "user",
-	[A_GROUP] = "group",
-	[A_LOG] = "log",
-	[_A_N] = NULL,
-};
-
-/*
- * The attributes of one <allow>/<deny> must describe one kind of rule, as
- * dbus-daemon checks them: messages sent or received, owning names, or
- * connecting users/groups. Return 0 (*@sendp / *@receivep: a send or receive
- * rule) or the parser's error.
- */
-static int check_rule_attributes(struct file_parser *p, unsigned int line, const char *element,
-				 const char *const *v, bool *sendp, bool *receivep)
-{
-	bool any_send = false, any_receive = false, any_message;
-	int n_exclusive;
-
-	for (int i = A_SEND_INTERFACE; i <= A_SEND_REQUESTED_REPLY; i++)
-		any_send |= v[i] != NULL;
-	for (int i = A_RECEIVE_INTERFACE; i <= A_RECEIVE_REQUESTED_REPLY; i++)
-		any_receive |= v[i] != NULL;
-	/* A lone eavesdrop= means receive_sender="*" eavesdrop=... */
-	if (!any_send && v[A_EAVESDROP])
-		any_receive = true;
-	any_message = any_send || any_receive || v[A_EAVESDROP] || v[A_MAX_FDS] || v[A_MIN_FDS];
-	*sendp = any_send;
-	*receivep = any_receive;
-
-	if (!(any_send || any_receive || v[A_OWN] || v[A_OWN_PREFIX] || v[A_USER] || v[A_GROUP]))
-		return parser_fail(p, line, "Element <%s> must have one or more attributes",
-				   element);
-
-	if ((v[A_SEND_MEMBER] && !v[A_SEND_INTERFACE] && !v[A_SEND_PATH]) ||
-	    (v[A_RECEIVE_MEMBER] && !v[A_RECEIVE_INTERFACE] && !v[A_RECEIVE_PATH]))
-		return parser_fail(p, line,
-				   "On element <%s>, if you specify a member you must specify an interface or a path. Keep in mind that not all messages have an interface field.",
-				   element);
-
-	n_exclusive = any_message + !!v[A_OWN] + !!v[A_OWN_PREFIX] + !!v[A_USER] + !!v[A_GROUP];
-	if (n_exclusive > 1)
-		return parser_fail(p, line,
-				   "Invalid combination of attributes on element <%s>: own, own_prefix, user, group and the message-related attributes cannot be combined",
-				   element);
-	if (any_send && any_receive)
-		return parser_fail(p, line,
-				   "Invalid combination of attributes on element <%s>: send and receive attributes cannot be combined",
-				   element);
-	if ((v[A_SEND_MEMBER] || v[A_SEND_INTERFACE]) && v[A_SEND_ERROR])
-		return parser_fail(p, line,
-				   "Invalid combination of attributes on element <%s>: send_error cannot be combined with send_member or send_interface",
-				   element);
-	if (v[A_SEND_DESTINATION] && v[A_SEND_DESTINATION_PREFIX])
-		return parser_fail(p, line,
-				   "Invalid combination of attributes on element <%s>: send_destination cannot be combined with send_destination_prefix",
-				   element);
-	if ((v[A_RECEIVE_MEMBER] || v[A_RECEIVE_INTERFACE]) && v[A_RECEIVE_ERROR])
-		return parser_fail(p, line,
-				   "Invalid combination of attributes on element <%s>: receive_error cannot be combined with receive_member or receive_interface",
-				   element);
-	return 0;
-}
-
-/* A send (@send) or receive rule. Return 0 or the parser's error. */
-static int rule_set_message(struct file_parser *p, unsigned int line,
-			    struct bus_policy_rule *rule, const char *const *v, bool send)
-{
-	const char *type_attr = v[send ? A_SEND_TYPE : A_RECEIVE_TYPE];
-	const char *name;
-
-	rule->type = send ? BUS_POLICY_RULE_SEND : BUS_POLICY_RULE_RECEIVE;
-	if (type_attr) {
-		rule->message_type = bus_message_type_from_string(type_attr);
-		if (rule->message_type < 0)
-			return parser_fail(p, line, "Bad message type \"%s\"", type_attr);
-	}
-	if (parse_true_false(p, line, "eavesdrop", v[A_EAVESDROP], &rule->eavesdrop) ||
-	    parse_true_false(p, line, "send_broadcast", v[A_SEND_BROADCAST], &rule->broadcast) ||
-	    parse_true_false(p, line, send ? "send_requested_reply" : "receive_requested_reply",
-			     v[send ? A_SEND_REQUESTED_REPLY : A_RECEIVE_REQUESTED_REPLY],
-			     &rule->requested_reply))
-		return p->r;
-	/* Broadcasts have no destination: such a rule could never match. */
-	if (send && v[A_SEND_DESTINATION] && !is_wildcard(v[A_SEND_DESTINATION]) &&
-	    rule->broadcast == BUS_TRISTATE_TRUE)
-		return parser_fail(p, line,
-				   "Rule with send_broadcast=\"true\" and send_destination=\"%s\" cannot match anything",
-				   v[A_SEND_DESTINATION]);
-	if (parse_fds_attribute(p, line, "max_fds", v[A_MAX_FDS], BUS_POLICY_MAX_FDS,
-				&rule->max_fds) ||
-	    parse_fds_attribute(p, line, "min_fds", v[A_MIN_FDS], 0, &rule->min_fds))
-		return p->r;
-
-	if (send) {
-		name = v[A_SEND_DESTINATION];
-		if (v[A_SEND_DESTINATION_PREFIX]) {
-			/* The prefix is taken literally: "*" is no wildcard here. */
-			rule->name = strdup(v[A_SEND_DESTINATION_PREFIX]);
-			rule->name_is_prefix = true;
-			if (!rule->name)
-				return parser_fail_errno(p, -ENOMEM);
-			name = NULL;
-		}
-	} else {
-		name = v[A_RECEIVE_SENDER];
-	}
-	if ((name && dup_or_null(name, &rule->name) < 0) ||
-	    dup_or_null(v[send ? A_SEND_INTERFACE : A_RECEIVE_INTERFACE], &rule->interface) < 0 ||
-	    dup_or_null(v[send ? A_SEND_MEMBER : A_RECEIVE_MEMBER], &rule->member) < 0 ||
-	    dup_or_null(v[send ? A_SEND_ERROR : A_RECEIVE_ERROR], &rule->error) < 0 ||
-	    dup_or_null(v[send ? A_SEND_PATH : A_RECEIVE_PATH], &rule->path) < 0)
-		return parser_fail_errno(p, -ENOMEM);
-	return 0;
-}
-
-/* An own= or own_prefix= rule. Return 0 or the parser's error. */
-static int rule_set_own(struct file_parser *p, struct bus_policy_rule *rule,
-			const char *const *v)
-{
-	rule->type = BUS_POLICY_RULE_OWN;
-	if (v[A_OWN])
-		return dup_or_null(v[A_OWN], &rule->name) < 0 ? parser_fail_errno(p, -ENOMEM) : 0;
-	rule->name = strdup(v[A_OWN_PREFIX]);
-	rule->name_is_prefix = true;
-	return rule->name ? 0 : parser_fail_errno(p, -ENOMEM);
-}
-
-/*
- * A user= or group= (connect) rule. An unknown user or group is warned about
- * and the rule dropped (*@skipp), as dbus-daemon does. Return 0 or the
- * parser's error.
- */
-static int rule_set_identity(struct file_parser *p, unsigned int line, const char *element,
-			     struct bus_policy_rule *rule, const char *const *v, bool *skipp)
-{
-	bool user = v[A_USER] != NULL;
-	const char *who = user ? v[A_USER] : v[A_GROUP];
-	int r;
-
-	rule->type = user ? BUS_POLICY_RULE_USER : BUS_POLICY_RULE_GROUP;
-	if (is_wildcard(who)) {
-		rule->id_any = true;
-		return 0;
-	}
-	r = user ? conf_lookup_user(who, &rule->id) : conf_lookup_group(who, &rule->id);
-	if (r < 0)
-		return parser_fail_errno(p, r);
-	if (r == 0) {
-		*skipp = true;
-		return parser_warn(p, line, "Unknown %s \"%s\" on element <%s>",
-				   user ? "username" : "group", who, element);
-	}
-	return 0;
-}
-
-static int parse_rule(struct file_parser *p, unsigned int line, const char *element,
-		      bool allow, const char **atts, const struct element *policy)
-{
-	const char *v[_A_N];
-	struct bus_policy_rule *rule;
-	bool send, receive, skip = false;
-	int r;
-
-	r = locate_attributes(p, line, element, atts, rule_attributes, v);
-	if (r)
-		return r;
-	r = check_rule_attributes(p, line, element, v, &send, &receive);
-	if (r)
-		return r;
-
-	rule = calloc(1, sizeof(*rule));
-	if (!rule)
-		return parser_fail_errno(p, -ENOMEM);
-	list_init(&rule->link);
-	rule->file = p->path;
-	rule->line = line;
-	rule->allow = allow;
-	rule->scope = policy->policy.scope;
-	rule->scope_id = policy->policy.id;
-	rule->max_fds = BUS_POLICY_MAX_FDS;
-	rule->log = v[A_LOG] && strcmp(v[A_LOG], "true") == 0;
-
-	if (send || receive)
-		r = rule_set_message(p, line, rule, v, send);
-	else if (v[A_OWN] || v[A_OWN_PREFIX])
-		r = rule_set_own(p, rule, v);
-	else if (v[A_USER] || v[A_GROUP])
-		r = rule_set_identity(p, line, element, rule, v, &skip);
-	if (r || skip || policy->policy.ignored) {
-		/* <policy user="unknown">: dbus-daemon drops its rules silently. */
-		rule_free(rule);
-		return r;
-	}
-	if ((rule->type == BUS_POLICY_RULE_USER || rule->type == BUS_POLICY_RULE_GROUP) &&
-	    (rule->scope == BUS_POLICY_SCOPE_USER || rule->scope == BUS_POLICY_SCOPE_GROUP)) {
-		bool per_user = rule->scope == BUS_POLICY_SCOPE_USER;
-
-		rule_free(rule);
-		return parser_fail(p, line,
-				   "<%s> rule cannot be per-%s because it has bus-global semantics",
-				   element, per_user ? "user" : "group");
-	}
-
-	list_append(&p->config->rules, &rule->link);
-	return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1166,12 +481,12 @@ static int start_policy(struct file_parser *p, struct element *e, const char **a
 	const char *v[4];
 	int r, n;
 
-	r = locate_attributes(p, e->line, "policy", atts, names, v);
+	r = conf_locate_attributes(p, e->line, "policy", atts, names, v);
 	if (r)
 		return r;
 	n = !!v[0] + !!v[1] + !!v[2] + !!v[3];
 	if (n != 1)
-		return parser_fail(p, e->line,
+		return conf_parser_fail(p, e->line,
 				   "<policy> element must have exactly one of (context|user|group|at_console) attributes");
 
 	if (v[0]) {
@@ -1180,7 +495,7 @@ static int start_policy(struct file_parser *p, struct element *e, const char **a
 		else if (strcmp(v[0], "mandatory") == 0)
 			e->policy.scope = BUS_POLICY_SCOPE_MANDATORY;
 		else
-			return parser_fail(p, e->line,
+			return conf_parser_fail(p, e->line,
 					   "context attribute on <policy> must have the value \"default\" or \"mandatory\", not \"%s\"",
 					   v[0]);
 	} else if (v[1] || v[2]) {
@@ -1190,10 +505,10 @@ static int start_policy(struct file_parser *p, struct element *e, const char **a
 		r = user ? conf_lookup_user(v[1], &e->policy.id)
 			 : conf_lookup_group(v[2], &e->policy.id);
 		if (r < 0)
-			return parser_fail_errno(p, r);
+			return conf_parser_fail_errno(p, r);
 		if (r == 0) {
 			e->policy.ignored = true;
-			return parser_warn(p, e->line,
+			return conf_parser_warn(p, e->line,
 					   "Unknown %s \"%s\" in message bus configuration file",
 					   user ? "username" : "group", user ? v[1] : v[2]);
 		}
@@ -1204,7 +519,7 @@ static int start_policy(struct file_parser *p, struct element *e, const char **a
 		else if (strcmp(v[3], "false") == 0)
 			e->policy.id = 0;
 		else
-			return parser_fail(p, e->line,
+			return conf_parser_fail(p, e->line,
 					   "Unknown value \"%s\" for at_console in message bus configuration file",
 					   v[3]);
 	}
@@ -1252,13 +567,13 @@ static int start_busconfig_child(struct file_parser *p, struct element *e, const
 		r = e->type == EL_STANDARD_SESSION_SERVICEDIRS
 			? bus_config_standard_session_servicedirs(&p->config->servicedirs)
 			: bus_config_standard_system_servicedirs(&p->config->servicedirs);
-		return r < 0 ? parser_fail_errno(p, r) : 0;
+		return r < 0 ? conf_parser_fail_errno(p, r) : 0;
 	case EL_INCLUDE: {
 		static const char *const names[] = { "ignore_missing", "if_selinux_enabled",
 						     "selinux_root_relative", NULL };
 		const char *v[3];
 
-		r = locate_attributes(p, e->line, name, atts, names, v);
+		r = conf_locate_attributes(p, e->line, name, atts, names, v);
 		if (r)
 			return r;
 		if (parse_yes_no(p, e->line, "ignore_missing", v[0], &e->include.ignore_missing) ||
@@ -1275,20 +590,20 @@ static int start_busconfig_child(struct file_parser *p, struct element *e, const
 		static const char *const names[] = { "name", NULL };
 		const char *v[1];
 
-		r = locate_attributes(p, e->line, name, atts, names, v);
+		r = conf_locate_attributes(p, e->line, name, atts, names, v);
 		if (r)
 			return r;
 		if (!v[0])
-			return parser_fail(p, e->line,
+			return conf_parser_fail(p, e->line,
 					   "<limit> element must have a \"name\" attribute");
 		e->limit.name = strdup(v[0]);
-		return e->limit.name ? 0 : parser_fail_errno(p, -ENOMEM);
+		return e->limit.name ? 0 : conf_parser_fail_errno(p, -ENOMEM);
 	}
 	case EL_APPARMOR: {
 		static const char *const names[] = { "mode", NULL };
 		const char *v[1];
 
-		r = locate_attributes(p, e->line, name, atts, names, v);
+		r = conf_locate_attributes(p, e->line, name, atts, names, v);
 		if (r)
 			return r;
 		if (!v[0])
@@ -1300,14 +615,14 @@ static int start_busconfig_child(struct file_parser *p, struct element *e, const
 		else if (strcmp(v[0], "required") == 0)
 			p->config->apparmor = BUS_CONFIG_APPARMOR_REQUIRED;
 		else
-			return parser_fail(p, e->line,
+			return conf_parser_fail(p, e->line,
 					   "Mode attribute on <apparmor> must have value \"required\", \"enabled\" or \"disabled\", not \"%s\"",
 					   v[0]);
 		return 0;
 	}
 	default:
 		e->type = EL_NONE;
-		return parser_fail(p, e->line,
+		return conf_parser_fail(p, e->line,
 				   "Element <%s> not allowed inside <%s> in configuration file",
 				   name, "busconfig");
 	}
@@ -1320,20 +635,20 @@ static int start_associate(struct file_parser *p, unsigned int line, const char 
 	const char *v[2];
 	int r;
 
-	r = locate_attributes(p, line, "associate", atts, names, v);
+	r = conf_locate_attributes(p, line, "associate", atts, names, v);
 	if (r)
 		return r;
 	if (!v[0] || !v[1])
-		return parser_fail(p, line,
+		return conf_parser_fail(p, line,
 				   "Element <associate> must have attributes own=\"<servicename>\" and context=\"<selinux context>\"");
 	a = calloc(1, sizeof(*a));
 	if (!a)
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	a->own = strdup(v[0]);
 	a->context = strdup(v[1]);
 	if (!a->own || !a->context) {
 		associate_free(a);
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	}
 	list_for_each_entry_safe(old, t, &p->config->associations, link) {
 		if (strcmp(old->own, a->own) == 0) {
@@ -1362,7 +677,7 @@ static int flush_text(struct file_parser *p)
 		return 0;
 	top = p->n_stack ? &p->stack[p->n_stack - 1] : NULL;
 	if (top && !element_takes_content(top->type) && !text_is_whitespace(p->text, p->n_text))
-		return parser_fail(p, XML_GetCurrentLineNumber(p->xml),
+		return conf_parser_fail(p, XML_GetCurrentLineNumber(p->xml),
 				   "No text content expected inside XML element %s in configuration file",
 				   element_names[top->type]);
 	if (!top || !element_takes_content(top->type))
@@ -1381,13 +696,13 @@ static void XMLCALL on_start(void *userdata, const XML_Char *name, const XML_Cha
 		return;
 	parent = p->n_stack ? p->stack[p->n_stack - 1].type : EL_NONE;
 	if (parent != EL_NONE && element_takes_content(parent)) {
-		parser_fail(p, line, "Element <%s> is not allowed in this context", name);
+		conf_parser_fail(p, line, "Element <%s> is not allowed in this context", name);
 		return;
 	}
 	if (flush_text(p))
 		return;
 	if (p->n_stack >= STACK_MAX) {
-		parser_fail(p, line, "Element <%s> is not allowed in this context", name);
+		conf_parser_fail(p, line, "Element <%s> is not allowed in this context", name);
 		return;
 	}
 
@@ -1399,7 +714,7 @@ static void XMLCALL on_start(void *userdata, const XML_Char *name, const XML_Cha
 	switch (parent) {
 	case EL_NONE:
 		if (strcmp(name, "busconfig") != 0) {
-			parser_fail(p, line, "Unknown element <%s> at root of configuration file",
+			conf_parser_fail(p, line, "Unknown element <%s> at root of configuration file",
 				    name);
 			return;
 		}
@@ -1414,10 +729,10 @@ static void XMLCALL on_start(void *userdata, const XML_Char *name, const XML_Cha
 			bool allow = name[0] == 'a';
 
 			e->type = allow ? EL_ALLOW : EL_DENY;
-			parse_rule(p, line, name, allow, atts, &p->stack[p->n_stack - 2]);
+			conf_parse_rule(p, line, name, allow, atts, &p->stack[p->n_stack - 2]);
 			return;
 		}
-		parser_fail(p, line, "Element <%s> not allowed inside <%s> in configuration file",
+		conf_parser_fail(p, line, "Element <%s> not allowed inside <%s> in configuration file",
 			    name, "policy");
 		return;
 	case EL_SELINUX:
@@ -1426,11 +741,11 @@ static void XMLCALL on_start(void *userdata, const XML_Char *name, const XML_Cha
 			start_associate(p, line, atts);
 			return;
 		}
-		parser_fail(p, line, "Element <%s> not allowed inside <%s> in configuration file",
+		conf_parser_fail(p, line, "Element <%s> not allowed inside <%s> in configuration file",
 			    name, "selinux");
 		return;
 	default:
-		parser_fail(p, line, "Element <%s> is not allowed in this context", name);
+		conf_parser_fail(p, line, "Element <%s> is not allowed in this context", name);
 		return;
 	}
 }
@@ -1477,19 +792,19 @@ static int end_limit(struct file_parser *p, struct element *e, const char *text)
 	int64_t v;
 
 	if (!parse_int64(text, &v))
-		return parser_fail(p, e->line,
+		return conf_parser_fail(p, e->line,
 				   "<limit name=\"%s\"> element has invalid value (could not parse as integer)",
 				   e->limit.name);
 	for (size_t i = 0; i < ARRAY_SIZE(limit_defs); i++)
 		if (strcmp(limit_defs[i].name, e->limit.name) == 0)
 			def = &limit_defs[i];
 	if (!def)
-		return parser_fail(p, e->line, "There is no limit called \"%s\"", e->limit.name);
+		return conf_parser_fail(p, e->line, "There is no limit called \"%s\"", e->limit.name);
 	if (v < 0)
-		return parser_fail(p, e->line, "<limit name=\"%s\"> must be a positive number",
+		return conf_parser_fail(p, e->line, "<limit name=\"%s\"> must be a positive number",
 				   e->limit.name);
 	if (def->is_int && v > INT32_MAX)
-		return parser_fail(p, e->line, "<limit name=\"%s\"> value is too large",
+		return conf_parser_fail(p, e->line, "<limit name=\"%s\"> value is too large",
 				   e->limit.name);
 	if (def->offset != SIZE_MAX)
 		*(int64_t *)((char *)&p->config->limits + def->offset) = v;
@@ -1505,7 +820,7 @@ static int include_one(struct file_parser *p, unsigned int line, const char *pat
 
 	frag = config_new();
 	if (!frag)
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	/* Limits flow through includes in file order. */
 	frag->limits = p->config->limits;
 
@@ -1513,7 +828,7 @@ static int include_one(struct file_parser *p, unsigned int line, const char *pat
 	if (r == -ENOENT && ignore_missing)
 		return 0;
 	if (r < 0 && r != -ENOENT)
-		return parser_fail_errno(p, r);
+		return conf_parser_fail_errno(p, r);
 	if (r == -ENOENT)
 		r = BUS_CONFIG_E_INVALID;	/* error already formatted */
 
@@ -1528,7 +843,7 @@ static int include_one(struct file_parser *p, unsigned int line, const char *pat
 		 */
 		list_splice_tail(&p->config->warnings, &frag->warnings);
 		r = config_warn_str(p->config, p->loader->opts, error);
-		return r < 0 ? parser_fail_errno(p, r) : 0;
+		return r < 0 ? conf_parser_fail_errno(p, r) : 0;
 	}
 	return parser_fail_take(p, r, &error);
 }
@@ -1545,7 +860,7 @@ static int end_includedir(struct file_parser *p, struct element *e, const char *
 	if (!d) {
 		if (errno == ENOENT)
 			return 0;	/* a missing <includedir> is fine */
-		return parser_fail(p, e->line, "Failed to open directory \"%s\": %s", dir,
+		return conf_parser_fail(p, e->line, "Failed to open directory \"%s\": %s", dir,
 				   strerror(errno));
 	}
 	while ((errno = 0, de = readdir(d))) {
@@ -1557,27 +872,27 @@ static int end_includedir(struct file_parser *p, struct element *e, const char *
 			char **t;
 
 			if (n >= FILES_MAX) {
-				r = parser_fail(p, e->line, "Too many files in directory \"%s\"",
+				r = conf_parser_fail(p, e->line, "Too many files in directory \"%s\"",
 						dir);
 				goto out;
 			}
 			sz = sz ? sz * 2 : 16;
 			t = realloc(names, sz * sizeof(*names));
 			if (!t) {
-				r = parser_fail_errno(p, -ENOMEM);
+				r = conf_parser_fail_errno(p, -ENOMEM);
 				goto out;
 			}
 			names = t;
 		}
 		names[n] = strdup(de->d_name);
 		if (!names[n]) {
-			r = parser_fail_errno(p, -ENOMEM);
+			r = conf_parser_fail_errno(p, -ENOMEM);
 			goto out;
 		}
 		n++;
 	}
 	if (errno) {
-		r = parser_fail(p, e->line, "Failed to read directory \"%s\": %s", dir,
+		r = conf_parser_fail(p, e->line, "Failed to read directory \"%s\": %s", dir,
 				strerror(errno));
 		goto out;
 	}
@@ -1589,7 +904,7 @@ static int end_includedir(struct file_parser *p, struct element *e, const char *
 		_cleanup_free_ char *path = conf_path_join(dir, names[i]);
 
 		if (!path) {
-			r = parser_fail_errno(p, -ENOMEM);
+			r = conf_parser_fail_errno(p, -ENOMEM);
 			break;
 		}
 		r = include_one(p, e->line, path, true, true);
@@ -1597,7 +912,7 @@ static int end_includedir(struct file_parser *p, struct element *e, const char *
 	if (!r) {
 		r = conf_strings_append(&p->config->conf_dirs, p->path, e->line, dir);
 		if (r < 0)
-			r = parser_fail_errno(p, r);
+			r = conf_parser_fail_errno(p, r);
 	}
 out:
 	for (size_t i = 0; i < n; i++)
@@ -1612,7 +927,7 @@ static int set_string(struct file_parser *p, char **dst, const char *value)
 	char *s = strdup(value);
 
 	if (!s)
-		return parser_fail_errno(p, -ENOMEM);
+		return conf_parser_fail_errno(p, -ENOMEM);
 	free(*dst);
 	*dst = s;
 	return 0;
@@ -1632,27 +947,27 @@ static int end_leaf(struct file_parser *p, struct element *e, const char *text)
 		return set_string(p, &p->config->pidfile, text);
 	case EL_LISTEN:
 		r = conf_strings_append(&p->config->listen, p->path, e->line, text);
-		return r < 0 ? parser_fail_errno(p, r) : 0;
+		return r < 0 ? conf_parser_fail_errno(p, r) : 0;
 	case EL_AUTH:
 		r = conf_strings_append(&p->config->auth, p->path, e->line, text);
-		return r < 0 ? parser_fail_errno(p, r) : 0;
+		return r < 0 ? conf_parser_fail_errno(p, r) : 0;
 	case EL_SERVICEHELPER:
 		path = conf_path_join(p->basedir, text);
 		if (!path)
-			return parser_fail_errno(p, -ENOMEM);
+			return conf_parser_fail_errno(p, -ENOMEM);
 		free(p->config->servicehelper);
 		p->config->servicehelper = steal_ptr(path);
 		return 0;
 	case EL_SERVICEDIR:
 		path = conf_path_join(p->basedir, text);
 		if (!path)
-			return parser_fail_errno(p, -ENOMEM);
-		r = servicedirs_append(&p->config->servicedirs, path, 0);
-		return r < 0 ? parser_fail_errno(p, r) : 0;
+			return conf_parser_fail_errno(p, -ENOMEM);
+		r = conf_servicedirs_append(&p->config->servicedirs, path, 0);
+		return r < 0 ? conf_parser_fail_errno(p, r) : 0;
 	case EL_INCLUDEDIR:
 		path = conf_path_join(p->basedir, text);
 		if (!path)
-			return parser_fail_errno(p, -ENOMEM);
+			return conf_parser_fail_errno(p, -ENOMEM);
 		return end_includedir(p, e, path);
 	case EL_INCLUDE: {
 		const struct bus_config_options *o = p->loader->opts;
@@ -1661,14 +976,14 @@ static int end_leaf(struct file_parser *p, struct element *e, const char *text)
 			return 0;
 		if (e->include.selinux_root_relative) {
 			if (!o || !o->selinux_root)
-				return parser_fail(p, e->line,
+				return conf_parser_fail(p, e->line,
 						   "Could not determine SELinux policy root for relative inclusion");
 			path = conf_path_join(o->selinux_root, text);
 		} else {
 			path = conf_path_join(p->basedir, text);
 		}
 		if (!path)
-			return parser_fail_errno(p, -ENOMEM);
+			return conf_parser_fail_errno(p, -ENOMEM);
 		return include_one(p, e->line, path, e->include.ignore_missing, false);
 	}
 	case EL_LIMIT:
@@ -1697,13 +1012,13 @@ static void XMLCALL on_end(void *userdata, const XML_Char *name)
 				   end[-1] == '\r'))
 			end--;
 		if (s == end) {
-			parser_fail(p, e->line,
+			conf_parser_fail(p, e->line,
 				    "XML element <%s> was expected to have content inside it",
 				    element_names[e->type]);
 			return;
 		}
 		if (memchr(s, '\0', end - s)) {
-			parser_fail(p, e->line, "XML element <%s> contains a NUL character",
+			conf_parser_fail(p, e->line, "XML element <%s> contains a NUL character",
 				    element_names[e->type]);
 			return;
 		}
@@ -1733,7 +1048,7 @@ static void XMLCALL on_text(void *userdata, const XML_Char *s, int len)
 			sz = 256;
 		t = realloc(p->text, sz);
 		if (!t) {
-			parser_fail_errno(p, -ENOMEM);
+			conf_parser_fail_errno(p, -ENOMEM);
 			return;
 		}
 		p->text = t;
@@ -1828,18 +1143,18 @@ static int parse_file(struct loader *loader, struct file_parser *parent, const c
 		enum XML_Error e = XML_GetErrorCode(p.xml);
 
 		if (e == XML_ERROR_NO_MEMORY)
-			parser_fail_errno(&p, -ENOMEM);
+			conf_parser_fail_errno(&p, -ENOMEM);
 		else
-			parser_fail(&p, XML_GetCurrentLineNumber(p.xml), "XML error: %s (column %lu)",
+			conf_parser_fail(&p, XML_GetCurrentLineNumber(p.xml), "XML error: %s (column %lu)",
 				    XML_ErrorString(e),
 				    (unsigned long)XML_GetCurrentColumnNumber(p.xml));
 	}
 	if (p.r == 0 && p.n_stack != 0)
-		parser_fail(&p, 0, "Element <%s> was not closed in configuration file",
+		conf_parser_fail(&p, 0, "Element <%s> was not closed in configuration file",
 			    element_names[p.stack[p.n_stack - 1].type]);
 	if (p.r == 0 && !parent && list_is_empty(&config->listen) &&
 	    !(loader->opts && loader->opts->no_listen_ok))
-		parser_fail(&p, 0,
+		conf_parser_fail(&p, 0,
 			    "Configuration file needs one or more <listen> elements giving addresses");
 
 	for (unsigned int i = 0; i < p.n_stack; i++)

@@ -10,6 +10,7 @@
  */
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,3 +33,6 @@ int conf_strings_append(struct list_node *list, const char *file, unsigned int l
 /* 1 and the id if known (decimal numbers are taken as ids), 0 if unknown, -ENOMEM. */
 int conf_lookup_user(const char *name, uint32_t *uidp);
 int conf_lookup_group(const char *name, uint32_t *gidp);
+/* servicedirs.c: whether @dirs (struct bus_config_servicedir) has @path; append it unless so. */
+bool conf_servicedirs_contain(struct list_node *dirs, const char *path);
+int conf_servicedirs_append(struct list_node *dirs, const char *path, unsigned int flags);

@@ -41,6 +41,15 @@ echo "build-deb: packages in $out:"
 for f in $debs; do
 	printf '  %s (%s bytes)\n' "$f" "$(stat -c %s "$out/$f")"
 done
+# A production build: the re-exec's test hooks are compiled out (-Dtest_hooks=false).
+deb=$(printf '%s\n' $debs | grep '^bus1-broker_')
+mkdir "$work/x"
+dpkg-deb -x "$out/$deb" "$work/x"
+if grep -a -q -e BUS1_BROKER_RESTORE_FAIL -e BUS1_BROKER_STATE_VERSION "$work/x/usr/bin/bus1-broker"; then
+	echo "build-deb: the packaged bus1-broker still reads a test hook" >&2
+	exit 1
+fi
+echo "build-deb: the packaged bus1-broker has no test hook"
 if [ $lintian = 1 ]; then
 	# Errors and warnings fail; info and pedantic tags are printed.
 	lintian --fail-on error,warning --info "$out/$(basename "$changes")"

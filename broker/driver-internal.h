@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The insides of the driver, shared by its files (not an API):
+ *
+ *   driver.c        the interface and method tables, properties,
+ *                   introspection, dispatch; the reply helpers below
+ *   driver-dbus.c   the methods of org.freedesktop.DBus (and Monitoring,
+ *                   Peer)
+ *   driver-stats.c  org.freedesktop.DBus.Debug.Stats, the peaks it reports
+ *   driver-bus1.c   org.freedesktop.DBus.Bus1: the native clients' methods
+ *
+ * A method gets its call (struct driver_call: the caller, the message, a
+ * reader at its arguments) and returns 0 (answered), 1 (an error set with
+ * driver_fail(), which the dispatcher sends) or negative errno.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "dbus-compat/marshal.h"
+#include "dbus-compat/message.h"
+
+struct bus;
+struct peer;
+
+struct driver_call {
+	struct bus *bus;
+	struct peer *peer;
+	struct message *msg;
+	struct dc_reader reader;
+	const char *err_name;
+	char *err_text;
+};
+
+/* Record an error for the caller; returns 1 (the "error set" code). */
+__attribute__((format(printf, 3, 4)))
+int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...);
+
+/* A reply to the call: started, then sealed and sent (unless none is expected). */
+void driver_reply_init(struct driver_call *c, struct message_builder *b, const char *sig);
+int driver_reply_send(struct driver_call *c, struct message_builder *b);
+int driver_reply_empty(struct driver_call *c);
+int driver_reply_u(struct driver_call *c, uint32_t v);
+int driver_reply_s(struct driver_call *c, const char *s);
+int driver_reply_b(struct driver_call *c, bool v);
+/* One entry of an a{sv} reply. */
+void driver_asv_u(struct dc_writer *w, const char *key, uint32_t v);
+void driver_asv_s(struct dc_writer *w, const char *key, const char *v);
+
+/* The caller runs as the bus' user or root. */
+bool driver_caller_is_privileged(const struct driver_call *c);
+/* Read the single string argument every "s" method has: 0, or 1 (error set). */
+int driver_read_name(struct driver_call *c, const char **namep);
+/*
+ * Which connection does the "s" argument denote (bus_driver_get_conn_helper)?
+ * Return: 0 with *selfp set for org.freedesktop.DBus or *connp for a peer,
+ * 1 (error set: NameHasNoOwner / InvalidArgs).
+ */
+int driver_lookup_conn(struct driver_call *c, const char *what, const char **namep,
+		       struct peer **connp, bool *selfp);
+/* Hello, for a socket client or a native one after its bootstrap. */
+int driver_hello(struct peer *peer, struct message *msg);
+
+/* The methods of the groups (driver-dbus.c, driver-stats.c, driver-bus1.c). */
+int driver_method_hello(struct driver_call *c);
+int driver_method_request_name(struct driver_call *c);
+int driver_method_release_name(struct driver_call *c);
+int driver_method_start_service_by_name(struct driver_call *c);
+int driver_method_update_activation_environment(struct driver_call *c);
+int driver_method_name_has_owner(struct driver_call *c);
+int driver_method_list_names(struct driver_call *c);
+int driver_method_list_activatable_names(struct driver_call *c);
+int driver_method_add_match(struct driver_call *c);
+int driver_method_remove_match(struct driver_call *c);
+int driver_method_get_name_owner(struct driver_call *c);
+int driver_method_list_queued_owners(struct driver_call *c);
+int driver_method_get_connection_unix_user(struct driver_call *c);
+int driver_method_get_connection_unix_process_id(struct driver_call *c);
+int driver_method_get_connection_credentials(struct driver_call *c);
+int driver_method_get_adt_audit_session_data(struct driver_call *c);
+int driver_method_get_connection_selinux_security_context(struct driver_call *c);
+int driver_method_reload_config(struct driver_call *c);
+int driver_method_get_id(struct driver_call *c);
+int driver_method_become_monitor(struct driver_call *c);
+int driver_method_get_machine_id(struct driver_call *c);
+int driver_method_ping(struct driver_call *c);
+int driver_method_get_stats(struct driver_call *c);
+int driver_method_get_connection_stats(struct driver_call *c);
+int driver_method_get_all_match_rules(struct driver_call *c);
+int driver_method_bus1_connect(struct driver_call *c);
+int driver_method_bus1_get_direct_handle(struct driver_call *c);

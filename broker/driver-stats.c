@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The driver's org.freedesktop.DBus.Debug.Stats. See driver-internal.h.
+ */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "broker/activation.h"
+#include "broker/bus.h"
+#include "broker/peer.h"
+#include "broker/driver.h"
+#include "broker/log.h"
+#include "broker/match.h"
+#include "broker/monitor.h"
+#include "broker/name.h"
+#include "broker/native.h"
+#include "broker/policy.h"
+#include "broker/reply.h"
+#include "broker/router.h"
+#include "broker/selinux.h"
+#include "conf/config.h"
+#include "conf/policy.h"
+#include "dbus-compat/marshal.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/native-protocol.h"
+#include "dbus-compat/protocol.h"
+#include "dbus-compat/signature.h"
+#include "dbus-compat/socket.h"
+#include "dbus-compat/validate.h"
+#include "broker/driver-internal.h"
+
+/* ----------------------------------------------------------------- Stats */
+
+/*
+ * org.freedesktop.DBus.Debug.Stats reports the keys of dbus-daemon 1.14
+ * (bus/stats.c), with its meanings:
+ *  - BusNames: entries in name queues, every connection's unique name
+ *    included (a connection owning two names and queued for a third counts
+ *    4); monitors have none. MatchRules: AddMatch rules, monitors' filters
+ *    included. Peak*: the highest value seen; Peak*PerConnection: the most
+ *    one connection ever had.
+ *  - ActiveConnections: connections after Hello, monitors included;
+ *    IncompleteConnections: before it.
+ *  - Serial: how many times the method was called before (one counter for
+ *    GetStats, one for GetConnectionStats).
+ *  - ListMemPool{Used,Cached,Allocated}Bytes: dbus-daemon's pool of list
+ *    nodes; here the pool of output queue entries (struct delivery): bytes
+ *    in use, kept for reuse, and both.
+ * GetConnectionStats: Outgoing* is the output queue (messages, bytes, fds
+ * queued and not yet written, with peaks; for a native client, what its
+ * socket holds plus what it has not read of its bus1 queue, as the broker
+ * last learnt it from the kernel); Incoming* is what the bus holds
+ * of the connection's messages. The broker routes each message as soon as
+ * it is read, so IncomingMessages is 0 and Incoming{Bytes,FDs} count the
+ * message being routed (the caller's own call, for itself); once queued, a
+ * message counts against its receivers' Outgoing* only (dbus-daemon also
+ * keeps charging its sender until it is written).
+ */
+
+static uint32_t conn_bus_names(const struct peer *peer)
+{
+	return (uint32_t)peer->owner.n_ownerships + (peer->owner.registry ? 1 : 0);
+}
+
+/* After a name request (or Hello) of @peer: raise the peaks. */
+void driver_stats_names_changed(struct bus *bus, struct peer *peer)
+{
+	uint32_t total = (uint32_t)(bus->names->n_ownerships + hmap_size(&bus->names->uniques));
+	uint32_t mine = conn_bus_names(peer);
+
+	if (total > bus->peak_names)
+		bus->peak_names = total;
+	if (mine > peer->peak_names)
+		peer->peak_names = mine;
+	if (mine > bus->peak_names_per_conn)
+		bus->peak_names_per_conn = mine;
+}
+
+static uint32_t bus_match_rules(struct bus *bus)
+{
+	return (uint32_t)(match_registry_count(bus->matches) +
+			  match_registry_count(bus->monitor_matches));
+}
+
+/* After AddMatch or BecomeMonitor of @peer: raise the peaks. */
+void driver_stats_matches_changed(struct bus *bus, struct peer *peer)
+{
+	uint32_t total = bus_match_rules(bus);
+	uint32_t mine = (uint32_t)peer->matches.n_rules;
+
+	if (total > bus->peak_matches)
+		bus->peak_matches = total;
+	if (mine > peer->peak_matches)
+		peer->peak_matches = mine;
+	if (mine > bus->peak_matches_per_conn)
+		bus->peak_matches_per_conn = mine;
+}
+
+int driver_method_get_stats(struct driver_call *c)
+{
+	struct bus *bus = c->bus;
+	struct bus_transport_stats st;
+	struct message_builder b;
+	struct dc_writer *w;
+
+	bus_transport_stats(bus, &st);
+	driver_reply_init(c, &b, "a{sv}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	driver_asv_u(w, "Serial", bus->stats_serial++);
+	driver_asv_u(w, "ListMemPoolUsedBytes", (uint32_t)st.queue_used_bytes);
+	driver_asv_u(w, "ListMemPoolCachedBytes", (uint32_t)st.queue_cached_bytes);
+	driver_asv_u(w, "ListMemPoolAllocatedBytes",
+	      (uint32_t)(st.queue_used_bytes + st.queue_cached_bytes));
+	driver_asv_u(w, "ActiveConnections", bus->n_active);
+	driver_asv_u(w, "IncompleteConnections", bus->n_incomplete);
+	driver_asv_u(w, "MatchRules", bus_match_rules(bus));
+	driver_asv_u(w, "PeakMatchRules", bus->peak_matches);
+	driver_asv_u(w, "PeakMatchRulesPerConnection", bus->peak_matches_per_conn);
+	driver_asv_u(w, "BusNames", (uint32_t)(bus->names->n_ownerships +
+					hmap_size(&bus->names->uniques)));
+	driver_asv_u(w, "PeakBusNames", bus->peak_names);
+	driver_asv_u(w, "PeakBusNamesPerConnection", bus->peak_names_per_conn);
+	dc_writer_close(w);
+	return driver_reply_send(c, &b);
+}
+
+int driver_method_get_connection_stats(struct driver_call *c)
+{
+	uint64_t out_bytes, out_fds, out_msgs;
+	struct native_conn *nc;
+	struct peer *peer = NULL;
+	bool self = false;
+	struct message_builder b;
+	struct dc_writer *w;
+	const char *name;
+	int r;
+
+	r = driver_lookup_conn(c, "statistics", &name, &peer, &self);
+	if (r)
+		return r;
+	if (self)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS,
+				   "GetConnectionStats is not meaningful for the message bus "
+				   "\"%s\" itself", name);
+	driver_reply_init(c, &b, "a{sv}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	driver_asv_u(w, "Serial", c->bus->conn_stats_serial++);
+	driver_asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
+	driver_asv_u(w, "PeakMatchRules", peer->peak_matches);
+	driver_asv_u(w, "BusNames", conn_bus_names(peer));
+	driver_asv_u(w, "PeakBusNames", peer->peak_names);
+	driver_asv_s(w, "UniqueName", peer_name(peer));
+	driver_asv_u(w, "IncomingMessages", 0);
+	driver_asv_u(w, "IncomingBytes", (uint32_t)peer->n_dispatching_bytes);
+	driver_asv_u(w, "IncomingFDs", (uint32_t)peer->n_dispatching_fds);
+	driver_asv_u(w, "PeakIncomingBytes", (uint32_t)peer->peak_dispatching_bytes);
+	driver_asv_u(w, "PeakIncomingFDs", (uint32_t)peer->peak_dispatching_fds);
+	out_bytes = peer->n_queued_bytes;
+	out_fds = peer->n_queued_fds;
+	out_msgs = peer->n_queued_msgs;
+	nc = native_conn_of(peer);
+	if (nc) {
+		uint64_t bytes, fds, msgs;
+
+		/* A native client's output: its bus1 queue, after what its socket holds. */
+		native_conn_get_queued(nc, &bytes, &fds, &msgs);
+		out_bytes += bytes;
+		out_fds += fds;
+		out_msgs += msgs;
+	}
+	driver_asv_u(w, "OutgoingMessages", (uint32_t)out_msgs);
+	driver_asv_u(w, "OutgoingBytes", (uint32_t)out_bytes);
+	driver_asv_u(w, "OutgoingFDs", (uint32_t)out_fds);
+	driver_asv_u(w, "PeakOutgoingBytes", (uint32_t)peer->peak_queued_bytes);
+	driver_asv_u(w, "PeakOutgoingFDs", (uint32_t)peer->peak_queued_fds);
+	dc_writer_close(w);
+	return driver_reply_send(c, &b);
+}
+
+int driver_method_get_all_match_rules(struct driver_call *c)
+{
+	struct message_builder b;
+	struct dc_writer *w;
+	struct peer *peer;
+	char buf[MATCH_RULE_MAX_LENGTH * 4];
+
+	driver_reply_init(c, &b, "a{sas}");
+	w = &b.body;
+	dc_writer_open(w, 'a', NULL);
+	list_for_each_entry(peer, &c->bus->peers, bus_link) {
+		struct match_rule *rule;
+
+		if (!peer->registered || peer->closed)
+			continue;
+		dc_writer_open(w, '{', NULL);
+		dc_writer_write(w, "s", peer_name(peer));
+		dc_writer_open(w, 'a', NULL);
+		list_for_each_entry(rule, &peer->matches.rules, owner_link) {
+			if (match_rule_to_string(rule, buf, sizeof(buf)) >= 0)
+				dc_writer_write(w, "s", buf);
+		}
+		dc_writer_close(w);
+		dc_writer_close(w);
+	}
+	dc_writer_close(w);
+	return driver_reply_send(c, &b);
+}
+

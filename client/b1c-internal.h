@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * libbus1-client inside (not an API), shared by its files:
+ *
+ *   bus1-client.c   the connection: bootstrap, send, receive, the queue,
+ *                   calls, dispatch to handlers
+ *   b1c-message.c   messages: building, sealing, reading
+ *   b1c-direct.c    the direct path (docs/native-protocol.md): resolved
+ *                   names, who may call us, calls and replies that went
+ *                   direct, what the broker tells about them
+ *
+ * None of these names is exported (libbus1-client.sym exports b1c_* only).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "libbus1.h"
+#include "bus1-client.h"
+#include "dbus-compat/message.h"
+
+#define B1C_DEFAULT_TIMEOUT (25ULL * 1000 * 1000)
+/* Local bounds: a client is not a bus, but bad input must not grow memory. */
+#define B1C_MAX_QUEUED 65536
+#define B1C_MAX_FDS 253
+
+struct b1c_message {
+	unsigned long n_refs;
+	struct message *msg;		/* sealed or received; NULL while building */
+	bool building;
+	struct message_builder b;
+	char *strs[6];			/* owned header strings of the builder */
+	struct b1c_message *call;	/* reply: keeps the call's strings alive */
+	int *fds;			/* building: attached fds (owned) */
+	size_t n_fds;
+	bool reader_ready;
+	struct dc_reader reader;
+	char *error_text;
+	uint64_t direct_reply;		/* a direct call: our handle to the caller's direct node */
+};
+
+struct b1c_handler {
+	b1c_handler_t fn;
+	void *userdata;
+	char *path;			/* object path filter */
+	/* match filter (NULL: any) */
+	int type;
+	char *sender;
+	char *interface;
+	char *member;
+	uint32_t serial;		/* pending call */
+	struct b1c_message *call;	/* pending call that went direct: resent once */
+};
+
+struct handler_vec {
+	struct b1c_handler *v;
+	size_t n;
+	size_t cap;
+};
+
+/* The direct path (docs/native-protocol.md). */
+struct direct_name {
+	char *name;
+	uint64_t handle;		/* 0: the broker said no, use the broker */
+};
+
+struct direct_msg {
+	const struct message *msg;	/* received directly, not dispatched yet */
+	uint64_t reply;			/* handle to the caller's direct node (0: none) */
+};
+
+struct direct_call {
+	uint32_t serial;		/* a direct call waiting for its reply */
+	uint64_t handle;		/* sent there */
+};
+
+#define B1C_MAX_DIRECT 1024
+
+struct b1c_bus {
+	int sock;			/* the bootstrap socket: kept as the lifeline */
+	struct b1_peer *peer;
+	uint64_t bus_handle;		/* our handle to our connection node at the broker */
+	uint64_t node;			/* our client node */
+	uint64_t direct_node;		/* our direct node (0: the broker has none for us) */
+	char *unique_name;
+	uint32_t serial;
+	bool dead;
+
+	bool direct;			/* b1c_bus_set_direct() */
+	struct direct_name *dnames;	/* resolved names (cache) */
+	size_t n_dnames;
+	struct direct_msg *dmsgs;
+	size_t n_dmsgs;
+	struct direct_call *dcalls;
+	size_t n_dcalls;
+	uint32_t *uids;			/* who may call us directly (published by the broker) */
+	size_t n_uids;
+	char **names;			/* well-known names we own (NameAcquired/NameLost) */
+	size_t n_names;
+	uint32_t stash_serial;		/* a driver reply that carried a handle ... */
+	uint64_t stash_handle;		/* ... and that handle */
+	bool last_direct;		/* the last b1c_bus_send() went the direct path */
+	struct message **synth;		/* NoReply errors made up for lost direct calls */
+	size_t n_synth;
+
+	struct message **queue;		/* received, not yet dispatched (FIFO) */
+	size_t q_head;
+	size_t q_n;
+	size_t q_cap;
+
+	struct handler_vec filters;
+	struct handler_vec objects;
+	struct handler_vec matches;
+	struct handler_vec pending;
+};
+
+/* b1c-message.c */
+int client_message_seal(struct b1c_message *m, uint32_t serial);
+struct b1c_message *client_message_wrap(struct message *msg);
+
+/* b1c-direct.c */
+bool client_broker_notice(struct b1c_bus *bus, const struct message *msg);
+bool client_dcall_take(struct b1c_bus *bus, uint32_t serial);
+int client_direct_lost(struct b1c_bus *bus, uint64_t handle);
+void client_direct_refuse(struct b1c_bus *bus, const struct message *call, uint64_t reply,
+			  const char *name, const char *text);
+int client_direct_resolve(struct b1c_bus *bus, const char *name, uint64_t *handlep);
+bool client_direct_retry(struct b1c_bus *bus, const struct message *call, const struct message *err);
+int client_direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
+		       bool with_reply_node);
+int client_dmsg_add(struct b1c_bus *bus, const struct message *msg, uint64_t reply);
+uint64_t client_dmsg_take(struct b1c_bus *bus, const struct message *msg);
+void client_dname_forget(struct b1c_bus *bus, const char *name, uint64_t handle);
+bool client_is_unique_or_wellknown(const char *name);
+bool client_owns_name(const struct b1c_bus *bus, const char *name);
+bool client_uid_allowed(const struct b1c_bus *bus, uint32_t uid);
+
+/* bus1-client.c */
+int client_wait_reply(struct b1c_bus *bus, uint32_t serial, uint64_t timeout_usec,
+		      struct message **replyp);
