@@ -32,6 +32,7 @@ struct bus_config;
 struct config_reload;
 struct native;
 struct socket_transport;
+struct state_writer;
 
 /**
  * struct broker_options - how to start the bus
@@ -72,6 +73,8 @@ struct broker {
 	bool handed_over;		/* the fd store has it all: exit, touch nothing */
 	uint64_t reexec_deadline;	/* CLOCK_MONOTONIC: then the wait gives up */
 	char **argv;			/* main()'s */
+	int (*reexec_serialize)(struct broker *broker, bool handover,
+				struct state_writer *w);	/* broker_serialize() */
 	char *exe_path;			/* the program to execute */
 	int exe_fd;			/* the running program (the fallback), -1: none */
 };
@@ -132,7 +135,6 @@ int broker_run(struct broker *broker);
  * which is not the parent of the spawned services (none is written).
  * Return 0 or negative errno.
  */
-struct state_writer;
 int broker_serialize(struct broker *broker, bool handover, struct state_writer *w);
 
 /*

@@ -475,7 +475,7 @@ int main(int argc, char **argv)
 		return EXIT_FAILURE;
 
 run:
-	r = reexec_prepare(broker, argv);
+	r = reexec_prepare(broker, argv, broker_serialize);
 	if (r < 0)
 		log_warn("re-exec will be refused: cannot find the running program: %s",
 			 strerror(-r));

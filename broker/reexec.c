@@ -89,7 +89,7 @@ static int reexec_write(struct broker *broker, uint32_t version, bool handover,
 	int r;
 
 	state_writer_init(&w, version);
-	r = broker_serialize(broker, handover, &w);
+	r = broker->reexec_serialize ? broker->reexec_serialize(broker, handover, &w) : -ENOSYS;
 	if (r == 0)
 		r = state_writer_to_memfd(&w);
 	for (size_t i = 0; r >= 0 && i < w.n_fds; i++)
@@ -197,13 +197,14 @@ static char **reexec_argv(struct broker *broker, int state_fd, int fallback_fd)
 	return v;
 }
 
-int reexec_prepare(struct broker *broker, char **argv)
+int reexec_prepare(struct broker *broker, char **argv, reexec_serialize_fn serialize)
 {
 	const char *override = getenv("BUS1_BROKER_REEXEC");
 	char buf[4096];
 	ssize_t l;
 
 	broker->argv = argv;
+	broker->reexec_serialize = serialize;
 	broker->exe_fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	if (override && *override) {
 		broker->exe_path = strdup(override);

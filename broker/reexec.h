@@ -57,14 +57,24 @@ struct broker;
 /* The longest the old program waits for the new one to accept the state. */
 #define REEXEC_CHECK_TIMEOUT_MSEC 10000
 
+struct state_writer;
+
+/*
+ * What the sequence asks of the process: the whole state, in sections
+ * (broker_serialize()). @handover: for the next process of the service.
+ */
+typedef int (*reexec_serialize_fn)(struct broker *broker, bool handover,
+				   struct state_writer *w);
+
 /**
  * reexec_prepare() - remember what a re-exec needs, at start-up
  * @argv:	the command line (kept by pointer: main()'s)
+ * @serialize:	writes the state (kept)
  *
  * Opens the running program (the fallback) and notes the path to execute.
  * Return 0 or negative errno (re-exec then refused).
  */
-int reexec_prepare(struct broker *broker, char **argv);
+int reexec_prepare(struct broker *broker, char **argv, reexec_serialize_fn serialize);
 
 /*
  * SIGUSR2: re-execute now, or once no client authenticates. Returns if

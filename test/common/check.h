@@ -15,11 +15,15 @@
  *   CHECK_EQ(a, b)              integers, compared as long long
  *   CHECK_NE(a, b)              integers, compared as long long
  *   CHECK_STR(a, b)             strings equal; NULL equals only NULL
+ *   CHECK_OK(expr)              a call that returns -1 with errno or a negative errno
+ *                               succeeded; the value of the expression is its result
+ *   CHECK_FAIL(fmt, ...)        fail here, with a message
  *
  * A program that must clean up before it dies (the stress tests kill their bus and print its
  * log) defines check_failure_hook(); it is called once, before abort().
  */
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +39,10 @@ static void check_failed_at(const char *file, int line, const char *expr, const 
 	va_list ap;
 
 	fflush(stdout);
-	fprintf(stderr, "%s:%d: check failed: %s", file, line, expr);
+	if (expr)
+		fprintf(stderr, "%s:%d: check failed: %s", file, line, expr);
+	else
+		fprintf(stderr, "%s:%d: failed", file, line);
 	/* fmt is " " followed by the caller's message, if any. */
 	if (fmt[0] && fmt[1]) {
 		fputc(':', stderr);
@@ -82,3 +89,18 @@ static void check_failed_at(const char *file, int line, const char *expr, const 
 					_check_a ? _check_a : "(null)",                    \
 					_check_b ? _check_b : "(null)");                   \
 	} while (0)
+
+#define CHECK_OK(expr)                                                                     \
+	({                                                                                 \
+		long long _check_r;                                                        \
+		errno = 0;                                                                 \
+		_check_r = (long long)(expr);                                              \
+		if (_check_r < 0)                                                          \
+			check_failed_at(__FILE__, __LINE__, #expr, " returned %lld (%s)",  \
+					_check_r,                                          \
+					strerror(_check_r == -1 && errno ? errno :         \
+						 (int)-_check_r));                         \
+		_check_r;                                                                  \
+	})
+
+#define CHECK_FAIL(...) check_failed_at(__FILE__, __LINE__, NULL, " " __VA_ARGS__)

@@ -5,14 +5,14 @@ messages, and a minimal test runner. Run with /usr/bin/python3."""
 
 import os
 import sys
-import time
 import traceback
 
 import dbus
 import dbus.bus
 import dbus.lowlevel
 from dbus.mainloop.glib import DBusGMainLoop
-from gi.repository import GLib
+
+from glibloop import pump, wait_for  # noqa: F401 (for the tests)
 
 DBusGMainLoop(set_as_default=True)
 
@@ -26,31 +26,6 @@ E = "org.freedesktop.DBus.Error."
 BUS1 = os.environ.get("BUS_BINARY", "").endswith("bus1-broker")
 
 _clients = []
-
-
-def pump(seconds=0.0):
-    """Run the GLib loop for @seconds (at least one non-blocking pass)."""
-    ctx = GLib.MainContext.default()
-    end = time.monotonic() + seconds
-    while True:
-        while ctx.iteration(False):
-            pass
-        if time.monotonic() >= end:
-            return
-        time.sleep(0.005)
-
-
-def wait_for(pred, timeout=5.0, what="condition"):
-    ctx = GLib.MainContext.default()
-    end = time.monotonic() + timeout
-    while True:
-        while ctx.iteration(False):
-            pass
-        if pred():
-            return
-        if time.monotonic() >= end:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(0.002)
 
 
 class Client:

@@ -30,17 +30,16 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import traceback
 
 import dbus
 import dbus.bus
 import dbus.lowlevel
 from dbus.mainloop.glib import DBusGMainLoop
-from gi.repository import GLib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import rawclient  # noqa: E402
+from glibloop import pump, wait_for  # noqa: E402
 
 DBusGMainLoop(set_as_default=True)
 
@@ -49,25 +48,6 @@ DRIVER = "org.freedesktop.DBus"
 DPATH = "/org/freedesktop/DBus"
 STATS = "org.freedesktop.DBus.Debug.Stats"
 E = "org.freedesktop.DBus.Error."
-
-def pump(seconds=0.0):
-    ctx = GLib.MainContext.default()
-    end = time.monotonic() + seconds
-    while True:
-        while ctx.iteration(False):
-            pass
-        if time.monotonic() >= end:
-            return
-        time.sleep(0.005)
-
-
-def wait_for(pred, timeout, what):
-    end = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > end:
-            raise AssertionError("timed out waiting for " + what)
-        pump(0.01)
-
 
 class Daemon:
     """One bus on DIR/sock with DIR/services; @files: {relative path: text}."""

@@ -33,6 +33,7 @@
 #include "dbus-compat/native-protocol.h"
 #include "dbus-compat/sasl-client.h"
 #include "bus1-client.h"
+#include "check.h"
 #include "libbus1.h"
 
 #define SVC_NAME "org.bus1.test.Native"
@@ -44,18 +45,6 @@
 
 static char tmpdir[64];
 
-#define fail(...) do {								\
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);		\
-		fprintf(stderr, __VA_ARGS__);					\
-		fprintf(stderr, "\n");						\
-		exit(1);							\
-	} while (0)
-#define check(expr) do { if (!(expr)) fail("%s", #expr); } while (0)
-#define check_r(r) do {								\
-		int _r = (r);							\
-		if (_r < 0)							\
-			fail("%s: %s", #r, strerror(-_r));			\
-	} while (0)
 
 /*
  * A native open timed out: look at the broker's bus1 peer from outside
@@ -118,7 +107,7 @@ static struct b1c_bus *open_native(void)
 	if (r == -ETIMEDOUT)
 		dump_broker_peer();
 	if (r < 0)
-		fail("b1c_bus_open: %s", strerror(-r));
+		CHECK_FAIL("b1c_bus_open: %s", strerror(-r));
 	return bus;
 }
 
@@ -128,16 +117,16 @@ static struct b1c_message *call_driver(struct b1c_bus *bus, const char *member, 
 	struct b1c_message *m = NULL, *reply = NULL;
 	int r;
 
-	check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+	CHECK_OK(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
 					    "org.freedesktop.DBus", member, arg ? "s" : ""));
 	if (arg)
-		check_r(b1c_message_append(m, "s", arg));
+		CHECK_OK(b1c_message_append(m, "s", arg));
 	r = b1c_bus_call(bus, m, 0, &reply);
 	b1c_message_unref(m);
 	if (r == B1C_CALL_ERROR)
-		fail("%s: %s: %s", member, b1c_message_get_error_name(reply),
+		CHECK_FAIL("%s: %s: %s", member, b1c_message_get_error_name(reply),
 		     b1c_message_get_error_text(reply));
-	check_r(r);
+	CHECK_OK(r);
 	return reply;
 }
 
@@ -146,7 +135,7 @@ static bool name_has_owner(struct b1c_bus *bus, const char *name)
 	struct b1c_message *reply = call_driver(bus, "NameHasOwner", name);
 	bool b = false;
 
-	check_r(b1c_message_read(reply, "b", &b));
+	CHECK_OK(b1c_message_read(reply, "b", &b));
 	b1c_message_unref(reply);
 	return b;
 }
@@ -158,7 +147,7 @@ static void wait_for_name(struct b1c_bus *bus, const char *name, bool present)
 			return;
 		usleep(10000);
 	}
-	fail("name %s did not %s", name, present ? "appear" : "go away");
+	CHECK_FAIL("name %s did not %s", name, present ? "appear" : "go away");
 }
 
 /* ------------------------------------------------------- the native service */
@@ -212,12 +201,12 @@ static int svc_method(struct b1c_bus *bus, struct b1c_message *m, void *userdata
 		struct b1c_message *c = NULL, *r = NULL;
 		int k;
 
-		check_r(b1c_message_new_method_call(&c, "org.freedesktop.DBus",
+		CHECK_OK(b1c_message_new_method_call(&c, "org.freedesktop.DBus",
 						    "/org/freedesktop/DBus",
 						    "org.freedesktop.DBus", "ReleaseName", "s"));
-		check_r(b1c_message_append(c, "s", SVC_NAME));
+		CHECK_OK(b1c_message_append(c, "s", SVC_NAME));
 		k = b1c_bus_call(bus, c, 0, &r);
-		check(k == 0);
+		CHECK(k == 0);
 		b1c_message_unref(c);
 		b1c_message_unref(r);
 		return b1c_bus_reply(bus, m, "s", "released") ?: 1;
@@ -238,9 +227,9 @@ static void native_step(struct b1c_bus *bus, uint64_t timeout_usec)
 {
 	int r = b1c_bus_process(bus);
 
-	check_r(r);
+	CHECK_OK(r);
 	if (r == 0)
-		check_r(b1c_bus_wait(bus, timeout_usec));
+		CHECK_OK(b1c_bus_wait(bus, timeout_usec));
 }
 
 /* The same for an sd-bus connection. */
@@ -248,9 +237,9 @@ static void sd_step(sd_bus *bus, uint64_t timeout_usec)
 {
 	int r = sd_bus_process(bus, NULL);
 
-	check_r(r);
+	CHECK_OK(r);
 	if (r == 0)
-		check_r(sd_bus_wait(bus, timeout_usec));
+		CHECK_OK(sd_bus_wait(bus, timeout_usec));
 }
 
 static void run_loop(struct b1c_bus *bus, bool *quit)
@@ -260,9 +249,9 @@ static void run_loop(struct b1c_bus *bus, bool *quit)
 
 		if (r == -ECONNRESET)
 			break;
-		check_r(r);
+		CHECK_OK(r);
 		if (r == 0)
-			check_r(b1c_bus_wait(bus, 1000000));
+			CHECK_OK(b1c_bus_wait(bus, 1000000));
 	}
 }
 
@@ -274,8 +263,8 @@ static int serve_named(const char *name, bool announce)
 {
 	struct b1c_bus *bus = open_native();
 
-	check_r(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
-	check(b1c_bus_request_name(bus, name, 0) == 1);
+	CHECK_OK(b1c_bus_add_object(bus, SVC_PATH, svc_method, NULL));
+	CHECK(b1c_bus_request_name(bus, name, 0) == 1);
 	if (announce)
 		printf("ready %s\n", b1c_bus_get_unique_name(bus));
 	run_loop(bus, &svc_quit);
@@ -287,7 +276,7 @@ static pid_t start_named_service(const char *name)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		(void)serve_named(name, false);
 		_exit(0);
@@ -305,12 +294,12 @@ static void stop_service(struct b1c_bus *bus, const char *name, pid_t pid)
 	struct b1c_message *m = NULL, *reply = NULL;
 	int status;
 
-	check_r(b1c_message_new_method_call(&m, name, SVC_PATH, SVC_IFACE, "Quit", ""));
-	check(b1c_bus_call(bus, m, 0, &reply) == 0);
+	CHECK_OK(b1c_message_new_method_call(&m, name, SVC_PATH, SVC_IFACE, "Quit", ""));
+	CHECK(b1c_bus_call(bus, m, 0, &reply) == 0);
 	b1c_message_unref(m);
 	b1c_message_unref(reply);
-	check(waitpid(pid, &status, 0) == pid);
-	check(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* Call SVC_IFACE.@member on @dest with one string; returns the reply string (static). */
@@ -321,17 +310,17 @@ static int call_echo(struct b1c_bus *bus, const char *dest, const char *member, 
 	const char *s = NULL;
 	int r;
 
-	check_r(b1c_message_new_method_call(&m, dest, SVC_PATH, SVC_IFACE, member,
+	CHECK_OK(b1c_message_new_method_call(&m, dest, SVC_PATH, SVC_IFACE, member,
 					    arg ? "s" : ""));
 	if (arg)
-		check_r(b1c_message_append(m, "s", arg));
+		CHECK_OK(b1c_message_append(m, "s", arg));
 	r = b1c_bus_call(bus, m, 5000000, &reply);
 	b1c_message_unref(m);
 	if (r == B1C_CALL_ERROR) {
 		snprintf(out, n_out, "%s: %s", b1c_message_get_error_name(reply),
 			 b1c_message_get_error_text(reply));
 	} else if (r == 0) {
-		check_r(b1c_message_read(reply, "s", &s));
+		CHECK_OK(b1c_message_read(reply, "s", &s));
 		snprintf(out, n_out, "%s", s);
 	}
 	b1c_message_unref(reply);
@@ -347,33 +336,33 @@ static void test_unique_name(void)
 	const char *key;
 	uint32_t uid = (uint32_t)-1, pid = 0;
 
-	check(!strncmp(b1c_bus_get_unique_name(a), ":1.", 3));
-	check(!strncmp(b1c_bus_get_unique_name(b), ":1.", 3));
-	check(strcmp(b1c_bus_get_unique_name(a), b1c_bus_get_unique_name(b)));
-	check(name_has_owner(b, b1c_bus_get_unique_name(a)));
+	CHECK(!strncmp(b1c_bus_get_unique_name(a), ":1.", 3));
+	CHECK(!strncmp(b1c_bus_get_unique_name(b), ":1.", 3));
+	CHECK(strcmp(b1c_bus_get_unique_name(a), b1c_bus_get_unique_name(b)));
+	CHECK(name_has_owner(b, b1c_bus_get_unique_name(a)));
 
 	/* GetConnectionCredentials of a native client: kernel-stamped uid and pid. */
 	reply = call_driver(b, "GetConnectionCredentials", b1c_bus_get_unique_name(a));
-	check_r(b1c_message_enter(reply, 'a'));
+	CHECK_OK(b1c_message_enter(reply, 'a'));
 	while (b1c_message_peek(reply, NULL) == '{') {
-		check_r(b1c_message_enter(reply, '{'));
-		check_r(b1c_message_read(reply, "s", &key));
+		CHECK_OK(b1c_message_enter(reply, '{'));
+		CHECK_OK(b1c_message_read(reply, "s", &key));
 		if (!strcmp(key, "UnixUserID") || !strcmp(key, "ProcessID")) {
 			uint32_t v;
 
-			check_r(b1c_message_enter(reply, 'v'));
-			check_r(b1c_message_read(reply, "u", &v));
-			check_r(b1c_message_exit(reply));
+			CHECK_OK(b1c_message_enter(reply, 'v'));
+			CHECK_OK(b1c_message_read(reply, "u", &v));
+			CHECK_OK(b1c_message_exit(reply));
 			if (!strcmp(key, "UnixUserID"))
 				uid = v;
 			else
 				pid = v;
 		}
-		check_r(b1c_message_exit(reply));
+		CHECK_OK(b1c_message_exit(reply));
 	}
 	b1c_message_unref(reply);
-	check(uid == (uint32_t)getuid());
-	check(pid == (uint32_t)getpid());
+	CHECK(uid == (uint32_t)getuid());
+	CHECK(pid == (uint32_t)getpid());
 
 	/* Closing the peer disconnects: the name goes away. */
 	{
@@ -415,26 +404,26 @@ static int credentials_pidfd(struct b1c_bus *bus, const char *name, uint32_t *pi
 	int fd = -1;
 
 	*pidp = 0;
-	check_r(b1c_message_enter(reply, 'a'));
+	CHECK_OK(b1c_message_enter(reply, 'a'));
 	while (b1c_message_peek(reply, NULL) == '{') {
-		check_r(b1c_message_enter(reply, '{'));
-		check_r(b1c_message_read(reply, "s", &key));
+		CHECK_OK(b1c_message_enter(reply, '{'));
+		CHECK_OK(b1c_message_read(reply, "s", &key));
 		if (!strcmp(key, "ProcessFD")) {
 			int h;
 
-			check_r(b1c_message_enter(reply, 'v'));
-			check_r(b1c_message_read(reply, "h", &h));
-			check_r(b1c_message_exit(reply));
+			CHECK_OK(b1c_message_enter(reply, 'v'));
+			CHECK_OK(b1c_message_read(reply, "h", &h));
+			CHECK_OK(b1c_message_exit(reply));
 			fd = fcntl(h, F_DUPFD_CLOEXEC, 3);
-			check(fd >= 0);
+			CHECK(fd >= 0);
 		} else if (!strcmp(key, "ProcessID")) {
-			check_r(b1c_message_enter(reply, 'v'));
-			check_r(b1c_message_read(reply, "u", pidp));
-			check_r(b1c_message_exit(reply));
+			CHECK_OK(b1c_message_enter(reply, 'v'));
+			CHECK_OK(b1c_message_read(reply, "u", pidp));
+			CHECK_OK(b1c_message_exit(reply));
 		} else {
-			check_r(b1c_message_skip(reply));
+			CHECK_OK(b1c_message_skip(reply));
 		}
-		check_r(b1c_message_exit(reply));
+		CHECK_OK(b1c_message_exit(reply));
 	}
 	b1c_message_unref(reply);
 	return fd;
@@ -455,21 +444,21 @@ static void test_process_fd(void)
 
 	/* Its own. */
 	fd = credentials_pidfd(bus, b1c_bus_get_unique_name(bus), &pid);
-	check(fd >= 0);
-	check(pid == (uint32_t)getpid());
-	check(pidfd_pid(fd) == getpid());
+	CHECK(fd >= 0);
+	CHECK(pid == (uint32_t)getpid());
+	CHECK(pidfd_pid(fd) == getpid());
 	close(fd);
 
 	/* Another native client's, in another process. */
-	check(pipe(p) == 0);
+	CHECK(pipe(p) == 0);
 	child = fork();
-	check(child >= 0);
+	CHECK(child >= 0);
 	if (child == 0) {
 		struct b1c_bus *b = open_native();
 		char c;
 
 		close(p[0]);
-		check(write(p[1], b1c_bus_get_unique_name(b), strlen(b1c_bus_get_unique_name(b)))
+		CHECK(write(p[1], b1c_bus_get_unique_name(b), strlen(b1c_bus_get_unique_name(b)))
 		      > 0);
 		close(p[1]);
 		/* Until the parent is done (SIGKILL from the case runner at the latest). */
@@ -479,16 +468,16 @@ static void test_process_fd(void)
 		_exit(0);
 	}
 	close(p[1]);
-	check(read(p[0], name, sizeof(name) - 1) > 0);
+	CHECK(read(p[0], name, sizeof(name) - 1) > 0);
 	close(p[0]);
 	fd = credentials_pidfd(bus, name, &pid);
-	check(fd >= 0);
-	check(pid == (uint32_t)child);
-	check(pidfd_pid(fd) == child);
+	CHECK(fd >= 0);
+	CHECK(pid == (uint32_t)child);
+	CHECK(pidfd_pid(fd) == child);
 	kill(child, SIGKILL);
-	check(waitpid(child, NULL, 0) == child);
+	CHECK(waitpid(child, NULL, 0) == child);
 	/* The process is gone: the pidfd says so, its pid cannot be confused. */
-	check(pidfd_pid(fd) == -1);
+	CHECK(pidfd_pid(fd) == -1);
 	close(fd);
 	b1c_bus_free(bus);
 }
@@ -499,9 +488,9 @@ static int on_async_reply(struct b1c_bus *bus, struct b1c_message *m, void *user
 {
 	int32_t v = 0;
 
-	check(b1c_message_get_type(m) == B1C_MESSAGE_METHOD_RETURN);
-	check_r(b1c_message_read(m, "i", &v));
-	check(v == 42);
+	CHECK(b1c_message_get_type(m) == B1C_MESSAGE_METHOD_RETURN);
+	CHECK_OK(b1c_message_read(m, "i", &v));
+	CHECK(v == 42);
 	async_done++;
 	return 1;
 }
@@ -516,42 +505,42 @@ static void test_native_call(void)
 
 	wait_for_name(bus, SVC_NAME, true);
 
-	check(call_echo(bus, SVC_NAME, "Echo", "hello native", out, sizeof(out)) == 0);
-	check(!strcmp(out, "hello native"));
-	check(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, b1c_bus_get_unique_name(bus)));
-	check(call_echo(bus, SVC_NAME, "Fail", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strcmp(out, "org.bus1.test.Error.Failed: failed on purpose"));
-	check(call_echo(bus, SVC_NAME, "NoSuchMethod", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strncmp(out, "org.freedesktop.DBus.Error.UnknownMethod", 40));
-	check(call_echo(bus, "org.bus1.test.Nobody", "Echo", "x", out, sizeof(out)) ==
+	CHECK(call_echo(bus, SVC_NAME, "Echo", "hello native", out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "hello native"));
+	CHECK(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, b1c_bus_get_unique_name(bus)));
+	CHECK(call_echo(bus, SVC_NAME, "Fail", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strcmp(out, "org.bus1.test.Error.Failed: failed on purpose"));
+	CHECK(call_echo(bus, SVC_NAME, "NoSuchMethod", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strncmp(out, "org.freedesktop.DBus.Error.UnknownMethod", 40));
+	CHECK(call_echo(bus, "org.bus1.test.Nobody", "Echo", "x", out, sizeof(out)) ==
 	      B1C_CALL_ERROR);
-	check(!strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41));
+	CHECK(!strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41));
 
 	/* Async. */
-	check_r(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "Add", "ii"));
-	check_r(b1c_message_append(m, "ii", 40, 2));
-	check_r(b1c_bus_call_async(bus, m, on_async_reply, NULL));
+	CHECK_OK(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "Add", "ii"));
+	CHECK_OK(b1c_message_append(m, "ii", 40, 2));
+	CHECK_OK(b1c_bus_call_async(bus, m, on_async_reply, NULL));
 	b1c_message_unref(m);
 	for (int i = 0; i < 500 && !async_done; i++)
 		native_step(bus, 10000);
-	check(async_done == 1);
+	CHECK(async_done == 1);
 
 	/* fd passing through bus1, both ways through the broker. */
 	snprintf(path, sizeof(path), "%s/fdfile", tmpdir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	check(fd >= 0);
-	check(write(fd, "through the kernel", 18) == 18);
-	check_r(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "ReadFd", "h"));
-	check_r(b1c_message_append_fd(m, fd));
+	CHECK(fd >= 0);
+	CHECK(write(fd, "through the kernel", 18) == 18);
+	CHECK_OK(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "ReadFd", "h"));
+	CHECK_OK(b1c_message_append_fd(m, fd));
 	close(fd);
 	{
 		struct b1c_message *reply = NULL;
 		const char *s;
 
-		check(b1c_bus_call(bus, m, 0, &reply) == 0);
-		check_r(b1c_message_read(reply, "s", &s));
-		check(!strcmp(s, "through the kernel"));
+		CHECK(b1c_bus_call(bus, m, 0, &reply) == 0);
+		CHECK_OK(b1c_message_read(reply, "s", &s));
+		CHECK(!strcmp(s, "through the kernel"));
 		b1c_message_unref(reply);
 	}
 	b1c_message_unref(m);
@@ -568,9 +557,9 @@ static void test_native_dies(void)
 	int status;
 
 	wait_for_name(bus, SVC_NAME, true);
-	check(call_echo(bus, SVC_NAME, "Die", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strncmp(out, "org.freedesktop.DBus.Error.NoReply", 34));
-	check(waitpid(svc, &status, 0) == svc);
+	CHECK(call_echo(bus, SVC_NAME, "Die", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strncmp(out, "org.freedesktop.DBus.Error.NoReply", 34));
+	CHECK(waitpid(svc, &status, 0) == svc);
 	wait_for_name(bus, SVC_NAME, false);
 	b1c_bus_free(bus);
 }
@@ -580,7 +569,7 @@ static int run_cmd(const char *cmd, char *out, size_t n_out)
 	FILE *f = popen(cmd, "r");
 	size_t n;
 
-	check(f);
+	CHECK(f);
 	n = fread(out, 1, n_out - 1, f);
 	out[n] = 0;
 	return pclose(f);
@@ -593,14 +582,14 @@ static void test_libdbus_to_native(void)
 	pid_t svc = start_native_service();
 
 	wait_for_name(bus, SVC_NAME, true);
-	check(run_cmd("dbus-send --session --print-reply --dest=" SVC_NAME " " SVC_PATH " "
+	CHECK(run_cmd("dbus-send --session --print-reply --dest=" SVC_NAME " " SVC_PATH " "
 		      SVC_IFACE ".Echo string:from-libdbus 2>&1", out, sizeof(out)) == 0);
 	if (!strstr(out, "string \"from-libdbus\""))
-		fail("dbus-send output: %s", out);
-	check(run_cmd("dbus-send --session --print-reply --dest=" SVC_NAME " " SVC_PATH " "
+		CHECK_FAIL("dbus-send output: %s", out);
+	CHECK(run_cmd("dbus-send --session --print-reply --dest=" SVC_NAME " " SVC_PATH " "
 		      SVC_IFACE ".Fail 2>&1", out, sizeof(out)) != 0);
 	if (!strstr(out, "org.bus1.test.Error.Failed"))
-		fail("dbus-send output: %s", out);
+		CHECK_FAIL("dbus-send output: %s", out);
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
 }
@@ -613,17 +602,17 @@ static void test_tools_to_native(void)
 	pid_t svc = start_native_service();
 
 	wait_for_name(bus, SVC_NAME, true);
-	check(run_cmd("gdbus call --session --dest " SVC_NAME " --object-path " SVC_PATH
+	CHECK(run_cmd("gdbus call --session --dest " SVC_NAME " --object-path " SVC_PATH
 		      " --method " SVC_IFACE ".Echo from-gdbus 2>&1", out, sizeof(out)) == 0);
 	if (!strstr(out, "('from-gdbus',)"))
-		fail("gdbus output: %s", out);
-	check(run_cmd("busctl --user call " SVC_NAME " " SVC_PATH " " SVC_IFACE
+		CHECK_FAIL("gdbus output: %s", out);
+	CHECK(run_cmd("busctl --user call " SVC_NAME " " SVC_PATH " " SVC_IFACE
 		      " Add ii 40 2 2>&1", out, sizeof(out)) == 0);
 	if (strcmp(out, "i 42\n"))
-		fail("busctl output: %s", out);
-	check(run_cmd("busctl --user list --no-pager 2>&1", out, sizeof(out)) == 0);
+		CHECK_FAIL("busctl output: %s", out);
+	CHECK(run_cmd("busctl --user list --no-pager 2>&1", out, sizeof(out)) == 0);
 	if (!strstr(out, SVC_NAME))
-		fail("busctl list: %s", out);
+		CHECK_FAIL("busctl list: %s", out);
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
 }
@@ -656,15 +645,15 @@ static pid_t start_socket_service(void)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		sd_bus *bus = NULL;
 		bool quit = false;
 
-		check_r(sd_bus_open_user(&bus));
-		check_r(sd_bus_add_object_vtable(bus, NULL, SVC_PATH, SVC_IFACE, sd_vtable,
+		CHECK_OK(sd_bus_open_user(&bus));
+		CHECK_OK(sd_bus_add_object_vtable(bus, NULL, SVC_PATH, SVC_IFACE, sd_vtable,
 						 &quit));
-		check_r(sd_bus_request_name(bus, SOCK_NAME, 0));
+		CHECK_OK(sd_bus_request_name(bus, SOCK_NAME, 0));
 		while (!quit)
 			sd_step(bus, 1000000);
 		sd_bus_flush(bus);
@@ -681,8 +670,8 @@ static void test_native_to_socket(void)
 	pid_t svc = start_socket_service();
 
 	wait_for_name(bus, SOCK_NAME, true);
-	check(call_echo(bus, SOCK_NAME, "Echo", "to sd-bus", out, sizeof(out)) == 0);
-	check(!strcmp(out, "to sd-bus"));
+	CHECK(call_echo(bus, SOCK_NAME, "Echo", "to sd-bus", out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "to sd-bus"));
 	stop_service(bus, SOCK_NAME, svc);
 	b1c_bus_free(bus);
 }
@@ -696,7 +685,7 @@ static pid_t monitor_start(const char *path, char *const argv[])
 {
 	pid_t mon = fork();
 
-	check(mon >= 0);
+	CHECK(mon >= 0);
 	if (mon == 0) {
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 
@@ -724,9 +713,9 @@ static void monitor_stop(pid_t mon, const char *path, char *buf, size_t size)
 	kill(mon, SIGTERM);
 	waitpid(mon, NULL, 0);
 	fd = open(path, O_RDONLY);
-	check(fd >= 0);
+	CHECK(fd >= 0);
 	n = read(fd, buf, size - 1);
-	check(n > 0);
+	CHECK(n > 0);
 	buf[n] = 0;
 	close(fd);
 }
@@ -742,11 +731,11 @@ static void test_monitor(void)
 	snprintf(path, sizeof(path), "%s/monitor.out", tmpdir);
 	mon = monitor_start(path, dbus_monitor_argv);
 	usleep(200000);
-	check(call_echo(bus, SVC_NAME, "Echo", "seen-by-monitor", out, sizeof(out)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "Echo", "seen-by-monitor", out, sizeof(out)) == 0);
 	monitor_stop(mon, path, buf, sizeof(buf));
 	snprintf(cmd, sizeof(cmd), "sender=%s", b1c_bus_get_unique_name(bus));
 	if (!strstr(buf, "member=Echo") || !strstr(buf, "seen-by-monitor") || !strstr(buf, cmd))
-		fail("dbus-monitor did not see the native call:\n%s", buf);
+		CHECK_FAIL("dbus-monitor did not see the native call:\n%s", buf);
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
 }
@@ -767,7 +756,7 @@ static int on_native_signal(struct b1c_bus *bus, struct b1c_message *m, void *us
 	const char *who;
 	uint32_t seq;
 
-	check_r(b1c_message_read(m, "su", &who, &seq));
+	CHECK_OK(b1c_message_read(m, "su", &who, &seq));
 	fprintf(s->log, "%s %u\n", who, seq);
 	s->n++;
 	return 1;
@@ -779,7 +768,7 @@ static int on_sd_signal(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	const char *who;
 	uint32_t seq;
 
-	check_r(sd_bus_message_read(m, "su", &who, &seq));
+	CHECK_OK(sd_bus_message_read(m, "su", &who, &seq));
 	fprintf(s->log, "%s %u\n", who, seq);
 	s->n++;
 	return 1;
@@ -791,7 +780,7 @@ static pid_t start_subscriber(int index, bool native)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct sub_state s = {};
 		char path[128], name[64];
@@ -799,22 +788,22 @@ static pid_t start_subscriber(int index, bool native)
 		snprintf(path, sizeof(path), "%s/sub%d", tmpdir, index);
 		snprintf(name, sizeof(name), "org.bus1.test.Sub%d", index);
 		s.log = fopen(path, "w");
-		check(s.log);
+		CHECK(s.log);
 		alarm(60);
 		if (native) {
 			struct b1c_bus *bus = open_native();
 
-			check_r(b1c_bus_add_match(bus, SIG_RULE, on_native_signal, &s));
-			check(b1c_bus_request_name(bus, name, 0) == 1);
+			CHECK_OK(b1c_bus_add_match(bus, SIG_RULE, on_native_signal, &s));
+			CHECK(b1c_bus_request_name(bus, name, 0) == 1);
 			while (s.n < sub_expect)
 				native_step(bus, 1000000);
 			b1c_bus_free(bus);
 		} else {
 			sd_bus *bus = NULL;
 
-			check_r(sd_bus_open_user(&bus));
-			check_r(sd_bus_add_match(bus, NULL, SIG_RULE, on_sd_signal, &s));
-			check_r(sd_bus_request_name(bus, name, 0));
+			CHECK_OK(sd_bus_open_user(&bus));
+			CHECK_OK(sd_bus_add_match(bus, NULL, SIG_RULE, on_sd_signal, &s));
+			CHECK_OK(sd_bus_request_name(bus, name, 0));
 			while (s.n < sub_expect)
 				sd_step(bus, 1000000);
 			sd_bus_unref(bus);
@@ -829,7 +818,7 @@ static pid_t start_emitter(bool native)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		const char *who = native ? "native" : "socket";
 
@@ -837,7 +826,7 @@ static pid_t start_emitter(bool native)
 			struct b1c_bus *bus = open_native();
 
 			for (uint32_t i = 0; i < N_SIGNALS; i++)
-				check_r(b1c_bus_emit_signal(bus, SVC_PATH, SIG_IFACE, "Tick", "su",
+				CHECK_OK(b1c_bus_emit_signal(bus, SVC_PATH, SIG_IFACE, "Tick", "su",
 							    who, i));
 			/* A round trip: every signal was routed before we leave. */
 			b1c_message_unref(call_driver(bus, "GetId", NULL));
@@ -845,12 +834,12 @@ static pid_t start_emitter(bool native)
 		} else {
 			sd_bus *bus = NULL;
 
-			check_r(sd_bus_open_user(&bus));
+			CHECK_OK(sd_bus_open_user(&bus));
 			for (uint32_t i = 0; i < N_SIGNALS; i++)
-				check_r(sd_bus_emit_signal(bus, SVC_PATH, SIG_IFACE, "Tick", "su",
+				CHECK_OK(sd_bus_emit_signal(bus, SVC_PATH, SIG_IFACE, "Tick", "su",
 							   who, i));
-			check_r(sd_bus_flush(bus));
-			check_r(sd_bus_call_method(bus, "org.freedesktop.DBus",
+			CHECK_OK(sd_bus_flush(bus));
+			CHECK_OK(sd_bus_call_method(bus, "org.freedesktop.DBus",
 						   "/org/freedesktop/DBus",
 						   "org.freedesktop.DBus", "GetId", NULL, NULL,
 						   ""));
@@ -867,7 +856,7 @@ static char *slurp(const char *path)
 	char *buf = calloc(1, 1 << 20);
 	size_t n;
 
-	check(f && buf);
+	CHECK(f && buf);
 	n = fread(buf, 1, (1 << 20) - 1, f);
 	buf[n] = 0;
 	fclose(f);
@@ -893,13 +882,13 @@ static void test_signal_order(void)
 	em[0] = start_emitter(true);
 	em[1] = start_emitter(false);
 	for (int i = 0; i < 2; i++) {
-		check(waitpid(em[i], &status, 0) == em[i]);
-		check(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		CHECK(waitpid(em[i], &status, 0) == em[i]);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	}
 	for (int i = 0; i < 4; i++) {
-		check(waitpid(subs[i], &status, 0) == subs[i]);
+		CHECK(waitpid(subs[i], &status, 0) == subs[i]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail("subscriber %d failed (status %d)", i, status);
+			CHECK_FAIL("subscriber %d failed (status %d)", i, status);
 	}
 	for (int i = 0; i < 4; i++) {
 		char path[128];
@@ -914,21 +903,21 @@ static void test_signal_order(void)
 			unsigned seq;
 			int k;
 
-			check(sscanf(p, "%15s %u", who, &seq) == 2);
+			CHECK(sscanf(p, "%15s %u", who, &seq) == 2);
 			k = !strcmp(who, "socket");
 			if (seq != next[k])
-				fail("subscriber %d: %s %u, expected %u", i, who, seq, next[k]);
+				CHECK_FAIL("subscriber %d: %s %u, expected %u", i, who, seq, next[k]);
 			next[k]++;
 			p = strchr(p, '\n');
-			check(p);
+			CHECK(p);
 			p++;
 		}
-		check(next[0] == N_SIGNALS && next[1] == N_SIGNALS);
+		CHECK(next[0] == N_SIGNALS && next[1] == N_SIGNALS);
 	}
 	/* The same total order for every subscriber, native and socket alike. */
 	for (int i = 1; i < 4; i++)
 		if (strcmp(logs[0], logs[i]))
-			fail("subscriber %d saw another order than subscriber 0", i);
+			CHECK_FAIL("subscriber %d saw another order than subscriber 0", i);
 	for (int i = 0; i < 4; i++)
 		free(logs[i]);
 	b1c_bus_free(bus);
@@ -947,7 +936,7 @@ static void test_multicast_once(void)
 	int status, n_send = 0;
 
 	if (!bus_pid || access("/usr/bin/strace", X_OK) < 0)
-		fail("needs BUS_PID and /usr/bin/strace");
+		CHECK_FAIL("needs BUS_PID and /usr/bin/strace");
 	sub_expect = 1;
 	for (int i = 0; i < 4; i++)
 		subs[i] = start_subscriber(10 + i, i < 3);
@@ -960,7 +949,7 @@ static void test_multicast_once(void)
 
 	snprintf(path, sizeof(path), "%s/strace.out", tmpdir);
 	st = fork();
-	check(st >= 0);
+	CHECK(st >= 0);
 	if (st == 0) {
 		execl("/usr/bin/strace", "strace", "-q", "-e", "trace=ioctl", "-o", path, "-p",
 		      bus_pid, (char *)NULL);
@@ -974,22 +963,22 @@ static void test_multicast_once(void)
 	/* Emit from a socket client, so the broker's only SEND is the signal. */
 	snprintf(cmd, sizeof(cmd), "dbus-send --session --type=signal " SVC_PATH " "
 		 SIG_IFACE ".Tick string:socket uint32:0 2>&1");
-	check(run_cmd(cmd, out, sizeof(out)) == 0);
+	CHECK(run_cmd(cmd, out, sizeof(out)) == 0);
 	for (int i = 0; i < 4; i++) {
-		check(waitpid(subs[i], &status, 0) == subs[i]);
+		CHECK(waitpid(subs[i], &status, 0) == subs[i]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail("subscriber %d failed (status %d)", i, status);
+			CHECK_FAIL("subscriber %d failed (status %d)", i, status);
 	}
 	usleep(200000);
 	kill(st, SIGINT);
-	check(waitpid(st, &status, 0) == st);
+	CHECK(waitpid(st, &status, 0) == st);
 
 	trace = slurp(path);
 	/* BUS1_CMD_SEND = _IOWR(0x96, 0x20, 80 bytes); strace prints it raw. */
 	for (char *p = trace; (p = strstr(p, "0x96, 0x20")); p++)
 		n_send++;
 	if (n_send != 1)
-		fail("expected 1 bus1 SEND from the broker, strace saw %d:\n%s", n_send, trace);
+		CHECK_FAIL("expected 1 bus1 SEND from the broker, strace saw %d:\n%s", n_send, trace);
 	free(trace);
 	b1c_bus_free(bus);
 }
@@ -1000,7 +989,7 @@ static int on_noc(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
 {
 	const char *name, *old, *new;
 
-	check_r(b1c_message_read(m, "sss", &name, &old, &new));
+	CHECK_OK(b1c_message_read(m, "sss", &name, &old, &new));
 	if (!strcmp(name, SVC_NAME)) {
 		if (noc_seen == 0 && !*old && *new)
 			noc_seen = 1;
@@ -1015,14 +1004,14 @@ static void test_name_owner_changed(void)
 	struct b1c_bus *bus = open_native();
 	pid_t svc;
 
-	check_r(b1c_bus_add_match(bus, "type='signal',sender='org.freedesktop.DBus',"
+	CHECK_OK(b1c_bus_add_match(bus, "type='signal',sender='org.freedesktop.DBus',"
 				  "member='NameOwnerChanged',arg0='" SVC_NAME "'", on_noc, NULL));
 	svc = start_native_service();
 	wait_for_name(bus, SVC_NAME, true);
 	stop_service(bus, SVC_NAME, svc);
 	for (int i = 0; i < 500 && noc_seen < 2; i++)
 		native_step(bus, 10000);
-	check(noc_seen == 2);
+	CHECK(noc_seen == 2);
 	b1c_bus_free(bus);
 }
 
@@ -1034,28 +1023,28 @@ static void test_bus1ctl(void)
 	pid_t svc = start_native_service();
 
 	if (!ctl)
-		fail("BUS1CTL not set");
+		CHECK_FAIL("BUS1CTL not set");
 	wait_for_name(bus, SVC_NAME, true);
 	snprintf(cmd, sizeof(cmd), "%s call %s %s %s.Echo s via-bus1ctl 2>&1", ctl, SVC_NAME,
 		 SVC_PATH, SVC_IFACE);
-	check(run_cmd(cmd, out, sizeof(out)) == 0);
+	CHECK(run_cmd(cmd, out, sizeof(out)) == 0);
 	if (strcmp(out, "\"via-bus1ctl\"\n"))
-		fail("bus1ctl call: %s", out);
+		CHECK_FAIL("bus1ctl call: %s", out);
 	snprintf(cmd, sizeof(cmd), "%s list 2>&1", ctl);
-	check(run_cmd(cmd, out, sizeof(out)) == 0);
+	CHECK(run_cmd(cmd, out, sizeof(out)) == 0);
 	if (!strstr(out, "\"" SVC_NAME "\""))
-		fail("bus1ctl list: %s", out);
+		CHECK_FAIL("bus1ctl list: %s", out);
 	snprintf(cmd, sizeof(cmd), "%s introspect org.freedesktop.DBus / 2>&1", ctl);
-	check(run_cmd(cmd, out, sizeof(out)) == 0);
+	CHECK(run_cmd(cmd, out, sizeof(out)) == 0);
 	if (!strstr(out, "<node"))
-		fail("bus1ctl introspect: %s", out);
+		CHECK_FAIL("bus1ctl introspect: %s", out);
 	snprintf(cmd, sizeof(cmd), "%s call %s %s %s.Fail 2>&1", ctl, SVC_NAME, SVC_PATH,
 		 SVC_IFACE);
-	check(run_cmd(cmd, out, sizeof(out)) != 0);
+	CHECK(run_cmd(cmd, out, sizeof(out)) != 0);
 	if (!strstr(out, "org.bus1.test.Error.Failed: failed on purpose"))
-		fail("bus1ctl call Fail: %s", out);
+		CHECK_FAIL("bus1ctl call Fail: %s", out);
 	snprintf(cmd, sizeof(cmd), "%s emit /x org.bus1.test.X.Y su a 1 2>&1", ctl);
-	check(run_cmd(cmd, out, sizeof(out)) == 0);
+	CHECK(run_cmd(cmd, out, sizeof(out)) == 0);
 
 	/* bus1ctl monitor (a native monitor) sees a call between two native clients. */
 	{
@@ -1065,11 +1054,11 @@ static void test_bus1ctl(void)
 
 		snprintf(path, sizeof(path), "%s/bus1ctl-monitor.out", tmpdir);
 		mon = monitor_start(path, monitor_argv);
-		check(call_echo(bus, SVC_NAME, "Echo", "seen-by-bus1ctl", out, sizeof(out)) == 0);
+		CHECK(call_echo(bus, SVC_NAME, "Echo", "seen-by-bus1ctl", out, sizeof(out)) == 0);
 		monitor_stop(mon, path, buf, sizeof(buf));
 		if (!strstr(buf, "monitoring as :1.") || !strstr(buf, "member=Echo") ||
 		    !strstr(buf, "\"seen-by-bus1ctl\""))
-			fail("bus1ctl monitor output:\n%s", buf);
+			CHECK_FAIL("bus1ctl monitor output:\n%s", buf);
 	}
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
@@ -1092,15 +1081,15 @@ static double bench_native_mode(const char *dest, int n, bool direct)
 	double t;
 
 	if (direct) {
-		check_r(b1c_bus_set_direct(bus, true));
-		check(call_echo(bus, dest, "How", NULL, out, sizeof(out)) == 0);
-		check(!strcmp(out, "direct"));
+		CHECK_OK(b1c_bus_set_direct(bus, true));
+		CHECK(call_echo(bus, dest, "How", NULL, out, sizeof(out)) == 0);
+		CHECK(!strcmp(out, "direct"));
 	}
 
-	check(call_echo(bus, dest, "Echo", "warm-up", out, sizeof(out)) == 0);
+	CHECK(call_echo(bus, dest, "Echo", "warm-up", out, sizeof(out)) == 0);
 	t = now_sec();
 	for (int i = 0; i < n; i++)
-		check(call_echo(bus, dest, "Echo", "ping", out, sizeof(out)) == 0);
+		CHECK(call_echo(bus, dest, "Echo", "ping", out, sizeof(out)) == 0);
 	t = now_sec() - t;
 	b1c_bus_free(bus);
 	return n / t;
@@ -1116,7 +1105,7 @@ static double bench_socket(const char *dest, int n)
 	sd_bus *bus = NULL;
 	double t;
 
-	check_r(sd_bus_open_user(&bus));
+	CHECK_OK(sd_bus_open_user(&bus));
 	t = now_sec();
 	for (int i = -1; i < n; i++) {
 		sd_bus_message *reply = NULL;
@@ -1124,9 +1113,9 @@ static double bench_socket(const char *dest, int n)
 
 		if (i == 0)
 			t = now_sec();
-		check_r(sd_bus_call_method(bus, dest, SVC_PATH, SVC_IFACE, "Echo", NULL, &reply,
+		CHECK_OK(sd_bus_call_method(bus, dest, SVC_PATH, SVC_IFACE, "Echo", NULL, &reply,
 					   "s", "ping"));
-		check_r(sd_bus_message_read(reply, "s", &s));
+		CHECK_OK(sd_bus_message_read(reply, "s", &s));
 		sd_bus_message_unref(reply);
 	}
 	t = now_sec() - t;
@@ -1147,9 +1136,9 @@ static pid_t start_dbus_daemon(void)
 	ssize_t k;
 	char fdarg[32];
 
-	check(pipe(p) == 0);
+	CHECK(pipe(p) == 0);
 	pid = fork();
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		close(p[0]);
 		snprintf(fdarg, sizeof(fdarg), "--print-address=%d", p[1]);
@@ -1160,10 +1149,10 @@ static pid_t start_dbus_daemon(void)
 	close(p[1]);
 	k = read(p[0], addr, sizeof(addr) - 1);
 	close(p[0]);
-	check(k > 0);
+	CHECK(k > 0);
 	addr[k] = 0;
 	addr[strcspn(addr, "\n")] = 0;
-	check(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
+	CHECK(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
 	return pid;
 }
 
@@ -1197,7 +1186,7 @@ static int run_bench(int n)
 		sd_bus *b = NULL;
 
 		ssvc = start_socket_service();
-		check_r(sd_bus_open_user(&b));
+		CHECK_OK(sd_bus_open_user(&b));
 		for (int i = 0; i < 500; i++) {
 			if (sd_bus_call_method(b, SOCK_NAME, SVC_PATH, SVC_IFACE, "Echo", NULL,
 					       NULL, "s", "up") >= 0)
@@ -1205,7 +1194,7 @@ static int run_bench(int n)
 			usleep(10000);
 		}
 		dds = bench_socket(SOCK_NAME, n);
-		check_r(sd_bus_call_method(b, SOCK_NAME, SVC_PATH, SVC_IFACE, "Quit", NULL, NULL,
+		CHECK_OK(sd_bus_call_method(b, SOCK_NAME, SVC_PATH, SVC_IFACE, "Quit", NULL, NULL,
 					   ""));
 		sd_bus_unref(b);
 		waitpid(ssvc, NULL, 0);
@@ -1241,14 +1230,14 @@ static void test_churn(void)
 	wait_for_name(bus, SVC_NAME, true);
 	for (int k = 0; k < 5; k++) {
 		kids[k] = fork();
-		check(kids[k] >= 0);
+		CHECK(kids[k] >= 0);
 		if (kids[k] == 0) {
 			if (k == 4) {
 				struct b1c_bus *b = open_native();
 				char out[64];
 
 				for (int i = 0; i < 300; i++)
-					check(call_echo(b, SVC_NAME, "Echo", "churn", out,
+					CHECK(call_echo(b, SVC_NAME, "Echo", "churn", out,
 							sizeof(out)) == 0);
 				b1c_bus_free(b);
 			} else {
@@ -1263,9 +1252,9 @@ static void test_churn(void)
 		}
 	}
 	for (int k = 0; k < 5; k++) {
-		check(waitpid(kids[k], &status, 0) == kids[k]);
+		CHECK(waitpid(kids[k], &status, 0) == kids[k]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail("churn child %d failed (status %d)", k, status);
+			CHECK_FAIL("churn child %d failed (status %d)", k, status);
 	}
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
@@ -1294,10 +1283,10 @@ static int on_storm(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
 	unsigned *next = userdata;
 	uint32_t who, seq;
 
-	check_r(b1c_message_read(m, "uu", &who, &seq));
-	check(who < STORM_EMITTERS);
+	CHECK_OK(b1c_message_read(m, "uu", &who, &seq));
+	CHECK(who < STORM_EMITTERS);
 	if (seq != next[who])
-		fail("storm: emitter %u: got %u, expected %u", who, seq, next[who]);
+		CHECK_FAIL("storm: emitter %u: got %u, expected %u", who, seq, next[who]);
 	next[who]++;
 	return 1;
 }
@@ -1307,10 +1296,10 @@ static int on_sd_storm(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	unsigned *next = userdata;
 	uint32_t who, seq;
 
-	check_r(sd_bus_message_read(m, "uu", &who, &seq));
-	check(who < STORM_EMITTERS);
+	CHECK_OK(sd_bus_message_read(m, "uu", &who, &seq));
+	CHECK(who < STORM_EMITTERS);
 	if (seq != next[who])
-		fail("storm: socket subscriber, emitter %u: got %u, expected %u", who, seq,
+		CHECK_FAIL("storm: socket subscriber, emitter %u: got %u, expected %u", who, seq,
 		     next[who]);
 	next[who]++;
 	return 1;
@@ -1332,7 +1321,7 @@ static struct b1c_bus *open_native_timed(const char *what)
 	double dt = now_sec() - t0;
 
 	if (dt > 15)
-		fail("%s: bootstrap took %.1f s", what, dt);
+		CHECK_FAIL("%s: bootstrap took %.1f s", what, dt);
 	return bus;
 }
 
@@ -1340,7 +1329,7 @@ static pid_t start_storm_subscriber(int index, bool native, int ready_fd)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		unsigned next[STORM_EMITTERS] = {};
 
@@ -1348,17 +1337,17 @@ static pid_t start_storm_subscriber(int index, bool native, int ready_fd)
 		if (native) {
 			struct b1c_bus *bus = open_native_timed("subscriber");
 
-			check_r(b1c_bus_add_match(bus, STORM_RULE, on_storm, next));
-			check(write(ready_fd, "r", 1) == 1);
+			CHECK_OK(b1c_bus_add_match(bus, STORM_RULE, on_storm, next));
+			CHECK(write(ready_fd, "r", 1) == 1);
 			while (!storm_done(next))
 				native_step(bus, 1000000);
 			b1c_bus_free(bus);
 		} else {
 			sd_bus *bus = NULL;
 
-			check_r(sd_bus_open_user(&bus));
-			check_r(sd_bus_add_match(bus, NULL, STORM_RULE, on_sd_storm, next));
-			check(write(ready_fd, "r", 1) == 1);
+			CHECK_OK(sd_bus_open_user(&bus));
+			CHECK_OK(sd_bus_add_match(bus, NULL, STORM_RULE, on_sd_storm, next));
+			CHECK(write(ready_fd, "r", 1) == 1);
 			while (!storm_done(next))
 				sd_step(bus, 1000000);
 			sd_bus_unref(bus);
@@ -1373,13 +1362,13 @@ static pid_t start_storm_emitter(uint32_t who)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct b1c_bus *bus = open_native_timed("emitter");
 
 		alarm(80);
 		for (uint32_t i = 0; i < STORM_SIGNALS; i++) {
-			check_r(b1c_bus_emit_signal(bus, SVC_PATH, STORM_IFACE, "Tick", "uu",
+			CHECK_OK(b1c_bus_emit_signal(bus, SVC_PATH, STORM_IFACE, "Tick", "uu",
 						    who, i));
 			/* Now and then a round trip, so the emitter cannot run away. */
 			if (i % 50 == 49)
@@ -1396,7 +1385,7 @@ static pid_t start_storm_connector(int k)
 {
 	pid_t pid = fork();
 
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		alarm(80);
 		for (int i = 0; i < STORM_ROUNDS; i++) {
@@ -1410,17 +1399,17 @@ static pid_t start_storm_connector(int k)
 			case 1:
 				/* A name that goes with the connection: NameOwnerChanged. */
 				snprintf(name, sizeof(name), "org.bus1.test.Storm.C%d", k);
-				check(b1c_bus_request_name(b, name, 0) == 1);
+				CHECK(b1c_bus_request_name(b, name, 0) == 1);
 				break;
 			case 2: {
 				/* Leave with a call in flight, its reply never read. */
 				struct b1c_message *m = NULL;
 
-				check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus",
+				CHECK_OK(b1c_message_new_method_call(&m, "org.freedesktop.DBus",
 								    "/org/freedesktop/DBus",
 								    "org.freedesktop.DBus",
 								    "ListNames", ""));
-				check_r(b1c_bus_send(b, m, NULL));
+				CHECK_OK(b1c_bus_send(b, m, NULL));
 				b1c_message_unref(m);
 				break;
 			}
@@ -1438,11 +1427,11 @@ static void storm_round(struct b1c_bus *bus)
 	int status, ready[2];
 	char c;
 
-	check(pipe(ready) == 0);
+	CHECK(pipe(ready) == 0);
 	for (int i = 0; i < STORM_SUBS; i++)
 		subs[i] = start_storm_subscriber(i, i != STORM_SUBS - 1, ready[1]);
 	for (int i = 0; i < STORM_SUBS; i++)
-		check(read(ready[0], &c, 1) == 1);
+		CHECK(read(ready[0], &c, 1) == 1);
 	close(ready[0]);
 	close(ready[1]);
 	/* The matches are in place once a round trip of ours went through. */
@@ -1454,19 +1443,19 @@ static void storm_round(struct b1c_bus *bus)
 		em[i] = start_storm_emitter(i);
 
 	for (int i = 0; i < STORM_CONNECTORS; i++) {
-		check(waitpid(conns[i], &status, 0) == conns[i]);
+		CHECK(waitpid(conns[i], &status, 0) == conns[i]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail("storm connector %d failed (status %d)", i, status);
+			CHECK_FAIL("storm connector %d failed (status %d)", i, status);
 	}
 	for (int i = 0; i < STORM_EMITTERS; i++) {
-		check(waitpid(em[i], &status, 0) == em[i]);
+		CHECK(waitpid(em[i], &status, 0) == em[i]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail("storm emitter %d failed (status %d)", i, status);
+			CHECK_FAIL("storm emitter %d failed (status %d)", i, status);
 	}
 	for (int i = 0; i < STORM_SUBS; i++) {
-		check(waitpid(subs[i], &status, 0) == subs[i]);
+		CHECK(waitpid(subs[i], &status, 0) == subs[i]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail("storm subscriber %d failed (status %d)", i, status);
+			CHECK_FAIL("storm subscriber %d failed (status %d)", i, status);
 	}
 	/* The bus still answers a fresh native client. */
 	b1c_bus_free(open_native_timed("after the storm"));
@@ -1511,8 +1500,8 @@ static void kernel_usage(uint64_t *bytes, uint64_t *messages, uint64_t *quota_me
 	struct bus1_cmd_peer_query q = {};
 	int fd = open("/dev/bus1", O_RDWR | O_CLOEXEC);
 
-	check(fd >= 0);
-	check(ioctl(fd, BUS1_CMD_PEER_QUERY, &q) == 0);
+	CHECK(fd >= 0);
+	CHECK(ioctl(fd, BUS1_CMD_PEER_QUERY, &q) == 0);
 	close(fd);
 	*bytes = q.used_bytes;
 	*messages = q.used_messages;
@@ -1526,23 +1515,23 @@ static pid_t start_lazy(const char *name, bool subscribe)
 	pid_t pid;
 	char c;
 
-	check(pipe(ready) == 0);
+	CHECK(pipe(ready) == 0);
 	pid = fork();
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct b1c_bus *bus = open_native();
 
 		close(ready[0]);
 		if (subscribe)
-			check_r(b1c_bus_add_match(bus, QUOTA_RULE, on_native_signal, NULL));
-		check(b1c_bus_request_name(bus, name, 0) == 1);
-		check(write(ready[1], "r", 1) == 1);
+			CHECK_OK(b1c_bus_add_match(bus, QUOTA_RULE, on_native_signal, NULL));
+		CHECK(b1c_bus_request_name(bus, name, 0) == 1);
+		CHECK(write(ready[1], "r", 1) == 1);
 		/* Never reads again; holds its peer open until killed. */
 		for (;;)
 			pause();
 	}
 	close(ready[1]);
-	check(read(ready[0], &c, 1) == 1);
+	CHECK(read(ready[0], &c, 1) == 1);
 	close(ready[0]);
 	return pid;
 }
@@ -1566,9 +1555,9 @@ static int on_quota_tick(struct b1c_bus *bus, struct b1c_message *m, void *userd
 {
 	uint32_t seq;
 
-	check_r(b1c_message_read(m, "u", &seq));
+	CHECK_OK(b1c_message_read(m, "u", &seq));
 	if (seq != (uint32_t)quota_seen)
-		fail("quota reader: tick %u, expected %d", seq, quota_seen);
+		CHECK_FAIL("quota reader: tick %u, expected %d", seq, quota_seen);
 	quota_seen++;
 	return 1;
 }
@@ -1582,27 +1571,27 @@ static void outgoing_stats(struct b1c_bus *bus, const char *name, uint32_t *msgs
 	uint32_t *into;
 
 	*msgsp = *bytesp = *peakp = UINT32_MAX;
-	check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+	CHECK_OK(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
 					    "org.freedesktop.DBus.Debug.Stats",
 					    "GetConnectionStats", "s"));
-	check_r(b1c_message_append(m, "s", name));
-	check(b1c_bus_call(bus, m, 0, &reply) == 0);
+	CHECK_OK(b1c_message_append(m, "s", name));
+	CHECK(b1c_bus_call(bus, m, 0, &reply) == 0);
 	b1c_message_unref(m);
-	check_r(b1c_message_enter(reply, 'a'));
+	CHECK_OK(b1c_message_enter(reply, 'a'));
 	while (b1c_message_peek(reply, NULL) == '{') {
-		check_r(b1c_message_enter(reply, '{'));
-		check_r(b1c_message_read(reply, "s", &key));
+		CHECK_OK(b1c_message_enter(reply, '{'));
+		CHECK_OK(b1c_message_read(reply, "s", &key));
 		into = !strcmp(key, "OutgoingMessages") ? msgsp :
 		       !strcmp(key, "OutgoingBytes") ? bytesp :
 		       !strcmp(key, "PeakOutgoingBytes") ? peakp : NULL;
 		if (into) {
-			check_r(b1c_message_enter(reply, 'v'));
-			check_r(b1c_message_read(reply, "u", into));
-			check_r(b1c_message_exit(reply));
+			CHECK_OK(b1c_message_enter(reply, 'v'));
+			CHECK_OK(b1c_message_read(reply, "u", into));
+			CHECK_OK(b1c_message_exit(reply));
 		} else {
-			check_r(b1c_message_skip(reply));
+			CHECK_OK(b1c_message_skip(reply));
 		}
-		check_r(b1c_message_exit(reply));
+		CHECK_OK(b1c_message_exit(reply));
 	}
 	b1c_message_unref(reply);
 }
@@ -1616,7 +1605,7 @@ static void test_quota(void)
 	int status, ready[2];
 	char c;
 
-	check(big);
+	CHECK(big);
 	memset(big, 'q', QUOTA_CALL_SIZE);
 	big[QUOTA_CALL_SIZE] = 0;
 	kernel_usage(&base_bytes, &base_msgs, &quota_msgs);
@@ -1626,10 +1615,10 @@ static void test_quota(void)
 	for (int i = 0; i < QUOTA_CALLS; i++) {
 		struct b1c_message *m = NULL;
 
-		check_r(b1c_message_new_method_call(&m, "org.bus1.test.LazyCalls", SVC_PATH,
+		CHECK_OK(b1c_message_new_method_call(&m, "org.bus1.test.LazyCalls", SVC_PATH,
 						    SVC_IFACE, "Echo", "s"));
-		check_r(b1c_message_append(m, "s", big));
-		check_r(b1c_bus_call_async(bus, m, on_quota_reply, NULL));
+		CHECK_OK(b1c_message_append(m, "s", big));
+		CHECK_OK(b1c_bus_call_async(bus, m, on_quota_reply, NULL));
 		b1c_message_unref(m);
 		/* Let the errors come back as we go (and the broker keep up). */
 		while (b1c_bus_process(bus) > 0)
@@ -1641,10 +1630,10 @@ static void test_quota(void)
 	fprintf(stderr, "quota: %d of %d calls of %d KiB refused\n", quota_refused, QUOTA_CALLS,
 		QUOTA_CALL_SIZE / 1024);
 	if (quota_refused < QUOTA_CALLS / 8 || quota_other)
-		fail("calls to a non-reading service: %d refused, %d other replies",
+		CHECK_FAIL("calls to a non-reading service: %d refused, %d other replies",
 		     quota_refused, quota_other);
 	/* Refused callers, not a disconnected service (as for socket services). */
-	check(name_has_owner(bus, "org.bus1.test.LazyCalls"));
+	CHECK(name_has_owner(bus, "org.bus1.test.LazyCalls"));
 	{
 		uint32_t out_msgs, out_bytes, peak;
 
@@ -1654,7 +1643,7 @@ static void test_quota(void)
 			"outgoing, peak %u KiB\n", out_msgs, out_bytes / 1024, peak / 1024);
 		if (out_msgs < (uint32_t)(QUOTA_CALLS - quota_refused) / 2 ||
 		    out_bytes < out_msgs * (uint32_t)QUOTA_CALL_SIZE / 2 || peak < out_bytes)
-			fail("GetConnectionStats of a native client that does not read: %u messages, "
+			CHECK_FAIL("GetConnectionStats of a native client that does not read: %u messages, "
 			     "%u bytes outgoing, peak %u (%d calls queued)", out_msgs, out_bytes, peak,
 			     QUOTA_CALLS - quota_refused);
 	}
@@ -1662,37 +1651,37 @@ static void test_quota(void)
 	fprintf(stderr, "quota: kernel usage with the call queue full: %llu KiB, %llu messages\n",
 		(unsigned long long)(bytes / 1024), (unsigned long long)msgs);
 	if (bytes > base_bytes + 40ULL * 1024 * 1024)
-		fail("one non-reading client holds %llu KiB of the uid's quota",
+		CHECK_FAIL("one non-reading client holds %llu KiB of the uid's quota",
 		     (unsigned long long)((bytes - base_bytes) / 1024));
 
 	/* 2. Signals to a subscriber that never reads: it is disconnected. */
 	lazy_signals = start_lazy("org.bus1.test.LazySignals", true);
-	check(pipe(ready) == 0);
+	CHECK(pipe(ready) == 0);
 	reader = fork();
-	check(reader >= 0);
+	CHECK(reader >= 0);
 	if (reader == 0) {
 		struct b1c_bus *b = open_native();
 
 		close(ready[0]);
 		alarm(80);
-		check_r(b1c_bus_add_match(b, QUOTA_RULE, on_quota_tick, NULL));
-		check(write(ready[1], "r", 1) == 1);
+		CHECK_OK(b1c_bus_add_match(b, QUOTA_RULE, on_quota_tick, NULL));
+		CHECK(write(ready[1], "r", 1) == 1);
 		while (quota_seen < QUOTA_SIGNALS)
 			native_step(b, 1000000);
 		b1c_bus_free(b);
 		_exit(0);
 	}
 	close(ready[1]);
-	check(read(ready[0], &c, 1) == 1);
+	CHECK(read(ready[0], &c, 1) == 1);
 	close(ready[0]);
 	for (uint32_t i = 0; i < QUOTA_SIGNALS; i++) {
-		check_r(b1c_bus_emit_signal(bus, SVC_PATH, QUOTA_IFACE, "Tick", "u", i));
+		CHECK_OK(b1c_bus_emit_signal(bus, SVC_PATH, QUOTA_IFACE, "Tick", "u", i));
 		if (i % 100 == 99)
 			b1c_message_unref(call_driver(bus, "GetId", NULL));
 	}
-	check(waitpid(reader, &status, 0) == reader);
+	CHECK(waitpid(reader, &status, 0) == reader);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("the reading subscriber failed (status %d)", status);
+		CHECK_FAIL("the reading subscriber failed (status %d)", status);
 	wait_for_name(bus, "org.bus1.test.LazySignals", false);
 	/* What it left unread was taken back, though its peer is still open. */
 	kernel_usage(&bytes, &msgs, NULL);
@@ -1700,18 +1689,18 @@ static void test_quota(void)
 		"(quota %llu)\n", (unsigned long long)(bytes / 1024), (unsigned long long)msgs,
 		(unsigned long long)quota_msgs);
 	if (msgs > base_msgs + QUOTA_CALLS + 64)
-		fail("%llu messages still charged after the non-reader was disconnected",
+		CHECK_FAIL("%llu messages still charged after the non-reader was disconnected",
 		     (unsigned long long)msgs);
 
 	/* The service that never read goes away: everything is returned. */
 	kill(lazy_signals, SIGKILL);
 	kill(lazy_calls, SIGKILL);
-	check(waitpid(lazy_signals, &status, 0) == lazy_signals);
-	check(waitpid(lazy_calls, &status, 0) == lazy_calls);
+	CHECK(waitpid(lazy_signals, &status, 0) == lazy_signals);
+	CHECK(waitpid(lazy_calls, &status, 0) == lazy_calls);
 	wait_for_name(bus, "org.bus1.test.LazyCalls", false);
 	kernel_usage(&bytes, &msgs, NULL);
 	if (msgs > base_msgs + 16)
-		fail("%llu messages still charged at the end", (unsigned long long)msgs);
+		CHECK_FAIL("%llu messages still charged at the end", (unsigned long long)msgs);
 	free(big);
 	b1c_bus_free(bus);
 }
@@ -1733,74 +1722,74 @@ static void test_kernel_reclaim(void)
 	struct iovec iov = { data, sizeof(data) };
 	struct b1_msg m;
 
-	check_r(b1_peer_new(&a));
-	check_r(b1_peer_new(&b));
-	check_r(b1_peer_new(&r));
+	CHECK_OK(b1_peer_new(&a));
+	CHECK_OK(b1_peer_new(&b));
+	CHECK_OK(b1_peer_new(&r));
 	kernel_usage(&bytes0, &msgs0, NULL);
 	/* r owns two nodes; a holds handles to both, b to the first. */
-	check_r(b1_peer_handle_transfer(r, a, &node, &a_to_r));
-	check_r(b1_peer_handle_transfer(r, b, &node, &b_to_r));
-	check_r(b1_peer_handle_transfer(r, a, &node2, &a_to_r2));
+	CHECK_OK(b1_peer_handle_transfer(r, a, &node, &a_to_r));
+	CHECK_OK(b1_peer_handle_transfer(r, b, &node, &b_to_r));
+	CHECK_OK(b1_peer_handle_transfer(r, a, &node2, &a_to_r2));
 
 	for (int i = 0; i < 5; i++)
-		check_r(b1_peer_send(a, 0, &a_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
-	check_r(b1_peer_send(a, 0, &a_to_r2, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
-	check_r(b1_peer_send(b, 0, &b_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+		CHECK_OK(b1_peer_send(a, 0, &a_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+	CHECK_OK(b1_peer_send(a, 0, &a_to_r2, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
+	CHECK_OK(b1_peer_send(b, 0, &b_to_r, 1, NULL, &iov, 1, NULL, 0, NULL, 0));
 
-	check_r(b1_peer_handle_query(a, a_to_r, &q));
-	check(q.n_messages == 6 && q.n_bytes >= 6 * sizeof(data) && !q.n_fds && !q.n_handles);
-	check_r(b1_peer_handle_query(a, a_to_r2, &q));
-	check(q.n_messages == 1);
+	CHECK_OK(b1_peer_handle_query(a, a_to_r, &q));
+	CHECK(q.n_messages == 6 && q.n_bytes >= 6 * sizeof(data) && !q.n_fds && !q.n_handles);
+	CHECK_OK(b1_peer_handle_query(a, a_to_r2, &q));
+	CHECK(q.n_messages == 1);
 	kernel_usage(&bytes, &msgs, NULL);
-	check(msgs == msgs0 + 7);
+	CHECK(msgs == msgs0 + 7);
 
 	/* r reads one of a's: 5 left at the first node. */
-	check_r(b1_peer_recv(r, 0, &m));
-	check(m.type == BUS1_MSG_DATA && m.destination == node);
-	check_r(b1_peer_msg_release(r, &m));
-	check_r(b1_peer_handle_query(b, b_to_r, &q));
-	check(q.n_messages == 5);
+	CHECK_OK(b1_peer_recv(r, 0, &m));
+	CHECK(m.type == BUS1_MSG_DATA && m.destination == node);
+	CHECK_OK(b1_peer_msg_release(r, &m));
+	CHECK_OK(b1_peer_handle_query(b, b_to_r, &q));
+	CHECK(q.n_messages == 5);
 
 	/* a takes back its 4 unread ones there; b's and the other node's stay. */
-	check_r(b1_peer_handle_reclaim(a, a_to_r));
-	check_r(b1_peer_handle_query(b, b_to_r, &q));
-	check(q.n_messages == 1);
-	check_r(b1_peer_handle_query(a, a_to_r, &q));		/* the handle stays */
-	check(q.n_messages == 1);
-	check_r(b1_peer_handle_release(a, a_to_r));
-	check(b1_peer_handle_query(a, a_to_r, &q) == -ENXIO);
-	check_r(b1_peer_handle_query(a, a_to_r2, &q));
-	check(q.n_messages == 1);
+	CHECK_OK(b1_peer_handle_reclaim(a, a_to_r));
+	CHECK_OK(b1_peer_handle_query(b, b_to_r, &q));
+	CHECK(q.n_messages == 1);
+	CHECK_OK(b1_peer_handle_query(a, a_to_r, &q));		/* the handle stays */
+	CHECK(q.n_messages == 1);
+	CHECK_OK(b1_peer_handle_release(a, a_to_r));
+	CHECK(b1_peer_handle_query(a, a_to_r, &q) == -ENXIO);
+	CHECK_OK(b1_peer_handle_query(a, a_to_r2, &q));
+	CHECK(q.n_messages == 1);
 	kernel_usage(&bytes, &msgs, NULL);
-	check(msgs == msgs0 + 2);
+	CHECK(msgs == msgs0 + 2);
 
 	/* What r receives now, in send order: a's to the second node, then b's. */
-	check_r(b1_peer_recv(r, 0, &m));
-	check(m.type == BUS1_MSG_DATA && m.destination == node2);
-	check_r(b1_peer_msg_release(r, &m));
-	check_r(b1_peer_recv(r, 0, &m));
-	check(m.type == BUS1_MSG_DATA && m.destination == node);
-	check_r(b1_peer_msg_release(r, &m));
-	check(b1_peer_recv(r, 0, &m) == -EAGAIN);
-	check_r(b1_peer_handle_query(b, b_to_r, &q));
-	check(q.n_messages == 0 && q.n_bytes == 0);
+	CHECK_OK(b1_peer_recv(r, 0, &m));
+	CHECK(m.type == BUS1_MSG_DATA && m.destination == node2);
+	CHECK_OK(b1_peer_msg_release(r, &m));
+	CHECK_OK(b1_peer_recv(r, 0, &m));
+	CHECK(m.type == BUS1_MSG_DATA && m.destination == node);
+	CHECK_OK(b1_peer_msg_release(r, &m));
+	CHECK(b1_peer_recv(r, 0, &m) == -EAGAIN);
+	CHECK_OK(b1_peer_handle_query(b, b_to_r, &q));
+	CHECK(q.n_messages == 0 && q.n_bytes == 0);
 
 	/* Bad input. */
-	check(b1_peer_handle_query(a, 0x12345678, &q) == -ENXIO);
+	CHECK(b1_peer_handle_query(a, 0x12345678, &q) == -ENXIO);
 	{
 		struct bus1_cmd_handle_query bad = { .flags = 2, .handle = a_to_r2 };
 		struct bus1_cmd_handle_release rel = { .flags = 1, .handle = a_to_r2 };
 
-		check(ioctl(b1_peer_get_fd(a), BUS1_CMD_HANDLE_QUERY, &bad) < 0 &&
+		CHECK(ioctl(b1_peer_get_fd(a), BUS1_CMD_HANDLE_QUERY, &bad) < 0 &&
 		      errno == EINVAL);
-		check(ioctl(b1_peer_get_fd(a), BUS1_CMD_HANDLE_RELEASE, &rel) < 0 &&
+		CHECK(ioctl(b1_peer_get_fd(a), BUS1_CMD_HANDLE_RELEASE, &rel) < 0 &&
 		      errno == EINVAL);
 	}
 	b1_peer_free(a);
 	b1_peer_free(b);
 	b1_peer_free(r);
 	kernel_usage(&bytes, &msgs, NULL);
-	check(msgs == msgs0 && bytes == bytes0);
+	CHECK(msgs == msgs0 && bytes == bytes0);
 }
 
 /* ------------------------------------------------------------ direct path */
@@ -1819,24 +1808,24 @@ static void test_direct(void)
 	int status;
 
 	wait_for_name(bus, SVC_NAME, true);
-	check_r(b1c_bus_set_direct(bus, true));
+	CHECK_OK(b1c_bus_set_direct(bus, true));
 
 	/* Calls, errors and replies straight between the two clients. */
-	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
 	if (strcmp(out, "direct"))
-		fail("call by name went %s", out);
-	check(call_echo(bus, SVC_NAME, "Echo", "straight", out, sizeof(out)) == 0);
-	check(!strcmp(out, "straight"));
-	check(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, b1c_bus_get_unique_name(bus)));
-	check(call_echo(bus, SVC_NAME, "Fail", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strcmp(out, "org.bus1.test.Error.Failed: failed on purpose"));
-	check(call_echo(bus, SVC_NAME, "NoSuchMethod", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strncmp(out, "org.freedesktop.DBus.Error.UnknownMethod", 40));
-	check(call_echo(bus, SVC_NAME, "Whoami", NULL, svc1_name, sizeof(svc1_name)) == 0);
+		CHECK_FAIL("call by name went %s", out);
+	CHECK(call_echo(bus, SVC_NAME, "Echo", "straight", out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "straight"));
+	CHECK(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, b1c_bus_get_unique_name(bus)));
+	CHECK(call_echo(bus, SVC_NAME, "Fail", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strcmp(out, "org.bus1.test.Error.Failed: failed on purpose"));
+	CHECK(call_echo(bus, SVC_NAME, "NoSuchMethod", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strncmp(out, "org.freedesktop.DBus.Error.UnknownMethod", 40));
+	CHECK(call_echo(bus, SVC_NAME, "Whoami", NULL, svc1_name, sizeof(svc1_name)) == 0);
 	/* By unique name too. */
-	check(call_echo(bus, svc1_name, "How", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, "direct"));
+	CHECK(call_echo(bus, svc1_name, "How", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "direct"));
 
 	/*
 	 * Policy on the direct path: a process of another uid that got hold of
@@ -1844,47 +1833,47 @@ static void test_direct(void)
 	 * the broker told which uids may call it.
 	 */
 	child = fork();
-	check(child >= 0);
+	CHECK(child >= 0);
 	if (child == 0) {
-		check(setgid(65534) == 0 && setuid(65534) == 0);
-		check(call_echo(bus, SVC_NAME, "Echo", "sneaky", out, sizeof(out)) ==
+		CHECK(setgid(65534) == 0 && setuid(65534) == 0);
+		CHECK(call_echo(bus, SVC_NAME, "Echo", "sneaky", out, sizeof(out)) ==
 		      B1C_CALL_ERROR);
 		if (strncmp(out, "org.freedesktop.DBus.Error.AccessDenied", 39))
-			fail("a direct call from uid 65534: %s", out);
+			CHECK_FAIL("a direct call from uid 65534: %s", out);
 		_exit(0);
 	}
-	check(waitpid(child, &status, 0) == child);
+	CHECK(waitpid(child, &status, 0) == child);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("direct policy child failed (status %d)", status);
-	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, "direct"));
+		CHECK_FAIL("direct policy child failed (status %d)", status);
+	CHECK(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "direct"));
 
 	/* The name moves to another owner: the next call reaches the new one. */
-	check(call_echo(bus, SVC_NAME, "Release", NULL, out, sizeof(out)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "Release", NULL, out, sizeof(out)) == 0);
 	svc2 = start_native_service();
 	wait_for_name(bus, SVC_NAME, true);
-	check(call_echo(bus, SVC_NAME, "Whoami", NULL, svc2_name, sizeof(svc2_name)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "Whoami", NULL, svc2_name, sizeof(svc2_name)) == 0);
 	if (!strcmp(svc1_name, svc2_name))
-		fail("the call by name still reached the old owner %s", svc1_name);
-	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, "direct"));
+		CHECK_FAIL("the call by name still reached the old owner %s", svc1_name);
+	CHECK(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "direct"));
 
 	/* The callee dies mid-call: NoReply; then the name is gone. */
-	check(call_echo(bus, SVC_NAME, "Die", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(call_echo(bus, SVC_NAME, "Die", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strncmp(out, "org.freedesktop.DBus.Error.NoReply", 34))
-		fail("direct call to a dying callee: %s", out);
-	check(waitpid(svc2, &status, 0) == svc2);
+		CHECK_FAIL("direct call to a dying callee: %s", out);
+	CHECK(waitpid(svc2, &status, 0) == svc2);
 	wait_for_name(bus, SVC_NAME, false);
-	check(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41));
+	CHECK(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41));
 
 	/* Socket owners have no direct node: the broker carries the call. */
 	{
 		pid_t ssvc = start_socket_service();
 
 		wait_for_name(bus, SOCK_NAME, true);
-		check(call_echo(bus, SOCK_NAME, "Echo", "via the broker", out, sizeof(out)) == 0);
-		check(!strcmp(out, "via the broker"));
+		CHECK(call_echo(bus, SOCK_NAME, "Echo", "via the broker", out, sizeof(out)) == 0);
+		CHECK(!strcmp(out, "via the broker"));
 		stop_service(bus, SOCK_NAME, ssvc);
 	}
 	kill(svc, SIGKILL);
@@ -1909,13 +1898,13 @@ static void write_config(const char *path, const char *rules)
 
 	snprintf(tmp, sizeof(tmp), "%s.new", path);
 	f = fopen(tmp, "w");
-	check(f);
+	CHECK(f);
 	fprintf(f, "<busconfig>\n  <type>session</type>\n"
 		"  <policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/>"
 		"<allow eavesdrop=\"true\"/><allow own=\"*\"/></policy>\n  %s\n</busconfig>\n",
 		rules);
-	check(fclose(f) == 0);
-	check(rename(tmp, path) == 0);
+	CHECK(fclose(f) == 0);
+	CHECK(rename(tmp, path) == 0);
 }
 
 /*
@@ -1929,13 +1918,13 @@ static pid_t start_broker(const char *config)
 	char sock[128], cfg[300], addr[200];
 	pid_t pid;
 
-	check(bin);
+	CHECK(bin);
 	snprintf(sock, sizeof(sock), "%s/policy-%d.sock", tmpdir, (int)getpid());
 	snprintf(cfg, sizeof(cfg), "--config-file=%s", config);
 	snprintf(addr, sizeof(addr), "unix:path=%s", sock);
 	unlink(sock);
 	pid = fork();
-	check(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		char a[220];
 
@@ -1949,18 +1938,18 @@ static pid_t start_broker(const char *config)
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		int ok;
 
-		check(fd >= 0);
-		check(strlen(sock) < sizeof(sa.sun_path));
+		CHECK(fd >= 0);
+		CHECK(strlen(sock) < sizeof(sa.sun_path));
 		memcpy(sa.sun_path, sock, strlen(sock) + 1);
 		ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 		close(fd);
 		if (ok)
 			break;
 		if (i > 500 || waitpid(pid, NULL, WNOHANG) == pid)
-			fail("the broker with %s did not start", config);
+			CHECK_FAIL("the broker with %s did not start", config);
 		usleep(10000);
 	}
-	check(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
+	CHECK(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
 	return pid;
 }
 
@@ -1968,10 +1957,10 @@ static void stop_broker(pid_t pid)
 {
 	int status;
 
-	check(kill(pid, SIGTERM) == 0);
-	check(waitpid(pid, &status, 0) == pid);
+	CHECK(kill(pid, SIGTERM) == 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail("the policy broker exited with status %d", status);
+		CHECK_FAIL("the policy broker exited with status %d", status);
 }
 
 /* GetDirectHandle(@name) by hand: 0 (a handle) or the error name in @out. */
@@ -1980,12 +1969,12 @@ static int get_direct_handle(struct b1c_bus *bus, const char *name, char *out, s
 	struct b1c_message *m = NULL, *reply = NULL;
 	int r;
 
-	check_r(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+	CHECK_OK(b1c_message_new_method_call(&m, "org.freedesktop.DBus", "/org/freedesktop/DBus",
 					    DC_INTERFACE_BUS1, DC_BUS1_METHOD_GET_DIRECT_HANDLE,
 					    DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE));
-	check_r(b1c_message_append(m, "s", name));
+	CHECK_OK(b1c_message_append(m, "s", name));
 	r = b1c_bus_call(bus, m, 0, &reply);
-	check_r(r);
+	CHECK_OK(r);
 	snprintf(out, n_out, "%s", r == B1C_CALL_ERROR ? b1c_message_get_error_name(reply) : "");
 	b1c_message_unref(m);
 	b1c_message_unref(reply);
@@ -2022,37 +2011,37 @@ static void test_direct_policy(void)
 	wait_for_name(bus, POL_OPEN, true);
 
 	/* 1. Denied: the broker refuses the handle and the brokered call alike. */
-	check(get_direct_handle(bus, POL_DENIED, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(get_direct_handle(bus, POL_DENIED, out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strcmp(out, ACCESS_DENIED))
-		fail("GetDirectHandle(%s): %s", POL_DENIED, out);
-	check(call_echo(bus, POL_DENIED, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+		CHECK_FAIL("GetDirectHandle(%s): %s", POL_DENIED, out);
+	CHECK(call_echo(bus, POL_DENIED, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
-		fail("brokered call to %s: %s", POL_DENIED, out);
-	check_r(b1c_bus_set_direct(bus, true));
-	check(call_echo(bus, POL_DENIED, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+		CHECK_FAIL("brokered call to %s: %s", POL_DENIED, out);
+	CHECK_OK(b1c_bus_set_direct(bus, true));
+	CHECK(call_echo(bus, POL_DENIED, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
-		fail("direct-enabled call to %s: %s", POL_DENIED, out);
+		CHECK_FAIL("direct-enabled call to %s: %s", POL_DENIED, out);
 
 	/* 2. A rule on one member: no handle; the member is denied, the others work. */
-	check(get_direct_handle(bus, POL_MEMBER, out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(get_direct_handle(bus, POL_MEMBER, out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strcmp(out, "org.freedesktop.DBus.Error.NotSupported"))
-		fail("GetDirectHandle(%s): %s", POL_MEMBER, out);
-	check(call_echo(bus, POL_MEMBER, "Secret", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+		CHECK_FAIL("GetDirectHandle(%s): %s", POL_MEMBER, out);
+	CHECK(call_echo(bus, POL_MEMBER, "Secret", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
-		fail("call to the denied member: %s", out);
-	check(call_echo(bus, POL_MEMBER, "Echo", "allowed", out, sizeof(out)) == 0);
-	check(!strcmp(out, "allowed"));
-	check(call_echo(bus, POL_MEMBER, "How", NULL, out, sizeof(out)) == 0);
+		CHECK_FAIL("call to the denied member: %s", out);
+	CHECK(call_echo(bus, POL_MEMBER, "Echo", "allowed", out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "allowed"));
+	CHECK(call_echo(bus, POL_MEMBER, "How", NULL, out, sizeof(out)) == 0);
 	if (strcmp(out, "brokered"))
-		fail("a call to %s (member rule) went %s", POL_MEMBER, out);
+		CHECK_FAIL("a call to %s (member rule) went %s", POL_MEMBER, out);
 
 	/* 3. Nothing in the way: direct, and Secret is answered there. */
-	check(get_direct_handle(bus, POL_OPEN, out, sizeof(out)) == 0);
-	check(call_echo(bus, POL_OPEN, "How", NULL, out, sizeof(out)) == 0);
+	CHECK(get_direct_handle(bus, POL_OPEN, out, sizeof(out)) == 0);
+	CHECK(call_echo(bus, POL_OPEN, "How", NULL, out, sizeof(out)) == 0);
 	if (strcmp(out, "direct"))
-		fail("a call to %s went %s", POL_OPEN, out);
-	check(call_echo(bus, POL_OPEN, "Secret", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, "the secret"));
+		CHECK_FAIL("a call to %s went %s", POL_OPEN, out);
+	CHECK(call_echo(bus, POL_OPEN, "Secret", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "the secret"));
 
 	kill(s_denied, SIGKILL);
 	kill(s_member, SIGKILL);
@@ -2087,15 +2076,15 @@ static const char *call_async_wait(struct b1c_bus *bus, const char *dest, const 
 	struct b1c_message *m = NULL;
 	int n = async_n;
 
-	check_r(b1c_message_new_method_call(&m, dest, SVC_PATH, SVC_IFACE, member, ""));
-	check_r(b1c_bus_call_async(bus, m, on_async_text, NULL));
+	CHECK_OK(b1c_message_new_method_call(&m, dest, SVC_PATH, SVC_IFACE, member, ""));
+	CHECK_OK(b1c_bus_call_async(bus, m, on_async_text, NULL));
 	b1c_message_unref(m);
 	for (int i = 0; async_n == n; i++) {
 		native_step(bus, 100000);
 		if (i > 100000)
-			fail("no async reply to %s", member);
+			CHECK_FAIL("no async reply to %s", member);
 	}
-	check(async_n == n + 1);
+	CHECK(async_n == n + 1);
 	return async_out;
 }
 
@@ -2120,35 +2109,35 @@ static void test_direct_reload(void)
 	other = start_named_service(POL_OPEN);
 	wait_for_name(bus, SVC_NAME, true);
 	wait_for_name(bus, POL_OPEN, true);
-	check_r(b1c_bus_set_direct(bus, true));
+	CHECK_OK(b1c_bus_set_direct(bus, true));
 
 	/* 4. Async after ServiceUnknown from the old owner: resent to the new one. */
-	check(call_echo(bus, SVC_NAME, "Whoami", NULL, svc1_name, sizeof(svc1_name)) == 0);
-	check(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
-	check(!strcmp(out, "direct"));
-	check(call_echo(bus, SVC_NAME, "Release", NULL, out, sizeof(out)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "Whoami", NULL, svc1_name, sizeof(svc1_name)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "How", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "direct"));
+	CHECK(call_echo(bus, SVC_NAME, "Release", NULL, out, sizeof(out)) == 0);
 	svc2 = start_native_service();
 	wait_for_name(bus, SVC_NAME, true);
 	s = call_async_wait(bus, SVC_NAME, "Whoami");
 	snprintf(svc2_name, sizeof(svc2_name), "%s", s);
 	if (!strcmp(svc2_name, svc1_name) || svc2_name[0] != ':')
-		fail("async call after the name moved: %s (old owner %s)", svc2_name, svc1_name);
-	check(!strcmp(call_async_wait(bus, SVC_NAME, "How"), "direct"));
+		CHECK_FAIL("async call after the name moved: %s (old owner %s)", svc2_name, svc1_name);
+	CHECK(!strcmp(call_async_wait(bus, SVC_NAME, "How"), "direct"));
 	kill(svc, SIGKILL);
 	waitpid(svc, NULL, 0);
-	check(!strcmp(call_async_wait(bus, POL_OPEN, "How"), "direct"));
+	CHECK(!strcmp(call_async_wait(bus, POL_OPEN, "How"), "direct"));
 
 	/* 3. Reload to a config denying SVC_NAME: the next direct calls are refused. */
 	write_config(config, "<policy context=\"default\"><deny send_destination=\"" SVC_NAME
 		     "\"/></policy>");
 	b1c_message_unref(call_driver(bus, "ReloadConfig", NULL));
-	check(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
 	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
-		fail("a direct call after the reload to a denying config: %s", out);
-	check(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
-	check(!strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)));
+		CHECK_FAIL("a direct call after the reload to a denying config: %s", out);
+	CHECK(call_echo(bus, SVC_NAME, "Echo", "x", out, sizeof(out)) == B1C_CALL_ERROR);
+	CHECK(!strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)));
 	/* Revoked as well, and still allowed: asked again, direct again (async). */
-	check(!strcmp(call_async_wait(bus, POL_OPEN, "How"), "direct"));
+	CHECK(!strcmp(call_async_wait(bus, POL_OPEN, "How"), "direct"));
 
 	/* A member rule arrives by reload: the callee's handle goes, the broker decides. */
 	write_config(config, "<policy context=\"default\"><deny send_destination=\"" POL_OPEN
@@ -2156,10 +2145,10 @@ static void test_direct_reload(void)
 	b1c_message_unref(call_driver(bus, "ReloadConfig", NULL));
 	s = call_async_wait(bus, POL_OPEN, "Secret");
 	if (strcmp(s, ACCESS_DENIED))
-		fail("async call of a member denied by reload: %s", s);
-	check(call_echo(bus, POL_OPEN, "How", NULL, out, sizeof(out)) == 0);
+		CHECK_FAIL("async call of a member denied by reload: %s", s);
+	CHECK(call_echo(bus, POL_OPEN, "How", NULL, out, sizeof(out)) == 0);
 	if (strcmp(out, "brokered"))
-		fail("a call to %s after a member rule was loaded went %s", POL_OPEN, out);
+		CHECK_FAIL("a call to %s after a member rule was loaded went %s", POL_OPEN, out);
 
 	kill(svc2, SIGKILL);
 	kill(other, SIGKILL);
@@ -2194,7 +2183,7 @@ static void raw_send(int sock, struct message *msg, int fd)
 		c->cmsg_len = CMSG_LEN(sizeof(int));
 		memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	}
-	check(sendmsg(sock, &mh, 0) == (ssize_t)(iov[0].iov_len + iov[1].iov_len));
+	CHECK(sendmsg(sock, &mh, 0) == (ssize_t)(iov[0].iov_len + iov[1].iov_len));
 }
 
 static struct message *raw_recv(int sock)
@@ -2203,15 +2192,15 @@ static struct message *raw_recv(int sock)
 	size_t size;
 	struct message *m = NULL;
 
-	check(read(sock, buf, 16) == 16);
-	check(message_frame_size(buf, 16, &size) == 0 && size <= sizeof(buf));
+	CHECK(read(sock, buf, 16) == 16);
+	CHECK(message_frame_size(buf, 16, &size) == 0 && size <= sizeof(buf));
 	for (size_t n = 16; n < size;) {
 		ssize_t k = read(sock, buf + n, size - n);
 
-		check(k > 0);
+		CHECK(k > 0);
 		n += (size_t)k;
 	}
-	check(message_new_from_data(&m, buf, size, NULL, 0) == 0);
+	CHECK(message_new_from_data(&m, buf, size, NULL, 0) == 0);
 	return m;
 }
 
@@ -2225,12 +2214,12 @@ static struct message *raw_call(uint32_t serial, const char *iface, const char *
 					 iface, member, sig);
 	if (*sig)
 		dc_writer_write(&b.body, "h", 0U);
-	check(message_builder_seal(&b, serial, &m) == 0);
+	CHECK(message_builder_seal(&b, serial, &m) == 0);
 	message_builder_deinit(&b);
 	if (!with_fd)
 		return m;
 	m->unix_fds = 1;
-	check(message_stitch_sender(m, NULL, &with) == 0);
+	CHECK(message_stitch_sender(m, NULL, &with) == 0);
 	m->unix_fds = 0;
 	message_unref(m);
 	return with;
@@ -2255,10 +2244,10 @@ static int count_resumed(void)
 	FILE *f;
 	int n = 0;
 
-	check(dir);
+	CHECK(dir);
 	snprintf(path, sizeof(path), "%s/bus.log", dir);
 	f = fopen(path, "re");
-	check(f);
+	CHECK(f);
 	while (fgets(line, sizeof(line), f))
 		if (strstr(line, "re-exec: resumed"))
 			n++;
@@ -2275,33 +2264,33 @@ static void test_reexec(void)
 	pid_t svc = start_native_service();
 	int before;
 
-	check(bus_pid);
+	CHECK(bus_pid);
 	wait_for_name(bus, SVC_NAME, true);
 	snprintf(unique, sizeof(unique), "%s", b1c_bus_get_unique_name(bus));
-	check(call_echo(bus, SVC_NAME, "Sender", NULL, owner, sizeof(owner)) == 0);
+	CHECK(call_echo(bus, SVC_NAME, "Sender", NULL, owner, sizeof(owner)) == 0);
 	before = count_resumed();
 
 	for (int round = 0; round < 5; round++) {
 		async_done = 0;
 		/* One call in flight across the switch. */
-		check_r(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "Add",
+		CHECK_OK(b1c_message_new_method_call(&m, SVC_NAME, SVC_PATH, SVC_IFACE, "Add",
 						    "ii"));
-		check_r(b1c_message_append(m, "ii", 40, 2));
-		check_r(b1c_bus_call_async(bus, m, on_async_reply, NULL));
+		CHECK_OK(b1c_message_append(m, "ii", 40, 2));
+		CHECK_OK(b1c_bus_call_async(bus, m, on_async_reply, NULL));
 		b1c_message_unref(m);
-		check(kill(atoi(bus_pid), SIGUSR2) == 0);
-		check(call_echo(bus, SVC_NAME, "Echo", "after", out, sizeof(out)) == 0);
-		check(!strcmp(out, "after"));
+		CHECK(kill(atoi(bus_pid), SIGUSR2) == 0);
+		CHECK(call_echo(bus, SVC_NAME, "Echo", "after", out, sizeof(out)) == 0);
+		CHECK(!strcmp(out, "after"));
 		for (int i = 0; i < 500 && !async_done; i++)
 			native_step(bus, 10000);
-		check(async_done == 1);
+		CHECK(async_done == 1);
 		for (int i = 0; i < 500 && count_resumed() < before + round + 1; i++)
 			usleep(10000);
-		check(count_resumed() == before + round + 1);
+		CHECK(count_resumed() == before + round + 1);
 		/* The same names, the same owner. */
-		check(!strcmp(b1c_bus_get_unique_name(bus), unique));
-		check(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
-		check(!strcmp(out, owner));
+		CHECK(!strcmp(b1c_bus_get_unique_name(bus), unique));
+		CHECK(call_echo(bus, SVC_NAME, "Sender", NULL, out, sizeof(out)) == 0);
+		CHECK(!strcmp(out, owner));
 	}
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
@@ -2315,27 +2304,27 @@ static void test_bad_bootstrap(void)
 	int sock = -1, pipefd[2];
 	bool fds = false;
 
-	check(address_list_parse(&list, getenv("DBUS_SESSION_BUS_ADDRESS"), NULL) == 0);
-	check(address_connect(&list.entries[0], &sock) == 0);
+	CHECK(address_list_parse(&list, getenv("DBUS_SESSION_BUS_ADDRESS"), NULL) == 0);
+	CHECK(address_connect(&list.entries[0], &sock) == 0);
 	address_list_deinit(&list);
-	check(sasl_client_authenticate(sock, getuid(), true, &fds) == 0);
-	check(fds);
+	CHECK(sasl_client_authenticate(sock, getuid(), true, &fds) == 0);
+	CHECK(fds);
 
-	check(pipe(pipefd) == 0);
+	CHECK(pipe(pipefd) == 0);
 	m = raw_call(1, DC_INTERFACE_BUS1, DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, true);
 	raw_send(sock, m, pipefd[0]);
 	message_unref(m);
 	m = raw_recv(sock);
-	check(m->type == DC_MESSAGE_ERROR && m->reply_serial == 1);
+	CHECK(m->type == DC_MESSAGE_ERROR && m->reply_serial == 1);
 	if (strcmp(m->error_name, "org.freedesktop.DBus.Error.InvalidArgs"))
-		fail("Connect(pipe): %s", m->error_name);
+		CHECK_FAIL("Connect(pipe): %s", m->error_name);
 	message_unref(m);
 
 	m = raw_call(2, "org.freedesktop.DBus", "Hello", "", false);
 	raw_send(sock, m, -1);
 	message_unref(m);
 	m = raw_recv(sock);
-	check(m->type == DC_MESSAGE_METHOD_RETURN && m->reply_serial == 2);
+	CHECK(m->type == DC_MESSAGE_METHOD_RETURN && m->reply_serial == 2);
 	message_unref(m);
 
 	m = raw_call(3, DC_INTERFACE_BUS1, DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, true);
@@ -2347,7 +2336,7 @@ static void test_bad_bootstrap(void)
 			break;
 		message_unref(m);	/* NameAcquired */
 	}
-	check(m->type == DC_MESSAGE_ERROR);
+	CHECK(m->type == DC_MESSAGE_ERROR);
 	message_unref(m);
 	close(pipefd[0]);
 	close(pipefd[1]);
@@ -2391,7 +2380,7 @@ int main(int argc, char **argv)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/native-test.XXXXXX");
-	check(mkdtemp(tmpdir));
+	CHECK(mkdtemp(tmpdir));
 	if (argc > 1 && !strcmp(argv[1], "bench"))
 		return run_bench(argc > 2 ? atoi(argv[2]) : 2000);
 	/* For tests driven from outside (test/integration/test_fdstore.py in the guest). */
@@ -2407,14 +2396,14 @@ int main(int argc, char **argv)
 		ran++;
 		fflush(NULL);
 		pid = fork();
-		check(pid >= 0);
+		CHECK(pid >= 0);
 		if (pid == 0) {
 			setpgid(0, 0);
 			alarm(90);
 			cases[i].fn();
 			_exit(0);
 		}
-		check(waitpid(pid, &status, 0) == pid);
+		CHECK(waitpid(pid, &status, 0) == pid);
 		/* Leftover service processes of a failed case. */
 		kill(-pid, SIGKILL);
 		if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {

@@ -29,15 +29,15 @@ static void bus1_hop_recv(struct b1_peer *p, size_t size)
 		if (r == 0)
 			break;
 		if (r != -EAGAIN)
-			kt_fail("RECV: %s", strerror(-r));
+			CHECK_FAIL("RECV: %s", strerror(-r));
 		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			kt_fail("poll: %m");
+			CHECK_FAIL("poll: %m");
 	}
 	if (m.n_bytes != size)
-		kt_fail("got %zu bytes, want %zu", m.n_bytes, size);
+		CHECK_FAIL("got %zu bytes, want %zu", m.n_bytes, size);
 	r = b1_peer_msg_release(p, &m);
 	if (r < 0)
-		kt_fail("SLICE_RELEASE: %s", strerror(-r));
+		CHECK_FAIL("SLICE_RELEASE: %s", strerror(-r));
 }
 
 static double run_bus1(long n, size_t size)
@@ -50,7 +50,7 @@ static double run_bus1(long n, size_t size)
 
 	pid = fork();
 	if (pid < 0)
-		kt_fail("fork: %m");
+		CHECK_FAIL("fork: %m");
 	if (pid == 0) {
 		for (i = 0; i < n + 1; i++) {
 			bus1_hop_recv(pb, size);
@@ -60,16 +60,16 @@ static double run_bus1(long n, size_t size)
 		_exit(0);
 	}
 	/* One warm-up round trip, not timed. */
-	ASSERT_OK(kt_send(pa, a_to_b, buf, size));
+	CHECK_OK(kt_send(pa, a_to_b, buf, size));
 	bus1_hop_recv(pa, size);
 	t0 = kt_now();
 	for (i = 0; i < n; i++) {
-		ASSERT_OK(kt_send(pa, a_to_b, buf, size));
+		CHECK_OK(kt_send(pa, a_to_b, buf, size));
 		bus1_hop_recv(pa, size);
 	}
 	t = kt_now() - t0;
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT_EQ(status, 0);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(status, 0);
 	return t / n * 1e6;
 }
 
@@ -82,7 +82,7 @@ static void xfer(int fd, void *buf, size_t size, bool out)
 				  read(fd, (uint8_t *)buf + done, size - done);
 
 		if (r <= 0)
-			kt_fail("%s: %m", out ? "write" : "read");
+			CHECK_FAIL("%s: %m", out ? "write" : "read");
 		done += r;
 	}
 }
@@ -95,10 +95,10 @@ static double run_socket(long n, size_t size)
 	pid_t pid;
 	long i;
 
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
 	pid = fork();
 	if (pid < 0)
-		kt_fail("fork: %m");
+		CHECK_FAIL("fork: %m");
 	if (pid == 0) {
 		close(sp[0]);
 		for (i = 0; i < n + 1; i++) {
@@ -116,8 +116,8 @@ static double run_socket(long n, size_t size)
 		xfer(sp[0], buf, size, false);
 	}
 	t = kt_now() - t0;
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT_EQ(status, 0);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(status, 0);
 	close(sp[0]);
 	return t / n * 1e6;
 }
@@ -137,14 +137,14 @@ static void same_process(long n, size_t size)
 	long i;
 
 	kt_node(p, p, &own, NULL);
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp));
 	t0 = kt_now();
 	for (i = 0; i < n; i++) {
 		struct b1_msg m;
 
-		ASSERT_OK(kt_send(p, own, buf, size));
-		ASSERT_OK(b1_peer_recv(p, 0, &m));
-		ASSERT_OK(b1_peer_msg_release(p, &m));
+		CHECK_OK(kt_send(p, own, buf, size));
+		CHECK_OK(b1_peer_recv(p, 0, &m));
+		CHECK_OK(b1_peer_msg_release(p, &m));
 	}
 	tb = (kt_now() - t0) / n * 1e6;
 	t0 = kt_now();
@@ -165,23 +165,23 @@ static void same_process(long n, size_t size)
 
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
-			ASSERT_OK(kt_send(p, own, buf, size));
+			CHECK_OK(kt_send(p, own, buf, size));
 		t_send = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++) {
 			struct b1_msg m;
 
-			ASSERT_OK(b1_peer_recv(p, 0, &m));
+			CHECK_OK(b1_peer_recv(p, 0, &m));
 			offs[i] = m.offset;
 		}
 		t_recv = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
-			ASSERT_OK(b1_peer_slice_release(p, offs[i]));
+			CHECK_OK(b1_peer_slice_release(p, offs[i]));
 		t_rel = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
-			ASSERT_OK(b1_peer_query(p, &q));
+			CHECK_OK(b1_peer_query(p, &q));
 		t_query = (kt_now() - t0) / B * 1e6;
 		t0 = kt_now();
 		for (i = 0; i < B; i++)
@@ -215,7 +215,7 @@ static void bench(void)
 	if ((e = getenv("KT_BENCH_ROUNDS")))
 		rounds = atoi(e);
 	if (n < 1 || rounds < 1 || rounds > 64)
-		kt_fail("bad KT_BENCH_N/KT_BENCH_ROUNDS");
+		CHECK_FAIL("bad KT_BENCH_N/KT_BENCH_ROUNDS");
 
 	pa = kt_peer();
 	pb = kt_peer();

@@ -3,9 +3,13 @@
 
 /*
  * Tiny test framework for the guest tests of bus1.ko. Every case runs in its own forked child
- * (so a crash or a failed assertion ends only that case) under an alarm; the runner prints one
+ * (so a crash or a failed check ends only that case) under an alarm; the runner prints one
  * line per case and exits 0 only if every case passed. Outside the guest (no BUS1_VM_GUEST in
  * the environment) a missing /dev/bus1 means "skip" (77); inside it is a failure.
+ *
+ * The checks are test/common/check.h's (CHECK, CHECK_EQ, CHECK_OK, CHECK_FAIL...), plus the
+ * errno checks of the uAPI below (CHECK_ERR*: fail the case; EXPECT_*: note the mismatch and
+ * fail the case at its end).
  */
 
 #include <errno.h>
@@ -16,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
 struct kt_case {
 	const char *name;
@@ -26,50 +31,18 @@ struct kt_case {
 #define KT_CASE(_fn) { .name = #_fn, .fn = _fn }
 #define KT_CASE_T(_fn, _t) { .name = #_fn, .fn = _fn, .timeout_s = (_t) }
 
-_Noreturn void kt_fail_at(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 int kt_main(const struct kt_case *cases, size_t n_cases, int argc, char **argv);
 void kt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-#define kt_fail(...) kt_fail_at(__FILE__, __LINE__, __VA_ARGS__)
-
-#define ASSERT(_c) do {								\
-		if (!(_c))							\
-			kt_fail("assertion failed: %s", #_c);			\
-	} while (0)
-
-#define ASSERT_EQ(_a, _b) do {							\
-		long long _va = (long long)(_a), _vb = (long long)(_b);		\
-		if (_va != _vb)							\
-			kt_fail("%s == %s: %lld != %lld", #_a, #_b, _va, _vb);	\
-	} while (0)
-
-#define ASSERT_NE(_a, _b) do {							\
-		long long _va = (long long)(_a), _vb = (long long)(_b);		\
-		if (_va == _vb)							\
-			kt_fail("%s != %s: both %lld", #_a, #_b, _va);		\
-	} while (0)
-
-/* Success of a call that returns -1/errno (syscalls) or a negative errno (libbus1). */
-#define ASSERT_OK(_expr) ({							\
-		long long _r;							\
-		errno = 0;							\
-		_r = (long long)(_expr);					\
-		if (_r < 0)							\
-			kt_fail("%s failed: %lld (%s)", #_expr, _r,		\
-				strerror(_r == -1 && errno ? errno : (int)-_r));\
-		_r;								\
-	})
-
 /* Failure with errno @_e, either as -1/errno or as -_e. */
-#define ASSERT_ERR(_expr, _e) do {						\
+#define CHECK_ERR(_expr, _e) do {						\
 		long long _r;							\
 		int _err;							\
 		errno = 0;							\
 		_r = (long long)(_expr);					\
 		_err = (_r == -1 && errno) ? errno : (_r < 0 ? (int)-_r : 0);	\
 		if (_err != (_e))						\
-			kt_fail("%s: expected %s, got %lld (%s)", #_expr,	\
+			CHECK_FAIL("%s: expected %s, got %lld (%s)", #_expr,	\
 				strerrorname_np(_e), _r,			\
 				_err ? strerrorname_np(_err) : "success");	\
 	} while (0)
@@ -82,19 +55,19 @@ void kt_srand(uint64_t seed);
 double kt_now(void);
 
 /* Failure with any of the listed errnos (where the uAPI leaves the exact errno open). */
-#define ASSERT_ERR2(_expr, _e1, _e2) do {					\
+#define CHECK_ERR2(_expr, _e1, _e2) do {					\
 		long long _r;							\
 		int _err;							\
 		errno = 0;							\
 		_r = (long long)(_expr);					\
 		_err = (_r == -1 && errno) ? errno : (_r < 0 ? (int)-_r : 0);	\
 		if (_err != (_e1) && _err != (_e2))				\
-			kt_fail("%s: expected %s or %s, got %lld (%s)", #_expr,	\
+			CHECK_FAIL("%s: expected %s or %s, got %lld (%s)", #_expr,	\
 				strerrorname_np(_e1), strerrorname_np(_e2), _r,	\
 				_err ? strerrorname_np(_err) : "success");	\
 	} while (0)
 
-/* Like ASSERT_ERR, but the case goes on (and fails at its end): to see every mismatch. */
+/* Like CHECK_ERR, but the case goes on (and fails at its end): to see every mismatch. */
 extern int kt_soft_failures;
 #define EXPECT_ERR(_expr, _e) do {						\
 		long long _r;							\
@@ -121,8 +94,8 @@ void kt_note_at(const char *file, int line, const char *fmt, ...)
 		}								\
 	} while (0)
 
-/* Failure with any errno of the 0-terminated list @... (e.g. ASSERT_ERR_ANY(x, EINVAL, EMSGSIZE)). */
-#define ASSERT_ERR_ANY(_expr, ...) do {						\
+/* Failure with any errno of the 0-terminated list @... (e.g. CHECK_ERR_ANY(x, EINVAL, EMSGSIZE)). */
+#define CHECK_ERR_ANY(_expr, ...) do {						\
 		static const int _l[] = { __VA_ARGS__, 0 };			\
 		long long _r;							\
 		int _err;							\
@@ -130,7 +103,7 @@ void kt_note_at(const char *file, int line, const char *fmt, ...)
 		_r = (long long)(_expr);					\
 		_err = (_r == -1 && errno) ? errno : (_r < 0 ? (int)-_r : 0);	\
 		if (!kt_errno_in(_err, _l))					\
-			kt_fail("%s: expected one of %s, got %lld (%s)", #_expr,\
+			CHECK_FAIL("%s: expected one of %s, got %lld (%s)", #_expr,\
 				#__VA_ARGS__, _r,				\
 				_err ? strerrorname_np(_err) : "success");	\
 	} while (0)

@@ -158,7 +158,7 @@ static void check(int r, const char *what)
 		return;
 	}
 	if (!kt_errno_in(errno, allowed))
-		kt_fail("%s: undocumented errno %s", what, strerrorname_np(errno));
+		CHECK_FAIL("%s: undocumented errno %s", what, strerrorname_np(errno));
 }
 
 /* Learn the handle ids a received message carries (read from a private pool mapping). */
@@ -318,7 +318,7 @@ static void one_op(void)
 	case 12: {
 		struct pollfd p = { .fd = fd, .events = POLLIN | POLLOUT };
 
-		ASSERT(poll(&p, 1, 0) >= 0);
+		CHECK(poll(&p, 1, 0) >= 0);
 		if (rn(8) == 0) {
 			void *m = mmap(NULL, 4096 * (1 + rn(4)), rn(4) ? PROT_READ :
 				       PROT_READ | PROT_WRITE, MAP_SHARED, fd, 4096 * rn(4));
@@ -389,7 +389,7 @@ static void one_op(void)
 
 				check(ioctl(peer_fd[k], BUS1_CMD_PEER_DISCONNECT, &z), "PEER_DISCONNECT");
 			}
-			ASSERT(dup2(nfd, peer_fd[k]) == peer_fd[k]);
+			CHECK(dup2(nfd, peer_fd[k]) == peer_fd[k]);
 			close(nfd);
 		}
 		break;
@@ -432,18 +432,18 @@ static void test_fuzz(void)
 	kt_log("seed %llu (replay with KT_SEED=%llu)", (unsigned long long)seed,
 	       (unsigned long long)seed);
 	none_page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT(none_page != MAP_FAILED);
-	ASSERT_OK(mprotect(none_page + 4096, 4096, PROT_NONE));
+	CHECK(none_page != MAP_FAILED);
+	CHECK_OK(mprotect(none_page + 4096, 4096, PROT_NONE));
 	none_page += 4096;
 	for (i = 0; i < N_PEERS; i++)
 		peer_fd[i] = kt_open_peer();
 	first_free_fd = dup(0);
-	ASSERT(first_free_fd > peer_fd[N_PEERS - 1]);
+	CHECK(first_free_fd > peer_fd[N_PEERS - 1]);
 	close(first_free_fd);
 
 	until = kt_now() + secs;
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		storm_op = 14;
 		worker(seed * 31 + 7, until);
@@ -451,18 +451,18 @@ static void test_fuzz(void)
 	}
 	storm_op = 15;
 	worker(seed, until);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	if (status != 0)
-		kt_fail("fuzz child failed (status 0x%x)", status);
+		CHECK_FAIL("fuzz child failed (status 0x%x)", status);
 
 	for (i = 0; i < N_PEERS; i++)
 		close(peer_fd[i]);
 	fd = kt_open_peer();
-	ASSERT_OK(ioctl(fd, BUS1_CMD_PEER_QUERY, &q));
-	ASSERT_EQ(q.used_messages, 0);
-	ASSERT_EQ(q.used_bytes, 0);
-	ASSERT_EQ(q.used_handles, 0);
-	ASSERT_EQ(q.used_fds, 0);
+	CHECK_OK(ioctl(fd, BUS1_CMD_PEER_QUERY, &q));
+	CHECK_EQ(q.used_messages, 0);
+	CHECK_EQ(q.used_bytes, 0);
+	CHECK_EQ(q.used_handles, 0);
+	CHECK_EQ(q.used_fds, 0);
 	close(fd);
 }
 

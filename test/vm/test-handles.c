@@ -15,7 +15,7 @@ static void send_handles(struct b1_peer *from, uint64_t dst, uint64_t *handles, 
 	int r = b1_peer_send(from, 0, &dst, 1, NULL, NULL, 0, handles, n, NULL, 0);
 
 	if (r < 0)
-		kt_fail("SEND with %zu handles: %s", n, strerror(-r));
+		CHECK_FAIL("SEND with %zu handles: %s", n, strerror(-r));
 }
 
 /* Receive one DATA message on @p (to node @node) carrying @n handles; copy them to @out. */
@@ -24,12 +24,12 @@ static void recv_handles(struct b1_peer *p, uint64_t node, uint64_t *out, size_t
 	struct b1_msg m;
 
 	kt_recv(p, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_DATA);
-	ASSERT_EQ(m.destination, node);
-	ASSERT_EQ(m.n_handles, n);
-	ASSERT_EQ(m.n_bytes, 0);
+	CHECK_EQ(m.type, BUS1_MSG_DATA);
+	CHECK_EQ(m.destination, node);
+	CHECK_EQ(m.n_handles, n);
+	CHECK_EQ(m.n_bytes, 0);
 	memcpy(out, m.handles, n * sizeof(*out));
-	ASSERT_OK(b1_peer_msg_release(p, &m));
+	CHECK_OK(b1_peer_msg_release(p, &m));
 }
 
 static void test_identity_transfer(void)
@@ -39,22 +39,22 @@ static void test_identity_transfer(void)
 
 	kt_node(a, b, &ha, &hb);
 	h = ha;
-	ASSERT_OK(b1_peer_handle_transfer(a, b, &h, &hb2));
-	ASSERT_EQ(h, ha);
-	ASSERT_EQ(hb2, hb);
+	CHECK_OK(b1_peer_handle_transfer(a, b, &h, &hb2));
+	CHECK_EQ(h, ha);
+	CHECK_EQ(hb2, hb);
 	/* b -> c -> b: b's id is unchanged; c -> a: the owner's id. */
 	h = hb;
-	ASSERT_OK(b1_peer_handle_transfer(b, c, &h, &hc));
+	CHECK_OK(b1_peer_handle_transfer(b, c, &h, &hc));
 	h = hc;
-	ASSERT_OK(b1_peer_handle_transfer(c, b, &h, &hb2));
-	ASSERT_EQ(hb2, hb);
+	CHECK_OK(b1_peer_handle_transfer(c, b, &h, &hb2));
+	CHECK_EQ(hb2, hb);
 	h = hc;
-	ASSERT_OK(b1_peer_handle_transfer(c, a, &h, &hb2));
-	ASSERT_EQ(hb2, ha);
+	CHECK_OK(b1_peer_handle_transfer(c, a, &h, &hb2));
+	CHECK_EQ(hb2, ha);
 	/* A second node gets different ids everywhere. */
 	kt_node(a, b, &h, &hb2);
-	ASSERT_NE(h, ha);
-	ASSERT_NE(hb2, hb);
+	CHECK_NE(h, ha);
+	CHECK_NE(hb2, hb);
 	b1_peer_free(a);
 	b1_peer_free(b);
 	b1_peer_free(c);
@@ -76,20 +76,20 @@ static void test_identity_messages(void)
 	hxb[2] = a_nb;	/* b's own node comes back as b's own id */
 	send_handles(a, a_nb, hxb, 3);
 	/* The sender's array is unchanged (no CREATE in it). */
-	ASSERT_EQ(hxb[0], hx);
+	CHECK_EQ(hxb[0], hx);
 	recv_handles(b, nb, hxb, 3);
-	ASSERT_EQ(hxb[0], hxb[1]);
-	ASSERT_EQ(hxb[0] & BUS1_HANDLE_FLAG_REMOTE, BUS1_HANDLE_FLAG_REMOTE);
-	ASSERT_EQ(hxb[2], nb);
+	CHECK_EQ(hxb[0], hxb[1]);
+	CHECK_EQ(hxb[0] & BUS1_HANDLE_FLAG_REMOTE, BUS1_HANDLE_FLAG_REMOTE);
+	CHECK_EQ(hxb[2], nb);
 	hb = hxb[0];
 	h = hx;
 	send_handles(a, a_nb, &h, 1);
 	recv_handles(b, nb, &h, 1);
-	ASSERT_EQ(h, hb);
+	CHECK_EQ(h, hb);
 	/* A transfer gives b the same id as the messages did. */
 	h = hx;
-	ASSERT_OK(b1_peer_handle_transfer(a, b, &h, &hxb[1]));
-	ASSERT_EQ(hxb[1], hb);
+	CHECK_OK(b1_peer_handle_transfer(a, b, &h, &hxb[1]));
+	CHECK_EQ(hxb[1], hb);
 	/* b -> c (by message) -> a (by message): a gets its own id. */
 	h = hb;
 	send_handles(b, b_nc, &h, 1);
@@ -97,11 +97,11 @@ static void test_identity_messages(void)
 	h = hxc;
 	send_handles(c, c_na, &h, 1);
 	recv_handles(a, na, &hxa, 1);
-	ASSERT_EQ(hxa, hx);
+	CHECK_EQ(hxa, hx);
 	/* c -> b by transfer: b's id again. */
 	h = hxc;
-	ASSERT_OK(b1_peer_handle_transfer(c, b, &h, &hxb[1]));
-	ASSERT_EQ(hxb[1], hb);
+	CHECK_OK(b1_peer_handle_transfer(c, b, &h, &hxb[1]));
+	CHECK_EQ(hxb[1], hb);
 	b1_peer_free(a);
 	b1_peer_free(b);
 	b1_peer_free(c);
@@ -118,24 +118,24 @@ static void test_create_in_message(void)
 	hs[1] = BUS1_HANDLE_CREATE;
 	send_handles(a, a_nb, hs, 2);
 	/* Both replaced by two new, different, local ids of a. */
-	ASSERT(hs[0] != BUS1_HANDLE_CREATE && hs[1] != BUS1_HANDLE_CREATE);
-	ASSERT_NE(hs[0], hs[1]);
-	ASSERT_EQ(hs[0] & (BUS1_HANDLE_FLAG_REMOTE | 1), 0);
-	ASSERT_EQ(hs[1] & (BUS1_HANDLE_FLAG_REMOTE | 1), 0);
+	CHECK(hs[0] != BUS1_HANDLE_CREATE && hs[1] != BUS1_HANDLE_CREATE);
+	CHECK_NE(hs[0], hs[1]);
+	CHECK_EQ(hs[0] & (BUS1_HANDLE_FLAG_REMOTE | 1), 0);
+	CHECK_EQ(hs[1] & (BUS1_HANDLE_FLAG_REMOTE | 1), 0);
 	recv_handles(b, nb, got, 2);
-	ASSERT_NE(got[0], got[1]);
+	CHECK_NE(got[0], got[1]);
 	/* b replies through the first: it reaches a on node hs[0]. */
-	ASSERT_OK(kt_send(b, got[0], "r", 1));
+	CHECK_OK(kt_send(b, got[0], "r", 1));
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_DATA);
-	ASSERT_EQ(m.destination, hs[0]);
-	ASSERT_EQ(m.n_bytes, 1);
-	ASSERT_EQ(((const char *)m.data)[0], 'r');
-	ASSERT_OK(b1_peer_msg_release(a, &m));
-	ASSERT_OK(kt_send(b, got[1], "s", 1));
+	CHECK_EQ(m.type, BUS1_MSG_DATA);
+	CHECK_EQ(m.destination, hs[0]);
+	CHECK_EQ(m.n_bytes, 1);
+	CHECK_EQ(((const char *)m.data)[0], 'r');
+	CHECK_OK(b1_peer_msg_release(a, &m));
+	CHECK_OK(kt_send(b, got[1], "s", 1));
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.destination, hs[1]);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.destination, hs[1]);
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	b1_peer_free(a);
 	b1_peer_free(b);
 }
@@ -153,19 +153,19 @@ static void test_destroyed_in_flight(void)
 	hs[0] = hx;
 	hs[1] = hy;
 	send_handles(a, a_nb, hs, 2);
-	ASSERT_OK(b1_peer_nodes_destroy(a, &hx, 1));
+	CHECK_OK(b1_peer_nodes_destroy(a, &hx, 1));
 	recv_handles(b, nb, got, 2);
-	ASSERT_EQ(got[0], BUS1_HANDLE_INVALID);
-	ASSERT(got[1] != BUS1_HANDLE_INVALID);
-	ASSERT_OK(kt_send(b, got[1], NULL, 0));
+	CHECK_EQ(got[0], BUS1_HANDLE_INVALID);
+	CHECK(got[1] != BUS1_HANDLE_INVALID);
+	CHECK_OK(kt_send(b, got[1], NULL, 0));
 	/* a's queue: the destruction notification of hx, then the message on hy. */
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
-	ASSERT_EQ(m.destination, hx);
+	CHECK_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+	CHECK_EQ(m.destination, hx);
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_DATA);
-	ASSERT_EQ(m.destination, hy);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.type, BUS1_MSG_DATA);
+	CHECK_EQ(m.destination, hy);
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	kt_recv_none(a);
 	/* b never held hx's node: no notification for it. */
 	kt_recv_none(b);
@@ -183,27 +183,27 @@ static void test_ids_not_reused(void)
 
 	for (i = 0; i < 200; i++) {
 		kt_node(a, b, &ha, &hb);
-		ASSERT(ha > prev_a);
-		ASSERT(hb > prev_b);
+		CHECK(ha > prev_a);
+		CHECK(hb > prev_b);
 		prev_a = ha;
 		prev_b = hb;
 		if (i % 3 == 0) {
-			ASSERT_OK(b1_peer_handle_release(b, hb));
+			CHECK_OK(b1_peer_handle_release(b, hb));
 		} else {
-			ASSERT_OK(b1_peer_handle_release(a, ha));
+			CHECK_OK(b1_peer_handle_release(a, ha));
 			kt_recv(b, 0, &m);
-			ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
-			ASSERT_EQ(m.destination, hb);
-			ASSERT_OK(b1_peer_handle_release(b, hb));
+			CHECK_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+			CHECK_EQ(m.destination, hb);
+			CHECK_OK(b1_peer_handle_release(b, hb));
 		}
 		if (i == 100) {
-			ASSERT_OK(b1_peer_reset(a));
-			ASSERT_OK(b1_peer_reset(b));
+			CHECK_OK(b1_peer_reset(a));
+			CHECK_OK(b1_peer_reset(b));
 		}
 	}
 	/* Drain whatever notifications the resets produced. */
 	while (b1_peer_recv(b, 0, &m) == 0)
-		ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+		CHECK_EQ(m.type, BUS1_MSG_NODE_DESTROY);
 	b1_peer_free(a);
 	b1_peer_free(b);
 }
@@ -233,16 +233,16 @@ static void test_identity_random(void)
 		if (!ids[src][j])
 			continue;
 		h = ids[src][j];
-		ASSERT_OK(b1_peer_handle_transfer(p[src], p[dst], &h, &d));
-		ASSERT_EQ(h, ids[src][j]);
+		CHECK_OK(b1_peer_handle_transfer(p[src], p[dst], &h, &d));
+		CHECK_EQ(h, ids[src][j]);
 		if (ids[dst][j])
-			ASSERT_EQ(d, ids[dst][j]);
+			CHECK_EQ(d, ids[dst][j]);
 		ids[dst][j] = d;
 		/* Ids of different nodes in one peer differ. */
 		for (i = 0; i < N_NODES; i++)
 			if (i != j && ids[dst][i])
-				ASSERT_NE(ids[dst][i], d);
-		ASSERT_EQ(!!(d & BUS1_HANDLE_FLAG_REMOTE), dst != owner[j]);
+				CHECK_NE(ids[dst][i], d);
+		CHECK_EQ(!!(d & BUS1_HANDLE_FLAG_REMOTE), dst != owner[j]);
 	}
 	for (i = 0; i < N_PEERS; i++)
 		b1_peer_free(p[i]);

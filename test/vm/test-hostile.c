@@ -117,19 +117,19 @@ static void query_objects(int fd, struct bus1_cmd_peer_query *q)
 	int r = query(fd, q);
 
 	if (r == 1)
-		kt_fail("PEER_QUERY with quota_objects/used_objects: ENOTTY (the module predates it)");
+		CHECK_FAIL("PEER_QUERY with quota_objects/used_objects: ENOTTY (the module predates it)");
 	if (r < 0)
-		kt_fail("PEER_QUERY: %s", strerror(-r));
+		CHECK_FAIL("PEER_QUERY: %s", strerror(-r));
 }
 
 /* PEER_QUERY as seen by @uid (used_* are the counters of the caller's real uid). */
 static void query_objects_as(uid_t uid, int fd, struct bus1_cmd_peer_query *q)
 {
 	if (setresuid(uid, uid, 0) < 0)
-		kt_fail("setresuid(%u): %m", (unsigned int)uid);
+		CHECK_FAIL("setresuid(%u): %m", (unsigned int)uid);
 	query_objects(fd, q);
 	if (setresuid(0, 0, 0) < 0)
-		kt_fail("setresuid(0): %m");
+		CHECK_FAIL("setresuid(0): %m");
 }
 
 struct hpeer {
@@ -147,10 +147,10 @@ static struct hpeer hp_from_fd(int fd)
 
 	r = query(fd, &q);
 	if (r < 0)
-		kt_fail("PEER_QUERY: %s", strerror(-r));
+		CHECK_FAIL("PEER_QUERY: %s", strerror(-r));
 	m = mmap(NULL, q.pool_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
-		kt_fail("mmap(pool): %m");
+		CHECK_FAIL("mmap(pool): %m");
 	p.pool = m;
 	p.size = q.pool_size;
 	return p;
@@ -167,10 +167,10 @@ static struct hpeer hp_open_as(uid_t uid)
 	struct hpeer p;
 
 	if (setresuid(uid, uid, 0) < 0)
-		kt_fail("setresuid(%u): %m", (unsigned int)uid);
+		CHECK_FAIL("setresuid(%u): %m", (unsigned int)uid);
 	p = hp_open();
 	if (setresuid(0, 0, 0) < 0)
-		kt_fail("setresuid(0): %m");
+		CHECK_FAIL("setresuid(0): %m");
 	return p;
 }
 
@@ -208,7 +208,7 @@ static uint64_t hp_node(struct hpeer *owner, struct hpeer *holder, uint64_t *hol
 	int r = hp_transfer(owner->fd, &h, holder->fd, holder_h);
 
 	if (r < 0)
-		kt_fail("HANDLE_TRANSFER(CREATE): %s", strerror(-r));
+		CHECK_FAIL("HANDLE_TRANSFER(CREATE): %s", strerror(-r));
 	return h;
 }
 
@@ -219,7 +219,7 @@ static uint64_t hp_give(struct hpeer *from, uint64_t h, struct hpeer *to)
 	int r = hp_transfer(from->fd, &h, to->fd, &d);
 
 	if (r < 0)
-		kt_fail("HANDLE_TRANSFER: %s", strerror(-r));
+		CHECK_FAIL("HANDLE_TRANSFER: %s", strerror(-r));
 	return d;
 }
 
@@ -282,7 +282,7 @@ static int hp_slice_release(int fd, uint64_t offset)
 static const uint8_t *hp_data(const struct hpeer *p, const struct bus1_cmd_recv *c)
 {
 	if (c->offset == BUS1_OFFSET_INVALID || c->offset >= p->size)
-		kt_fail("RECV: offset %llu outside the pool", (unsigned long long)c->offset);
+		CHECK_FAIL("RECV: offset %llu outside the pool", (unsigned long long)c->offset);
 	return p->pool + c->offset;
 }
 
@@ -308,11 +308,11 @@ static void hp_recv_wait(struct hpeer *p, struct bus1_cmd_recv *c, int ms)
 		if (r != -EAGAIN)
 			break;
 		if (kt_now() > end)
-			kt_fail("RECV: nothing arrived within %d ms", ms);
+			CHECK_FAIL("RECV: nothing arrived within %d ms", ms);
 		poll(&pfd, 1, 10);
 	}
 	if (r < 0)
-		kt_fail("RECV: %s", strerror(-r));
+		CHECK_FAIL("RECV: %s", strerror(-r));
 }
 
 /* Drain @p's queue (releasing slices, closing fds); returns the number of entries. */
@@ -361,10 +361,10 @@ static struct job job_start(uid_t uid, void (*fn)(void *arg, struct result *res)
 	struct job j = { .rfd = -1 };
 	int p[2];
 
-	ASSERT_OK(pipe2(p, O_CLOEXEC));
+	CHECK_OK(pipe2(p, O_CLOEXEC));
 	j.t0 = kt_now();
 	j.pid = fork();
-	ASSERT(j.pid >= 0);
+	CHECK(j.pid >= 0);
 	if (j.pid == 0) {
 		struct result res = { 0 };
 
@@ -393,7 +393,7 @@ static bool job_wait(struct job *j, int ms)
 		return false;
 	n = read(j->rfd, &j->res, sizeof(j->res));
 	if (n != sizeof(j->res))
-		kt_fail("job %d died without a result", (int)j->pid);
+		CHECK_FAIL("job %d died without a result", (int)j->pid);
 	j->done = true;
 	waitpid(j->pid, NULL, 0);
 	close(j->rfd);
@@ -460,7 +460,7 @@ static void send_fd(int sock, int fd)
 	c->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(c), &fd, sizeof(int));
 	if (sendmsg(sock, &m, 0) != 1)
-		kt_fail("sendmsg(SCM_RIGHTS): %m");
+		CHECK_FAIL("sendmsg(SCM_RIGHTS): %m");
 }
 
 /* Receive one byte and the fd that came with it (-1 if none). */
@@ -478,7 +478,7 @@ static int recv_fd(int sock, int flags)
 	int fd = -1;
 
 	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC | flags) != 1)
-		kt_fail("recvmsg: %m");
+		CHECK_FAIL("recvmsg: %m");
 	c = CMSG_FIRSTHDR(&m);
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
 		memcpy(&fd, CMSG_DATA(c), sizeof(int));
@@ -490,7 +490,7 @@ static long long refcnt(void)
 	long long v = kt_read_ll(REFCNT);
 
 	if (v < 0)
-		kt_fail(REFCNT ": %m");
+		CHECK_FAIL(REFCNT ": %m");
 	return v;
 }
 
@@ -512,25 +512,25 @@ static void with_param(const char *name, const char *value, void (*fn)(void))
 
 	snprintf(path, sizeof(path), PARAM_DIR "%s", name);
 	if (kt_read_ll(path) < 0)
-		kt_fail("%s: %m (the module has no parameter %s)", path, name);
+		CHECK_FAIL("%s: %m (the module has no parameter %s)", path, name);
 	snprintf(old, sizeof(old), "%lld", kt_read_ll(path));
 	r = kt_write_str(path, value);
 	if (r < 0)
-		kt_fail("writing %s to %s: %s", value, path, strerror(-r));
+		CHECK_FAIL("writing %s to %s: %s", value, path, strerror(-r));
 	fflush(NULL);
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		fn();
 		fflush(NULL);
 		_exit(kt_soft_failures ? 1 : 0);
 	}
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	r = kt_write_str(path, old);
 	if (r < 0)
-		kt_fail("restoring %s to %s: %s", path, old, strerror(-r));
+		CHECK_FAIL("restoring %s to %s: %s", path, old, strerror(-r));
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		kt_fail("the case failed with %s = %s (restored to %s)", name, value, old);
+		CHECK_FAIL("the case failed with %s = %s (restored to %s)", name, value, old);
 }
 
 /* @fn with module parameter @name at @value on a debug kernel (said so), as it is elsewhere. */
@@ -565,14 +565,14 @@ static struct hpeer cycle_peer(uint64_t *node)
 
 	*node = hp_node(&p, &p, NULL);
 	buf = malloc(CYCLE_DATA);
-	ASSERT(buf);
+	CHECK(buf);
 	memset(buf, 0x5a, CYCLE_DATA);
 	r = hp_send1(p.fd, *node, buf, CYCLE_DATA, -1);
 	if (r < 0)
-		kt_fail("SEND of %d bytes to the own node: %s", CYCLE_DATA, strerror(-r));
+		CHECK_FAIL("SEND of %d bytes to the own node: %s", CYCLE_DATA, strerror(-r));
 	free(buf);
 	hp_recv_wait(&p, &c, 1000);
-	ASSERT_EQ(c.n_bytes, CYCLE_DATA);
+	CHECK_EQ(c.n_bytes, CYCLE_DATA);
 	/* the slice is kept: its pages stay in the pool until the peer goes */
 	return p;
 }
@@ -584,11 +584,11 @@ static void build_self(void)
 	struct hpeer p = cycle_peer(&n);
 	int s[2], r;
 
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
 	send_fd(s[1], p.fd);
 	r = hp_send1(p.fd, n, "S", 1, s[0]);
 	if (r < 0)
-		kt_fail("SEND carrying a unix socket: %s", strerror(-r));
+		CHECK_FAIL("SEND carrying a unix socket: %s", strerror(-r));
 }
 
 /* P1 -> S -> P2 -> T -> P1. */
@@ -598,16 +598,16 @@ static void build_pair(void)
 	struct hpeer p1 = cycle_peer(&n1), p2 = cycle_peer(&n2);
 	int s[2], t[2], r;
 
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, t));
 	send_fd(s[1], p2.fd);
 	send_fd(t[1], p1.fd);
 	r = hp_send1(p1.fd, n1, "S", 1, s[0]);
 	if (r < 0)
-		kt_fail("SEND carrying a unix socket to P1: %s", strerror(-r));
+		CHECK_FAIL("SEND carrying a unix socket to P1: %s", strerror(-r));
 	r = hp_send1(p2.fd, n2, "T", 1, t[0]);
 	if (r < 0)
-		kt_fail("SEND carrying a unix socket to P2: %s", strerror(-r));
+		CHECK_FAIL("SEND carrying a unix socket to P2: %s", strerror(-r));
 }
 
 /* P -> listening L -> L's unaccepted connection -> P. */
@@ -624,14 +624,14 @@ static void build_listen(void)
 	len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(addr.sun_path + 1);
 	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ASSERT(l >= 0 && c >= 0);
-	ASSERT_OK(bind(l, (struct sockaddr *)&addr, len));
-	ASSERT_OK(listen(l, 4));
-	ASSERT_OK(connect(c, (struct sockaddr *)&addr, len));
+	CHECK(l >= 0 && c >= 0);
+	CHECK_OK(bind(l, (struct sockaddr *)&addr, len));
+	CHECK_OK(listen(l, 4));
+	CHECK_OK(connect(c, (struct sockaddr *)&addr, len));
 	send_fd(c, p.fd);
 	r = hp_send1(p.fd, n, "L", 1, l);
 	if (r < 0)
-		kt_fail("SEND carrying a listening unix socket: %s", strerror(-r));
+		CHECK_FAIL("SEND carrying a listening unix socket: %s", strerror(-r));
 }
 
 /*
@@ -648,9 +648,9 @@ static void cycle_run(void (*build)(void), int n_pools)
 
 	rc0 = refcnt();
 	sh0 = kt_meminfo_kb("Shmem");
-	ASSERT_OK(pipe2(p, O_CLOEXEC));
+	CHECK_OK(pipe2(p, O_CLOEXEC));
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		long long v;
 
@@ -667,9 +667,9 @@ static void cycle_run(void (*build)(void), int n_pools)
 	if (read(p[0], &sh_child, sizeof(sh_child)) != sizeof(sh_child))
 		sh_child = -1;
 	close(p[0]);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		kt_fail("the child building the cycle failed");
+		CHECK_FAIL("the child building the cycle failed");
 
 	t0 = kt_now();
 	rc1 = refcnt();
@@ -724,31 +724,31 @@ static void alive_keep_peer(void *arg, struct result *res)
 	int s[2], s1, p1, r;
 	char byte;
 
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
 	send_fd(s[1], p.fd);
-	ASSERT_OK(hp_send1(p.fd, n, "S", 1, s[0]));
+	CHECK_OK(hp_send1(p.fd, n, "S", 1, s[0]));
 	close(s[0]);
 	sleep(10);
 
 	r = hp_recv(p.fd, 0, &c);
 	if (r < 0)
-		kt_fail("RECV after 10 s: %s (the message was collected?)", strerror(-r));
-	ASSERT_EQ(c.type, BUS1_MSG_DATA);
-	ASSERT_EQ(c.n_fds, 1);
+		CHECK_FAIL("RECV after 10 s: %s (the message was collected?)", strerror(-r));
+	CHECK_EQ(c.type, BUS1_MSG_DATA);
+	CHECK_EQ(c.n_fds, 1);
 	s1 = hp_fds(&p, &c)[0];
-	ASSERT(s1 >= 0);
+	CHECK(s1 >= 0);
 	p1 = recv_fd(s1, MSG_DONTWAIT);
 	if (p1 < 0)
-		kt_fail("recvmsg on the socket from the message: no fd (P's fd was dropped)");
+		CHECK_FAIL("recvmsg on the socket from the message: no fd (P's fd was dropped)");
 	/* P's fd is P: send through it, receive on P */
-	ASSERT_OK(hp_send1(p1, n, "again", 5, -1));
+	CHECK_OK(hp_send1(p1, n, "again", 5, -1));
 	hp_recv_wait(&p, &c, 1000);
-	ASSERT_EQ(c.n_bytes, 5);
-	ASSERT(!memcmp(hp_data(&p, &c), "again", 5));
+	CHECK_EQ(c.n_bytes, 5);
+	CHECK(!memcmp(hp_data(&p, &c), "again", 5));
 	/* and the socket is still connected to S2 */
-	ASSERT_EQ(write(s[1], "x", 1), 1);
-	ASSERT_EQ(read(s1, &byte, 1), 1);
-	ASSERT_EQ(byte, 'x');
+	CHECK_EQ(write(s[1], "x", 1), 1);
+	CHECK_EQ(read(s1, &byte, 1), 1);
+	CHECK_EQ(byte, 'x');
 	res->r = 0;
 }
 
@@ -761,28 +761,28 @@ static void alive_keep_socket(void *arg, struct result *res)
 	struct hpeer p = cycle_peer(&n);
 	int s[2], pfd, s1, r;
 
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
 	send_fd(s[1], p.fd);
-	ASSERT_OK(hp_send1(p.fd, n, "S", 1, s[0]));
+	CHECK_OK(hp_send1(p.fd, n, "S", 1, s[0]));
 	hp_close(&p);
 	close(s[1]);
 	sleep(10);
 
 	pfd = recv_fd(s[0], MSG_DONTWAIT);
 	if (pfd < 0)
-		kt_fail("recvmsg on S after 10 s: no fd (P's fd was dropped)");
+		CHECK_FAIL("recvmsg on S after 10 s: no fd (P's fd was dropped)");
 	p1 = hp_from_fd(pfd);
 	r = hp_recv(p1.fd, 0, &c);
 	if (r < 0)
-		kt_fail("RECV on P after 10 s: %s (P was collected?)", strerror(-r));
-	ASSERT_EQ(c.type, BUS1_MSG_DATA);
-	ASSERT_EQ(c.n_fds, 1);
+		CHECK_FAIL("RECV on P after 10 s: %s (P was collected?)", strerror(-r));
+	CHECK_EQ(c.type, BUS1_MSG_DATA);
+	CHECK_EQ(c.n_fds, 1);
 	s1 = hp_fds(&p1, &c)[0];
-	ASSERT(s1 >= 0);
-	ASSERT_OK(fstat(s[0], &st0));
-	ASSERT_OK(fstat(s1, &st1));
+	CHECK(s1 >= 0);
+	CHECK_OK(fstat(s[0], &st0));
+	CHECK_OK(fstat(s1, &st1));
 	/* the same socket came back */
-	ASSERT_EQ(st0.st_ino, st1.st_ino);
+	CHECK_EQ(st0.st_ino, st1.st_ino);
 	res->r = 0;
 }
 
@@ -800,7 +800,7 @@ static void cycle_alive(void)
 		rc_mid[i] = refcnt();
 	}
 	if (!job_wait(&a, 30 * 1000) || !job_wait(&b, 30 * 1000))
-		kt_fail("a child did not finish within 30 s of its 10 s wait");
+		CHECK_FAIL("a child did not finish within 30 s of its 10 s wait");
 	REPORT("refcnt before %lld, at 5 s %lld, at 9 s %lld, after %lld", rc0, rc_mid[0],
 	       rc_mid[1], refcnt());
 	REPORT("after 10 s: kept P and S2: RECV gave S back, recvmsg on it gave P back (which works); kept only S: recvmsg gave P back, RECV on it gave S back");
@@ -822,16 +822,16 @@ static void usp_sender(void *arg, struct result *res)
 	int devnull, fd;
 	double t0 = kt_now();
 
-	ASSERT_OK(hp_send1(usp_a.fd, usp_a_to_b, "sock", 4, usp_s[0]));
+	CHECK_OK(hp_send1(usp_a.fd, usp_a_to_b, "sock", 4, usp_s[0]));
 	close(usp_s[0]);
 	/* the receiver writes to it; we answer with an fd */
-	ASSERT_EQ(read(usp_s[1], buf, 4), 4);
-	ASSERT(!memcmp(buf, "ping", 4));
+	CHECK_EQ(read(usp_s[1], buf, 4), 4);
+	CHECK(!memcmp(buf, "ping", 4));
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	ASSERT(devnull >= 0);
+	CHECK(devnull >= 0);
 	send_fd(usp_s[1], devnull);
 	fd = recv_fd(usp_s[1], 0);
-	ASSERT(fd >= 0);
+	CHECK(fd >= 0);
 	res->r = 0;
 	res->t = kt_now() - t0;
 }
@@ -843,14 +843,14 @@ static void usp_receiver(void *arg, struct result *res)
 	int s, fd;
 
 	hp_recv_wait(&usp_b, &c, 5000);
-	ASSERT_EQ(c.n_fds, 1);
+	CHECK_EQ(c.n_fds, 1);
 	s = hp_fds(&usp_b, &c)[0];
-	ASSERT(s >= 0);
-	ASSERT_EQ(write(s, "ping", 4), 4);
+	CHECK(s >= 0);
+	CHECK_EQ(write(s, "ping", 4), 4);
 	fd = recv_fd(s, 0);
-	ASSERT(fd >= 0);
-	ASSERT_OK(fstat(fd, &st));
-	ASSERT(S_ISCHR(st.st_mode));
+	CHECK(fd >= 0);
+	CHECK_OK(fstat(fd, &st));
+	CHECK(S_ISCHR(st.st_mode));
 	/* and our fd goes back the other way */
 	send_fd(s, fd);
 	res->r = 0;
@@ -864,11 +864,11 @@ static void unix_socket_pass(void)
 	usp_a = hp_open_as(UID_A);
 	usp_b = hp_open_as(UID_B);
 	usp_b_node = hp_node(&usp_b, &usp_a, &usp_a_to_b);
-	ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, usp_s));
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, usp_s));
 	b = job_start(UID_B, usp_receiver, NULL);
 	a = job_start(UID_A, usp_sender, NULL);
 	if (!job_wait(&a, 10000) || !job_wait(&b, 10000))
-		kt_fail("the socket passed through bus1 did not carry data and fds within 10 s");
+		CHECK_FAIL("the socket passed through bus1 did not carry data and fds within 10 s");
 	hp_close(&usp_a);
 	hp_close(&usp_b);
 	close(usp_s[0]);
@@ -891,9 +891,9 @@ static int uffd_open(void)
 	int fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 
 	if (fd < 0)
-		kt_fail("userfaultfd: %m");
+		CHECK_FAIL("userfaultfd: %m");
 	if (ioctl(fd, UFFDIO_API, &api) < 0)
-		kt_fail("UFFDIO_API: %m");
+		CHECK_FAIL("UFFDIO_API: %m");
 	return fd;
 }
 
@@ -905,7 +905,7 @@ static void uffd_register(int uffd, void *addr, size_t len, uint64_t mode)
 	};
 
 	if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
-		kt_fail("UFFDIO_REGISTER(mode %llu): %m", (unsigned long long)mode);
+		CHECK_FAIL("UFFDIO_REGISTER(mode %llu): %m", (unsigned long long)mode);
 }
 
 static void uffd_wp(int uffd, void *addr, size_t len, bool on)
@@ -916,7 +916,7 @@ static void uffd_wp(int uffd, void *addr, size_t len, bool on)
 	};
 
 	if (ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
-		kt_fail("UFFDIO_WRITEPROTECT(%d): %m", on);
+		CHECK_FAIL("UFFDIO_WRITEPROTECT(%d): %m", on);
 }
 
 /* Wait up to @ms for a fault on @uffd; returns its flags, or -1 if none came. */
@@ -928,9 +928,9 @@ static long long uffd_wait_fault(int uffd, int ms)
 	if (poll(&pfd, 1, ms) <= 0)
 		return -1;
 	if (read(uffd, &msg, sizeof(msg)) != sizeof(msg))
-		kt_fail("reading the userfaultfd: %m");
+		CHECK_FAIL("reading the userfaultfd: %m");
 	if (msg.event != UFFD_EVENT_PAGEFAULT)
-		kt_fail("userfaultfd event %u", msg.event);
+		CHECK_FAIL("userfaultfd event %u", msg.event);
 	return msg.arg.pagefault.flags;
 }
 
@@ -983,10 +983,10 @@ static struct staller staller_start(bool recv, int fd, uint64_t dst, uid_t uid)
 	struct staller s;
 	int cmd[2], res[2];
 
-	ASSERT_OK(pipe2(cmd, O_CLOEXEC));
-	ASSERT_OK(pipe2(res, O_CLOEXEC));
+	CHECK_OK(pipe2(cmd, O_CLOEXEC));
+	CHECK_OK(pipe2(res, O_CLOEXEC));
 	s.pid = fork();
-	ASSERT(s.pid >= 0);
+	CHECK(s.pid >= 0);
 	if (s.pid == 0) {
 		struct stall_call c = { .fd = fd, .dst = dst };
 		struct result out = { 0 };
@@ -1003,7 +1003,7 @@ static struct staller staller_start(bool recv, int fd, uint64_t dst, uid_t uid)
 			c.len = 4096;
 			c.mem = mmap(NULL, c.len, PROT_READ | PROT_WRITE,
 				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			ASSERT(c.mem != MAP_FAILED);
+			CHECK(c.mem != MAP_FAILED);
 			memset(c.mem, 0, c.len);	/* populated: RECV reads its flags fine */
 			uffd_register(uffd, c.mem, c.len, UFFDIO_REGISTER_MODE_WP);
 			uffd_wp(uffd, c.mem, c.len, true);
@@ -1011,12 +1011,12 @@ static struct staller staller_start(bool recv, int fd, uint64_t dst, uid_t uid)
 			c.len = 64 * 1024;
 			c.mem = mmap(NULL, c.len, PROT_READ | PROT_WRITE,
 				     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			ASSERT(c.mem != MAP_FAILED);
+			CHECK(c.mem != MAP_FAILED);
 			uffd_register(uffd, c.mem, c.len, UFFDIO_REGISTER_MODE_MISSING);
 		}
 		if (uid != (uid_t)-1)
 			kt_become(uid);
-		ASSERT_EQ(pthread_create(&th, NULL, recv ? stall_recv_thread : stall_send_thread,
+		CHECK_EQ(pthread_create(&th, NULL, recv ? stall_recv_thread : stall_send_thread,
 					 &c), 0);
 		flags = uffd_wait_fault(uffd, 10000);
 		if (write(res[1], &flags, sizeof(flags)) != sizeof(flags))
@@ -1031,7 +1031,7 @@ static struct staller staller_start(bool recv, int fd, uint64_t dst, uid_t uid)
 			};
 
 			if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) < 0 && errno != EEXIST)
-				kt_fail("UFFDIO_ZEROPAGE: %m");
+				CHECK_FAIL("UFFDIO_ZEROPAGE: %m");
 		}
 		pthread_join(th, NULL);
 		out.r = c.r;
@@ -1056,9 +1056,9 @@ static long long staller_stalled(struct staller *s)
 	long long flags = -1;
 
 	if (read(s->res_r, &flags, sizeof(flags)) != sizeof(flags))
-		kt_fail("the stalling child died");
+		CHECK_FAIL("the stalling child died");
 	if (flags < 0)
-		kt_fail("the stalling call never faulted on the userfaultfd memory");
+		CHECK_FAIL("the stalling call never faulted on the userfaultfd memory");
 	return flags;
 }
 
@@ -1068,11 +1068,11 @@ static bool staller_resolve(struct staller *s, struct result *out, int ms)
 	struct pollfd pfd = { .fd = s->res_r, .events = POLLIN };
 
 	if (write(s->cmd_w, "r", 1) != 1)
-		kt_fail("the stalling child is gone");
+		CHECK_FAIL("the stalling child is gone");
 	if (poll(&pfd, 1, ms) <= 0)
 		return false;
 	if (read(s->res_r, out, sizeof(*out)) != sizeof(*out))
-		kt_fail("the stalling child died after the fault was resolved");
+		CHECK_FAIL("the stalling child died after the fault was resolved");
 	waitpid(s->pid, NULL, 0);
 	return true;
 }
@@ -1162,7 +1162,7 @@ static void recv_stall(void)
 	n_x = hp_node(&rs.x, &rs.q2, &rs.q2_x);
 	(void)n_x;
 	rs.x_n2 = hp_node(&rs.x, &rs.r, &rs.r_x2);	/* R holds a handle of X's node */
-	ASSERT_OK(hp_send1(rs.q1.fd, rs.q1_r, "first", 5, -1));
+	CHECK_OK(hp_send1(rs.q1.fd, rs.q1_r, "first", 5, -1));
 
 	st = staller_start(true, rs.r.fd, 0, UID_A);
 	fflags = staller_stalled(&st);
@@ -1193,7 +1193,7 @@ static void recv_stall(void)
 
 	resolved = staller_resolve(&st, &sres, 10000);
 	if (!job_wait(&ja, 10000) || !job_wait(&jb, 10000) || !job_wait(&jc, 10000))
-		kt_fail("a call stayed blocked 10 s after the fault was resolved");
+		CHECK_FAIL("a call stayed blocked 10 s after the fault was resolved");
 
 	REPORT("(a) SEND to R: %s after %.3f s%s", ok_a ? "returned" : "BLOCKED, returned",
 	       ja.res.t, ok_a ? "" : " (only once the fault was resolved)");
@@ -1274,7 +1274,7 @@ static void send_stall(void)
 	n_d = hp_node(&ss.d, &ss.i, &ss.i_d);
 	ss.s_d = hp_give(&ss.d, n_d, &ss.s);
 	/* queued before the stall: D's RECV of it writes a handle id into D's pool */
-	ASSERT_OK(hp_send(ss.i.fd, 0, &ss.i_d, 1, NULL, "zero", 4, &h, 1, NULL, 0));
+	CHECK_OK(hp_send(ss.i.fd, 0, &ss.i_d, 1, NULL, "zero", 4, &h, 1, NULL, 0));
 
 	st = staller_start(false, ss.s.fd, ss.s_d, (uid_t)-1);
 	fflags = staller_stalled(&st);
@@ -1295,7 +1295,7 @@ static void send_stall(void)
 
 	resolved = staller_resolve(&st, &sres, 10000);
 	if (!job_wait(&ja, 10000) || !job_wait(&jb, 10000))
-		kt_fail("a call stayed blocked 10 s after the fault was resolved");
+		CHECK_FAIL("a call stayed blocked 10 s after the fault was resolved");
 
 	REPORT("(a) another user's SEND to the same pool: %s after %.3f s",
 	       ok_a ? "returned" : "BLOCKED, returned", ja.res.t);
@@ -1385,17 +1385,17 @@ static void memcg_create(const char *name, char *cg, size_t size, bool *mountedp
 	*mountedp = false;
 	if (access(CG_ROOT "/cgroup.controllers", F_OK) < 0) {
 		if (mount("cgroup2", CG_ROOT, "cgroup2", 0, NULL) < 0)
-			kt_fail("mount cgroup2 on " CG_ROOT ": %m");
+			CHECK_FAIL("mount cgroup2 on " CG_ROOT ": %m");
 		*mountedp = true;
 	}
 	r = kt_write_str(CG_ROOT "/cgroup.subtree_control", "+memory");
 	if (r < 0)
-		kt_fail("enabling the memory controller: %s", strerror(-r));
+		CHECK_FAIL("enabling the memory controller: %s", strerror(-r));
 	snprintf(cg, size, CG_ROOT "/%s-%d", name, (int)getpid());
 	if (mkdir(cg, 0755) < 0)
-		kt_fail("mkdir %s: %m", cg);
+		CHECK_FAIL("mkdir %s: %m", cg);
 	snprintf(path, sizeof(path), "%s/memory.max", cg);
-	ASSERT_OK(kt_write_str(path, "16777216"));
+	CHECK_OK(kt_write_str(path, "16777216"));
 }
 
 /* The calling process (a case's child) moves into @cg. */
@@ -1407,7 +1407,7 @@ static void memcg_join(const char *cg)
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
 	r = kt_write_str(path, "0");
 	if (r < 0)
-		kt_fail("joining %s: %s", cg, strerror(-r));
+		CHECK_FAIL("joining %s: %s", cg, strerror(-r));
 }
 
 /*
@@ -1453,15 +1453,15 @@ static void memcg_nodes_run(void)
 	memcg_create("bus1-hostile", cg, sizeof(cg), &mounted);
 
 	pr = mmap(NULL, sizeof(*pr), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT(pr != MAP_FAILED);
+	CHECK(pr != MAP_FAILED);
 	memset(pr, 0, sizeof(*pr));
-	ASSERT_OK(pipe2(p, O_CLOEXEC));
-	ASSERT_OK(pipe2(q, O_CLOEXEC));
+	CHECK_OK(pipe2(p, O_CLOEXEC));
+	CHECK_OK(pipe2(q, O_CLOEXEC));
 	su0 = kt_meminfo_kb("SUnreclaim");
 	cur0 = cg_read(cg, "memory.current");
 
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct bus1_cmd_peer_query qq;
 		uint64_t h;
@@ -1501,7 +1501,7 @@ static void memcg_nodes_run(void)
 		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
 
 		if (poll(&pfd, 1, 150 * 1000) <= 0)
-			kt_fail("the child did not finish creating nodes in 150 s (%ld so far)",
+			CHECK_FAIL("the child did not finish creating nodes in 150 s (%ld so far)",
 				atomic_load(&pr->count));
 		if (read(p[0], &byte, 1) != 1)
 			killed = true;	/* died before reporting: the OOM killer? */
@@ -1512,7 +1512,7 @@ static void memcg_nodes_run(void)
 	slab = cg_stat(cg, "slab_unreclaimable");
 	oom_kill = cg_events(cg, "oom_kill");
 	close(q[1]);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	if (WIFSIGNALED(status))
 		killed = true;
 
@@ -1685,13 +1685,13 @@ static void md_run(int n_holders, bool release)
 	kt_write_str(path, "0");
 
 	pr = mmap(NULL, sizeof(*pr), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT(pr != MAP_FAILED);
+	CHECK(pr != MAP_FAILED);
 	memset(pr, 0, sizeof(*pr));
-	ASSERT_OK(pipe2(p, O_CLOEXEC));
-	ASSERT_OK(pipe2(q, O_CLOEXEC));
+	CHECK_OK(pipe2(p, O_CLOEXEC));
+	CHECK_OK(pipe2(q, O_CLOEXEC));
 
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		close(p[0]);
 		close(q[1]);
@@ -1704,7 +1704,7 @@ static void md_run(int n_holders, bool release)
 		struct pollfd pfd = { .fd = p[0], .events = POLLIN };
 
 		if (poll(&pfd, 1, 120 * 1000) <= 0)
-			kt_fail("the child did not finish in 120 s (stage %d, %ld nodes)", pr->stage,
+			CHECK_FAIL("the child did not finish in 120 s (stage %d, %ld nodes)", pr->stage,
 				atomic_load(&pr->nodes));
 		if (read(p[0], &byte, 1) != 1)
 			killed = true;
@@ -1714,7 +1714,7 @@ static void md_run(int n_holders, bool release)
 	max = cg_read(cg, "memory.max");
 	oom_kill = cg_events(cg, "oom_kill");
 	close(q[1]);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	if (WIFSIGNALED(status))
 		killed = true;
 	memcg_remove(cg, mounted);
@@ -1769,7 +1769,7 @@ static void quota_objects_body(void)
 	query_objects_as(UID_A, a.fd, &q);
 	REPORT("quota_objects %llu, used_objects of uid %d at start %llu",
 	       (unsigned long long)q.quota_objects, UID_A, (unsigned long long)q.used_objects);
-	ASSERT_EQ(q.quota_objects, QUOTA_OBJ);
+	CHECK_EQ(q.quota_objects, QUOTA_OBJ);
 	u0 = q.used_objects;
 	ub0 = used_objects_as(UID_B, &b);
 
@@ -1788,9 +1788,9 @@ static void quota_objects_body(void)
 	REPORT("uid %d: %zu nodes, then %s; used_objects %llu", UID_A, k,
 	       r < 0 ? strerrorname_np(-r) : "no error",
 	       (unsigned long long)used_objects_as(UID_A, &a));
-	ASSERT_EQ(r, -EDQUOT);
-	ASSERT_EQ(k, (QUOTA_OBJ - u0) / 2);
-	ASSERT(k >= 2);
+	CHECK_EQ(r, -EDQUOT);
+	CHECK_EQ(k, (QUOTA_OBJ - u0) / 2);
+	CHECK(k >= 2);
 	/* SEND creating a node: EDQUOT too */
 	h = BUS1_HANDLE_CREATE;
 	EXPECT_ERR(hp_send(a.fd, 0, &nodes[0], 1, NULL, "c", 1, &h, 1, NULL, 0), EDQUOT);
@@ -1807,9 +1807,9 @@ static void quota_objects_body(void)
 	/* B gets a handle of A's first node (charged to B) and sends A two messages */
 	b_a = hp_give(&a, nodes[0], &b);
 	carry = b_a;	/* a node A owns: no new handle for A */
-	ASSERT_OK(hp_send(b.fd, 0, &b_a, 1, NULL, "own", 3, &carry, 1, NULL, 0));
+	CHECK_OK(hp_send(b.fd, 0, &b_a, 1, NULL, "own", 3, &carry, 1, NULL, 0));
 	carry = n_b;	/* B's node: A would need a new handle */
-	ASSERT_OK(hp_send(b.fd, 0, &b_a, 1, NULL, "new", 3, &carry, 1, NULL, 0));
+	CHECK_OK(hp_send(b.fd, 0, &b_a, 1, NULL, "new", 3, &carry, 1, NULL, 0));
 
 	r = hp_recv(a.fd, 0, &c);
 	CHECK(r == 0 && c.n_handles == 1 && hp_handles(&a, &c)[0] == nodes[0],
@@ -1828,7 +1828,7 @@ static void quota_objects_body(void)
 		 * The owner's release destroys the node: its NODE_DESTROY to A counts one object
 		 * until A receives it (behind the message), so one object comes back.
 		 */
-		ASSERT_OK(hp_release(a.fd, nodes[k - 1]));
+		CHECK_OK(hp_release(a.fd, nodes[k - 1]));
 		CHECK(used_objects_as(UID_A, &a) == u0 + 2 * k - 1,
 		      "used_objects %llu after releasing a node",
 		      (unsigned long long)used_objects_as(UID_A, &a));
@@ -1917,7 +1917,7 @@ static void *hol_t(void *arg)
 		hol.t_send[i] = kt_now();
 		atomic_store(&hol.in_send, hol.t_send[i]);
 		if (hp_send1(hol.t.fd, hol.t_d1, &i, sizeof(i), -1) < 0)
-			kt_fail("T's SEND: %m");
+			CHECK_FAIL("T's SEND: %m");
 		hol.t_ret[i] = kt_now();
 		atomic_store(&hol.in_send, 0.0);
 		getrusage(RUSAGE_THREAD, &ru1);
@@ -1928,7 +1928,7 @@ static void *hol_t(void *arg)
 	}
 	/* one more after the multicast returned */
 	hol.t_send[i] = kt_now();
-	ASSERT_OK(hp_send1(hol.t.fd, hol.t_d1, &i, sizeof(i), -1));
+	CHECK_OK(hp_send1(hol.t.fd, hol.t_d1, &i, sizeof(i), -1));
 	hol.t_ret[i] = kt_now();
 	atomic_store(&hol.n_t, i + 1);
 	return NULL;
@@ -2021,15 +2021,15 @@ static void multicast_hol(void)
 			n_d1 = n;
 	}
 	hol.t_d1 = hp_give(&hol.d[0], n_d1, &hol.t);
-	ASSERT(hol.d[0].size >= HOL_BYTES);
+	CHECK(hol.d[0].size >= HOL_BYTES);
 	hol.buf = malloc(HOL_BYTES);
-	ASSERT(hol.buf);
+	CHECK(hol.buf);
 	for (off = 0; off < HOL_BYTES; off++)
 		hol.buf[off] = (uint8_t)(off * 7 + 3);	/* pre-faulted and recognizable */
 
-	ASSERT_EQ(pthread_create(&tt, NULL, hol_t, NULL), 0);
-	ASSERT_EQ(pthread_create(&ts, NULL, hol_sender, NULL), 0);
-	ASSERT_EQ(pthread_create(&tsm, NULL, hol_sampler, NULL), 0);
+	CHECK_EQ(pthread_create(&tt, NULL, hol_t, NULL), 0);
+	CHECK_EQ(pthread_create(&ts, NULL, hol_sender, NULL), 0);
+	CHECK_EQ(pthread_create(&tsm, NULL, hol_sampler, NULL), 0);
 
 	/* D1 polls and receives */
 	pfd.fd = hol.d[0].fd;
@@ -2063,7 +2063,7 @@ static void multicast_hol(void)
 	pthread_join(ts, NULL);
 	pthread_join(tt, NULL);
 	pthread_join(tsm, NULL);
-	ASSERT_EQ(hol.mc_r, 0);
+	CHECK_EQ(hol.mc_r, 0);
 	dur = hol.mc_t1 - hol.mc_t0;
 
 	for (i = 0; i < hol.n_t; i++) {
@@ -2147,15 +2147,15 @@ static void expect_release_at(int line, struct hpeer *p, uint64_t node, const ch
 	int r = hp_recv(p->fd, 0, &c);
 
 	if (r < 0)
-		kt_fail("line %d: %s: expected NODE_RELEASE of %llu, RECV: %s", line, what,
+		CHECK_FAIL("line %d: %s: expected NODE_RELEASE of %llu, RECV: %s", line, what,
 			(unsigned long long)node, strerror(-r));
 	if (c.type != BUS1_MSG_NODE_RELEASE || c.destination != node)
-		kt_fail("line %d: %s: expected NODE_RELEASE of %llu, got type %llu for %llu", line,
+		CHECK_FAIL("line %d: %s: expected NODE_RELEASE of %llu, got type %llu for %llu", line,
 			what, (unsigned long long)node, (unsigned long long)c.type,
 			(unsigned long long)c.destination);
 	if (c.offset != BUS1_OFFSET_INVALID || c.n_bytes || c.n_handles || c.n_fds ||
 	    c.uid != (uint32_t)-1 || c.gid != (uint32_t)-1 || c.pid || c.tid)
-		kt_fail("line %d: %s: NODE_RELEASE with offset %llu, %llu/%llu/%llu bytes/handles/fds, uid %u gid %u pid %u tid %u",
+		CHECK_FAIL("line %d: %s: NODE_RELEASE with offset %llu, %llu/%llu/%llu bytes/handles/fds, uid %u gid %u pid %u tid %u",
 			line, what, (unsigned long long)c.offset, (unsigned long long)c.n_bytes,
 			(unsigned long long)c.n_handles, (unsigned long long)c.n_fds, c.uid, c.gid,
 			c.pid, c.tid);
@@ -2168,10 +2168,10 @@ static void expect_data_at(int line, struct hpeer *p, uint64_t node, const char 
 	int r = hp_recv(p->fd, 0, &c);
 
 	if (r < 0)
-		kt_fail("line %d: expected the message \"%s\", RECV: %s", line, s, strerror(-r));
+		CHECK_FAIL("line %d: expected the message \"%s\", RECV: %s", line, s, strerror(-r));
 	if (c.type != BUS1_MSG_DATA || c.destination != node || c.n_bytes != strlen(s) ||
 	    memcmp(hp_data(p, &c), s, c.n_bytes))
-		kt_fail("line %d: expected the message \"%s\" to %llu, got type %llu to %llu (%llu bytes)",
+		CHECK_FAIL("line %d: expected the message \"%s\" to %llu, got type %llu to %llu (%llu bytes)",
 			line, s, (unsigned long long)node, (unsigned long long)c.type,
 			(unsigned long long)c.destination, (unsigned long long)c.n_bytes);
 	hp_slice_release(p->fd, c.offset);
@@ -2184,7 +2184,7 @@ static void expect_type_at(int line, struct hpeer *p, uint64_t type, uint64_t h)
 	int r = hp_recv(p->fd, 0, &c);
 
 	if (r < 0 || c.type != type || c.destination != h)
-		kt_fail("line %d: expected type %llu for %llu, got r %d type %llu for %llu", line,
+		CHECK_FAIL("line %d: expected type %llu for %llu, got r %d type %llu for %llu", line,
 			(unsigned long long)type, (unsigned long long)h, r,
 			(unsigned long long)c.type, (unsigned long long)c.destination);
 	if (c.offset != BUS1_OFFSET_INVALID)
@@ -2198,7 +2198,7 @@ static void expect_empty_at(int line, struct hpeer *p, const char *what)
 	int r = hp_recv(p->fd, BUS1_RECV_FLAG_PEEK, &c);
 
 	if (r != -EAGAIN)
-		kt_fail("line %d: %s: expected an empty queue, got r %d type %llu for %llu", line,
+		CHECK_FAIL("line %d: %s: expected an empty queue, got r %d type %llu for %llu", line,
 			what, r, r ? 0ULL : (unsigned long long)c.type,
 			r ? 0ULL : (unsigned long long)c.destination);
 }
@@ -2213,7 +2213,7 @@ static void node_release(void)
 	/* a node nobody else ever held: nothing */
 	n = hp_node(&a, &a, NULL);
 	expect_empty(&a, "a new node");
-	ASSERT_OK(hp_release(a.fd, n));
+	CHECK_OK(hp_release(a.fd, n));
 	/* releasing the owner's handle destroys the node: a NODE_DESTROY for that id (bus1.7) */
 	expect_type(&a, BUS1_MSG_NODE_DESTROY, n);
 	expect_empty(&a, "the owner released a node nobody else held");
@@ -2221,7 +2221,7 @@ static void node_release(void)
 	/* one holder releases */
 	n = hp_node(&a, &b, &bn);
 	expect_empty(&a, "B holds the node");
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_release(&a, n, "B released");
 	expect_empty(&a, "after the one NODE_RELEASE");
 	steps++;
@@ -2229,14 +2229,14 @@ static void node_release(void)
 	/* re-acquired and released again: a second one */
 	bn = hp_give(&a, n, &b);
 	expect_empty(&a, "B holds the node again");
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_release(&a, n, "B released the node a second time");
 	steps++;
 
 	/* B sends M1 to the node, then releases: M1, then RELEASE */
 	bn = hp_give(&a, n, &b);
-	ASSERT_OK(hp_send1(b.fd, bn, "M1", 2, -1));
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_send1(b.fd, bn, "M1", 2, -1));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_data(&a, n, "M1");
 	expect_release(&a, n, "B sent M1, then released");
 	steps++;
@@ -2244,20 +2244,20 @@ static void node_release(void)
 	/* B releases, then sends M2 to another node of A: RELEASE, then M2 */
 	bn = hp_give(&a, n, &b);
 	n2 = hp_node(&a, &b, &bn2);
-	ASSERT_OK(hp_release(b.fd, bn));
-	ASSERT_OK(hp_send1(b.fd, bn2, "M2", 2, -1));
+	CHECK_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_send1(b.fd, bn2, "M2", 2, -1));
 	expect_release(&a, n, "B released, then sent M2");
 	expect_data(&a, n2, "M2");
-	ASSERT_OK(hp_release(b.fd, bn2));
+	CHECK_OK(hp_release(b.fd, bn2));
 	expect_release(&a, n2, "B released its handle of the second node");
 	steps++;
 
 	/* two holders: only after both released */
 	bn = hp_give(&a, n, &b);
 	cn = hp_give(&a, n, &c);
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_empty(&a, "B released, C still holds");
-	ASSERT_OK(hp_release(c.fd, cn));
+	CHECK_OK(hp_release(c.fd, cn));
 	expect_release(&a, n, "B and C released");
 	steps++;
 
@@ -2265,16 +2265,16 @@ static void node_release(void)
 	nc = hp_node(&c, &a, &a_nc);
 	bn = hp_give(&a, n, &b);
 	carry = n;
-	ASSERT_OK(hp_send(a.fd, 0, &a_nc, 1, NULL, "carry", 5, &carry, 1, NULL, 0));
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_send(a.fd, 0, &a_nc, 1, NULL, "carry", 5, &carry, 1, NULL, 0));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_empty(&a, "B released while a message carries the node to C");
 	hp_recv_wait(&c, &m, 1000);
-	ASSERT_EQ(m.n_handles, 1);
+	CHECK_EQ(m.n_handles, 1);
 	cn = hp_handles(&c, &m)[0];
-	ASSERT(cn != BUS1_HANDLE_INVALID);
+	CHECK(cn != BUS1_HANDLE_INVALID);
 	hp_slice_release(c.fd, m.offset);
 	expect_empty(&a, "C received the handle");
-	ASSERT_OK(hp_release(c.fd, cn));
+	CHECK_OK(hp_release(c.fd, cn));
 	expect_release(&a, n, "C received the carried handle and released it");
 	(void)nc;
 	steps++;
@@ -2292,26 +2292,26 @@ static void node_release(void)
 	{
 		struct bus1_cmd_peer_reset rst = { 0 };
 
-		ASSERT_OK(xioctl(b.fd, BUS1_CMD_PEER_RESET, &rst));
+		CHECK_OK(xioctl(b.fd, BUS1_CMD_PEER_RESET, &rst));
 	}
 	expect_release(&a, n, "the holder reset");
 	steps++;
 
 	/* the owner releases its own handle: the node is destroyed, no RELEASE ever */
 	bn = hp_give(&a, n, &b);
-	ASSERT_OK(hp_release(a.fd, n));
+	CHECK_OK(hp_release(a.fd, n));
 	expect_type(&a, BUS1_MSG_NODE_DESTROY, n);
 	expect_type(&b, BUS1_MSG_NODE_DESTROY, bn);
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_empty(&a, "the owner released (destroyed) the node, then B released");
 	steps++;
 
 	/* NODES_DESTROY, then the holder releases: no RELEASE */
 	n = hp_node(&a, &b, &bn);
-	ASSERT_OK(hp_destroy(a.fd, n));
+	CHECK_OK(hp_destroy(a.fd, n));
 	expect_type(&a, BUS1_MSG_NODE_DESTROY, n);
 	expect_type(&b, BUS1_MSG_NODE_DESTROY, bn);
-	ASSERT_OK(hp_release(b.fd, bn));
+	CHECK_OK(hp_release(b.fd, bn));
 	expect_empty(&a, "NODES_DESTROY, then B released");
 	steps++;
 
@@ -2337,14 +2337,14 @@ static void node_release_dropped(void)
 	n = hp_node(&a, &a, NULL);
 	hp_node(&c, &a, &a_nc);
 	carry = n;
-	ASSERT_OK(hp_send(a.fd, 0, &a_nc, 1, NULL, "carry", 5, &carry, 1, NULL, 0));
+	CHECK_OK(hp_send(a.fd, 0, &a_nc, 1, NULL, "carry", 5, &carry, 1, NULL, 0));
 	expect_empty(&a, "a message carries the node to C");
 	hp_close(&c);
 	/* C's own node is gone too: A gets its NODE_DESTROY, in either order with the RELEASE */
 	for (i = 0; i < 2; i++) {
 		r = hp_recv(a.fd, 0, &m);
 		if (r < 0)
-			kt_fail("after C closed: expected NODE_DESTROY of %llu and NODE_RELEASE of %llu, entry %d: %s",
+			CHECK_FAIL("after C closed: expected NODE_DESTROY of %llu and NODE_RELEASE of %llu, entry %d: %s",
 				(unsigned long long)a_nc, (unsigned long long)n, i + 1,
 				strerror(-r));
 		if (m.type == BUS1_MSG_NODE_DESTROY && m.destination == a_nc && !got_destroy)
@@ -2352,7 +2352,7 @@ static void node_release_dropped(void)
 		else if (m.type == BUS1_MSG_NODE_RELEASE && m.destination == n && !got_release)
 			got_release = true;
 		else
-			kt_fail("after C closed: unexpected type %llu for %llu",
+			CHECK_FAIL("after C closed: unexpected type %llu for %llu",
 				(unsigned long long)m.type, (unsigned long long)m.destination);
 	}
 	expect_empty(&a, "after the NODE_DESTROY and the NODE_RELEASE");
@@ -2374,20 +2374,20 @@ static void destroyed_in_flight(void)
 	hp_node(&r1, &s, &d[0]);
 	hp_node(&r2, &s, &d[1]);
 	carry = s_n;
-	ASSERT_OK(hp_send(s.fd, 0, d, 2, NULL, "h", 1, &carry, 1, NULL, 0));
-	ASSERT_OK(hp_destroy(o.fd, n));
+	CHECK_OK(hp_send(s.fd, 0, d, 2, NULL, "h", 1, &carry, 1, NULL, 0));
+	CHECK_OK(hp_destroy(o.fd, n));
 
 	hp_recv_wait(&r1, &c, 1000);
-	ASSERT_EQ(c.type, BUS1_MSG_DATA);
-	ASSERT_EQ(c.n_handles, 1);
+	CHECK_EQ(c.type, BUS1_MSG_DATA);
+	CHECK_EQ(c.n_handles, 1);
 	REPORT("receiver without a handle reads %#llx", (unsigned long long)hp_handles(&r1, &c)[0]);
 	EXPECT_EQ(hp_handles(&r1, &c)[0], BUS1_HANDLE_INVALID);
 	hp_slice_release(r1.fd, c.offset);
 	expect_empty(&r1, "R1 never held the node: no notification");
 
 	hp_recv_wait(&r2, &c, 1000);
-	ASSERT_EQ(c.type, BUS1_MSG_DATA);
-	ASSERT_EQ(c.n_handles, 1);
+	CHECK_EQ(c.type, BUS1_MSG_DATA);
+	CHECK_EQ(c.n_handles, 1);
 	REPORT("receiver holding handle %#llx reads %#llx", (unsigned long long)r2_n,
 	       (unsigned long long)hp_handles(&r2, &c)[0]);
 	EXPECT_EQ(hp_handles(&r2, &c)[0], r2_n);
@@ -2411,13 +2411,13 @@ static void pool_size_param(void)
 	size_t small_pool = 0;
 
 	orig = kt_read_ll(path);
-	ASSERT(orig > 0);
+	CHECK(orig > 0);
 	r_big = kt_write_str(path, "536870912");
 	after_big = kt_read_ll(path);
 	/* put it back at once, whatever happened */
 	snprintf(buf, sizeof(buf), "%lld", orig);
 	if (after_big != orig)
-		ASSERT_OK(kt_write_str(path, buf));
+		CHECK_OK(kt_write_str(path, buf));
 	r_small = kt_write_str(path, "1048576");
 	if (r_small == 0) {
 		after_small = kt_read_ll(path);
@@ -2426,7 +2426,7 @@ static void pool_size_param(void)
 		small_pool = r >= 0 ? q.pool_size : 0;
 		hp_close(&p);
 	}
-	ASSERT_OK(kt_write_str(path, buf));
+	CHECK_OK(kt_write_str(path, buf));
 	restored = kt_read_ll(path);
 
 	REPORT("pool_size %lld; writing 536870912: %s, then it read %lld", orig,
@@ -2476,10 +2476,10 @@ static void *fr_resetter(void *arg)
 		h = fr.q_node;
 		r = hp_transfer(fr.q.fd, &h, fr.p.fd, NULL);
 		if (r < 0)
-			kt_fail("HANDLE_TRANSFER(Q's node -> P): %s", strerror(-r));
+			CHECK_FAIL("HANDLE_TRANSFER(Q's node -> P): %s", strerror(-r));
 		r = xioctl(fr.p.fd, BUS1_CMD_PEER_RESET, &reset);
 		if (r < 0)
-			kt_fail("PEER_RESET: %s", strerror(-r));
+			CHECK_FAIL("PEER_RESET: %s", strerror(-r));
 		/* the NODE_RELEASEs this owes Q */
 		if (i % 256 == 255)
 			hp_drain(&fr.q);
@@ -2516,24 +2516,24 @@ static void *fr_creator(void *arg)
 		if (r == -EDQUOT)
 			continue;
 		if (r < 0)
-			kt_fail("HANDLE_TRANSFER(CREATE): %s", strerror(-r));
+			CHECK_FAIL("HANDLE_TRANSFER(CREATE): %s", strerror(-r));
 		if (give)
 			fr.given[fr.n_given++] = d;
 		/* the reset may have destroyed the node or released the handle already */
 		r = hp_send1(fr.p.fd, h, "ping", 4, -1);
 		fr.n_edquot += r == -EDQUOT;
 		if (r < 0 && r != -EHOSTUNREACH && r != -ENXIO && r != -EDQUOT)
-			kt_fail("SEND to a new node: %s", strerror(-r));
+			CHECK_FAIL("SEND to a new node: %s", strerror(-r));
 		fr.n_msgs += r == 0;
 		while ((r = hp_recv(fr.p.fd, 0, &c)) == 0) {
 			if (c.offset == BUS1_OFFSET_INVALID)
 				continue;
 			r = hp_slice_release(fr.p.fd, c.offset);
 			if (r < 0 && r != -ENXIO)	/* ENXIO: a reset freed it */
-				kt_fail("SLICE_RELEASE: %s", strerror(-r));
+				CHECK_FAIL("SLICE_RELEASE: %s", strerror(-r));
 		}
 		if (r != -EAGAIN)
-			kt_fail("RECV: %s", strerror(-r));
+			CHECK_FAIL("RECV: %s", strerror(-r));
 	}
 	fr.n_creates = i;
 	return NULL;
@@ -2553,21 +2553,21 @@ static void fr_run(void *arg, struct result *res)
 	fr.q = hp_open();
 	fr.r = hp_open();
 	fr.q_node = hp_node(&fr.q, &fr.q, NULL);
-	ASSERT_OK(-pthread_create(&t1, NULL, fr_resetter, NULL));
-	ASSERT_OK(-pthread_create(&t2, NULL, fr_creator, NULL));
+	CHECK_OK(-pthread_create(&t1, NULL, fr_resetter, NULL));
+	CHECK_OK(-pthread_create(&t2, NULL, fr_creator, NULL));
 	sleep(FR_SECONDS);
 	atomic_store(&fr.stop, true);
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
 
 	/* every node P still owns is destroyed now: R must have heard of each one */
-	ASSERT_OK(xioctl(fr.p.fd, BUS1_CMD_PEER_RESET, &reset));
+	CHECK_OK(xioctl(fr.p.fd, BUS1_CMD_PEER_RESET, &reset));
 	hp_drain(&fr.q);
 	query_objects(fr.p.fd, &q);
 	REPORT("%lu SENDs, %lu failed with EDQUOT; after a reset and a drain: used_messages %llu",
 	       fr.n_msgs, fr.n_edquot, (unsigned long long)q.used_messages);
 	told = calloc(FR_MAX_GIVEN, 1);
-	ASSERT(told);
+	CHECK(told);
 	while (hp_recv(fr.r.fd, 0, &c) == 0) {
 		if (c.type != BUS1_MSG_NODE_DESTROY) {
 			++n_other;
@@ -2634,12 +2634,12 @@ static void flush_race(void)
 
 	/* only records from now on */
 	kfd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	ASSERT(kfd >= 0);
-	ASSERT(lseek(kfd, 0, SEEK_END) >= 0);
+	CHECK(kfd >= 0);
+	CHECK(lseek(kfd, 0, SEEK_END) >= 0);
 
 	j = job_start(UID_A, fr_run, NULL);
 	if (!job_wait(&j, (FR_SECONDS + 40) * 1000))
-		kt_fail("the race did not end within %d s", FR_SECONDS + 40);
+		CHECK_FAIL("the race did not end within %d s", FR_SECONDS + 40);
 
 	n_warn = kmsg_warnings(kfd, "bus1_node_free", &n_node);
 	close(kfd);
@@ -2686,7 +2686,7 @@ static void sb_self(void *arg, struct result *res)
 		r = hp_send1(p.fd, n, "keep", 4, -1);
 		if (r < 0)
 			break;
-		ASSERT_OK(hp_recv(p.fd, 0, &c));
+		CHECK_OK(hp_recv(p.fd, 0, &c));
 		if (first == BUS1_OFFSET_INVALID)
 			first = c.offset;
 	}
@@ -2695,7 +2695,7 @@ static void sb_self(void *arg, struct result *res)
 	res->v[1] = (uint64_t)(kt_meminfo_kb("Slab") - slab0);
 	/* one slice released: room for exactly one more */
 	if (r < 0) {
-		ASSERT_OK(hp_slice_release(p.fd, first));
+		CHECK_OK(hp_slice_release(p.fd, first));
 		res->v[2] = hp_send1(p.fd, n, "more", 4, -1) == 0;
 		res->v[3] = hp_send1(p.fd, n, "more", 4, -1) == r;
 	}
@@ -2746,7 +2746,7 @@ static void sb_share_body(void)
 	sb.a_n = hp_node(&sb.a, &sb.b, &sb.b_n);
 	j = job_start(UID_B, sb_foreign, NULL);
 	if (!job_wait(&j, 50000))
-		kt_fail("the foreign sender did not end");
+		CHECK_FAIL("the foreign sender did not end");
 	REPORT("max_slices %llu: uid %d into uid %d's pool: %llu messages, then %s", max, UID_B,
 	       UID_A, (unsigned long long)j.res.v[0],
 	       j.res.r ? strerrorname_np(-j.res.r) : "no error");
@@ -2755,7 +2755,7 @@ static void sb_share_body(void)
 	      (unsigned long long)j.res.v[0], strerrorname_np(-j.res.r), max / 2);
 	j = job_start(UID_A, sb_owner, NULL);
 	if (!job_wait(&j, 50000))
-		kt_fail("the owner's sender did not end");
+		CHECK_FAIL("the owner's sender did not end");
 	REPORT("uid %d into its own pool after that: %llu messages, then %s", UID_A,
 	       (unsigned long long)j.res.v[0], j.res.r ? strerrorname_np(-j.res.r) : "no error");
 	CHECK(j.res.r == -ENOSPC && j.res.v[0] == max - max / 2,
@@ -2773,7 +2773,7 @@ static void slice_bound_run(void)
 	REPORT("max_slices %llu%s", max, max ? "" : " (no such parameter)");
 	j = job_start(UID_A, sb_self, NULL);
 	if (!job_wait(&j, 50000))
-		kt_fail("filling a pool with kept slices did not end");
+		CHECK_FAIL("filling a pool with kept slices did not end");
 	REPORT("uid %d: %llu self-sent 4-byte messages received and kept, then %s; Slab %+lld KiB",
 	       UID_A, (unsigned long long)j.res.v[0],
 	       j.res.r ? strerrorname_np(-j.res.r) : "no error", (long long)j.res.v[1]);
@@ -2828,7 +2828,7 @@ static void nb_run(void *arg, struct result *res)
 	s0 = kt_meminfo_kb("SUnreclaim");
 	for (k = 0; k < (size_t)nb_releases; k++) {
 		h = hp_give(&p, n, &q);
-		ASSERT_OK(hp_release(q.fd, h));
+		CHECK_OK(hp_release(q.fd, h));
 	}
 	res->v[0] = (uint64_t)(kt_meminfo_kb("SUnreclaim") - s0);
 	while (hp_recv(p.fd, 0, &c) == 0) {
@@ -2846,7 +2846,7 @@ static void nb_run(void *arg, struct result *res)
 		r = hp_transfer(p.fd, &h, p.fd, NULL);
 		if (r < 0)
 			break;
-		ASSERT_OK(hp_release(p.fd, h));
+		CHECK_OK(hp_release(p.fd, h));
 	}
 	res->v[2] = (uint64_t)(kt_meminfo_kb("SUnreclaim") - s0);
 	res->v[3] = k;
@@ -2873,7 +2873,7 @@ static void notify_bound_run(void)
 	struct job j = job_start(UID_A, nb_run, NULL);
 
 	if (!job_wait(&j, 170000))
-		kt_fail("the notification floods did not end");
+		CHECK_FAIL("the notification floods did not end");
 	REPORT("uid %d: %d releases of a node by another peer, never read: %llu NODE_RELEASE queued, SUnreclaim %+lld KiB",
 	       UID_A, nb_releases, (unsigned long long)j.res.v[1], (long long)j.res.v[0]);
 	REPORT("uid %d: %llu of %d create+release (NODE_DESTROY to itself) accepted, then %s; SUnreclaim %+lld KiB",
@@ -2936,22 +2936,22 @@ static void gs_bystander(void *arg, struct result *res)
 	int s[2] = { -1, -1 };
 
 	lat = calloc(GS_MAX_RT, sizeof(*lat));
-	ASSERT(lat);
+	CHECK(lat);
 	n = hp_node(&p, &p, NULL);
 	if (carry)
-		ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+		CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
 	end = kt_now() + GS_SECONDS;
 	while (k < GS_MAX_RT && kt_now() < end) {
 		getrusage(RUSAGE_THREAD, &ru0);
 		t0 = kt_now();
-		ASSERT_OK(hp_send1(p.fd, n, "8 bytes", 8, s[0]));
-		ASSERT_OK(hp_recv(p.fd, 0, &c));
+		CHECK_OK(hp_send1(p.fd, n, "8 bytes", 8, s[0]));
+		CHECK_OK(hp_recv(p.fd, 0, &c));
 		lat[k++] = kt_now() - t0;
 		getrusage(RUSAGE_THREAD, &ru1);
 		slept += ru1.ru_nvcsw != ru0.ru_nvcsw;
 		if (carry)
 			close(hp_fds(&p, &c)[0]);
-		ASSERT_OK(hp_slice_release(p.fd, c.offset));
+		CHECK_OK(hp_slice_release(p.fd, c.offset));
 	}
 	qsort(lat, k, sizeof(*lat), cmp_double);
 	res->v[0] = k;
@@ -2981,13 +2981,13 @@ static void gs_attacker(void *arg, struct result *res)
 		p.fd = kt_open_peer();
 		p.pool = NULL;
 		n = hp_node(&p, &p, NULL);
-		ASSERT_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+		CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
 		send_fd(s[0], p.fd);
-		ASSERT_OK(hp_send1(p.fd, n, "x", 1, s[1]));
+		CHECK_OK(hp_send1(p.fd, n, "x", 1, s[1]));
 		close(s[0]);
 		close(s[1]);
 	}
-	ASSERT_EQ(write(ready[1], "R", 1), 1);
+	CHECK_EQ(write(ready[1], "R", 1), 1);
 	pfd = (struct pollfd){ .fd = ready[2], .events = POLLIN };
 	while (poll(&pfd, 1, 20) == 0) {
 		close(kt_open_peer());
@@ -3022,28 +3022,28 @@ static void gc_stall_run(void)
 	/* alone first */
 	b = job_start(UID_B, gs_bystander, NULL);
 	if (!job_wait(&b, (GS_SECONDS + 30) * 1000))
-		kt_fail("the bystander did not end");
+		CHECK_FAIL("the bystander did not end");
 	plain0 = gs_stats(&b);
 	c = job_start(UID_B, gs_bystander, "carry");
 	if (!job_wait(&c, (GS_SECONDS + 30) * 1000))
-		kt_fail("the bystander passing sockets did not end");
+		CHECK_FAIL("the bystander passing sockets did not end");
 	carry0 = gs_stats(&c);
 	gs_report("no attack: bystander", &plain0);
 	gs_report("no attack: bystander passing unix sockets", &carry0);
 
 	/* the attacker's fds: one per structure */
-	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &rl0));
+	CHECK_OK(getrlimit(RLIMIT_NOFILE, &rl0));
 	rl.rlim_cur = rl.rlim_max = (rlim_t)gs_graph + 256 > rl0.rlim_max ? (rlim_t)gs_graph + 256 :
 									     rl0.rlim_max;
-	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &rl));
-	ASSERT_OK(pipe2(pipes, O_CLOEXEC));
-	ASSERT_OK(pipe2(pipes + 2, O_CLOEXEC));
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	CHECK_OK(pipe2(pipes, O_CLOEXEC));
+	CHECK_OK(pipe2(pipes + 2, O_CLOEXEC));
 	a = job_start(UID_A, gs_attacker, pipes);
-	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &rl0));
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl0));
 	close(pipes[1]);
 	close(pipes[2]);
 	if (read(pipes[0], &x, 1) != 1)
-		kt_fail("the attacker died building its graph");
+		CHECK_FAIL("the attacker died building its graph");
 	close(pipes[0]);
 	REPORT("uid %d: %d live peers each with a unix socket queued that holds the peer's fd; a bus1 fd opened and closed every 20 ms",
 	       UID_A, gs_graph);
@@ -3051,10 +3051,10 @@ static void gc_stall_run(void)
 	b = job_start(UID_B, gs_bystander, NULL);
 	c = job_start(UID_B, gs_bystander, "carry");
 	if (!job_wait(&b, (GS_SECONDS + 60) * 1000) || !job_wait(&c, (GS_SECONDS + 60) * 1000))
-		kt_fail("a bystander did not end under the attack");
+		CHECK_FAIL("a bystander did not end under the attack");
 	close(pipes[3]);
 	if (!job_wait(&a, 60 * 1000))
-		kt_fail("the attacker did not end");
+		CHECK_FAIL("the attacker did not end");
 	plain = gs_stats(&b);
 	carry = gs_stats(&c);
 	gs_report("under attack: bystander", &plain);

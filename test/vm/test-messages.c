@@ -43,37 +43,37 @@ static void test_data_gather(void)
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		fill(big, sizes[i], i);
-		ASSERT_OK(kt_send(b, b_na, big, sizes[i]));
+		CHECK_OK(kt_send(b, b_na, big, sizes[i]));
 		kt_recv(a, 0, &m);
-		ASSERT_EQ(m.type, BUS1_MSG_DATA);
-		ASSERT_EQ(m.destination, na);
-		ASSERT_EQ(m.n_bytes, sizes[i]);
-		ASSERT_EQ(m.n_handles, 0);
-		ASSERT_EQ(m.n_fds, 0);
-		ASSERT(m.offset != BUS1_OFFSET_INVALID);
-		ASSERT_EQ(m.offset % 8, 0);
-		ASSERT(!memcmp(m.data, big, sizes[i]));
-		ASSERT_OK(b1_peer_msg_release(a, &m));
+		CHECK_EQ(m.type, BUS1_MSG_DATA);
+		CHECK_EQ(m.destination, na);
+		CHECK_EQ(m.n_bytes, sizes[i]);
+		CHECK_EQ(m.n_handles, 0);
+		CHECK_EQ(m.n_fds, 0);
+		CHECK(m.offset != BUS1_OFFSET_INVALID);
+		CHECK_EQ(m.offset % 8, 0);
+		CHECK(!memcmp(m.data, big, sizes[i]));
+		CHECK_OK(b1_peer_msg_release(a, &m));
 	}
 	/* Empty messages still get distinct slices of at least 8 bytes, 8-aligned. */
 	{
 		struct b1_msg e[3];
 
 		for (i = 0; i < 3; i++) {
-			ASSERT_OK(kt_send(b, b_na, NULL, 0));
+			CHECK_OK(kt_send(b, b_na, NULL, 0));
 			kt_recv(a, 0, &e[i]);
-			ASSERT_EQ(e[i].offset % 8, 0);
+			CHECK_EQ(e[i].offset % 8, 0);
 		}
 		for (i = 0; i < 3; i++) {
 			size_t j;
 
 			for (j = 0; j < 3; j++)
 				if (i != j)
-					ASSERT(e[i].offset >= e[j].offset + 8 ||
+					CHECK(e[i].offset >= e[j].offset + 8 ||
 					       e[j].offset >= e[i].offset + 8);
 		}
 		for (i = 0; i < 3; i++)
-			ASSERT_OK(b1_peer_msg_release(a, &e[i]));
+			CHECK_OK(b1_peer_msg_release(a, &e[i]));
 	}
 	/* Four vectors, one of them empty, concatenated. */
 	fill(big, 1 << 20, 99);
@@ -84,11 +84,11 @@ static void test_data_gather(void)
 	memcpy(expect, big, 100);
 	memcpy(expect + 100, big + 200, 3000);
 	memcpy(expect + 3100, big + 7, 200);
-	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, v, 4, NULL, 0, NULL, 0));
+	CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, v, 4, NULL, 0, NULL, 0));
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.n_bytes, 3300);
-	ASSERT(!memcmp(m.data, expect, 3300));
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.n_bytes, 3300);
+	CHECK(!memcmp(m.data, expect, 3300));
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	b1_peer_free(a);
 	b1_peer_free(b);
 }
@@ -108,23 +108,23 @@ static void test_multicast_many(void)
 		p[i] = kt_peer();
 		kt_node(p[i], s, &own[i], &dst[i]);
 	}
-	ASSERT_OK(b1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "many", 4 }, 1,
+	CHECK_OK(b1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "many", 4 }, 1,
 			       NULL, 0, NULL, 0));
 	for (i = 0; i < N; i++) {
-		ASSERT_EQ(errs[i], 0);
+		CHECK_EQ(errs[i], 0);
 		kt_recv(p[i], 0, &m);
-		ASSERT_EQ(m.destination, own[i]);
-		ASSERT(!memcmp(m.data, "many", 4));
-		ASSERT_OK(b1_peer_msg_release(p[i], &m));
+		CHECK_EQ(m.destination, own[i]);
+		CHECK(!memcmp(m.data, "many", 4));
+		CHECK_OK(b1_peer_msg_release(p[i], &m));
 	}
 	/* The last destination is bad: nobody gets anything, everybody else is ECANCELED. */
 	dst[N] = dst[N - 1] + 4000;
-	ASSERT_ERR(b1_peer_send(s, 0, dst, N + 1, errs, NULL, 0, NULL, 0, NULL, 0), ENXIO);
+	CHECK_ERR(b1_peer_send(s, 0, dst, N + 1, errs, NULL, 0, NULL, 0, NULL, 0), ENXIO);
 	for (i = 0; i < N; i++) {
-		ASSERT_EQ(errs[i], ECANCELED);
+		CHECK_EQ(errs[i], ECANCELED);
 		kt_recv_none(p[i]);
 	}
-	ASSERT_EQ(errs[N], ENXIO);
+	CHECK_EQ(errs[N], ENXIO);
 	for (i = 0; i < N; i++)
 		b1_peer_free(p[i]);
 	b1_peer_free(s);
@@ -150,34 +150,34 @@ static void test_pool_readonly(void)
 	kt_query(a, &q);
 	/* Writable shared or private mappings are refused. */
 	map = mmap(NULL, q.pool_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	ASSERT(map == MAP_FAILED);
-	ASSERT_EQ(errno, EPERM);
+	CHECK(map == MAP_FAILED);
+	CHECK_EQ(errno, EPERM);
 	map = mmap(NULL, 4096, PROT_WRITE, MAP_SHARED, fd, 0);
-	ASSERT(map == MAP_FAILED);
+	CHECK(map == MAP_FAILED);
 	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-	ASSERT(map == MAP_FAILED);
+	CHECK(map == MAP_FAILED);
 	/* A read-only mapping cannot be made writable later. */
 	map = mmap(NULL, q.pool_size, PROT_READ, MAP_SHARED, fd, 0);
-	ASSERT(map != MAP_FAILED);
-	ASSERT_ERR_ANY(mprotect(map, 4096, PROT_READ | PROT_WRITE), EACCES, EPERM);
-	ASSERT_ERR_ANY(mprotect(map, q.pool_size, PROT_WRITE), EACCES, EPERM);
+	CHECK(map != MAP_FAILED);
+	CHECK_ERR_ANY(mprotect(map, 4096, PROT_READ | PROT_WRITE), EACCES, EPERM);
+	CHECK_ERR_ANY(mprotect(map, q.pool_size, PROT_WRITE), EACCES, EPERM);
 
 	/* The data is visible in both read-only mappings; a store faults. */
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(kt_send(b, b_na, "readonly", 8));
+	CHECK_OK(kt_send(b, b_na, "readonly", 8));
 	kt_recv(a, 0, &m);
-	ASSERT(!memcmp((const uint8_t *)map + m.offset, "readonly", 8));
+	CHECK(!memcmp((const uint8_t *)map + m.offset, "readonly", 8));
 	p = (volatile uint8_t *)map + m.offset;
 	signal(SIGSEGV, on_segv);
 	signal(SIGBUS, on_segv);
 	if (!sigsetjmp(segv_jmp, 1)) {
 		p[0] = 'X';
-		kt_fail("a store into the pool did not fault");
+		CHECK_FAIL("a store into the pool did not fault");
 	}
 	signal(SIGSEGV, SIG_DFL);
 	signal(SIGBUS, SIG_DFL);
-	ASSERT_EQ(((const char *)m.data)[0], 'r');
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(((const char *)m.data)[0], 'r');
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	munmap(map, q.pool_size);
 	b1_peer_free(a);
 	b1_peer_free(b);
@@ -201,21 +201,21 @@ static void test_slice_release(void)
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < N; i++) {
 		fill(buf, 1000, i);
-		ASSERT_OK(kt_send(b, b_na, buf, 1000));
+		CHECK_OK(kt_send(b, b_na, buf, 1000));
 		kt_recv(a, 0, &m[i]);
 		off[i] = m[i].offset;
 	}
 	/* Release the even ones; the odd ones must still read correctly. */
 	for (i = 0; i < N; i += 2)
-		ASSERT_OK(b1_peer_slice_release(a, off[i]));
+		CHECK_OK(b1_peer_slice_release(a, off[i]));
 	for (i = 1; i < N; i += 2) {
 		fill(buf, 1000, i);
-		ASSERT(!memcmp(m[i].data, buf, 1000));
+		CHECK(!memcmp(m[i].data, buf, 1000));
 	}
 	for (i = 1; i < N; i += 2)
-		ASSERT_OK(b1_peer_slice_release(a, off[i]));
+		CHECK_OK(b1_peer_slice_release(a, off[i]));
 	for (i = 0; i < N; i++)
-		ASSERT_ERR_ANY(b1_peer_slice_release(a, off[i]), ENXIO, EINVAL);
+		CHECK_ERR_ANY(b1_peer_slice_release(a, off[i]), ENXIO, EINVAL);
 
 	/* Twice the pool size through it, one MiB at a time. */
 	chunk = sizeof(buf);
@@ -224,11 +224,11 @@ static void test_slice_release(void)
 	rounds = 2 * q.pool_size / chunk;
 	for (i = 0; i < rounds; i++) {
 		buf[0] = (uint8_t)i;
-		ASSERT_OK(kt_send(b, b_na, buf, chunk));
+		CHECK_OK(kt_send(b, b_na, buf, chunk));
 		kt_recv(a, 0, &m[0]);
-		ASSERT_EQ(m[0].n_bytes, chunk);
-		ASSERT_EQ(((const uint8_t *)m[0].data)[0], (uint8_t)i);
-		ASSERT_OK(b1_peer_msg_release(a, &m[0]));
+		CHECK_EQ(m[0].n_bytes, chunk);
+		CHECK_EQ(((const uint8_t *)m[0].data)[0], (uint8_t)i);
+		CHECK_OK(b1_peer_msg_release(a, &m[0]));
 	}
 	b1_peer_free(a);
 	b1_peer_free(b);
@@ -255,29 +255,29 @@ static void test_pool_full(void)
 		r = kt_send(b, b_na, buf, sizeof(buf));
 		if (r == -ENOSPC)
 			break;
-		ASSERT_OK(r);
+		CHECK_OK(r);
 		kt_recv(a, 0, &m);	/* dequeued, slice kept */
 		++n;
 	}
-	ASSERT_EQ(r, -ENOSPC);
-	ASSERT(n >= q.pool_size / sizeof(buf) / 2);
-	ASSERT(n <= q.pool_size / sizeof(buf));
+	CHECK_EQ(r, -ENOSPC);
+	CHECK(n >= q.pool_size / sizeof(buf) / 2);
+	CHECK(n <= q.pool_size / sizeof(buf));
 	/* Multicast to the full a and to c: c gets it with CONTINUE, a reports ENOSPC. */
 	dst[0] = b_na;
 	dst[1] = b_nc;
-	ASSERT_ERR(b1_peer_send(b, 0, dst, 2, errs, &v, 1, NULL, 0, NULL, 0), ENOSPC);
-	ASSERT_EQ(errs[0], ENOSPC);
-	ASSERT_EQ(errs[1], ECANCELED);
+	CHECK_ERR(b1_peer_send(b, 0, dst, 2, errs, &v, 1, NULL, 0, NULL, 0), ENOSPC);
+	CHECK_EQ(errs[0], ENOSPC);
+	CHECK_EQ(errs[1], ECANCELED);
 	kt_recv_none(c);
-	ASSERT_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, &v, 1, NULL, 0, NULL, 0));
-	ASSERT_EQ(errs[0], ENOSPC);
-	ASSERT_EQ(errs[1], 0);
+	CHECK_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, &v, 1, NULL, 0, NULL, 0));
+	CHECK_EQ(errs[0], ENOSPC);
+	CHECK_EQ(errs[1], 0);
 	kt_recv(c, 0, &m);
-	ASSERT_EQ(m.n_bytes, sizeof(buf));
+	CHECK_EQ(m.n_bytes, sizeof(buf));
 	/* A reset frees a's pool: it takes messages again. */
-	ASSERT_OK(b1_peer_reset(a));
+	CHECK_OK(b1_peer_reset(a));
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(kt_send(b, b_na, buf, sizeof(buf)));
+	CHECK_OK(kt_send(b, b_na, buf, sizeof(buf)));
 	b1_peer_free(a);
 	b1_peer_free(b);
 	b1_peer_free(c);
@@ -289,12 +289,12 @@ static long shmem_kib(void)
 	long v = -1;
 	FILE *f = fopen("/proc/meminfo", "re");
 
-	ASSERT(f);
+	CHECK(f);
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, "Shmem: %ld kB", &v) == 1)
 			break;
 	fclose(f);
-	ASSERT(v >= 0);
+	CHECK(v >= 0);
 	return v;
 }
 
@@ -317,11 +317,11 @@ static void test_pool_memory(void)
 		a = kt_peer();
 		b = kt_peer();
 		/* A fresh peer's pool costs (next to) nothing. */
-		ASSERT(shmem_kib() - base < 1024);
+		CHECK(shmem_kib() - base < 1024);
 		kt_node(a, b, &na, &b_na);
 		for (i = 0; i < N; i++) {
 			memset(buf, i, sizeof(buf));
-			ASSERT_OK(kt_send(b, b_na, buf, SZ));
+			CHECK_OK(kt_send(b, b_na, buf, SZ));
 			kt_recv(a, 0, &m);	/* slice kept */
 		}
 		full = shmem_kib();
@@ -330,8 +330,8 @@ static void test_pool_memory(void)
 		gone = shmem_kib();
 		kt_log("shmem: %ld kB before, %ld kB with %d MiB in a pool, %ld kB after the close",
 		       base, full, N, gone);
-		ASSERT(full - base >= N * 1024 * 3 / 4);
-		ASSERT(gone - base < 2048);
+		CHECK(full - base >= N * 1024 * 3 / 4);
+		CHECK(gone - base < 2048);
 	}
 }
 
@@ -342,24 +342,24 @@ static void test_peek(void)
 	struct b1_msg m1, m2, m3;
 
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(kt_send(b, b_na, "first", 5));
-	ASSERT_OK(kt_send(b, b_na, "second", 6));
+	CHECK_OK(kt_send(b, b_na, "first", 5));
+	CHECK_OK(kt_send(b, b_na, "second", 6));
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m1);
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m2);
-	ASSERT_EQ(m1.offset, m2.offset);
-	ASSERT_EQ(m1.n_bytes, 5);
-	ASSERT_EQ(m2.n_bytes, 5);
-	ASSERT(!memcmp(m2.data, "first", 5));
+	CHECK_EQ(m1.offset, m2.offset);
+	CHECK_EQ(m1.n_bytes, 5);
+	CHECK_EQ(m2.n_bytes, 5);
+	CHECK(!memcmp(m2.data, "first", 5));
 	kt_recv(a, 0, &m3);
-	ASSERT_EQ(m3.offset, m1.offset);
-	ASSERT(!memcmp(m3.data, "first", 5));
+	CHECK_EQ(m3.offset, m1.offset);
+	CHECK(!memcmp(m3.data, "first", 5));
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m1);
-	ASSERT_EQ(m1.n_bytes, 6);
-	ASSERT(!memcmp(m1.data, "second", 6));
-	ASSERT_OK(b1_peer_msg_release(a, &m3));
+	CHECK_EQ(m1.n_bytes, 6);
+	CHECK(!memcmp(m1.data, "second", 6));
+	CHECK_OK(b1_peer_msg_release(a, &m3));
 	kt_recv(a, 0, &m2);
-	ASSERT(!memcmp(m2.data, "second", 6));
-	ASSERT_OK(b1_peer_msg_release(a, &m2));
+	CHECK(!memcmp(m2.data, "second", 6));
+	CHECK_OK(b1_peer_msg_release(a, &m2));
 	kt_recv_none(a);
 	b1_peer_free(a);
 	b1_peer_free(b);
@@ -387,39 +387,39 @@ static void test_fds(void)
 	char c;
 
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
+	CHECK_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
 	mfd = memfd_create("kt", MFD_CLOEXEC);
-	ASSERT(mfd >= 0);
-	ASSERT_EQ(write(mfd, "memfd", 5), 5);
+	CHECK(mfd >= 0);
+	CHECK_EQ(write(mfd, "memfd", 5), 5);
 	fds[0] = p[0];
 	fds[1] = p[1];
 	fds[2] = mfd;
-	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "x", 1 }, 1, &h, 1,
+	CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "x", 1 }, 1, &h, 1,
 			       fds, 3));
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.n_fds, 3);
-	ASSERT_EQ(m.n_handles, 1);
-	ASSERT_EQ(m.n_bytes, 1);
-	ASSERT(m.handles[0] & BUS1_HANDLE_FLAG_REMOTE);
+	CHECK_EQ(m.n_fds, 3);
+	CHECK_EQ(m.n_handles, 1);
+	CHECK_EQ(m.n_bytes, 1);
+	CHECK(m.handles[0] & BUS1_HANDLE_FLAG_REMOTE);
 	memcpy(rfd, m.fds, sizeof(rfd));
-	ASSERT(rfd[0] >= 0 && rfd[1] >= 0 && rfd[2] >= 0);
-	ASSERT(rfd[0] != p[0] && rfd[1] != p[1] && rfd[2] != mfd);
-	ASSERT(same_file(rfd[0], p[0]));
-	ASSERT(same_file(rfd[1], p[1]));
-	ASSERT(same_file(rfd[2], mfd));
-	ASSERT(fd_flags(rfd[0]) & FD_CLOEXEC);
-	ASSERT(fd_flags(rfd[2]) & FD_CLOEXEC);
+	CHECK(rfd[0] >= 0 && rfd[1] >= 0 && rfd[2] >= 0);
+	CHECK(rfd[0] != p[0] && rfd[1] != p[1] && rfd[2] != mfd);
+	CHECK(same_file(rfd[0], p[0]));
+	CHECK(same_file(rfd[1], p[1]));
+	CHECK(same_file(rfd[2], mfd));
+	CHECK(fd_flags(rfd[0]) & FD_CLOEXEC);
+	CHECK(fd_flags(rfd[2]) & FD_CLOEXEC);
 	/* They work: write through the received end, read through ours. */
-	ASSERT_EQ(write(rfd[1], "y", 1), 1);
-	ASSERT_EQ(read(p[0], &c, 1), 1);
-	ASSERT_EQ(c, 'y');
+	CHECK_EQ(write(rfd[1], "y", 1), 1);
+	CHECK_EQ(read(p[0], &c, 1), 1);
+	CHECK_EQ(c, 'y');
 	{
 		char buf[8] = { 0 };
 
-		ASSERT_EQ(pread(rfd[2], buf, 5, 0), 5);
-		ASSERT(!memcmp(buf, "memfd", 5));
+		CHECK_EQ(pread(rfd[2], buf, 5, 0), 5);
+		CHECK(!memcmp(buf, "memfd", 5));
 	}
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	close(rfd[0]);
 	close(rfd[1]);
 	close(rfd[2]);
@@ -441,40 +441,40 @@ static void test_declined_fds(void)
 	char c;
 
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
-	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, &p[1], 1));
+	CHECK_OK(pipe2(p, O_CLOEXEC | O_NONBLOCK));
+	CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, &p[1], 1));
 	close(p[1]);
 	/* The in-flight message keeps the write end open. */
-	ASSERT_ERR(read(p[0], &c, 1), EAGAIN);
+	CHECK_ERR(read(p[0], &c, 1), EAGAIN);
 
 	before = dup(0);
 	close(before);
 	kt_recv(a, BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS, &m);
-	ASSERT_EQ(m.n_fds, 1);
-	ASSERT_EQ(m.fds[0], -1);
+	CHECK_EQ(m.n_fds, 1);
+	CHECK_EQ(m.fds[0], -1);
 	/* No fd was installed: the lowest free number is unchanged. */
 	fd = dup(0);
-	ASSERT_EQ(fd, before);
+	CHECK_EQ(fd, before);
 	close(fd);
 
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
-	ASSERT(m.fds[0] >= 0);
+	CHECK(m.fds[0] >= 0);
 	fd = m.fds[0];
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m2);
-	ASSERT(m2.fds[0] >= 0);
-	ASSERT_NE(m2.fds[0], fd);
-	ASSERT(same_file(fd, m2.fds[0]));
+	CHECK(m2.fds[0] >= 0);
+	CHECK_NE(m2.fds[0], fd);
+	CHECK(same_file(fd, m2.fds[0]));
 	close(fd);
 	close(m2.fds[0]);
 
 	kt_recv(a, BUS1_RECV_FLAG_NO_FDS, &m);
-	ASSERT_EQ(m.fds[0], -1);
+	CHECK_EQ(m.fds[0], -1);
 	after = dup(0);
-	ASSERT_EQ(after, before);
+	CHECK_EQ(after, before);
 	close(after);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	/* The message was the last holder of the write end. */
-	ASSERT_EQ(read(p[0], &c, 1), 0);
+	CHECK_EQ(read(p[0], &c, 1), 0);
 	close(p[0]);
 	kt_recv_none(a);
 	b1_peer_free(a);
@@ -490,20 +490,20 @@ static void test_fds_emfile(void)
 	int p[2], spare[4096], n = 0;
 
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(pipe2(p, O_CLOEXEC));
-	ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, p, 2));
-	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &(struct rlimit){ 64, 64 }));
+	CHECK_OK(pipe2(p, O_CLOEXEC));
+	CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, NULL, 0, p, 2));
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &(struct rlimit){ 64, 64 }));
 	while (n < 4096 && (spare[n] = dup(0)) >= 0)
 		++n;
-	ASSERT_ERR(b1_peer_recv(a, 0, &m), EMFILE);
+	CHECK_ERR(b1_peer_recv(a, 0, &m), EMFILE);
 	close(spare[--n]);
 	/* One free slot is not enough for two fds either. */
-	ASSERT_ERR(b1_peer_recv(a, 0, &m), EMFILE);
+	CHECK_ERR(b1_peer_recv(a, 0, &m), EMFILE);
 	close(spare[--n]);
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.n_fds, 2);
-	ASSERT(m.fds[0] >= 0 && m.fds[1] >= 0);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.n_fds, 2);
+	CHECK(m.fds[0] >= 0 && m.fds[1] >= 0);
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	b1_peer_free(a);
 	b1_peer_free(b);
 }
@@ -521,15 +521,15 @@ static void test_multicast(void)
 		p[i] = kt_peer();
 		kt_node(p[i], s, &own[i], &dst[i]);
 	}
-	ASSERT_OK(b1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "multi", 5 }, 1,
+	CHECK_OK(b1_peer_send(s, 0, dst, N, errs, &(struct iovec){ "multi", 5 }, 1,
 			       NULL, 0, NULL, 0));
 	for (i = 0; i < N; i++) {
-		ASSERT_EQ(errs[i], 0);
+		CHECK_EQ(errs[i], 0);
 		kt_recv(p[i], 0, &m);
-		ASSERT_EQ(m.destination, own[i]);
-		ASSERT_EQ(m.n_bytes, 5);
-		ASSERT(!memcmp(m.data, "multi", 5));
-		ASSERT_OK(b1_peer_msg_release(p[i], &m));
+		CHECK_EQ(m.destination, own[i]);
+		CHECK_EQ(m.n_bytes, 5);
+		CHECK(!memcmp(m.data, "multi", 5));
+		CHECK_OK(b1_peer_msg_release(p[i], &m));
 	}
 	/* A destination listed twice gets it twice; the sender's own node is fine too. */
 	{
@@ -537,26 +537,26 @@ static void test_multicast(void)
 
 		kt_node(s, s, &self, NULL);
 		self_h = self;
-		ASSERT_OK(b1_peer_send(s, 0, (uint64_t[]){ dst[1], self_h, dst[1] }, 3, errs,
+		CHECK_OK(b1_peer_send(s, 0, (uint64_t[]){ dst[1], self_h, dst[1] }, 3, errs,
 				       &(struct iovec){ "dup", 3 }, 1, NULL, 0, NULL, 0));
-		ASSERT_EQ(errs[0], 0);
-		ASSERT_EQ(errs[1], 0);
-		ASSERT_EQ(errs[2], 0);
+		CHECK_EQ(errs[0], 0);
+		CHECK_EQ(errs[1], 0);
+		CHECK_EQ(errs[2], 0);
 		for (i = 0; i < 2; i++) {
 			kt_recv(p[1], 0, &m);
-			ASSERT_EQ(m.destination, own[1]);
-			ASSERT(!memcmp(m.data, "dup", 3));
-			ASSERT_OK(b1_peer_msg_release(p[1], &m));
+			CHECK_EQ(m.destination, own[1]);
+			CHECK(!memcmp(m.data, "dup", 3));
+			CHECK_OK(b1_peer_msg_release(p[1], &m));
 		}
 		kt_recv_none(p[1]);
 		kt_recv(s, 0, &m);
-		ASSERT_EQ(m.destination, self);
-		ASSERT_OK(b1_peer_msg_release(s, &m));
+		CHECK_EQ(m.destination, self);
+		CHECK_OK(b1_peer_msg_release(s, &m));
 		kt_recv_none(s);
 	}
 	/* Two nodes of one peer: it gets one message per node. */
 	kt_node(p[0], s, NULL, &dst[N]);
-	ASSERT_OK(b1_peer_send(s, 0, (uint64_t[]){ dst[0], dst[N] }, 2, NULL, NULL, 0,
+	CHECK_OK(b1_peer_send(s, 0, (uint64_t[]){ dst[0], dst[N] }, 2, NULL, NULL, 0,
 			       NULL, 0, NULL, 0));
 	kt_recv(p[0], 0, &m);
 	kt_recv(p[0], 0, &m);
@@ -565,30 +565,30 @@ static void test_multicast(void)
 	/* A dead destination (owner gone) among live ones. */
 	b1_peer_free(p[2]);
 	p[2] = NULL;
-	ASSERT_ERR(b1_peer_send(s, 0, dst, N, errs, NULL, 0, NULL, 0, NULL, 0), EHOSTUNREACH);
+	CHECK_ERR(b1_peer_send(s, 0, dst, N, errs, NULL, 0, NULL, 0, NULL, 0), EHOSTUNREACH);
 	for (i = 0; i < N; i++)
-		ASSERT_EQ(errs[i], i == 2 ? EHOSTUNREACH : ECANCELED);
+		CHECK_EQ(errs[i], i == 2 ? EHOSTUNREACH : ECANCELED);
 	for (i = 0; i < N; i++)
 		if (p[i])
 			kt_recv_none(p[i]);
-	ASSERT_OK(b1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, dst, N, errs, NULL, 0, NULL, 0,
+	CHECK_OK(b1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, dst, N, errs, NULL, 0, NULL, 0,
 			       NULL, 0));
 	for (i = 0; i < N; i++) {
-		ASSERT_EQ(errs[i], i == 2 ? EHOSTUNREACH : 0);
+		CHECK_EQ(errs[i], i == 2 ? EHOSTUNREACH : 0);
 		if (p[i]) {
 			kt_recv(p[i], 0, &m);
-			ASSERT_EQ(m.type, BUS1_MSG_DATA);
+			CHECK_EQ(m.type, BUS1_MSG_DATA);
 			kt_recv_none(p[i]);
 		}
 	}
 	/* With CONTINUE and no destination left, the ioctl still succeeds (documented). */
-	ASSERT_OK(b1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, &dst[2], 1, errs, NULL, 0, NULL, 0,
+	CHECK_OK(b1_peer_send(s, BUS1_SEND_FLAG_CONTINUE, &dst[2], 1, errs, NULL, 0, NULL, 0,
 			       NULL, 0));
-	ASSERT_EQ(errs[0], EHOSTUNREACH);
+	CHECK_EQ(errs[0], EHOSTUNREACH);
 	/* s was told about the node it held. */
 	kt_recv(s, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
-	ASSERT_EQ(m.destination, dst[2]);
+	CHECK_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+	CHECK_EQ(m.destination, dst[2]);
 	for (i = 0; i < N; i++)
 		b1_peer_free(p[i]);
 	b1_peer_free(s);
@@ -621,41 +621,41 @@ static void test_credentials(void)
 	int status;
 
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(kt_send(b, b_na, "m", 1));
+	CHECK_OK(kt_send(b, b_na, "m", 1));
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.uid, getuid());
-	ASSERT_EQ(m.gid, getgid());
-	ASSERT_EQ(m.pid, getpid());
-	ASSERT_EQ(m.tid, getpid());
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.uid, getuid());
+	CHECK_EQ(m.gid, getgid());
+	CHECK_EQ(m.pid, getpid());
+	CHECK_EQ(m.tid, getpid());
+	CHECK_OK(b1_peer_msg_release(a, &m));
 
 	/* From another thread: same pid, its own tid. */
 	arg = (struct cred_arg){ .peer = b, .dst = b_na };
-	ASSERT_EQ(pthread_create(&th, NULL, cred_thread, &arg), 0);
+	CHECK_EQ(pthread_create(&th, NULL, cred_thread, &arg), 0);
 	pthread_join(th, NULL);
-	ASSERT(arg.tid > 0);
+	CHECK(arg.tid > 0);
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.pid, getpid());
-	ASSERT_EQ(m.tid, arg.tid);
-	ASSERT_NE(m.tid, getpid());
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.pid, getpid());
+	CHECK_EQ(m.tid, arg.tid);
+	CHECK_NE(m.tid, getpid());
+	CHECK_OK(b1_peer_msg_release(a, &m));
 
 	/* A child with real ids 4242/4343 and effective ids 0: the real ones are stamped. */
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		if (setresgid(4343, 0, 0) < 0 || setresuid(4242, 0, 0) < 0)
 			_exit(2);
 		_exit(kt_send(b, b_na, "c", 1) < 0 ? 3 : 0);
 	}
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT_EQ(status, 0);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(status, 0);
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.uid, 4242);
-	ASSERT_EQ(m.gid, 4343);
-	ASSERT_EQ(m.pid, pid);
-	ASSERT_EQ(m.tid, pid);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(m.uid, 4242);
+	CHECK_EQ(m.gid, 4343);
+	CHECK_EQ(m.pid, pid);
+	CHECK_EQ(m.tid, pid);
+	CHECK_OK(b1_peer_msg_release(a, &m));
 	b1_peer_free(a);
 	b1_peer_free(b);
 }
@@ -673,10 +673,10 @@ static void test_credentials_pidns(void)
 	struct b1_msg m;
 
 	/* Two pipes: the two writers race, and each message must arrive whole. */
-	ASSERT_OK(pipe(pp));
-	ASSERT_OK(pipe(pq));
+	CHECK_OK(pipe(pp));
+	CHECK_OK(pipe(pq));
 	child = fork();
-	ASSERT(child >= 0);
+	CHECK(child >= 0);
 	if (child == 0) {
 		pid_t g;
 
@@ -730,20 +730,20 @@ static void test_credentials_pidns(void)
 			_exit(20);
 		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 21);
 	}
-	ASSERT_EQ(read(pq[0], &inner, sizeof(inner)), sizeof(inner));
-	ASSERT_EQ(read(pp[0], ids, sizeof(ids)), sizeof(ids));
+	CHECK_EQ(read(pq[0], &inner, sizeof(inner)), sizeof(inner));
+	CHECK_EQ(read(pp[0], ids, sizeof(ids)), sizeof(ids));
 	/* ids[0]: a's handle to c's node; ids[1]: a's own node c sends to. */
-	ASSERT_EQ(poll(&(struct pollfd){ .fd = afd, .events = POLLIN }, 1, 20000), 1);
+	CHECK_EQ(poll(&(struct pollfd){ .fd = afd, .events = POLLIN }, 1, 20000), 1);
 	kt_recv(a, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_DATA);
-	ASSERT_EQ(m.destination, ids[1]);
-	ASSERT_EQ(m.pid, inner);
-	ASSERT_EQ(m.tid, inner);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
-	ASSERT_OK(kt_send(a, ids[0], "out", 3));
-	ASSERT_EQ(waitpid(child, &status, 0), child);
+	CHECK_EQ(m.type, BUS1_MSG_DATA);
+	CHECK_EQ(m.destination, ids[1]);
+	CHECK_EQ(m.pid, inner);
+	CHECK_EQ(m.tid, inner);
+	CHECK_OK(b1_peer_msg_release(a, &m));
+	CHECK_OK(kt_send(a, ids[0], "out", 3));
+	CHECK_EQ(waitpid(child, &status, 0), child);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		kt_fail("pid namespace child failed: status 0x%x", status);
+		CHECK_FAIL("pid namespace child failed: status 0x%x", status);
 	close(pp[0]);
 	close(pp[1]);
 	close(pq[0]);
@@ -761,7 +761,7 @@ static unsigned int read_uint(const char *path)
 	FILE *f = fopen(path, "re");
 
 	if (!f || fscanf(f, "%u", &v) != 1)
-		kt_fail("reading %s failed", path);
+		CHECK_FAIL("reading %s failed", path);
 	fclose(f);
 	return v;
 }
@@ -777,10 +777,10 @@ static void test_credentials_userns(void)
 	char path[64], c;
 	FILE *f;
 
-	ASSERT_OK(pipe(to_child));
-	ASSERT_OK(pipe(to_parent));
+	CHECK_OK(pipe(to_child));
+	CHECK_OK(pipe(to_parent));
 	child = fork();
-	ASSERT(child >= 0);
+	CHECK(child >= 0);
 	if (child == 0) {
 		struct b1_peer *cp;
 		struct b1_msg m;
@@ -811,28 +811,28 @@ static void test_credentials_userns(void)
 		}
 		_exit(0);
 	}
-	ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+	CHECK_EQ(read(to_parent[0], &c, 1), 1);
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", child);
 	f = fopen(path, "we");
-	ASSERT(f);
+	CHECK(f);
 	fprintf(f, "0 4242 1\n");
-	ASSERT_EQ(fclose(f), 0);
-	ASSERT_EQ(write(to_child[1], "m", 1), 1);
-	ASSERT_EQ(read(to_parent[0], &a_nc, sizeof(a_nc)), sizeof(a_nc));
+	CHECK_EQ(fclose(f), 0);
+	CHECK_EQ(write(to_child[1], "m", 1), 1);
+	CHECK_EQ(read(to_parent[0], &a_nc, sizeof(a_nc)), sizeof(a_nc));
 
-	ASSERT_OK(kt_send(a, a_nc, "root", 4));
+	CHECK_OK(kt_send(a, a_nc, "root", 4));
 	sender = fork();
-	ASSERT(sender >= 0);
+	CHECK(sender >= 0);
 	if (sender == 0) {
 		if (setresuid(4242, 4242, 4242) < 0)
 			_exit(1);
 		_exit(kt_send(a, a_nc, "4242", 4) < 0 ? 2 : 0);
 	}
-	ASSERT_EQ(waitpid(sender, &status, 0), sender);
-	ASSERT_EQ(status, 0);
-	ASSERT_EQ(waitpid(child, &status, 0), child);
+	CHECK_EQ(waitpid(sender, &status, 0), sender);
+	CHECK_EQ(status, 0);
+	CHECK_EQ(waitpid(child, &status, 0), child);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		kt_fail("user namespace child failed: status 0x%x", status);
+		CHECK_FAIL("user namespace child failed: status 0x%x", status);
 	b1_peer_free(a);
 }
 
@@ -847,33 +847,33 @@ static void test_poll(void)
 
 	kt_node(a, b, &na, &b_na);
 	ep = epoll_create1(EPOLL_CLOEXEC);
-	ASSERT(ep >= 0);
-	ASSERT_OK(epoll_ctl(ep, EPOLL_CTL_ADD, pfd.fd, &ev));
-	ASSERT_EQ(poll(&pfd, 1, 0), 0);
-	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 0);
+	CHECK(ep >= 0);
+	CHECK_OK(epoll_ctl(ep, EPOLL_CTL_ADD, pfd.fd, &ev));
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 0);
 	/* Sending never blocks: always writable. */
-	ASSERT_EQ(poll(&(struct pollfd){ .fd = pfd.fd, .events = POLLOUT }, 1, 0), 1);
-	ASSERT_OK(kt_send(b, b_na, "p", 1));
-	ASSERT_EQ(poll(&pfd, 1, 1000), 1);
-	ASSERT(pfd.revents & POLLIN);
-	ASSERT_EQ(epoll_wait(ep, out, 2, 1000), 1);
-	ASSERT(out[0].events & EPOLLIN);
+	CHECK_EQ(poll(&(struct pollfd){ .fd = pfd.fd, .events = POLLOUT }, 1, 0), 1);
+	CHECK_OK(kt_send(b, b_na, "p", 1));
+	CHECK_EQ(poll(&pfd, 1, 1000), 1);
+	CHECK(pfd.revents & POLLIN);
+	CHECK_EQ(epoll_wait(ep, out, 2, 1000), 1);
+	CHECK(out[0].events & EPOLLIN);
 	/* PEEK leaves it readable, RECV does not. */
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
-	ASSERT_EQ(poll(&pfd, 1, 0), 1);
+	CHECK_EQ(poll(&pfd, 1, 0), 1);
 	kt_recv(a, 0, &m);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
-	ASSERT_EQ(poll(&pfd, 1, 0), 0);
-	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 0);
+	CHECK_OK(b1_peer_msg_release(a, &m));
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 0);
 	/* A notification is readable too. */
-	ASSERT_OK(b1_peer_handle_release(a, na));
-	ASSERT_EQ(poll(&(struct pollfd){ .fd = b1_peer_get_fd(b), .events = POLLIN }, 1, 1000), 1);
+	CHECK_OK(b1_peer_handle_release(a, na));
+	CHECK_EQ(poll(&(struct pollfd){ .fd = b1_peer_get_fd(b), .events = POLLIN }, 1, 1000), 1);
 	/* Hang-up after disconnect. */
-	ASSERT_OK(b1_peer_disconnect(a));
-	ASSERT_EQ(poll(&pfd, 1, 0), 1);
-	ASSERT(pfd.revents & POLLHUP);
-	ASSERT_EQ(epoll_wait(ep, out, 2, 0), 1);
-	ASSERT(out[0].events & EPOLLHUP);
+	CHECK_OK(b1_peer_disconnect(a));
+	CHECK_EQ(poll(&pfd, 1, 0), 1);
+	CHECK(pfd.revents & POLLHUP);
+	CHECK_EQ(epoll_wait(ep, out, 2, 0), 1);
+	CHECK(out[0].events & EPOLLHUP);
 	close(ep);
 	b1_peer_free(a);
 	b1_peer_free(b);
@@ -891,16 +891,16 @@ static void test_poll_wakeup(void)
 
 	kt_node(a, b, &na, &b_na);
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		usleep(200000);
 		_exit(kt_send(b, b_na, "w", 1) < 0);
 	}
 	t0 = kt_now();
-	ASSERT_EQ(poll(&pfd, 1, 10000), 1);
-	ASSERT(kt_now() - t0 < 9);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT_EQ(status, 0);
+	CHECK_EQ(poll(&pfd, 1, 10000), 1);
+	CHECK(kt_now() - t0 < 9);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(status, 0);
 	b1_peer_free(a);
 	b1_peer_free(b);
 }

@@ -20,15 +20,15 @@ static void expect_destroy(struct b1_peer *p, uint64_t h)
 	struct b1_msg m;
 
 	kt_recv(p, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
-	ASSERT_EQ(m.destination, h);
-	ASSERT_EQ(m.offset, BUS1_OFFSET_INVALID);
-	ASSERT_EQ(m.n_handles, 0);
-	ASSERT_EQ(m.n_fds, 0);
-	ASSERT_EQ(m.uid, (uint32_t)-1);
-	ASSERT_EQ(m.gid, (uint32_t)-1);
-	ASSERT_EQ(m.pid, 0);
-	ASSERT_EQ(m.tid, 0);
+	CHECK_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+	CHECK_EQ(m.destination, h);
+	CHECK_EQ(m.offset, BUS1_OFFSET_INVALID);
+	CHECK_EQ(m.n_handles, 0);
+	CHECK_EQ(m.n_fds, 0);
+	CHECK_EQ(m.uid, (uint32_t)-1);
+	CHECK_EQ(m.gid, (uint32_t)-1);
+	CHECK_EQ(m.pid, 0);
+	CHECK_EQ(m.tid, 0);
 }
 
 static void test_every_holder(void)
@@ -44,26 +44,26 @@ static void test_every_holder(void)
 		uint64_t x = na;
 
 		p[i] = kt_peer();
-		ASSERT_OK(b1_peer_handle_transfer(a, p[i], &x, &h[i]));
+		CHECK_OK(b1_peer_handle_transfer(a, p[i], &x, &h[i]));
 	}
 	/* p[4] gets it a second time through a message from p[0]: still one handle, one notice. */
 	{
 		uint64_t n4, p0_n4, x = h[0];
 
 		kt_node(p[4], p[0], &n4, &p0_n4);
-		ASSERT_OK(b1_peer_send(p[0], 0, &p0_n4, 1, NULL, NULL, 0, &x, 1, NULL, 0));
+		CHECK_OK(b1_peer_send(p[0], 0, &p0_n4, 1, NULL, NULL, 0, &x, 1, NULL, 0));
 		{
 			struct b1_msg m;
 
 			kt_recv(p[4], 0, &m);
-			ASSERT_EQ(m.handles[0], h[4]);
-			ASSERT_OK(b1_peer_msg_release(p[4], &m));
+			CHECK_EQ(m.handles[0], h[4]);
+			CHECK_OK(b1_peer_msg_release(p[4], &m));
 		}
 	}
 	/* p[3] releases its handle first: it is no holder any more and hears nothing. */
-	ASSERT_OK(b1_peer_handle_release(p[3], h[3]));
+	CHECK_OK(b1_peer_handle_release(p[3], h[3]));
 
-	ASSERT_OK(b1_peer_nodes_destroy(a, &na, 1));
+	CHECK_OK(b1_peer_nodes_destroy(a, &na, 1));
 	expect_destroy(a, na);
 	kt_recv_none(a);
 	for (i = 0; i < N; i++) {
@@ -75,9 +75,9 @@ static void test_every_holder(void)
 		if (i == 3)
 			continue;
 		d = h[i];
-		ASSERT_ERR(b1_peer_send(p[i], 0, &d, 1, errs, NULL, 0, NULL, 0, NULL, 0),
+		CHECK_ERR(b1_peer_send(p[i], 0, &d, 1, errs, NULL, 0, NULL, 0, NULL, 0),
 			   EHOSTUNREACH);
-		ASSERT_EQ(errs[0], EHOSTUNREACH);
+		CHECK_EQ(errs[0], EHOSTUNREACH);
 	}
 	for (i = 0; i < N; i++)
 		b1_peer_free(p[i]);
@@ -93,7 +93,7 @@ static void test_close_notifies(void)
 	kt_node(a, b, &n1, &b1);
 	kt_node(a, b, &n2, &b2);
 	x = n2;
-	ASSERT_OK(b1_peer_handle_transfer(a, c, &x, &c1));
+	CHECK_OK(b1_peer_handle_transfer(a, c, &x, &c1));
 	/* c owns a node a holds: a's close releases that handle, c hears of it. */
 	kt_node(c, a, &cn, NULL);
 	b1_peer_free(a);
@@ -102,18 +102,18 @@ static void test_close_notifies(void)
 
 		kt_recv(b, 0, &m1);
 		kt_recv(b, 0, &m2);
-		ASSERT_EQ(m1.type, BUS1_MSG_NODE_DESTROY);
-		ASSERT_EQ(m2.type, BUS1_MSG_NODE_DESTROY);
+		CHECK_EQ(m1.type, BUS1_MSG_NODE_DESTROY);
+		CHECK_EQ(m2.type, BUS1_MSG_NODE_DESTROY);
 		/* Both, in some order, once each. */
-		ASSERT((m1.destination == b1 && m2.destination == b2) ||
+		CHECK((m1.destination == b1 && m2.destination == b2) ||
 		       (m1.destination == b2 && m2.destination == b1));
 	}
 	kt_recv_none(b);
 	/* a destroys its nodes before it lets go of its handles */
 	expect_destroy(c, c1);
 	kt_recv(c, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_NODE_RELEASE);
-	ASSERT_EQ(m.destination, cn);
+	CHECK_EQ(m.type, BUS1_MSG_NODE_RELEASE);
+	CHECK_EQ(m.destination, cn);
 	kt_recv_none(c);
 	b1_peer_free(b);
 	b1_peer_free(c);
@@ -128,18 +128,18 @@ static void test_order_with_data(void)
 
 	kt_node(b, a, &nb, &a_nb);
 	kt_node(a, b, &na, &b_na);
-	ASSERT_OK(kt_send(a, a_nb, "1", 1));
-	ASSERT_OK(b1_peer_nodes_destroy(a, &na, 1));
-	ASSERT_OK(kt_send(a, a_nb, "2", 1));
+	CHECK_OK(kt_send(a, a_nb, "1", 1));
+	CHECK_OK(b1_peer_nodes_destroy(a, &na, 1));
+	CHECK_OK(kt_send(a, a_nb, "2", 1));
 	kt_recv(b, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_DATA);
-	ASSERT_EQ(((const char *)m.data)[0], '1');
-	ASSERT_OK(b1_peer_msg_release(b, &m));
+	CHECK_EQ(m.type, BUS1_MSG_DATA);
+	CHECK_EQ(((const char *)m.data)[0], '1');
+	CHECK_OK(b1_peer_msg_release(b, &m));
 	expect_destroy(b, b_na);
 	kt_recv(b, 0, &m);
-	ASSERT_EQ(m.type, BUS1_MSG_DATA);
-	ASSERT_EQ(((const char *)m.data)[0], '2');
-	ASSERT_OK(b1_peer_msg_release(b, &m));
+	CHECK_EQ(m.type, BUS1_MSG_DATA);
+	CHECK_EQ(((const char *)m.data)[0], '2');
+	CHECK_OK(b1_peer_msg_release(b, &m));
 	kt_recv_none(b);
 	b1_peer_free(a);
 	b1_peer_free(b);
@@ -161,13 +161,13 @@ static void test_atomic_destroy_point(void)
 	for (i = 0; i < 2; i++) {
 		kt_node(a, b, &n[i], &hb[i]);
 		x = n[i];
-		ASSERT_OK(b1_peer_handle_transfer(a, c, &x, &hc[i]));
+		CHECK_OK(b1_peer_handle_transfer(a, c, &x, &hc[i]));
 	}
 	kt_node(b, s, NULL, &sb);
 	kt_node(c, s, NULL, &sc);
-	ASSERT_OK(pipe(pp));
+	CHECK_OK(pipe(pp));
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		uint64_t dst[2] = { sb, sc };
 		uint32_t k;
@@ -185,10 +185,10 @@ static void test_atomic_destroy_point(void)
 		}
 		_exit(0);
 	}
-	ASSERT_EQ(read(pp[0], &ch, 1), 1);
-	ASSERT_OK(b1_peer_nodes_destroy(a, n, 2));
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT_EQ(status, 0);
+	CHECK_EQ(read(pp[0], &ch, 1), 1);
+	CHECK_OK(b1_peer_nodes_destroy(a, n, 2));
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(status, 0);
 
 	for (i = 0; i < 2; i++) {
 		struct b1_peer *p = i ? c : b;
@@ -198,28 +198,28 @@ static void test_atomic_destroy_point(void)
 
 		while (b1_peer_recv(p, 0, &m) == 0) {
 			if (m.type == BUS1_MSG_NODE_DESTROY) {
-				ASSERT(m.destination == h[0] || m.destination == h[1]);
+				CHECK(m.destination == h[0] || m.destination == h[1]);
 				if (seen == 0)
 					at = last;
 				else
-					ASSERT_EQ(at, last);	/* adjacent */
+					CHECK_EQ(at, last);	/* adjacent */
 				++seen;
 			} else {
 				uint32_t k;
 
-				ASSERT_EQ(m.n_bytes, sizeof(k));
+				CHECK_EQ(m.n_bytes, sizeof(k));
 				memcpy(&k, m.data, sizeof(k));
-				ASSERT_EQ((int32_t)k, last + 1);
+				CHECK_EQ((int32_t)k, last + 1);
 				last = k;
-				ASSERT_OK(b1_peer_msg_release(p, &m));
+				CHECK_OK(b1_peer_msg_release(p, &m));
 			}
 		}
-		ASSERT_EQ(seen, 2);
-		ASSERT_EQ(last, 399);
+		CHECK_EQ(seen, 2);
+		CHECK_EQ(last, 399);
 		pos[i] = at;
 	}
 	kt_log("destruction seen after stream message %d on b, %d on c", pos[0], pos[1]);
-	ASSERT_EQ(pos[0], pos[1]);
+	CHECK_EQ(pos[0], pos[1]);
 	close(pp[0]);
 	close(pp[1]);
 	b1_peer_free(a);
@@ -246,15 +246,15 @@ static void test_close_while_sending(void)
 	char c;
 
 	shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT(shared != MAP_FAILED);
-	ASSERT_OK(pipe2(p, O_NONBLOCK));
+	CHECK(shared != MAP_FAILED);
+	CHECK_OK(pipe2(p, O_NONBLOCK));
 	for (i = 0; i < SENDERS; i++) {
 		s[i] = kt_peer();
 		kt_node(x, s[i], &nx[i], &h[i]);
 	}
 	for (i = 0; i < SENDERS; i++) {
 		pid[i] = fork();
-		ASSERT(pid[i] >= 0);
+		CHECK(pid[i] >= 0);
 		if (pid[i] == 0) {
 			long ok = 0, other = 0;
 			int r, j, fd = p[1];
@@ -292,11 +292,11 @@ static void test_close_while_sending(void)
 	/* Let them queue a good number, then close with everything still queued. */
 	for (i = 0; i < 500 && atomic_load(&shared[0]) < 2000; i++)
 		usleep(10000);
-	ASSERT(atomic_load(&shared[0]) > 0);
+	CHECK(atomic_load(&shared[0]) > 0);
 	b1_peer_free(x);
 	for (i = 0; i < SENDERS; i++) {
-		ASSERT_EQ(waitpid(pid[i], &status, 0), pid[i]);
-		ASSERT_EQ(status, 0);
+		CHECK_EQ(waitpid(pid[i], &status, 0), pid[i]);
+		CHECK_EQ(status, 0);
 	}
 	kt_log("%d messages queued before the close", atomic_load(&shared[0]));
 	/*
@@ -311,17 +311,17 @@ static void test_close_while_sending(void)
 		do
 			kt_recv(s[i], 0, &m);
 		while (m.type == BUS1_MSG_NODE_RELEASE);
-		ASSERT_EQ(m.type, BUS1_MSG_NODE_DESTROY);
-		ASSERT_EQ(m.destination, h[i]);
+		CHECK_EQ(m.type, BUS1_MSG_NODE_DESTROY);
+		CHECK_EQ(m.destination, h[i]);
 	}
 	/* The queued fds are gone (only the senders' copies existed; they have exited). */
-	ASSERT_EQ(read(p[0], &c, 1), 0);
+	CHECK_EQ(read(p[0], &c, 1), 0);
 	/* Every charge is back. */
 	kt_query(q, &qq);
-	ASSERT_EQ(qq.used_messages, 0);
-	ASSERT_EQ(qq.used_bytes, 0);
-	ASSERT_EQ(qq.used_handles, 0);
-	ASSERT_EQ(qq.used_fds, 0);
+	CHECK_EQ(qq.used_messages, 0);
+	CHECK_EQ(qq.used_bytes, 0);
+	CHECK_EQ(qq.used_handles, 0);
+	CHECK_EQ(qq.used_fds, 0);
 	for (i = 0; i < SENDERS; i++)
 		b1_peer_free(s[i]);
 	b1_peer_free(q);
@@ -371,14 +371,14 @@ static void test_disconnect_while_sending_threads(void)
 	kt_node(x, s, &nx, &h);
 	for (i = 0; i < T; i++) {
 		arg[i] = (struct th_arg){ .s = s, .h = h, .count = &count };
-		ASSERT_EQ(pthread_create(&th[i], NULL, sender_thread, &arg[i]), 0);
+		CHECK_EQ(pthread_create(&th[i], NULL, sender_thread, &arg[i]), 0);
 	}
 	for (i = 0; i < 500 && atomic_load(&count) < 1000; i++)
 		usleep(10000);
-	ASSERT_OK(b1_peer_disconnect(x));
+	CHECK_OK(b1_peer_disconnect(x));
 	for (i = 0; i < T; i++) {
 		pthread_join(th[i], NULL);
-		ASSERT_EQ(arg[i].result, -EHOSTUNREACH);
+		CHECK_EQ(arg[i].result, -EHOSTUNREACH);
 	}
 	b1_peer_free(x);
 	b1_peer_free(s);
@@ -404,9 +404,9 @@ static void test_destroy_races_send(void)
 		char ch;
 
 		kt_node(o, snd, &n, &h);
-		ASSERT_OK(pipe(pp));
+		CHECK_OK(pipe(pp));
 		pid = fork();
-		ASSERT(pid >= 0);
+		CHECK(pid >= 0);
 		if (pid == 0) {
 			struct b1_msg sm;
 			bool seen = false;
@@ -437,29 +437,29 @@ static void test_destroy_races_send(void)
 			}
 			_exit(5);
 		}
-		ASSERT_EQ(read(pp[0], &ch, 1), 1);
+		CHECK_EQ(read(pp[0], &ch, 1), 1);
 		usleep(1000 * (kt_rand() % 20));
-		ASSERT_OK(b1_peer_nodes_destroy(o, &n, 1));
-		ASSERT_EQ(waitpid(pid, &status, 0), pid);
+		CHECK_OK(b1_peer_nodes_destroy(o, &n, 1));
+		CHECK_EQ(waitpid(pid, &status, 0), pid);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			kt_fail("round %d: sender failed: status 0x%x", round, status);
+			CHECK_FAIL("round %d: sender failed: status 0x%x", round, status);
 		while (b1_peer_recv(o, 0, &m) == 0) {
 			if (m.type == BUS1_MSG_NODE_DESTROY) {
-				ASSERT_EQ(m.destination, n);
-				ASSERT(!destroyed);
+				CHECK_EQ(m.destination, n);
+				CHECK(!destroyed);
 				destroyed = true;
 				continue;
 			}
-			ASSERT_EQ(m.destination, n);
+			CHECK_EQ(m.destination, n);
 			if (destroyed)
 				++data_after;
 			else
 				++data_before;
-			ASSERT_OK(b1_peer_msg_release(o, &m));
+			CHECK_OK(b1_peer_msg_release(o, &m));
 		}
-		ASSERT(destroyed);
+		CHECK(destroyed);
 		if (data_after)
-			kt_fail("round %d: %ld messages after the node's destruction (%ld before)",
+			CHECK_FAIL("round %d: %ld messages after the node's destruction (%ld before)",
 				round, data_after, data_before);
 		close(pp[0]);
 		close(pp[1]);

@@ -67,7 +67,7 @@ static struct b1_peer *peers[P];
 static void peer_log(int me, uint32_t kind, uint32_t id, uint32_t mask)
 {
 	if (sh->n_log[me] >= LOG_CAP)
-		kt_fail("peer %d: log full", me);
+		CHECK_FAIL("peer %d: log full", me);
 	sh->log[me][sh->n_log[me]++] = (struct entry){ .kind = kind, .id = id, .mask = mask };
 }
 
@@ -89,37 +89,37 @@ static int peer_drain(int me)
 						uint32_t q = atomic_load(&sh->eph_seq[j][k]);
 
 						if (!q)
-							kt_fail("peer %d: destruction of %d's node %d "
+							CHECK_FAIL("peer %d: destruction of %d's node %d "
 								"before it was destroyed", me, j, k);
 						peer_log(me, 2, j * MAX_SEQ + q - 1, (1u << P) - 1);
 						found = 1;
 					}
 			if (!found)
-				kt_fail("peer %d: NODE_DESTROY for unknown handle %llu", me,
+				CHECK_FAIL("peer %d: NODE_DESTROY for unknown handle %llu", me,
 					(unsigned long long)m.destination);
 			++n;
 			continue;
 		}
 		if (m.type != BUS1_MSG_DATA)
-			kt_fail("peer %d: unexpected message type %llu", me,
+			CHECK_FAIL("peer %d: unexpected message type %llu", me,
 				(unsigned long long)m.type);
 		if (m.destination != sh->node[me])
-			kt_fail("peer %d: message for %llu, own node %llu", me,
+			CHECK_FAIL("peer %d: message for %llu, own node %llu", me,
 				(unsigned long long)m.destination,
 				(unsigned long long)sh->node[me]);
 		if (m.n_bytes != sizeof(pl))
-			kt_fail("peer %d: message of %zu bytes", me, m.n_bytes);
+			CHECK_FAIL("peer %d: message of %zu bytes", me, m.n_bytes);
 		memcpy(&pl, m.data, sizeof(pl));
 		if (pl.sender >= P || pl.seq >= MAX_SEQ || !(pl.mask & (1u << me)))
-			kt_fail("peer %d: bad payload %u/%u/%x", me, pl.sender, pl.seq, pl.mask);
+			CHECK_FAIL("peer %d: bad payload %u/%u/%x", me, pl.sender, pl.seq, pl.mask);
 		peer_log(me, 2, pl.sender * MAX_SEQ + pl.seq, pl.mask);
 		r = b1_peer_msg_release(p, &m);
 		if (r < 0)
-			kt_fail("peer %d: SLICE_RELEASE: %s", me, strerror(-r));
+			CHECK_FAIL("peer %d: SLICE_RELEASE: %s", me, strerror(-r));
 		++n;
 	}
 	if (r != -EAGAIN)
-		kt_fail("peer %d: RECV: %s", me, strerror(-r));
+		CHECK_FAIL("peer %d: RECV: %s", me, strerror(-r));
 	return n;
 }
 
@@ -155,7 +155,7 @@ static void peer_run(int me)
 			atomic_store(&sh->eph_seq[me][k], seq + 1);
 			ret = b1_peer_nodes_destroy(peers[me], &sh->eph[me][me][k], 1);
 			if (ret < 0)
-				kt_fail("peer %d: NODES_DESTROY: %s", me, strerror(-ret));
+				CHECK_FAIL("peer %d: NODES_DESTROY: %s", me, strerror(-ret));
 			peer_log(me, 1, me * MAX_SEQ + seq, (1u << P) - 1);
 			++seq;
 		} else {
@@ -179,7 +179,7 @@ static void peer_run(int me)
 				continue;
 			}
 			if (ret < 0)
-				kt_fail("peer %d: SEND: %s", me, strerror(-ret));
+				CHECK_FAIL("peer %d: SEND: %s", me, strerror(-ret));
 			peer_log(me, 1, me * MAX_SEQ + seq, pl.mask);
 			++seq;
 		}
@@ -209,7 +209,7 @@ static void *thread_main(void *arg)
 static char check_msg[256];
 static bool check_verbose;
 
-#define CHECK_FAIL(...) do {							\
+#define VIOLATION(...) do {							\
 		snprintf(check_msg, sizeof(check_msg), __VA_ARGS__);		\
 		return false;							\
 	} while (0)
@@ -232,7 +232,7 @@ static bool check_delivery(void)
 			if (e->kind != 2)
 				continue;
 			if (POS(r, e->id) >= 0)
-				CHECK_FAIL("peer %d received message %u/%u twice", r,
+				VIOLATION("peer %d received message %u/%u twice", r,
 					   e->id / MAX_SEQ, e->id % MAX_SEQ);
 			POS(r, e->id) = k++;
 		}
@@ -247,7 +247,7 @@ static bool check_delivery(void)
 				bool want = e->mask & (1u << r);
 
 				if (want != (POS(r, e->id) >= 0))
-					CHECK_FAIL("message %d/%u to %x: peer %d %s", s,
+					VIOLATION("message %d/%u to %x: peer %d %s", s,
 						   e->id % MAX_SEQ, e->mask, r,
 						   want ? "never got it" : "got it");
 			}
@@ -271,7 +271,7 @@ static bool check_fifo(void)
 				if (p < 0)
 					continue;
 				if (p < last)
-					CHECK_FAIL("fifo: peer %d got %d's message %u before an earlier "
+					VIOLATION("fifo: peer %d got %d's message %u before an earlier "
 						   "one", r, s, q);
 				last = p;
 			}
@@ -302,7 +302,7 @@ static bool check_consistency(void)
 				if (p < 0)
 					continue;
 				if (p < last)
-					CHECK_FAIL("consistency: peers %d and %d disagree on the order "
+					VIOLATION("consistency: peers %d and %d disagree on the order "
 						   "of message %u/%u", r1, r2, e->id / MAX_SEQ,
 						   e->id % MAX_SEQ);
 				last = p;
@@ -357,7 +357,7 @@ static bool compute_vector_clocks(void)
 	}
 	for (x = 0; x < P; x++)
 		if (idx[x] < sh->n_log[x])
-			CHECK_FAIL("peer %d received message %u/%u that was never sent", x,
+			VIOLATION("peer %d received message %u/%u that was never sent", x,
 				   sh->log[x][idx[x]].id / MAX_SEQ, sh->log[x][idx[x]].id % MAX_SEQ);
 	return true;
 }
@@ -394,7 +394,7 @@ static bool check_causality(void)
 				uint32_t n = VC(e->id, s) - (s == (int)z);
 
 				if (pm[s][n] > p)
-					CHECK_FAIL("causality: peer %d got %u/%u before a message of %d "
+					VIOLATION("causality: peer %d got %u/%u before a message of %d "
 						   "(seq < %u) that happened before it", r, z,
 						   e->id % MAX_SEQ, s, n);
 				++checked;
@@ -414,7 +414,7 @@ static bool run_checks(void)
 	pos = malloc(sizeof(*pos) * n * P);
 	vc = calloc(n * P, sizeof(*vc));
 	vc_known = calloc(n, sizeof(*vc_known));
-	ASSERT(pos && vc && vc_known);
+	CHECK(pos && vc && vc_known);
 	memset(pos, 0xff, sizeof(*pos) * n * P);
 	ok = check_delivery() && check_fifo() && check_consistency() && check_causality();
 	free(pos);
@@ -447,7 +447,7 @@ static void syn_expect(bool good, const char *what)
 	bool ok = run_checks();
 
 	if (ok != good)
-		kt_fail("checker on '%s': %s", what, ok ? "passed a faulty history" : check_msg);
+		CHECK_FAIL("checker on '%s': %s", what, ok ? "passed a faulty history" : check_msg);
 	if (!good)
 		kt_log("'%s' caught: %s", what, check_msg);
 }
@@ -455,7 +455,7 @@ static void syn_expect(bool good, const char *what)
 static void test_checker(void)
 {
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT(sh != MAP_FAILED);
+	CHECK(sh != MAP_FAILED);
 
 	/* Good: 0 -> {1,2}; 1 got it, then sent to {2}; 2 sees both in causal order. */
 	syn_reset();
@@ -515,7 +515,7 @@ static void test_stress(void)
 	double t0;
 
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	ASSERT(sh != MAP_FAILED);
+	CHECK(sh != MAP_FAILED);
 	sh->seed = getenv("KT_SEED") ? strtoull(getenv("KT_SEED"), NULL, 0) :
 		   (uint64_t)(kt_now() * 1e6) ^ getpid();
 	kt_log("seed %llu (replay with KT_SEED=%llu)", (unsigned long long)sh->seed,
@@ -531,7 +531,7 @@ static void test_stress(void)
 			for (i = 0; i < P; i++) {
 				uint64_t h = sh->eph[j][j][k];
 
-				ASSERT_OK(b1_peer_handle_transfer(peers[j], peers[i], &h,
+				CHECK_OK(b1_peer_handle_transfer(peers[j], peers[i], &h,
 								  &sh->eph[i][j][k]));
 			}
 		}
@@ -539,7 +539,7 @@ static void test_stress(void)
 		for (i = 0; i < P; i++) {
 			uint64_t h = sh->node[j];
 
-			ASSERT_OK(b1_peer_handle_transfer(peers[j], peers[i], &h, &sh->handle[i][j]));
+			CHECK_OK(b1_peer_handle_transfer(peers[j], peers[i], &h, &sh->handle[i][j]));
 		}
 	}
 
@@ -547,20 +547,20 @@ static void test_stress(void)
 	sh->stop_at = t0 + RUN_SECONDS;
 	for (i = 0; i < P_PROCS; i++) {
 		pids[i] = fork();
-		ASSERT(pids[i] >= 0);
+		CHECK(pids[i] >= 0);
 		if (pids[i] == 0) {
 			peer_run(i);
 			_exit(0);
 		}
 	}
 	for (i = P_PROCS; i < P; i++)
-		ASSERT_EQ(pthread_create(&th[i], NULL, thread_main, (void *)(intptr_t)i), 0);
+		CHECK_EQ(pthread_create(&th[i], NULL, thread_main, (void *)(intptr_t)i), 0);
 	for (i = P_PROCS; i < P; i++)
 		pthread_join(th[i], NULL);
 	for (i = 0; i < P_PROCS; i++) {
-		ASSERT_EQ(waitpid(pids[i], &status, 0), pids[i]);
+		CHECK_EQ(waitpid(pids[i], &status, 0), pids[i]);
 		if (status != 0)
-			kt_fail("peer process %d failed (status 0x%x)", i, status);
+			CHECK_FAIL("peer process %d failed (status 0x%x)", i, status);
 	}
 	for (i = 0; i < P; i++) {
 		uint32_t k;
@@ -579,11 +579,11 @@ static void test_stress(void)
 		       (unsigned long long)total_sent, n_destroy, (unsigned long long)total_recv,
 		       kt_now() - t0);
 	}
-	ASSERT(total_sent >= 100 * P);
+	CHECK(total_sent >= 100 * P);
 
 	check_verbose = true;
 	if (!run_checks())
-		kt_fail("%s (seed %llu)", check_msg, (unsigned long long)sh->seed);
+		CHECK_FAIL("%s (seed %llu)", check_msg, (unsigned long long)sh->seed);
 	for (i = 0; i < P; i++)
 		b1_peer_free(peers[i]);
 }

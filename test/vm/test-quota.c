@@ -20,10 +20,10 @@ static void expect_idle(struct b1_peer *p)
 	struct bus1_cmd_peer_query q;
 
 	kt_query(p, &q);
-	ASSERT_EQ(q.used_messages, 0);
-	ASSERT_EQ(q.used_bytes, 0);
-	ASSERT_EQ(q.used_handles, 0);
-	ASSERT_EQ(q.used_fds, 0);
+	CHECK_EQ(q.used_messages, 0);
+	CHECK_EQ(q.used_bytes, 0);
+	CHECK_EQ(q.used_handles, 0);
+	CHECK_EQ(q.used_fds, 0);
 }
 
 /* Drain @p's queue (releasing slices, closing fds); returns the number of messages. */
@@ -34,7 +34,7 @@ static size_t drain(struct b1_peer *p, uint64_t flags)
 
 	while (b1_peer_recv(p, flags, &m) == 0) {
 		b1_msg_close_fds(&m);
-		ASSERT_OK(b1_peer_msg_release(p, &m));
+		CHECK_OK(b1_peer_msg_release(p, &m));
 		++n;
 	}
 	return n;
@@ -46,7 +46,7 @@ static int send_as_task(uid_t uid, struct b1_peer *p, uint64_t dst)
 	int status;
 	pid_t pid = fork();
 
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		int r;
 
@@ -55,9 +55,9 @@ static int send_as_task(uid_t uid, struct b1_peer *p, uint64_t dst)
 		r = kt_send(p, dst, "t", 1);
 		_exit(r < 0 ? -r : 0);
 	}
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT(WIFEXITED(status));
-	ASSERT(WEXITSTATUS(status) < 100);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK(WEXITSTATUS(status) < 100);
 	return -WEXITSTATUS(status);
 }
 
@@ -70,7 +70,7 @@ static int send_as(uid_t uid, struct b1_peer *owner, uint64_t node)
 	int status;
 	pid_t pid = fork();
 
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		struct b1_peer *p;
 		uint64_t h = node, d;
@@ -84,9 +84,9 @@ static int send_as(uid_t uid, struct b1_peer *owner, uint64_t node)
 		r = kt_send(p, d, "u", 1);
 		_exit(r < 0 ? -r : 0);
 	}
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT(WIFEXITED(status));
-	ASSERT(WEXITSTATUS(status) < 100);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK(WEXITSTATUS(status) < 100);
 	return -WEXITSTATUS(status);
 }
 
@@ -107,44 +107,44 @@ static void test_messages(void)
 		int r = kt_send(b, b_na, NULL, 0);
 
 		if (r < 0)
-			kt_fail("SEND %zu of %llu: %s", i + 1, (unsigned long long)q.quota_messages,
+			CHECK_FAIL("SEND %zu of %llu: %s", i + 1, (unsigned long long)q.quota_messages,
 				strerror(-r));
 	}
 	kt_query(b, &q);
-	ASSERT_EQ(q.used_messages, q.quota_messages);
+	CHECK_EQ(q.used_messages, q.quota_messages);
 	/* An empty message's slice counts 8 bytes (documented minimum). */
-	ASSERT_EQ(q.used_bytes, 8 * q.quota_messages);
-	ASSERT_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
+	CHECK_EQ(q.used_bytes, 8 * q.quota_messages);
+	CHECK_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
 	/* To another receiver too: the quota is the user's, not the pair's. */
-	ASSERT_EQ(kt_send(b, b_nc, NULL, 0), -EDQUOT);
+	CHECK_EQ(kt_send(b, b_nc, NULL, 0), -EDQUOT);
 	dst[0] = b_na;
 	dst[1] = b_nc;
-	ASSERT_ERR(b1_peer_send(b, 0, dst, 2, errs, NULL, 0, NULL, 0, NULL, 0), EDQUOT);
-	ASSERT(errs[0] == EDQUOT || errs[1] == EDQUOT);
-	ASSERT_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, NULL, 0, NULL, 0,
+	CHECK_ERR(b1_peer_send(b, 0, dst, 2, errs, NULL, 0, NULL, 0, NULL, 0), EDQUOT);
+	CHECK(errs[0] == EDQUOT || errs[1] == EDQUOT);
+	CHECK_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, dst, 2, errs, NULL, 0, NULL, 0,
 			       NULL, 0));
-	ASSERT_EQ(errs[0], EDQUOT);
-	ASSERT_EQ(errs[1], EDQUOT);
+	CHECK_EQ(errs[0], EDQUOT);
+	CHECK_EQ(errs[1], EDQUOT);
 	kt_recv_none(c);
 	/* Another user is not affected. */
-	ASSERT_EQ(send_as(4242, c, nc), 0);
+	CHECK_EQ(send_as(4242, c, nc), 0);
 	kt_recv(c, 0, &m);
-	ASSERT_EQ(m.uid, 4242);
-	ASSERT_OK(b1_peer_msg_release(c, &m));
+	CHECK_EQ(m.uid, 4242);
+	CHECK_OK(b1_peer_msg_release(c, &m));
 	/* The charge follows the sending task's real uid, not the peer's opener. */
-	ASSERT_EQ(send_as_task(4243, b, b_nc), 0);
+	CHECK_EQ(send_as_task(4243, b, b_nc), 0);
 	kt_recv(c, 0, &m);
-	ASSERT_EQ(m.uid, 4243);
-	ASSERT_OK(b1_peer_msg_release(c, &m));
+	CHECK_EQ(m.uid, 4243);
+	CHECK_OK(b1_peer_msg_release(c, &m));
 
 	/* PEEK does not lift the charge; a dequeue does, one message at a time. */
 	kt_recv(a, BUS1_RECV_FLAG_PEEK, &m);
-	ASSERT_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
+	CHECK_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
 	kt_recv(a, 0, &m);
-	ASSERT_OK(b1_peer_msg_release(a, &m));
-	ASSERT_OK(kt_send(b, b_na, NULL, 0));
-	ASSERT_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
-	ASSERT_EQ(drain(a, 0), q.quota_messages);
+	CHECK_OK(b1_peer_msg_release(a, &m));
+	CHECK_OK(kt_send(b, b_na, NULL, 0));
+	CHECK_EQ(kt_send(b, b_na, NULL, 0), -EDQUOT);
+	CHECK_EQ(drain(a, 0), q.quota_messages);
 	expect_idle(b);
 	b1_peer_free(a);
 	b1_peer_free(b);
@@ -175,18 +175,18 @@ static void test_bytes(void)
 	}
 	kt_log("EDQUOT after %llu MiB (quota %llu MiB)", (unsigned long long)sent >> 20,
 	       (unsigned long long)q.quota_bytes >> 20);
-	ASSERT_EQ(ret, -EDQUOT);
+	CHECK_EQ(ret, -EDQUOT);
 	/* A slice of CHUNK bytes counts CHUNK: exactly quota / CHUNK messages fit. */
-	ASSERT_EQ(sent, q.quota_bytes / CHUNK * CHUNK);
+	CHECK_EQ(sent, q.quota_bytes / CHUNK * CHUNK);
 	kt_query(b, &q);
-	ASSERT_EQ(q.used_bytes, sent);
-	ASSERT_EQ(q.used_messages, k);
+	CHECK_EQ(q.used_bytes, sent);
+	CHECK_EQ(q.used_messages, k);
 	/* Small messages may still fit; a big one does not. */
-	ASSERT_EQ(kt_send(b, h[0], buf, CHUNK), -EDQUOT);
+	CHECK_EQ(kt_send(b, h[0], buf, CHUNK), -EDQUOT);
 	for (i = 0; i < 3; i++)
 		drain(r[i], 0);
 	expect_idle(b);
-	ASSERT_OK(kt_send(b, h[0], buf, CHUNK));
+	CHECK_OK(kt_send(b, h[0], buf, CHUNK));
 	drain(r[0], 0);
 	expect_idle(b);
 	for (i = 0; i < 3; i++)
@@ -207,7 +207,7 @@ static void test_handles(void)
 	kt_query(b, &q);
 	per = q.max_handles;
 	hs = calloc(per, sizeof(*hs));
-	ASSERT(hs);
+	CHECK(hs);
 	for (i = 0; i < per; i++)
 		hs[i] = b_na;
 	for (k = 0; sent <= q.quota_handles && k < q.quota_messages; k++) {
@@ -219,18 +219,18 @@ static void test_handles(void)
 	kt_log("EDQUOT after %llu handles in flight (quota %llu, %llu per message)",
 	       (unsigned long long)sent, (unsigned long long)q.quota_handles,
 	       (unsigned long long)per);
-	ASSERT_EQ(ret, -EDQUOT);
-	ASSERT(sent <= q.quota_handles);
-	ASSERT(sent + per > q.quota_handles);
+	CHECK_EQ(ret, -EDQUOT);
+	CHECK(sent <= q.quota_handles);
+	CHECK(sent + per > q.quota_handles);
 	kt_query(b, &q);
-	ASSERT_EQ(q.used_handles, sent);
+	CHECK_EQ(q.used_handles, sent);
 	/* A message without handles still goes. */
-	ASSERT_OK(kt_send(b, b_na, NULL, 0));
+	CHECK_OK(kt_send(b, b_na, NULL, 0));
 	/* Up to the exact limit, then not one more. */
 	if (q.quota_handles > sent) {
-		ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs,
+		CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs,
 				       q.quota_handles - sent, NULL, 0));
-		ASSERT_ERR(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs, 1, NULL, 0), EDQUOT);
+		CHECK_ERR(b1_peer_send(b, 0, &b_na, 1, NULL, NULL, 0, hs, 1, NULL, 0), EDQUOT);
 	}
 	drain(a, 0);
 	expect_idle(b);
@@ -251,9 +251,9 @@ static void test_fds(void)
 	kt_query(b, &q);
 	per = q.max_fds;
 	fds = calloc(per, sizeof(*fds));
-	ASSERT(fds);
+	CHECK(fds);
 	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	ASSERT(fd >= 0);
+	CHECK(fd >= 0);
 	for (i = 0; i < per; i++)
 		fds[i] = fd;
 	for (k = 0; sent <= q.quota_fds && k < q.quota_messages; k++) {
@@ -265,14 +265,14 @@ static void test_fds(void)
 	kt_log("EDQUOT after %llu fds in flight (quota %llu, %llu per message)",
 	       (unsigned long long)sent, (unsigned long long)q.quota_fds,
 	       (unsigned long long)per);
-	ASSERT_EQ(ret, -EDQUOT);
-	ASSERT(sent <= q.quota_fds);
-	ASSERT(sent + per > q.quota_fds);
+	CHECK_EQ(ret, -EDQUOT);
+	CHECK(sent <= q.quota_fds);
+	CHECK(sent + per > q.quota_fds);
 	kt_query(b, &q);
-	ASSERT_EQ(q.used_fds, sent);
-	ASSERT_OK(kt_send(b, b_na, NULL, 0));
+	CHECK_EQ(q.used_fds, sent);
+	CHECK_OK(kt_send(b, b_na, NULL, 0));
 	/* Declining the fds still lifts the charge (the files are dropped). */
-	ASSERT_EQ(drain(a, BUS1_RECV_FLAG_NO_FDS), k + 1);
+	CHECK_EQ(drain(a, BUS1_RECV_FLAG_NO_FDS), k + 1);
 	expect_idle(b);
 	free(fds);
 	close(fd);
@@ -288,26 +288,26 @@ static void test_reset_and_close_return_charges(void)
 	uint64_t na, b_na, h[2];
 	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC), i;
 
-	ASSERT(fd >= 0);
+	CHECK(fd >= 0);
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < 100; i++) {
 		h[0] = h[1] = b_na;
-		ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
+		CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
 				       h, 2, &fd, 1));
 	}
 	kt_query(b, &q);
-	ASSERT_EQ(q.used_messages, 100);
+	CHECK_EQ(q.used_messages, 100);
 	/* 10 bytes -> 16, two handles 16, one fd 4. */
 	EXPECT_EQ(q.used_bytes, 100 * 36);
-	ASSERT_EQ(q.used_handles, 200);
-	ASSERT_EQ(q.used_fds, 100);
-	ASSERT_OK(b1_peer_reset(a));
+	CHECK_EQ(q.used_handles, 200);
+	CHECK_EQ(q.used_fds, 100);
+	CHECK_OK(b1_peer_reset(a));
 	expect_idle(b);
 
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < 100; i++) {
 		h[0] = h[1] = b_na;
-		ASSERT_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
+		CHECK_OK(b1_peer_send(b, 0, &b_na, 1, NULL, &(struct iovec){ "0123456789", 10 }, 1,
 				       h, 2, &fd, 1));
 	}
 	b1_peer_free(a);
@@ -332,19 +332,19 @@ static void test_multicast_accounting(void)
 	kt_node(dead, b, NULL, &h[3]);
 	b1_peer_free(dead);
 	kt_query(b, &q0);
-	ASSERT_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, h, 4, errs,
+	CHECK_OK(b1_peer_send(b, BUS1_SEND_FLAG_CONTINUE, h, 4, errs,
 			       &(struct iovec){ "0123456789", 10 }, 1, NULL, 0, NULL, 0));
-	ASSERT_EQ(errs[3], EHOSTUNREACH);
+	CHECK_EQ(errs[3], EHOSTUNREACH);
 	kt_query(b, &q1);
-	ASSERT(q1.used_messages > q0.used_messages);
+	CHECK(q1.used_messages > q0.used_messages);
 	/* A failed atomic multicast leaves nothing charged. */
-	ASSERT_ERR(b1_peer_send(b, 0, h, 4, errs, &(struct iovec){ "0123456789", 10 }, 1,
+	CHECK_ERR(b1_peer_send(b, 0, h, 4, errs, &(struct iovec){ "0123456789", 10 }, 1,
 				NULL, 0, NULL, 0), EHOSTUNREACH);
 	kt_query(b, &q0);
-	ASSERT_EQ(q0.used_messages, q1.used_messages);
-	ASSERT_EQ(q0.used_bytes, q1.used_bytes);
+	CHECK_EQ(q0.used_messages, q1.used_messages);
+	CHECK_EQ(q0.used_bytes, q1.used_bytes);
 	for (i = 0; i < 3; i++)
-		ASSERT_EQ(drain(r[i], 0), 1);
+		CHECK_EQ(drain(r[i], 0), 1);
 	drain(b, 0);
 	expect_idle(b);
 	for (i = 0; i < 3; i++)
@@ -381,16 +381,16 @@ static void as_user(uid_t uid, void (*fn)(struct arena *), struct arena *x)
 	int status;
 	pid_t pid = fork();
 
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		if (setresuid(uid, uid, uid) < 0)
-			kt_fail("setresuid(%u): %m", (unsigned int)uid);
+			CHECK_FAIL("setresuid(%u): %m", (unsigned int)uid);
 		fn(x);
 		_exit(0);
 	}
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		kt_fail("%s: the child running as uid %u failed", quota_names[x->kind],
+		CHECK_FAIL("%s: the child running as uid %u failed", quota_names[x->kind],
 			(unsigned int)uid);
 }
 
@@ -419,7 +419,7 @@ static int send_kind(struct arena *x, struct b1_peer *p, uint64_t dst, bool heav
 	case QUOTA_HANDLES:
 		n = heavy ? q.max_handles : 1;
 		hs = calloc(n, sizeof(*hs));
-		ASSERT(hs);
+		CHECK(hs);
 		for (i = 0; i < n; i++)
 			hs[i] = dst;
 		r = b1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, hs, n, NULL, 0);
@@ -428,7 +428,7 @@ static int send_kind(struct arena *x, struct b1_peer *p, uint64_t dst, bool heav
 	case QUOTA_FDS:
 		n = heavy ? q.max_fds : 1;
 		fds = calloc(n, sizeof(*fds));
-		ASSERT(fds);
+		CHECK(fds);
 		for (i = 0; i < n; i++)
 			fds[i] = x->devnull;
 		r = b1_peer_send(p, 0, &dst, 1, NULL, NULL, 0, NULL, 0, fds, n);
@@ -466,7 +466,7 @@ static void attacker_floods(struct arena *x)
 	/* big messages first, then single units to fill the quota up exactly */
 	while ((r = send_kind(x, x->a, x->a_to_v, true)) == 0)
 		sent++;
-	ASSERT_EQ(r, -EDQUOT);
+	CHECK_EQ(r, -EDQUOT);
 	while ((r = send_kind(x, x->a, x->a_to_v, false)) == 0)
 		sent++;
 	kt_query(x->a, &q);
@@ -474,18 +474,18 @@ static void attacker_floods(struct arena *x)
 	       quota_names[x->kind], strerror(-r), (unsigned long long)sent,
 	       (unsigned long long)used_of(&q, x->kind),
 	       (unsigned long long)quota_of(&q, x->kind), quota_names[x->kind]);
-	ASSERT_EQ(r, -EDQUOT);
-	ASSERT_EQ(q.used_messages, sent);
+	CHECK_EQ(r, -EDQUOT);
+	CHECK_EQ(q.used_messages, sent);
 	if (x->kind == QUOTA_BYTES) {
 		/*
 		 * Not the user's quota but its share of the victim's (empty) pool is the limit:
 		 * the share may not exceed what stays free, so half of the pool, to SMALL_BYTES.
 		 */
-		ASSERT(used_of(&q, x->kind) < quota_of(&q, x->kind));
-		ASSERT(used_of(&q, x->kind) <= q.pool_size / 2);
-		ASSERT(used_of(&q, x->kind) + SMALL_BYTES > q.pool_size / 2);
+		CHECK(used_of(&q, x->kind) < quota_of(&q, x->kind));
+		CHECK(used_of(&q, x->kind) <= q.pool_size / 2);
+		CHECK(used_of(&q, x->kind) + SMALL_BYTES > q.pool_size / 2);
 	} else {
-		ASSERT_EQ(used_of(&q, x->kind), quota_of(&q, x->kind));
+		CHECK_EQ(used_of(&q, x->kind), quota_of(&q, x->kind));
 	}
 }
 
@@ -498,16 +498,16 @@ static void bystander_sends(struct arena *x)
 	/* for bytes a big message: the other half of the victim's pool is there for others */
 	r = send_kind(x, x->b, x->b_to_v, x->kind == QUOTA_BYTES);
 	if (r < 0)
-		kt_fail("%s: the bystander cannot send to the victim while the attacker is over "
+		CHECK_FAIL("%s: the bystander cannot send to the victim while the attacker is over "
 			"quota: %s", quota_names[x->kind], strerror(-r));
 	kt_query(x->b, &q);
-	ASSERT_EQ(q.used_messages, 1);
+	CHECK_EQ(q.used_messages, 1);
 }
 
 static void victim_answers(struct arena *x)
 {
 	expect_idle(x->v);
-	ASSERT_OK(kt_send(x->v, x->v_to_b, "answer", 6));
+	CHECK_OK(kt_send(x->v, x->v_to_b, "answer", 6));
 }
 
 static void bystander_receives(struct arena *x)
@@ -516,14 +516,14 @@ static void bystander_receives(struct arena *x)
 	struct b1_msg m;
 
 	kt_recv(x->b, 0, &m);
-	ASSERT_EQ(m.uid, UID_VICTIM);
-	ASSERT_EQ(m.n_bytes, 6);
-	ASSERT(!memcmp(m.data, "answer", 6));
-	ASSERT_OK(b1_peer_msg_release(x->b, &m));
+	CHECK_EQ(m.uid, UID_VICTIM);
+	CHECK_EQ(m.n_bytes, 6);
+	CHECK(!memcmp(m.data, "answer", 6));
+	CHECK_OK(b1_peer_msg_release(x->b, &m));
 	kt_recv_none(x->b);
 	/* only the bystander's own message, still queued at the victim, is charged */
 	kt_query(x->b, &q);
-	ASSERT_EQ(q.used_messages, 1);
+	CHECK_EQ(q.used_messages, 1);
 }
 
 /* Drain the victim's queue; returns the uid of the last message. */
@@ -540,7 +540,7 @@ static uint32_t victim_drain(struct arena *x, size_t *n_attacker, size_t *n_othe
 			++*n_other;
 		last = m.uid;
 		b1_msg_close_fds(&m);
-		ASSERT_OK(b1_peer_msg_release(x->v, &m));
+		CHECK_OK(b1_peer_msg_release(x->v, &m));
 	}
 	return last;
 }
@@ -550,16 +550,16 @@ static void victim_drains_flood(struct arena *x)
 	size_t n_attacker, n_other;
 
 	/* everything the attacker queued, then (in send order) the bystander's message */
-	ASSERT_EQ(victim_drain(x, &n_attacker, &n_other), UID_BYSTANDER);
-	ASSERT(n_attacker > 0);
-	ASSERT_EQ(n_other, 1);
+	CHECK_EQ(victim_drain(x, &n_attacker, &n_other), UID_BYSTANDER);
+	CHECK(n_attacker > 0);
+	CHECK_EQ(n_other, 1);
 	expect_idle(x->v);
 }
 
 static void attacker_sends_again(struct arena *x)
 {
 	expect_idle(x->a);
-	ASSERT_OK(send_kind(x, x->a, x->a_to_v, false));
+	CHECK_OK(send_kind(x, x->a, x->a_to_v, false));
 }
 
 /* Bytes: the attacker's share of the victim's pool went with its slices, all of it is back. */
@@ -572,18 +572,18 @@ static void victim_drains_attacker(struct arena *x)
 {
 	size_t n_attacker, n_other;
 
-	ASSERT_EQ(victim_drain(x, &n_attacker, &n_other), UID_ATTACKER);
-	ASSERT(n_attacker > 0);
-	ASSERT_EQ(n_other, 0);
+	CHECK_EQ(victim_drain(x, &n_attacker, &n_other), UID_ATTACKER);
+	CHECK(n_attacker > 0);
+	CHECK_EQ(n_other, 0);
 }
 
 static void victim_drains_one(struct arena *x)
 {
 	size_t n_attacker, n_other;
 
-	ASSERT_EQ(victim_drain(x, &n_attacker, &n_other), UID_ATTACKER);
-	ASSERT_EQ(n_attacker, 1);
-	ASSERT_EQ(n_other, 0);
+	CHECK_EQ(victim_drain(x, &n_attacker, &n_other), UID_ATTACKER);
+	CHECK_EQ(n_attacker, 1);
+	CHECK_EQ(n_other, 0);
 }
 
 static void user_is_idle(struct arena *x)
@@ -599,7 +599,7 @@ static void cross_user(enum quota_kind kind)
 	x.a = kt_peer();
 	x.b = kt_peer();
 	x.devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	ASSERT(x.devnull >= 0);
+	CHECK(x.devnull >= 0);
 	kt_node(x.v, x.a, NULL, &x.a_to_v);
 	kt_node(x.v, x.b, NULL, &x.b_to_v);
 	kt_node(x.b, x.v, NULL, &x.v_to_b);
@@ -663,9 +663,9 @@ static uint64_t flood_as(uid_t uid, struct b1_peer *p, uint64_t dst, size_t size
 	int pfd[2], status;
 	pid_t pid;
 
-	ASSERT_OK(pipe2(pfd, O_CLOEXEC) < 0 ? -errno : 0);
+	CHECK_OK(pipe2(pfd, O_CLOEXEC) < 0 ? -errno : 0);
 	pid = fork();
-	ASSERT(pid >= 0);
+	CHECK(pid >= 0);
 	if (pid == 0) {
 		static uint8_t buf[SMALL_BYTES];
 
@@ -676,9 +676,9 @@ static uint64_t flood_as(uid_t uid, struct b1_peer *p, uint64_t dst, size_t size
 		_exit(write(pfd[1], &res, sizeof(res)) == sizeof(res) ? 0 : 101);
 	}
 	close(pfd[1]);
-	ASSERT_EQ(waitpid(pid, &status, 0), pid);
-	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	ASSERT_EQ(read(pfd[0], &res, sizeof(res)), (ssize_t)sizeof(res));
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(read(pfd[0], &res, sizeof(res)), (ssize_t)sizeof(res));
 	close(pfd[0]);
 	*errp = res.err;
 	return res.n;
@@ -706,7 +706,7 @@ static void test_pool_share_rule(void)
 	v = kt_peer();
 	write_param("pool_size", q0.pool_size);
 	kt_query(v, &q);
-	ASSERT_EQ(q.pool_size, POOL);
+	CHECK_EQ(q.pool_size, POOL);
 	s = kt_peer();
 	kt_node(v, s, NULL, &h);
 
@@ -715,32 +715,32 @@ static void test_pool_share_rule(void)
 		kt_log("uid %d: %llu KiB of %llu KiB free, then %s", 6001 + i,
 		       (unsigned long long)(n * SMALL_BYTES) >> 10,
 		       (unsigned long long)avail >> 10, strerror(-err));
-		ASSERT_EQ(err, -EDQUOT);
-		ASSERT_EQ(n * SMALL_BYTES, avail / 2);
+		CHECK_EQ(err, -EDQUOT);
+		CHECK_EQ(n * SMALL_BYTES, avail / 2);
 		avail -= n * SMALL_BYTES;
 		total += n;
 	}
 	/* the pool's own user is not limited by the rule, only by the pool */
 	for (n = 0; (err = kt_send(s, h, buf, SMALL_BYTES)) == 0; n++)
 		;
-	ASSERT_EQ(err, -ENOSPC);
-	ASSERT_EQ(n * SMALL_BYTES, avail);
+	CHECK_EQ(err, -ENOSPC);
+	CHECK_EQ(n * SMALL_BYTES, avail);
 	total += n;
 	/* and a foreign user now finds the pool full, not its share exceeded */
-	ASSERT_EQ(flood_as(6001, s, h, SMALL_BYTES, &err), 0);
-	ASSERT_EQ(err, -ENOSPC);
+	CHECK_EQ(flood_as(6001, s, h, SMALL_BYTES, &err), 0);
+	CHECK_EQ(err, -ENOSPC);
 
-	ASSERT_EQ(drain(v, 0), total);
+	CHECK_EQ(drain(v, 0), total);
 	expect_idle(s);
 	n = flood_as(6002, s, h, SMALL_BYTES, &err);
-	ASSERT_EQ(err, -EDQUOT);
-	ASSERT_EQ(n * SMALL_BYTES, POOL / 2);
+	CHECK_EQ(err, -EDQUOT);
+	CHECK_EQ(n * SMALL_BYTES, POOL / 2);
 	/* a reset frees the unreceived slices and their share too */
-	ASSERT_OK(b1_peer_reset(v));
+	CHECK_OK(b1_peer_reset(v));
 	kt_node(v, s, NULL, &h);
-	ASSERT_EQ(flood_as(6002, s, h, SMALL_BYTES, &err), n);
-	ASSERT_EQ(err, -EDQUOT);
-	ASSERT_EQ(drain(v, 0), n);
+	CHECK_EQ(flood_as(6002, s, h, SMALL_BYTES, &err), n);
+	CHECK_EQ(err, -EDQUOT);
+	CHECK_EQ(drain(v, 0), n);
 	expect_idle(s);
 	b1_peer_free(s);
 	b1_peer_free(v);
@@ -754,10 +754,10 @@ static void write_param(const char *name, unsigned long long v)
 	snprintf(path, sizeof(path), "/sys/module/bus1/parameters/%s", name);
 	f = fopen(path, "we");
 	if (!f)
-		kt_fail("%s: %m", path);
+		CHECK_FAIL("%s: %m", path);
 	fprintf(f, "%llu\n", v);
 	if (fclose(f) != 0)
-		kt_fail("writing %s: %m", path);
+		CHECK_FAIL("writing %s: %m", path);
 }
 
 /* Module parameters change the limits for new peers and new charges. */
@@ -776,18 +776,18 @@ static void test_module_params(void)
 	a = kt_peer();
 	b = kt_peer();
 	kt_query(a, &q);
-	ASSERT_EQ(q.quota_messages, 5);
-	ASSERT_EQ(q.pool_size, 1 << 20);
+	CHECK_EQ(q.quota_messages, 5);
+	CHECK_EQ(q.pool_size, 1 << 20);
 	kt_node(a, b, &na, &b_na);
 	for (i = 0; i < 5; i++)
-		ASSERT_OK(kt_send(b, b_na, "x", 1));
-	ASSERT_EQ(kt_send(b, b_na, "x", 1), -EDQUOT);
-	ASSERT_EQ(drain(a, 0), 5);
+		CHECK_OK(kt_send(b, b_na, "x", 1));
+	CHECK_EQ(kt_send(b, b_na, "x", 1), -EDQUOT);
+	CHECK_EQ(drain(a, 0), 5);
 	/* Restore the defaults (this guest is used for nothing else afterwards, but still). */
 	write_param("quota_messages", q0.quota_messages);
 	write_param("pool_size", q0.pool_size);
-	ASSERT_OK(kt_send(b, b_na, "x", 1));
-	ASSERT_EQ(drain(a, 0), 1);
+	CHECK_OK(kt_send(b, b_na, "x", 1));
+	CHECK_EQ(drain(a, 0), 1);
 	expect_idle(b);
 	b1_peer_free(a);
 	b1_peer_free(b);
