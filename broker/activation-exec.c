@@ -302,7 +302,8 @@ _Noreturn static void child_run(char **argv, char **envp, int err_fd, int null_f
  * set, or negative errno.
  */
 int act_pending_spawn(struct pending *p, const struct bus_service *service,
-		      const char *requester, struct activation_error *err)
+		      const char *requester, const char *loginfo,
+		      struct activation_error *err)
 {
 	struct activation *a = p->a;
 	char **argv = NULL, **envp = NULL;
@@ -371,9 +372,9 @@ int act_pending_spawn(struct pending *p, const struct bus_service *service,
 		goto out;
 	}
 
-	act_log(a, 6, "Activating service name='%s' requested by '%s'%s", service->name,
-		requester ? requester : "(unknown)",
-		a->servicehelper ? " (using servicehelper)" : "");
+	act_log(a, 6, "Activating service name='%s' requested by '%s'%s%s%s%s", service->name,
+		requester ? requester : "(unknown)", loginfo ? " (" : "", loginfo ? loginfo : "",
+		loginfo ? ")" : "", a->servicehelper ? " (using servicehelper)" : "");
 	pid = fork();
 	if (pid < 0) {
 		r = -errno;

@@ -145,8 +145,10 @@ void act_pending_fail_same_exec(struct activation *a, const char *exec, const ch
 const struct bus_service *act_lookup_service(struct activation *a, const char *name);
 
 /* activation-exec.c */
+/* @requester: its unique name; @loginfo: who it is, or NULL (activation_ops). */
 int act_pending_spawn(struct pending *p, const struct bus_service *service,
-		      const char *requester, struct activation_error *err);
+		      const char *requester, const char *loginfo,
+		      struct activation_error *err);
 /* The sd-event child source of a spawned service. */
 int act_child_cb(sd_event_source *s, const siginfo_t *si, void *userdata);
 

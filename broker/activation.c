@@ -233,15 +233,7 @@ static void send_error(struct activation *a, void *to, struct message *call, con
 	_cleanup_message_ struct message *m = NULL;
 	int r;
 
-	/*
-	 * A method call with NO_REPLY_EXPECTED gets no error: the bus' rule for
-	 * every routing error (test/integration/test_routing.py; dbus-daemon
-	 * would send one). A unicast signal that triggered an activation gets
-	 * it, although libdbus marks signals NO_REPLY_EXPECTED: dbus-daemon does,
-	 * and test-monitor's /monitor/activation relies on it.
-	 */
-	if (call->type == DC_MESSAGE_METHOD_CALL && (call->flags & DC_FLAG_NO_REPLY_EXPECTED))
-		return;
+	/* Whatever @call is (NO_REPLY_EXPECTED, a signal): dbus-daemon sends it too. */
 	r = message_new_error(&m, call, DC_SERVICE_DBUS, a->ops->next_serial(a->userdata), name,
 			      text);
 	if (r == -EINVAL)	/* an invalid error name from systemd */
@@ -504,7 +496,9 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 	}
 
 	CAPTURE();
-	r = act_pending_spawn(p, service, msg->sender, &err);
+	r = act_pending_spawn(p, service, msg->sender,
+			      a->ops->loginfo && sender ? a->ops->loginfo(a->userdata, sender) : NULL,
+			      &err);
 	if (r) {
 		/* Nobody else waits yet: the caller gets the error, the activation is gone. */
 		if (r > 0) {

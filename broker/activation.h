@@ -139,6 +139,8 @@ void activation_error_deinit(struct activation_error *err);
  * @next_serial: serial for a message the bus sends.
  * @log:	log a line (priority as syslog's: 3 err, 4 warning, 6 info, with
  *		a facility for dbus-daemon's security messages). May be NULL.
+ * @loginfo:	who @sender is, for log lines: uid=U pid=P comm="..." as
+ *		dbus-daemon writes it, or NULL. May be NULL.
  */
 struct activation_ops {
 	void (*send)(void *userdata, void *to, struct message *msg);
@@ -148,6 +150,7 @@ struct activation_ops {
 	const char *(*owner)(void *userdata, const char *name);
 	uint32_t (*next_serial)(void *userdata);
 	void (*log)(void *userdata, int priority, const char *text);
+	const char *(*loginfo)(void *userdata, void *sender);
 };
 
 /**

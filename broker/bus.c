@@ -188,6 +188,11 @@ static void bus_activation_log(void *userdata, int priority, const char *text)
 	log_printf(priority, "%s", text);
 }
 
+static const char *bus_activation_loginfo(void *userdata, void *sender)
+{
+	return peer_loginfo(sender);
+}
+
 static const struct activation_ops bus_activation_ops = {
 	.send = bus_activation_send,
 	.deliver = bus_activation_deliver,
@@ -196,6 +201,7 @@ static const struct activation_ops bus_activation_ops = {
 	.owner = bus_activation_owner,
 	.next_serial = bus_activation_next_serial,
 	.log = bus_activation_log,
+	.loginfo = bus_activation_loginfo,
 };
 
 void bus_config_reloaded(struct bus *bus)

@@ -183,7 +183,7 @@ int driver_method_update_activation_environment(struct driver_call *c)
 	activation_error_deinit(&err);
 	if (r)
 		return r;
-	return driver_reply_empty(c);
+	return driver_reply_ack(c);
 }
 
 int driver_method_name_has_owner(struct driver_call *c)
@@ -292,7 +292,7 @@ int driver_method_add_match(struct driver_call *c)
 	if (rule->eavesdrop)
 		c->bus->n_eavesdrop_rules++;
 	driver_stats_matches_changed(c->bus, peer);
-	return driver_reply_empty(c);
+	return driver_reply_ack(c);
 }
 
 int driver_method_remove_match(struct driver_call *c)
@@ -334,7 +334,7 @@ int driver_method_remove_match(struct driver_call *c)
 		c->bus->n_eavesdrop_rules--;
 	match_registry_remove(other);
 	peer_uncharge(peer, USER_SLOT_MATCHES, 1);
-	return driver_reply_empty(c);
+	return driver_reply_ack(c);
 }
 
 int driver_method_get_name_owner(struct driver_call *c)
@@ -661,7 +661,7 @@ int driver_method_become_monitor(struct driver_call *c)
 	}
 
 	/* The reply goes out while the connection is still a normal one. */
-	r = driver_reply_empty(c);
+	r = driver_reply_ack(c);
 	if (r < 0)
 		goto out;
 	r = monitor_become(c->peer, rules, n);
@@ -682,6 +682,6 @@ int driver_method_get_machine_id(struct driver_call *c)
 
 int driver_method_ping(struct driver_call *c)
 {
-	return driver_reply_empty(c);
+	return driver_reply_ack(c);
 }
 

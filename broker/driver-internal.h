@@ -41,6 +41,12 @@ int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...);
 void driver_reply_init(struct driver_call *c, struct message_builder *b, const char *sig);
 int driver_reply_send(struct driver_call *c, struct message_builder *b);
 int driver_reply_empty(struct driver_call *c);
+/*
+ * The empty reply of AddMatch, RemoveMatch, UpdateActivationEnvironment,
+ * BecomeMonitor and Peer.Ping: none if the call expects none, as
+ * dbus-daemon's acknowledgements (every other reply is sent regardless).
+ */
+int driver_reply_ack(struct driver_call *c);
 int driver_reply_u(struct driver_call *c, uint32_t v);
 int driver_reply_s(struct driver_call *c, const char *s);
 int driver_reply_b(struct driver_call *c, bool v);

@@ -59,22 +59,28 @@ void driver_reply_init(struct driver_call *c, struct message_builder *b, const c
 	b->sender = DC_SERVICE_DBUS;
 }
 
-/* Seal and send a reply (unless the caller asked for none). Deinits @b. */
+/*
+ * Seal and send a reply, also to a call that expects none: dbus-daemon does
+ * (only its acknowledgements honour the flag, driver_reply_ack()). Deinits @b.
+ */
 int driver_reply_send(struct driver_call *c, struct message_builder *b)
 {
 	_cleanup_message_ struct message *m = NULL;
 	int r;
 
-	if (c->msg->flags & DC_FLAG_NO_REPLY_EXPECTED) {
-		message_builder_deinit(b);
-		return 0;
-	}
 	r = message_builder_seal(b, bus_next_serial(c->bus), &m);
 	message_builder_deinit(b);
 	if (r < 0)
 		return r;
 	router_send_from_driver(c->bus, c->peer, m);
 	return 0;
+}
+
+int driver_reply_ack(struct driver_call *c)
+{
+	if (c->msg->flags & DC_FLAG_NO_REPLY_EXPECTED)
+		return 0;
+	return driver_reply_empty(c);
 }
 
 int driver_reply_empty(struct driver_call *c)

@@ -52,6 +52,9 @@ int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules)
 	reply_owner_flush(&peer->replies, router_noreply, bus);
 	/* Still an active connection (dbus-daemon's count and limit). */
 	peer->monitor = true;
+	/* As dbus-daemon logs it. */
+	log_info("Connection %s (%s) became a monitor.", peer_name(peer),
+		 peer_loginfo(peer) ? peer_loginfo(peer) : "");
 
 	list_append(&bus->monitors, &peer->monitor_link);
 	return 0;

@@ -68,10 +68,6 @@ int destset_add(struct destset *set, struct peer *peer)
 
 /* ------------------------------------------------------------------ policy */
 
-static int router_send_error_capture(struct peer *peer, struct message *call,
-				     const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
 /*
  * The text of the AccessDenied for @m, which a <policy> rule (or none)
  * rejected on its way to @destination: malloc()ed, NULL on ENOMEM.
@@ -100,12 +96,12 @@ static int policy_denied(struct peer *peer, struct message *m,
 	_cleanup_free_ char *text = NULL;
 
 	if (verdict->lsm_text)
-		return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED, "%s",
+		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s",
 						 verdict->lsm_text);
 	text = policy_denied_text(verdict, m, m->destination);
 	if (!text)
 		return -ENOMEM;
-	return router_send_error_capture(peer, m, DC_ERROR_ACCESS_DENIED, "%s", text);
+	return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s", text);
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -178,23 +174,20 @@ static int router_deliver(struct destset *set, struct message *msg)
 	return 0;
 }
 
-enum {
-	ERROR_IF_EXPECTED,	/* only to a call that expects a reply */
-	ERROR_FORCE,		/* even to a message that expects none */
-	ERROR_CAPTURE,		/* as IF_EXPECTED, but monitors always see it */
-};
-
-_printf_(5, 0) static int router_send_error_v(struct peer *peer, struct message *call,
-					      int mode, const char *name, const char *fmt,
-					      va_list ap)
+/*
+ * An error of the bus to the sender of @call. dbus-daemon sends its errors
+ * whatever @call is (a call with NO_REPLY_EXPECTED, a signal, a reply): so
+ * does the bus. To a sender that is closed meanwhile only the monitors see
+ * it, as they would have seen it sent.
+ */
+_printf_(4, 0) static int router_send_error_v(struct peer *peer, struct message *call,
+					      const char *name, const char *fmt, va_list ap)
 {
 	_cleanup_message_ struct message *err = NULL;
 	_cleanup_free_ char *text = NULL;
-	bool send;
 	int r;
 
-	send = !peer->closed && (mode == ERROR_FORCE || message_expects_reply(call));
-	if (!send && (mode != ERROR_CAPTURE || list_is_empty(&peer->bus->monitors)))
+	if (peer->closed && list_is_empty(&peer->bus->monitors))
 		return 0;
 	if (fmt && vasprintf(&text, fmt, ap) < 0)
 		return -ENOMEM;
@@ -202,10 +195,9 @@ _printf_(5, 0) static int router_send_error_v(struct peer *peer, struct message 
 			      text);
 	if (r < 0)
 		return r;
-	if (send)
+	if (!peer->closed)
 		router_send_from_driver(peer->bus, peer, err);
 	else
-		/* dbus-daemon shows monitors the error it would have sent. */
 		monitor_capture(peer->bus, err, NULL, peer);
 	return 0;
 }
@@ -217,35 +209,7 @@ int router_send_error(struct peer *peer, struct message *call, const char *name,
 	int r;
 
 	va_start(ap, fmt);
-	r = router_send_error_v(peer, call, ERROR_IF_EXPECTED, name, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-/* An error even to a message that expects none (rejected replies). */
-static int router_send_error_force(struct peer *peer, struct message *call,
-				   const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static int router_send_error_force(struct peer *peer, struct message *call,
-				   const char *name, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = router_send_error_v(peer, call, ERROR_FORCE, name, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
-static int router_send_error_capture(struct peer *peer, struct message *call,
-				     const char *name, const char *fmt, ...)
-{
-	va_list ap;
-	int r;
-
-	va_start(ap, fmt);
-	r = router_send_error_v(peer, call, ERROR_CAPTURE, name, fmt, ap);
+	r = router_send_error_v(peer, call, name, fmt, ap);
 	va_end(ap);
 	return r;
 }
@@ -597,12 +561,12 @@ static void router_capture(bool resumed, struct bus *bus, struct message *m,
 }
 
 /*
- * @m is for a name nobody owns. Auto-start (dbus-daemon: method calls and
- * unicast signals without NO_AUTO_START): queued until the name appears
+ * @m is for a name nobody owns. Auto-start (dbus-daemon: any message without
+ * NO_AUTO_START, a signal or a reply too): queued until the name appears
  * (monitors see it when it is delivered), or ServiceUnknown / Spawn.* /
  * LimitsExceeded. The send rules decide first, as if the service owned the
  * name; a name without .service file is ServiceUnknown before that
- * (dbus-daemon). Anything else: NameHasNoOwner for a call, else dropped.
+ * (dbus-daemon). With NO_AUTO_START: NameHasNoOwner, whatever the message.
  */
 static int router_unicast_unowned(struct peer *peer, struct message *m, bool resumed)
 {
@@ -610,8 +574,7 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 	_cleanup_verdict_ struct policy_verdict verdict = {};
 	int r;
 
-	if ((m->type == DC_MESSAGE_METHOD_CALL || m->type == DC_MESSAGE_SIGNAL) &&
-	    !(m->flags & DC_FLAG_NO_AUTO_START)) {
+	if (!(m->flags & DC_FLAG_NO_AUTO_START)) {
 		if (policy_active(bus) &&
 		    activation_is_activatable(bus->activation, m->destination)) {
 			r = policy_check_activation(bus, peer, m, &verdict);
@@ -625,8 +588,6 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 		return activation_start(bus->activation, peer, m, m->destination, true);
 	}
 	router_capture(resumed, bus, m, peer, NULL);
-	if (m->type != DC_MESSAGE_METHOD_CALL)
-		return 0;
 	return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
 				 "Name \"%s\" does not exist", m->destination);
 }
@@ -687,7 +648,7 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 {
 	switch (why) {
 	case UNICAST_NOT_A_REPLY:
-		return router_send_error_force(peer, m, DC_ERROR_ACCESS_DENIED,
+		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
 			"Rejected: %s is not a reply to a pending method call of %s "
 			"(reply serial %u)",
 			m->type == DC_MESSAGE_ERROR ? "error" : "method return",
@@ -826,7 +787,7 @@ static int router_dispatch_unregistered(struct peer *peer, struct message *msg)
 		peer_close(peer, "a message other than Hello() before Hello()");
 		return 0;
 	}
-	return router_send_error_force(peer, m, DC_ERROR_ACCESS_DENIED,
+	return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
 		"Client tried to send a message other than Hello without being registered");
 }
 

@@ -18,6 +18,9 @@ what dbus-daemon 1.14 does:
    max_message_unix_fds waiting, or waiting past pending_fd_timeout
    disconnect. The bus's /proc/PID/fd count is back where it was once the
    senders are gone.
+4. (issue 28, item 7) The bus' errors reach the sender whatever the message:
+   a call with NO_REPLY_EXPECTED, a signal or a reply to a missing name, a
+   failing driver call that expects no reply.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -37,7 +40,7 @@ sys.path.insert(0, HERE)
 
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
                        FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SENDER,
-                       FIELD_SIGNATURE, FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, Raw,
+                       FIELD_SIGNATURE, FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, SIGNAL, Raw,
                        body_strings, marshal)
 
 D, P, I = "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus"
@@ -214,6 +217,47 @@ def scenario_fd_index(out):
     recv.close()
 
 
+NO_REPLY, NO_AUTO_START = 0x1, 0x2
+MISSING = IFACE + ".Missing"
+
+
+def scenario_errors_regardless(out):
+    """Issue 28, item 7: the bus' errors go back to the sender whatever the
+    message: a call with NO_REPLY_EXPECTED, a signal or a reply to a missing
+    name, a failing driver call that expects no reply; a driver reply too,
+    but for the acknowledgements (AddMatch...), which honour the flag."""
+    a = Raw()
+    drain(a, 0.1)
+    sends = {
+        "call, no reply expected, to a missing name":
+            lambda: a.call(MISSING, "/", IFACE, "X", flags=NO_REPLY),
+        "call, no reply expected, no auto-start, to a missing name":
+            lambda: a.call(MISSING, "/", IFACE, "X", flags=NO_REPLY | NO_AUTO_START),
+        "unicast signal to a missing name":
+            lambda: a.signal("/", IFACE, "Sig", dest=MISSING),
+        "unicast signal, no auto-start, to a missing name":
+            lambda: a.send_raw(marshal(SIGNAL, a.next_serial(),
+                                       {FIELD_PATH: "/", FIELD_INTERFACE: IFACE,
+                                        FIELD_MEMBER: "Sig", FIELD_DESTINATION: MISSING},
+                                       flags=NO_AUTO_START)),
+        "method return to a missing name":
+            lambda: a.send_raw(marshal(METHOD_RETURN, a.next_serial(),
+                                       {FIELD_REPLY_SERIAL: 5, FIELD_DESTINATION: MISSING})),
+        "driver GetNameOwner of a missing name, no reply expected":
+            lambda: a.call(D, P, I, "GetNameOwner", "s", (MISSING,), flags=NO_REPLY),
+        "driver GetId, no reply expected":
+            lambda: a.call(D, P, I, "GetId", flags=NO_REPLY),
+        "driver AddMatch, no reply expected":
+            lambda: a.call(D, P, I, "AddMatch", "s", ("type='signal'",), flags=NO_REPLY),
+    }
+    for what, send in sends.items():
+        send()
+        got, end = drain(a, 0.3)
+        out["errors regardless: " + what] = [brief(m) for m in got] + [end]
+    out["errors regardless: sender still connected"] = alive(a)
+    a.close()
+
+
 SENT_PIPES = set()
 
 # (name, [(UNIX_FDS declared, fds attached), ...], seconds to wait before the check)
@@ -308,6 +352,7 @@ def scenarios(path):
     scenario_first_message(out)
     scenario_fd_index(out)
     scenario_extra_fds(out, start)
+    scenario_errors_regardless(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -388,6 +433,27 @@ EXPECTED.update({
                                                   0),
     "bus fds left at the end": 0,
     "sent pipes the bus still holds": 0,
+})
+
+NHNO = I + ".Error.NameHasNoOwner"
+EXPECTED.update({
+    "errors regardless: call, no reply expected, to a missing name":
+        [["error", I + ".Error.ServiceUnknown"], "none"],
+    "errors regardless: call, no reply expected, no auto-start, to a missing name":
+        [["error", NHNO], "none"],
+    # Without NO_AUTO_START any message starts an activation: not activatable.
+    "errors regardless: unicast signal to a missing name":
+        [["error", I + ".Error.ServiceUnknown"], "none"],
+    "errors regardless: unicast signal, no auto-start, to a missing name":
+        [["error", NHNO], "none"],
+    "errors regardless: method return to a missing name":
+        [["error", I + ".Error.ServiceUnknown"], "none"],
+    "errors regardless: driver GetNameOwner of a missing name, no reply expected":
+        [["error", NHNO], "none"],
+    # Only the driver's acknowledgements (AddMatch, Ping...) honour the flag.
+    "errors regardless: driver GetId, no reply expected": [["return", None], "none"],
+    "errors regardless: driver AddMatch, no reply expected": ["none"],
+    "errors regardless: sender still connected": True,
 })
 
 # ------------------------------------------------------------------- driver

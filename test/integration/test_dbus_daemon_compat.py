@@ -17,7 +17,9 @@ that the checks still mean something where dbus-daemon is not installed).
     name, an invalid one and a misnamed one in the strict (transient)
     directory: bus1-broker prints nothing dbus-daemon does not, apart from
     the documented transport line of a bus1 kernel (bus1-broker(1), LOGGING).
-  - activationlog: two names with one Exec= that fails: one failure logged.
+  - activationlog: two names with one Exec= that fails: one failure logged;
+    each activation names its requester with (uid= pid= comm=).
+  - monitorlog: BecomeMonitor is logged, naming the connection alike.
 
   test_dbus_daemon_compat.py BUS_BINARY [CHECK...]
 """
@@ -486,9 +488,7 @@ def check_activationlog(binary):
         if any(p.search(l) for p in BUS1_DOCUMENTED):
             continue
         l = re.sub(r"org\.example\.[AB]", "NAME", l)
-        # dbus-daemon adds the requester's uid, pid and command line.
-        l = re.sub(r" \(uid=\d+ pid=\d+ comm=\".*\"\)$", "", l)
-        lines.append(l)
+        lines.append(loginfo_masked(l))
     out = [("replies", sorted(res)),
            ("log", sorted(lines))]
     return out, []
@@ -498,8 +498,39 @@ EXPECT_ACTIVATIONLOG = [
     ("replies", [("org.example.A", E + "Spawn.ChildExited"),
                  ("org.example.B", E + "Spawn.ChildExited")]),
     ("log", ["Activated service 'NAME' failed: Process NAME exited with status 3",
-             "Activating service name='NAME' requested by ':1.0'",
-             "Activating service name='NAME' requested by ':1.0'"]),
+             "Activating service name='NAME' requested by ':1.0' (LOGINFO)",
+             "Activating service name='NAME' requested by ':1.0' (LOGINFO)"]),
+]
+
+
+def loginfo_masked(line):
+    """A connection's (uid=U pid=P comm="...") in a log line, as dbus-daemon writes it,
+    checked for this process and made LOGINFO."""
+    def mask(m):
+        ok = m.group(1) == str(os.getuid()) and m.group(2) == str(os.getpid())
+        return "(LOGINFO)" if ok else "(LOGINFO of another process: %s)" % m.group(0)
+    return re.sub(r"\(uid=(\d+) pid=(\d+) comm=\"[^\"]*\"(?: label=\"[^\"]*\")?\)", mask, line)
+
+
+def check_monitorlog(binary):
+    """BecomeMonitor is logged, naming the connection as the activation lines do."""
+    d = Daemon(binary)
+    try:
+        c = connect(d)
+        name = c.get_unique_name()
+        drv(c, "BecomeMonitor", "asu", ([], 0), iface="org.freedesktop.DBus.Monitoring")
+        pump(0.3)
+        c.close()
+    finally:
+        text = d.stop()
+    print("  %s printed: %r" % (os.path.basename(binary), text))
+    lines = [loginfo_masked(l.replace(name, "NAME")) for l in log_lines(text)
+             if "monitor" in l]
+    return [("log", lines)], []
+
+
+EXPECT_MONITORLOG = [
+    ("log", ["Connection NAME (LOGINFO) became a monitor."]),
 ]
 
 CHECKS = [
@@ -508,6 +539,7 @@ CHECKS = [
     ("activatable", check_activatable, EXPECT_ACTIVATABLE),
     ("startlog", check_startlog, EXPECT_STARTLOG),
     ("activationlog", check_activationlog, EXPECT_ACTIVATIONLOG),
+    ("monitorlog", check_monitorlog, EXPECT_MONITORLOG),
 ]
 
 

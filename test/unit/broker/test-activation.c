@@ -541,15 +541,18 @@ static void test_failures(void)
 		message_unref(sig);
 	}
 
-	/* A method call with NO_REPLY_EXPECTED: the failure is silent (the bus' rule). */
+	/* A method call with NO_REPLY_EXPECTED gets its error too, as from dbus-daemon. */
 	message_unref(call);
 	call = make_call("org.example.Exit3", ":1.2", 12, DC_FLAG_NO_REPLY_EXPECTED);
 	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.Exit3", true), 0);
 	run_for(&f, 500);
-	CHECK_EQ(f.n_outs, 0);
+	CHECK_EQ(f.n_outs, 1);
+	CHECK_STR(f.outs[0].msg->error_name, DC_ERROR_SPAWN_CHILD_EXITED);
 	CHECK_EQ(activation_n_pending(f.act), 0);
+	fake_clear(&f);
 	CHECK_EQ(activation_start(f.act, &caller, call, "org.example.Unknown", true), 0);
-	CHECK_EQ(f.n_outs, 0);
+	CHECK_EQ(f.n_outs, 1);
+	CHECK_STR(f.outs[0].msg->error_name, DC_ERROR_SERVICE_UNKNOWN);
 	fake_clear(&f);
 
 	message_unref(call);
