@@ -383,6 +383,13 @@ void broker_set_uid(struct broker *broker, uid_t uid)
 	broker->bus.uid = uid;
 }
 
+void broker_set_pid(struct broker *broker, pid_t pid)
+{
+	broker->bus.pid = pid;
+	/* A pidfd taken of the process before is not this one's. */
+	broker->bus.pidfd = safe_close(broker->bus.pidfd);
+}
+
 /* ------------------------------------------------------------------ loop */
 
 static int broker_signal_cb(sd_event_source *s, const struct signalfd_siginfo *si,

@@ -112,6 +112,8 @@ int broker_take_socket_unit(struct broker *broker, const struct broker_options *
 
 /* The process now runs as @uid (<user>): the bus' own identity follows. */
 void broker_set_uid(struct broker *broker, uid_t uid);
+/* The bus is process @pid now (--fork): GetConnectionUnixProcessID tells it. */
+void broker_set_pid(struct broker *broker, pid_t pid);
 
 /*
  * Block the signals the loop reads from its signalfd (SIGTERM, SIGINT, SIGHUP,

@@ -460,6 +460,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "Failed to fork: %s\n", strerror(-r));
 			return EXIT_FAILURE;
 		}
+		/* The bus is this process now, not the parent that exits. */
+		broker_set_pid(broker, getpid());
 		if (!(config && config->keep_umask))
 			umask(022);
 	}

@@ -1,7 +1,7 @@
 #!/bin/bash
 # dbus-daemon's command line: --version, --help, --introspect, --print-address
 # and --print-pid (to a descriptor, as one and as two words), --fork with
-# readiness, --nopidfile, a config <pidfile> (an existing one refused, as by
+# readiness and the daemon's own pid (as dbus-daemon), --nopidfile, a config <pidfile> (an existing one refused, as by
 # dbus-daemon), <user>, exit on SIGTERM, bad options.
 #
 #   test-cli.sh BUS_BINARY
@@ -65,6 +65,38 @@ kill -INT "$pid"
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
 kill -0 "$pid" 2>/dev/null && fail "SIGINT did not stop the bus"
 [ -e "$dir/bus.pid" ] && fail "pidfile left behind"
+
+# --fork: the bus names its own pid, the daemon's, not the parent's that
+# exited (GetConnectionUnixProcessID and GetConnectionCredentials of
+# org.freedesktop.DBus); both buses, the same outcome (issue 28, item 4).
+# (dbus-daemon needs the receive rules of its session.conf to answer at all.)
+sed "s|<listen>.*</listen>|<listen>unix:tmpdir=$dir</listen>|; /<pidfile>/d
+     s|<policy context=\"default\">.*</policy>|<policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy>|" \
+    "$dir/fork.conf" >"$dir/fork2.conf"
+forked_pid() {  # forked_pid BUS -> "own pid" or what it said instead
+    local out addr p said creds
+    out=$("$1" --config-file="$dir/fork2.conf" --fork --print-address=1 --print-pid=1) ||
+        { echo "--fork failed"; return; }
+    addr=$(sed -n 1p <<<"$out")
+    p=$(sed -n 2p <<<"$out")
+    said=$(DBUS_SESSION_BUS_ADDRESS=$addr busctl --user call org.freedesktop.DBus \
+        /org/freedesktop/DBus org.freedesktop.DBus GetConnectionUnixProcessID s \
+        org.freedesktop.DBus 2>&1)
+    creds=$(DBUS_SESSION_BUS_ADDRESS=$addr busctl --user call org.freedesktop.DBus \
+        /org/freedesktop/DBus org.freedesktop.DBus GetConnectionCredentials s \
+        org.freedesktop.DBus 2>&1)
+    kill "$p" 2>/dev/null
+    [ "$said" = "u $p" ] || { echo "GetConnectionUnixProcessID: $said (daemon $p)"; return; }
+    grep -q "\"ProcessID\" u $p\b" <<<"$creds" ||
+        { echo "GetConnectionCredentials: $creds (daemon $p)"; return; }
+    echo "own pid"
+}
+got=$(forked_pid "$bus")
+[ "$got" = "own pid" ] || fail "--fork: $got"
+if [ -x /usr/bin/dbus-daemon ]; then
+    ref=$(forked_pid /usr/bin/dbus-daemon)
+    [ "$ref" = "$got" ] || fail "--fork pid: dbus-daemon $ref, bus1-broker $got"
+fi
 
 # --nopidfile: the config's pidfile is not written
 "$bus" --config-file="$dir/fork.conf" --nofork --nopidfile --print-address=1 >"$dir/a2" &
