@@ -21,6 +21,9 @@ what dbus-daemon 1.14 does:
 4. (issue 28, item 7) The bus' errors reach the sender whatever the message:
    a call with NO_REPLY_EXPECTED, a signal or a reply to a missing name, a
    failing driver call that expects no reply.
+5. (issue 28, item 6) A call of exactly max_message_size, or 8 bytes less,
+   is delivered although the bus adds SENDER to it; 8 bytes more closes the
+   sender.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -258,6 +261,62 @@ def scenario_errors_regardless(out):
     a.close()
 
 
+MAX_MESSAGE = 65536      # parity-limits.conf
+
+
+def sized_call(raw, dest, total):
+    """A call of @total bytes on the wire (before the bus adds SENDER)."""
+    head = len(marshal(METHOD_CALL, 1, {FIELD_PATH: "/", FIELD_INTERFACE: IFACE,
+                                        FIELD_MEMBER: "Big", FIELD_DESTINATION: dest},
+                       "ay", body=struct.pack("<I", 0)))
+    n = total - head
+    return marshal(METHOD_CALL, raw.next_serial(), {
+        FIELD_PATH: "/", FIELD_INTERFACE: IFACE, FIELD_MEMBER: "Big",
+        FIELD_DESTINATION: dest}, "ay", body=struct.pack("<I", n) + b"x" * n)
+
+
+def scenario_size_limit(out):
+    """Issue 28, item 6: messages at max_message_size, just under and just over
+    it: to a client (the bus adds SENDER to what it forwards) and to the bus."""
+    recv = Raw()
+    for what, delta in (("8 bytes under max_message_size", -8),
+                        ("at max_message_size", 0), ("8 bytes over max_message_size", 8)):
+        a = Raw()
+        drain(a, 0.1)
+        m = sized_call(a, recv.name, MAX_MESSAGE + delta)
+        try:
+            a.send_raw(m)
+        except OSError:
+            pass
+        got, _ = drain(recv, 0.5)
+        out["size limit: %s: body delivered" % what] = [
+            len(x[4]) for x in got if brief(x)[1] == "Big"]
+        out["size limit: %s: sender got" % what] = [brief(x) for x in drain(a, 0.3)[0]]
+        out["size limit: %s: sender still connected" % what] = alive(a)
+        a.close()
+    out["size limit: receiver still connected"] = alive(recv)
+    # At the limit to the bus itself, with a monitor that gets a copy of it.
+    mon = Raw()
+    mon.send_raw(marshal(METHOD_CALL, mon.next_serial(), {
+        FIELD_PATH: P, FIELD_INTERFACE: "org.freedesktop.DBus.Monitoring",
+        FIELD_MEMBER: "BecomeMonitor", FIELD_DESTINATION: D}, "asu",
+        body=struct.pack("<II", 0, 0)))
+    drain(mon, 0.3)
+    a = Raw()
+    drain(a, 0.1)
+    a.send_raw(sized_call(a, D, MAX_MESSAGE))
+    out["size limit: at max_message_size to the bus: sender got"] = [
+        brief(x) for x in drain(a, 0.5)[0]]
+    out["size limit: at max_message_size to the bus: sender still connected"] = alive(a)
+    out["size limit: at max_message_size to the bus: the monitor saw"] = [
+        brief(x) for x in drain(mon, 0.5)[0]
+        if brief(x)[1] in ("Big", I + ".Error.UnknownInterface")]
+    out["size limit: monitor still connected"] = not mon.is_closed(0.2)
+    a.close()
+    mon.close()
+    recv.close()
+
+
 SENT_PIPES = set()
 
 # (name, [(UNIX_FDS declared, fds attached), ...], seconds to wait before the check)
@@ -353,6 +412,7 @@ def scenarios(path):
     scenario_fd_index(out)
     scenario_extra_fds(out, start)
     scenario_errors_regardless(out)
+    scenario_size_limit(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -454,6 +514,25 @@ EXPECTED.update({
     "errors regardless: driver GetId, no reply expected": [["return", None], "none"],
     "errors regardless: driver AddMatch, no reply expected": ["none"],
     "errors regardless: sender still connected": True,
+})
+
+EXPECTED.update({
+    "size limit: 8 bytes under max_message_size: body delivered": [MAX_MESSAGE - 112],
+    "size limit: 8 bytes under max_message_size: sender got": [],
+    "size limit: 8 bytes under max_message_size: sender still connected": True,
+    "size limit: at max_message_size: body delivered": [MAX_MESSAGE - 104],
+    "size limit: at max_message_size: sender got": [],
+    "size limit: at max_message_size: sender still connected": True,
+    "size limit: 8 bytes over max_message_size: body delivered": [],
+    "size limit: 8 bytes over max_message_size: sender got": [],
+    "size limit: 8 bytes over max_message_size: sender still connected": False,
+    "size limit: receiver still connected": True,
+    "size limit: at max_message_size to the bus: sender got":
+        [["error", I + ".Error.UnknownInterface"]],
+    "size limit: at max_message_size to the bus: sender still connected": True,
+    "size limit: at max_message_size to the bus: the monitor saw":
+        [["call", "Big"], ["error", I + ".Error.UnknownInterface"]],
+    "size limit: monitor still connected": True,
 })
 
 # ------------------------------------------------------------------- driver
