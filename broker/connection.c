@@ -412,7 +412,7 @@ static int connection_authenticate(struct connection *conn)
 		/* Not needed any more (memory per connection). */
 		connection_free_sasl(conn);
 		socket_start_framing(conn->socket);
-		conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
+		/* auth_timeout runs on until Hello (connection_registered()). */
 		return peer_authenticated(conn->peer, uid, unix_fds, anonymous);
 	}
 	return 0;
@@ -683,6 +683,28 @@ static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *user
 	return 0;
 }
 
+/* Hello: auth_timeout no longer applies, as in dbus-daemon. */
+static void connection_registered(struct peer_transport *transport)
+{
+	struct connection *conn = container_of(transport, struct connection, transport);
+
+	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
+}
+
+/* Close @conn at auth_timeout from now unless its peer says Hello. 0 or -errno. */
+static int connection_arm_auth_timer(struct connection *conn)
+{
+	struct bus *bus = conn->peer->bus;
+	uint64_t now;
+
+	if (bus->limits.auth_timeout <= 0)
+		return 0;
+	sd_event_now(bus->event, CLOCK_MONOTONIC, &now);
+	return sd_event_add_time(bus->event, &conn->auth_timer, CLOCK_MONOTONIC,
+				 now + (uint64_t)bus->limits.auth_timeout * 1000, 0,
+				 connection_auth_timeout, conn);
+}
+
 /* The peer closes: no more I/O, and the fds it sent ahead are closed. */
 static void connection_close(struct peer_transport *transport)
 {
@@ -712,6 +734,7 @@ static const struct peer_transport_ops connection_ops = {
 	.queue = connection_queue,
 	.close = connection_close,
 	.free = connection_free,
+	.registered = connection_registered,
 };
 
 static int connection_new(struct peer **peerp, struct socket_transport *sockets, int fd,
@@ -722,7 +745,6 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 	struct connection *conn;
 	struct peer *peer;
 	unsigned int flags = 0;
-	uint64_t now;
 	int r;
 
 	conn = calloc(1, sizeof(*conn));
@@ -774,14 +796,9 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 		goto fail;
 	conn->io_events = EPOLLIN;
 
-	if (bus->limits.auth_timeout > 0) {
-		sd_event_now(bus->event, CLOCK_MONOTONIC, &now);
-		r = sd_event_add_time(bus->event, &conn->auth_timer, CLOCK_MONOTONIC,
-				      now + (uint64_t)bus->limits.auth_timeout * 1000, 0,
-				      connection_auth_timeout, conn);
-		if (r < 0)
-			goto fail;
-	}
+	r = connection_arm_auth_timer(conn);
+	if (r < 0)
+		goto fail;
 	*peerp = peer;
 	return 0;
 
@@ -953,6 +970,9 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 /* After the peer's state is restored: arm what the socket needs. */
 void connection_restored(struct connection *conn)
 {
+	/* Carried over before its Hello: auth_timeout counts afresh. */
+	if (!conn->peer->registered && connection_arm_auth_timer(conn) < 0)
+		peer_close(conn->peer, "cannot arm auth_timeout");
 	connection_watch_pending_fds(conn);
 	/* Output that was queued goes out on the next flush. */
 	if (socket_wants_write(conn->socket))

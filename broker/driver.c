@@ -712,8 +712,7 @@ int driver_hello(struct peer *peer, struct message *msg)
 
 	/* Unique names are allocated at Hello, in order, never reused. */
 	name_owner_init(&peer->owner, bus->next_id++);
-	peer->registered = true;
-	bus->n_active++;
+	peer_set_registered(peer);
 
 	r = message_stitch_sender(msg, peer_name(peer), &m);
 	if (r < 0)

@@ -187,8 +187,10 @@ static int peer_restore_registered(struct peer *p, const struct peer_state *st)
 		if (r < 0)
 			return r;
 	}
+	/* As peer_set_registered(), without resuming listeners not attached yet. */
 	p->registered = true;
 	bus->n_active++;
+	bus->n_incomplete--;
 	(void)peer_charge(p, USER_SLOT_CONNECTIONS, 1);
 
 	p->monitor = st->flags & PEER_STATE_MONITOR;
@@ -247,7 +249,6 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 	p->unix_fds = st->flags & PEER_STATE_UNIX_FDS;
 	p->anonymous = st->flags & PEER_STATE_ANONYMOUS;
 	p->authenticated = true;
-	bus->n_incomplete--;
 	p->n_incoming = st->n_incoming;
 	p->n_outgoing = st->n_outgoing;
 	p->peak_queued_bytes = st->peak_queued_bytes;

@@ -159,7 +159,7 @@ void peer_close(struct peer *peer, const char *reason)
 	if (peer->output != peer->transport)
 		peer->output->ops->close(peer->output);
 	list_unlink(&peer->overflow_link);
-	if (!peer->authenticated)
+	if (!peer->registered)
 		bus_incomplete_done(bus);
 
 	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
@@ -168,6 +168,15 @@ void peer_close(struct peer *peer, const char *reason)
 	list_unlink(&peer->bus_link);
 	list_append(&bus->dead_list, &peer->dead_link);
 	bus_schedule_flush(bus);
+}
+
+void peer_set_registered(struct peer *peer)
+{
+	peer->registered = true;
+	peer->bus->n_active++;
+	bus_incomplete_done(peer->bus);
+	if (peer->transport->ops->registered)
+		peer->transport->ops->registered(peer->transport);
 }
 
 int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous)
@@ -196,7 +205,6 @@ int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymo
 		peer->uid = uid;
 		peer->socket_identity = false;
 	}
-	bus_incomplete_done(peer->bus);
 	r = policy_check_connect_lsm(peer->bus, peer, &why);
 	if (r < 0)
 		return r;

@@ -22,7 +22,9 @@
  *
  * Life cycle: created unauthenticated by its transport -> authenticated (its
  * identity is known: the policy rules are set up) -> registered (Hello: has
- * ":1.N") -> possibly a monitor -> closed. peer_close() tears the D-Bus state
+ * ":1.N") -> possibly a monitor -> closed. Until Hello it is incomplete, as
+ * for dbus-daemon: it counts in IncompleteConnections (and against
+ * max_incomplete_connections) and auth_timeout closes it. peer_close() tears the D-Bus state
  * down at once (names released with their signals, callers of pending calls
  * get NoReply) and hands the object to the bus, which frees it after the
  * current dispatch, so callers up the stack may still look at it (->closed).
@@ -56,11 +58,14 @@ struct peer_transport;
  * @close:	the peer closes: stop its I/O and release what the transport
  *		holds for it, without calling back into the peer
  * @free:	free the transport (the peer is being freed)
+ * @registered:	the peer said Hello: it is complete (auth_timeout no longer
+ *		applies). May be NULL.
  */
 struct peer_transport_ops {
 	int (*queue)(struct peer_transport *transport, struct message *msg);
 	void (*close)(struct peer_transport *transport);
 	void (*free)(struct peer_transport *transport);
+	void (*registered)(struct peer_transport *transport);
 };
 
 /* Embedded in the transport's own object, which gets back with container_of(). */
@@ -173,6 +178,12 @@ int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymo
  * destination is closed; negative errno.
  */
 int peer_queue(struct peer *peer, struct message *msg);
+
+/*
+ * Hello: @peer is registered (the caller set its unique name), no longer
+ * incomplete: its transport stops the auth_timeout.
+ */
+void peer_set_registered(struct peer *peer);
 
 /* From now on, @peer's output goes to @output (owned by the peer). */
 void peer_set_output(struct peer *peer, struct peer_transport *output);

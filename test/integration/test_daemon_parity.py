@@ -24,6 +24,8 @@ what dbus-daemon 1.14 does:
 5. (issue 28, item 6) A call of exactly max_message_size, or 8 bytes less,
    is delivered although the bus adds SENDER to it; 8 bytes more closes the
    sender.
+6. (issue 28, item 1) A connection that authenticated but never says Hello
+   counts in IncompleteConnections and is closed at auth_timeout.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -317,6 +319,52 @@ def scenario_size_limit(out):
     recv.close()
 
 
+AUTH_TIMEOUT = 3.0      # parity-limits.conf
+
+
+def incomplete(raw):
+    """IncompleteConnections of Debug.Stats GetStats, asked by @raw."""
+    s = raw.call(D, P, "org.freedesktop.DBus.Debug.Stats", "GetStats")
+    while True:
+        m = raw.recv(5)
+        if m[3].get(FIELD_REPLY_SERIAL) == s:
+            break
+    body, pos = m[4], 4
+    end = 4 + struct.unpack_from("<I", body, 0)[0]
+    pos = 8
+    while pos < end:
+        pos = (pos + 7) & ~7
+        n = struct.unpack_from("<I", body, pos)[0]
+        key = body[pos + 4:pos + 4 + n].decode()
+        pos += 4 + n + 1
+        sig_len = body[pos]
+        sig = body[pos + 1:pos + 1 + sig_len].decode()
+        pos += 2 + sig_len
+        pos = (pos + 3) & ~3
+        if sig == "u":
+            if key == "IncompleteConnections":
+                return struct.unpack_from("<I", body, pos)[0]
+            pos += 4
+        else:
+            raise AssertionError("unexpected type %s of %s" % (sig, key))
+    return None
+
+
+def scenario_auth_timeout(out):
+    """Issue 28, item 1: a connection that authenticated but never says Hello
+    is incomplete (IncompleteConnections) until auth_timeout closes it."""
+    watcher = Raw()
+    before = incomplete(watcher)
+    lazy = Raw(hello=False)
+    time.sleep(0.2)
+    out["auth timeout: incomplete after SASL, before Hello"] = incomplete(watcher) - before
+    closed = lazy.is_closed(AUTH_TIMEOUT + 2)
+    out["auth timeout: closed without Hello"] = closed
+    out["auth timeout: incomplete once it is closed"] = incomplete(watcher) - before
+    lazy.close()
+    watcher.close()
+
+
 SENT_PIPES = set()
 
 # (name, [(UNIX_FDS declared, fds attached), ...], seconds to wait before the check)
@@ -413,6 +461,7 @@ def scenarios(path):
     scenario_extra_fds(out, start)
     scenario_errors_regardless(out)
     scenario_size_limit(out)
+    scenario_auth_timeout(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -533,6 +582,12 @@ EXPECTED.update({
     "size limit: at max_message_size to the bus: the monitor saw":
         [["call", "Big"], ["error", I + ".Error.UnknownInterface"]],
     "size limit: monitor still connected": True,
+})
+
+EXPECTED.update({
+    "auth timeout: incomplete after SASL, before Hello": 1,
+    "auth timeout: closed without Hello": True,
+    "auth timeout: incomplete once it is closed": 0,
 })
 
 # ------------------------------------------------------------------- driver
