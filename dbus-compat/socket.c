@@ -763,9 +763,10 @@ int socket_peek_frame(struct socket *s, size_t *sizep)
 }
 
 /*
- * Collect the fds of the frame [start, end): the batches whose bytes contain
- * the frame's first byte and no later frame start (see socket.h). Batches
- * that no frame can claim any more are protocol violations.
+ * Collect the fds of the frame [start, end): the batches received with its
+ * bytes, in which no later frame starts (see socket.h): with its first byte,
+ * or with a later part of it. A batch whose bytes no frame claims any more
+ * is a protocol violation.
  */
 static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int **fdsp,
 			    size_t *n_fdsp)
@@ -785,8 +786,7 @@ static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int 
 			return socket_violation(s); /* no frame started in it */
 		if (end < b->end)
 			break; /* a later frame starts inside that read */
-		if (b->start > start)
-			return socket_violation(s); /* fds in the middle of a message */
+		/* b->start > start: with a later part of the message, as libdbus allows */
 		n_fds += b->n_fds;
 	}
 	if (n_fds > 0) {

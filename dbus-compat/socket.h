@@ -68,9 +68,12 @@
  * path (socket_free(), protocol errors). The kernel ends a read right after the
  * segment that carried fds, and clients send fds with the first byte of their
  * message, so fds received by one recvmsg() are attached to the last frame
- * that starts within the bytes of that recvmsg(). fds that arrive with bytes in
- * which no frame starts (e.g. in the middle of a message, or during the
- * authentication phase) are a protocol violation (SOCKET_E_PROTOCOL).
+ * that starts within the bytes of that recvmsg(), or, if none starts there,
+ * to the frame those bytes are a later part of (a message sent in pieces with
+ * its fds on a later piece: dbus-daemon takes them too). Its owner takes each
+ * message's UNIX_FDS from the front of the connection's stream of fds
+ * (broker/connection.c). fds that arrive with bytes no frame claims (during
+ * the authentication phase) are a protocol violation (SOCKET_E_PROTOCOL).
  * MSG_CTRUNC is a protocol violation too.
  *
  * Writing: queued entries reference the caller's memory (iovecs) and fds; the

@@ -26,6 +26,8 @@ what dbus-daemon 1.14 does:
    sender.
 6. (issue 28, item 1) A connection that authenticated but never says Hello
    counts in IncompleteConnections and is closed at auth_timeout.
+7. (issue 28, item 2) A message sent in two pieces with its fd on the later
+   one is delivered with its fd.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -319,6 +321,40 @@ def scenario_size_limit(out):
     recv.close()
 
 
+def scenario_fd_later_chunk(out):
+    """Issue 28, item 2: the bytes of a message first, its fd with a later
+    part of it (at the header, in the body, with the last byte)."""
+    recv = Raw()
+    for what, cut in (("with the second half", None), ("with the last byte", -1),
+                      ("with the body after the header", "header")):
+        a = Raw()
+        drain(a, 0.1)
+        r, w = os.pipe()
+        SENT_PIPES.add("pipe:[%d]" % os.fstat(r).st_ino)
+        m = marshal(METHOD_CALL, a.next_serial(), {
+            FIELD_PATH: "/", FIELD_INTERFACE: IFACE, FIELD_MEMBER: "LaterFd",
+            FIELD_DESTINATION: recv.name, FIELD_UNIX_FDS: 1}, "hs", (0, "y" * 200))
+        at = len(m) // 2 if cut is None else len(m) - 1 if cut == -1 else \
+            16 + struct.unpack_from("<I", m, 12)[0]
+        at = (at + 7) & ~7 if cut == "header" else at
+        try:
+            a.send_raw(m[:at])
+            time.sleep(0.1)
+            a.send_raw(m[at:], fds=[r])
+        except OSError:
+            pass
+        os.close(r)
+        os.close(w)
+        n_before = len(recv.fds)
+        got, _ = drain(recv, 0.5)
+        out["fd with a later chunk, %s: delivered" % what] = [
+            [brief(x)[1], x[3].get(FIELD_UNIX_FDS)] for x in got if brief(x)[1] == "LaterFd"]
+        out["fd with a later chunk, %s: fds received" % what] = len(recv.fds) - n_before
+        out["fd with a later chunk, %s: sender still connected" % what] = alive(a)
+        a.close()
+    recv.close()
+
+
 AUTH_TIMEOUT = 3.0      # parity-limits.conf
 
 
@@ -462,6 +498,7 @@ def scenarios(path):
     scenario_errors_regardless(out)
     scenario_size_limit(out)
     scenario_auth_timeout(out)
+    scenario_fd_later_chunk(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -583,6 +620,13 @@ EXPECTED.update({
         [["call", "Big"], ["error", I + ".Error.UnknownInterface"]],
     "size limit: monitor still connected": True,
 })
+
+for _what in ("with the second half", "with the last byte", "with the body after the header"):
+    EXPECTED.update({
+        "fd with a later chunk, %s: delivered" % _what: [["LaterFd", 1]],
+        "fd with a later chunk, %s: fds received" % _what: 1,
+        "fd with a later chunk, %s: sender still connected" % _what: True,
+    })
 
 EXPECTED.update({
     "auth timeout: incomplete after SASL, before Hello": 1,
