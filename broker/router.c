@@ -595,7 +595,7 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 /* Why a unicast message is not delivered (router_unicast_admit()). */
 enum {
 	UNICAST_ADMITTED,
-	UNICAST_NOT_A_REPLY,		/* a reply nobody waits for */
+	UNICAST_UNREQUESTED,		/* a reply nobody waits for: the policy decides */
 	UNICAST_CALL_FDS,		/* a call with fds to one that takes none */
 	UNICAST_SIGNAL_FDS,		/* a signal with fds to one that takes none: dropped */
 	UNICAST_SERIAL_EXISTS,		/* a call with the serial of a pending one */
@@ -619,7 +619,7 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 	case DC_MESSAGE_ERROR:
 		r = reply_registry_consume(bus->replies, &target->replies, &peer->replies,
 					   m->reply_serial);
-		return r ? UNICAST_NOT_A_REPLY : UNICAST_ADMITTED;
+		return r ? UNICAST_UNREQUESTED : UNICAST_ADMITTED;
 	case DC_MESSAGE_METHOD_CALL:
 		if (m->n_fds && !target->unix_fds)
 			return UNICAST_CALL_FDS;
@@ -647,12 +647,6 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 				 int why)
 {
 	switch (why) {
-	case UNICAST_NOT_A_REPLY:
-		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
-			"Rejected: %s is not a reply to a pending method call of %s "
-			"(reply serial %u)",
-			m->type == DC_MESSAGE_ERROR ? "error" : "method return",
-			peer_name(target), m->reply_serial);
 	case UNICAST_CALL_FDS:
 		return router_send_error(peer, m, DC_ERROR_NOT_SUPPORTED,
 			"Tried to send message with Unix file descriptors to a client "
@@ -673,10 +667,12 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 /*
  * Deliver an admitted @m to @target (the policy permitting) and to the
  * eavesdroppers. @slot: the reply slot of a call, released if the call does
- * not get through.
+ * not get through. @unrequested: a reply that answers no pending call, which
+ * the policy judges with requested_reply false, as dbus-daemon does (its
+ * session.conf lets it through, its system.conf does not).
  */
 static int router_unicast_deliver(struct peer *peer, struct peer *target, struct message *m,
-				  struct reply_slot *slot)
+				  struct reply_slot *slot, bool unrequested)
 {
 	struct bus *bus = peer->bus;
 	struct destset set;
@@ -686,7 +682,8 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 		_cleanup_verdict_ struct policy_verdict verdict = {};
 
 		r = policy_check(bus, peer, NULL, target, m,
-				 m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR,
+				 !unrequested && (m->type == DC_MESSAGE_METHOD_RETURN ||
+						  m->type == DC_MESSAGE_ERROR),
 				 false, &verdict);
 		if (r < 0)
 			return r;
@@ -744,9 +741,9 @@ static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 	if (r < 0)
 		return r;
 	router_capture(resumed, peer->bus, m, peer, target);
-	if (r != UNICAST_ADMITTED)
+	if (r != UNICAST_ADMITTED && r != UNICAST_UNREQUESTED)
 		return router_unicast_refuse(peer, target, m, r);
-	return router_unicast_deliver(peer, target, m, slot);
+	return router_unicast_deliver(peer, target, m, slot, r == UNICAST_UNREQUESTED);
 }
 
 int router_resume_activated(struct peer *peer, struct message *msg)

@@ -28,6 +28,9 @@ what dbus-daemon 1.14 does:
    counts in IncompleteConnections and is closed at auth_timeout.
 7. (issue 28, item 2) A message sent in two pieces with its fd on the later
    one is delivered with its fd.
+8. (issue 28, item 3) A reply or error that answers no pending call, and a
+   second reply, are judged by the policy (requested_reply false): the
+   session policy here lets them through.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -355,6 +358,33 @@ def scenario_fd_later_chunk(out):
     recv.close()
 
 
+def scenario_unrequested_replies(out):
+    """Issue 28, item 3: a reply or an error that answers no pending call, and
+    a second reply: the policy decides as for any message, with
+    requested_reply false (parity-limits.conf's rules are session.conf's:
+    <allow send_destination="*" eavesdrop="true"/> lets them through)."""
+    a, b = Raw(), Raw()
+    drain(a, 0.1)
+    drain(b, 0.1)
+    b.send_raw(marshal(METHOD_RETURN, b.next_serial(), {
+        FIELD_REPLY_SERIAL: 77, FIELD_DESTINATION: a.name}))
+    b.send_raw(marshal(ERROR, b.next_serial(), {
+        FIELD_REPLY_SERIAL: 78, FIELD_DESTINATION: a.name, FIELD_ERROR_NAME: IFACE + ".Forged"}))
+    s = a.call(b.name, "/", IFACE, "Work")
+    call = [m for m in drain(b, 0.3)[0] if brief(m)[1] == "Work"][0]
+    for i in range(2):
+        b.send_raw(marshal(METHOD_RETURN, b.next_serial(), {
+            FIELD_REPLY_SERIAL: call[2], FIELD_DESTINATION: a.name}))
+    out["unrequested replies: the receiver got"] = [
+        brief(m) + [m[3].get(FIELD_REPLY_SERIAL) - (s if m[3].get(FIELD_REPLY_SERIAL) == s
+                                                     else 0)]
+        for m in drain(a, 0.3)[0]]
+    out["unrequested replies: the sender got"] = [brief(m) for m in drain(b, 0.3)[0]]
+    out["unrequested replies: both still connected"] = alive(a) and alive(b)
+    a.close()
+    b.close()
+
+
 AUTH_TIMEOUT = 3.0      # parity-limits.conf
 
 
@@ -499,6 +529,7 @@ def scenarios(path):
     scenario_size_limit(out)
     scenario_auth_timeout(out)
     scenario_fd_later_chunk(out)
+    scenario_unrequested_replies(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -627,6 +658,15 @@ for _what in ("with the second half", "with the last byte", "with the body after
         "fd with a later chunk, %s: fds received" % _what: 1,
         "fd with a later chunk, %s: sender still connected" % _what: True,
     })
+
+EXPECTED.update({
+    # [kind, name, reply serial (of the call: 0)]
+    "unrequested replies: the receiver got": [["return", None, 77],
+                                              ["error", IFACE + ".Forged", 78],
+                                              ["return", None, 0], ["return", None, 0]],
+    "unrequested replies: the sender got": [],
+    "unrequested replies: both still connected": True,
+})
 
 EXPECTED.update({
     "auth timeout: incomplete after SASL, before Hello": 1,

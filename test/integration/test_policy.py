@@ -1,9 +1,13 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The <policy> rules of the configuration (policy.conf): send, receive and
-own denials, for calls, unicast and broadcast signals and driver calls."""
+own denials, for calls, unicast and broadcast signals and driver calls; a
+reply that answers no pending call, judged with requested_reply false."""
+
+import socket
 
 import dbus
 
+import rawclient
 from dbustest import E, Client, eq, expect_error, wait_for, run
 
 
@@ -51,5 +55,35 @@ def test_driver_call_denied():
     a.drv("ListNames")
 
 
+def test_unrequested_reply_denied():
+    """<deny send_type="method_return"/> (requested_reply false by default for
+    a deny) denies a reply nobody waits for, and a second reply; the
+    requested reply goes through."""
+    a, b = rawclient.Raw(), rawclient.Raw()
+    forged = rawclient.marshal(rawclient.METHOD_RETURN, b.next_serial(), {
+        rawclient.FIELD_REPLY_SERIAL: 77, rawclient.FIELD_DESTINATION: a.name})
+    b.send_raw(forged)
+    err = b.wait_reply(b.serial)
+    eq(err[3].get(rawclient.FIELD_ERROR_NAME), E + "AccessDenied", "the forged reply denied")
+    s = a.call(b.name, "/", "org.bus1.Test.Allowed", "Hi")
+    while True:
+        m = b.recv()
+        if m[0] == rawclient.METHOD_CALL:
+            break
+    for _ in range(2):
+        b.send_raw(rawclient.marshal(rawclient.METHOD_RETURN, b.next_serial(), {
+            rawclient.FIELD_REPLY_SERIAL: m[2], rawclient.FIELD_DESTINATION: a.name}))
+    eq(a.wait_reply(s)[0], rawclient.METHOD_RETURN, "the requested reply delivered")
+    err = b.wait_reply(b.serial)
+    eq(err[3].get(rawclient.FIELD_ERROR_NAME), E + "AccessDenied", "the second reply denied")
+    try:
+        extra = a.recv(0.3)
+    except socket.timeout:
+        extra = None
+    eq(extra, None, "nothing else reached the caller")
+    a.close()
+    b.close()
+
+
 run([test_send_denied, test_receive_denied, test_broadcast_filtered, test_own_denied,
-     test_driver_call_denied])
+     test_driver_call_denied, test_unrequested_reply_denied])

@@ -250,11 +250,15 @@ class Bus:
         os.mkdir(os.path.join(self.dir, "services"))
         conf = os.path.join(self.dir, "bus.conf")
         with open(conf, "w") as f:
+            # A reply that answers no pending call is denied (as system.conf
+            # does): the inflight case sees the reply slots carried over.
             f.write(rawclient.session_config(
                 "<listen>unix:path=%s/bus</listen>" % self.dir,
                 "<servicedir>%s/services</servicedir>" % self.dir,
                 '<limit name="auth_timeout">%d</limit>' % auth_timeout,
-                *('<limit name="%s">%d</limit>' % kv for kv in (limits or {}).items())))
+                *('<limit name="%s">%d</limit>' % kv for kv in (limits or {}).items())
+            ).replace("  </policy>", '    <deny send_type="method_return"/>\n'
+                                     '    <deny send_type="error"/>\n  </policy>'))
         self.log_path = os.path.join(self.dir, "bus.log")
         self.log_file = open(self.log_path, "w")
         e = dict(os.environ)
