@@ -20,6 +20,15 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$bus" --help | grep -q -- "--print-address" || fail "--help"
 "$bus" --introspect | grep -q '<interface name="org.freedesktop.DBus">' || fail "--introspect"
 "$bus" --bogus 2>/dev/null && fail "unknown option accepted"
+# An unknown option: status 1, as dbus-daemon's; --help: 0 (dbus-daemon 1,
+# a deliberate difference, bus1-broker(1) DIFFERENCES).
+"$bus" --bogus >/dev/null 2>&1; [ $? = 1 ] || fail "unknown option: status not 1"
+if [ -x /usr/bin/dbus-daemon ]; then
+    /usr/bin/dbus-daemon --bogus >/dev/null 2>&1
+    [ $? = 1 ] || fail "dbus-daemon's status for an unknown option is no longer 1"
+    /usr/bin/dbus-daemon --help >/dev/null 2>&1
+    [ $? = 1 ] || fail "dbus-daemon's --help no longer exits 1: update DIFFERENCES"
+fi
 "$bus" --nofork --fork 2>/dev/null && fail "--fork --nofork accepted"
 "$bus" --nofork 2>/dev/null && fail "no config accepted"
 "$bus" --config-file="$dir/missing.conf" --nofork 2>/dev/null && fail "missing config accepted"
