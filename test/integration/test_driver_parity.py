@@ -1,0 +1,135 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The driver, method by method, against /usr/bin/dbus-daemon (issue 28's
+systematic pass): every method of org.freedesktop.DBus called with no
+argument, a number, an invalid name, a name nobody owns and two strings; and
+the other interfaces and paths of the driver (Peer, Introspectable,
+Properties, Monitoring, Debug.Stats, unknown ones), with arguments that
+name the bus itself. Each call on a bus of each program, its answer (the
+error name, or the reply's signature) compared; any difference fails.
+
+  test_driver_parity.py BUS1_BROKER
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import rawclient  # noqa: E402
+from rawclient import FIELD_ERROR_NAME, FIELD_REPLY_SERIAL, FIELD_SIGNATURE, Raw  # noqa: E402
+
+DAEMON = "/usr/bin/dbus-daemon"
+D, P, I = "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus"
+METHODS = ["Hello", "RequestName", "ReleaseName", "StartServiceByName",
+           "UpdateActivationEnvironment", "NameHasOwner", "ListNames",
+           "ListActivatableNames", "AddMatch", "RemoveMatch", "GetNameOwner",
+           "ListQueuedOwners", "GetConnectionUnixUser", "GetConnectionUnixProcessID",
+           "GetAdtAuditSessionData", "GetConnectionSELinuxSecurityContext",
+           "GetConnectionCredentials", "ReloadConfig", "GetId", "GetMachineId"]
+ARGS = (("no argument", "", ()), ("a number", "u", (7,)), ("an invalid name", "s", ("..bad",)),
+        ("a name nobody owns", "s", ("org.example.Nobody",)), ("two strings", "ss", ("a.b", "c")))
+# (what, destination, path, interface, member, signature, arguments)
+CASES = [
+    ("GetId on /", D, "/", I, "GetId", "", ()),
+    ("GetId no iface", D, P, None, "GetId", "", ()),
+    ("Hello again", D, P, I, "Hello", "", ()),
+    ("Peer.Ping on /x", D, "/x", "org.freedesktop.DBus.Peer", "Ping", "", ()),
+    ("Peer.GetMachineId", D, P, "org.freedesktop.DBus.Peer", "GetMachineId", "", ()),
+    ("Introspect /", D, "/", "org.freedesktop.DBus.Introspectable", "Introspect", "", ()),
+    ("Introspect /org", D, "/org", "org.freedesktop.DBus.Introspectable", "Introspect", "", ()),
+    ("Introspect /x", D, "/x", "org.freedesktop.DBus.Introspectable", "Introspect", "", ()),
+    ("Props Get Features", D, P, "org.freedesktop.DBus.Properties", "Get", "ss", (I, "Features")),
+    ("Props Get bad prop", D, P, "org.freedesktop.DBus.Properties", "Get", "ss", (I, "Nope")),
+    ("Props Get bad iface", D, P, "org.freedesktop.DBus.Properties", "Get", "ss", ("x.y", "Features")),
+    ("Props GetAll", D, P, "org.freedesktop.DBus.Properties", "GetAll", "s", (I,)),
+    ("Props GetAll other", D, P, "org.freedesktop.DBus.Properties", "GetAll", "s", ("x.y",)),
+    ("Props Set", D, P, "org.freedesktop.DBus.Properties", "Set", "ss", (I, "Features")),
+    ("Props on /", D, "/", "org.freedesktop.DBus.Properties", "GetAll", "s", (I,)),
+    ("Monitoring on /", D, "/", "org.freedesktop.DBus.Monitoring", "BecomeMonitor", "", ()),
+    ("Stats GetStats", D, P, "org.freedesktop.DBus.Debug.Stats", "GetStats", "", ()),
+    ("Stats on /", D, "/", "org.freedesktop.DBus.Debug.Stats", "GetStats", "", ()),
+    ("Stats conn missing", D, P, "org.freedesktop.DBus.Debug.Stats", "GetConnectionStats", "s", (":1.999",)),
+    ("Stats all match", D, P, "org.freedesktop.DBus.Debug.Stats", "GetAllMatchRules", "", ()),
+    ("unknown iface", D, P, "x.y", "Z", "", ()),
+    ("unknown method", D, P, I, "Nope", "", ()),
+    ("Verbose", D, P, "org.freedesktop.DBus.Verbose", "EnableVerbose", "", ()),
+    ("RequestName own unique", D, P, I, "RequestName", "su", (":1.1", 0)),
+    ("RequestName DBus", D, P, I, "RequestName", "su", (D, 0)),
+    ("RequestName bad flags", D, P, I, "RequestName", "su", ("a.b", 255)),
+    ("ReleaseName DBus", D, P, I, "ReleaseName", "s", (D,)),
+    ("ReleaseName unique", D, P, I, "ReleaseName", "s", (":1.1",)),
+    ("AddMatch bad", D, P, I, "AddMatch", "s", ("type='bogus'",)),
+    ("RemoveMatch missing", D, P, I, "RemoveMatch", "s", ("type='signal'",)),
+    ("StartService missing", D, P, I, "StartServiceByName", "su", ("org.x.Y", 0)),
+    ("StartService DBus", D, P, I, "StartServiceByName", "su", (D, 0)),
+    ("GetNameOwner DBus", D, P, I, "GetNameOwner", "s", (D,)),
+    ("NameHasOwner DBus", D, P, I, "NameHasOwner", "s", (D,)),
+    ("ListQueued DBus", D, P, I, "ListQueuedOwners", "s", (D,)),
+    ("Unix user DBus", D, P, I, "GetConnectionUnixUser", "s", (D,)),
+    ("Creds DBus", D, P, I, "GetConnectionCredentials", "s", (D,)),
+    ("SELinux ctx DBus", D, P, I, "GetConnectionSELinuxSecurityContext", "s", (D,)),
+    ("Adt DBus", D, P, I, "GetAdtAuditSessionData", "s", (D,)),
+]
+
+
+def answer(addr, dest, path, iface, member, sig, args):
+    """The error name or "ok SIGNATURE" of one call on a fresh connection."""
+    a = Raw(addr)
+    try:
+        s = a.call(dest, path, iface, member, sig, args)
+        while True:
+            r = a.recv(5)
+            if r[3].get(FIELD_REPLY_SERIAL) == s:
+                return r[3].get(FIELD_ERROR_NAME) or "ok " + r[3].get(FIELD_SIGNATURE, "")
+    except socket.timeout:
+        return "no answer"
+    except (EOFError, ConnectionResetError, BrokenPipeError):
+        return "closed"
+    finally:
+        a.close()
+
+
+def run(binary):
+    """Every case on a private bus run by @binary: {case: answer}."""
+    with tempfile.TemporaryDirectory(prefix="bus1-driver-parity.") as d:
+        conf = os.path.join(d, "bus.conf")
+        with open(conf, "w") as f:
+            f.write(rawclient.session_config("<listen>unix:path=%s/sock</listen>" % d))
+        p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            addr = p.stdout.readline().strip()
+            if not addr:
+                raise AssertionError("%s did not start" % binary)
+            out = {}
+            for m in METHODS:
+                for what, sig, args in ARGS:
+                    out["%s with %s" % (m, what)] = answer(addr, D, P, I, m, sig, args)
+            for what, dest, path, iface, member, sig, args in CASES:
+                out[what] = answer(addr, dest, path, iface, member, sig, args)
+            return out
+        finally:
+            p.terminate()
+            p.wait()
+
+
+def main():
+    if not os.path.exists(DAEMON):
+        print("no %s to compare with" % DAEMON)
+        return 77
+    bus1, ref = run(os.environ.get("BUS_BINARY_OVERRIDE") or sys.argv[1]), run(DAEMON)
+    failed = 0
+    for k in ref:
+        same = bus1.get(k) == ref[k]
+        failed += not same
+        print("%-4s %-60s %s%s" % ("ok" if same else "DIFF", k, ref[k],
+                                   "" if same else "  (bus1-broker: %s)" % bus1.get(k)))
+    print("%d of %d calls answered alike" % (len(ref) - failed, len(ref)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
