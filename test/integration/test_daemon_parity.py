@@ -31,6 +31,10 @@ what dbus-daemon 1.14 does:
 8. (issue 28, item 3) A reply or error that answers no pending call, and a
    second reply, are judged by the policy (requested_reply false): the
    session policy here lets them through.
+9. (issue 28, systematic pass) Header fields of a message to a peer: unknown
+   ones dropped, a forged SENDER replaced, invalid messages (no PATH or
+   MEMBER, a signal without INTERFACE, the Local path or interface, a
+   SIGNATURE without body, a field of the wrong type) close the sender.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -47,6 +51,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import rawclient  # noqa: E402
 
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
                        FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SENDER,
@@ -385,6 +390,61 @@ def scenario_unrequested_replies(out):
     b.close()
 
 
+HEADER_CASES = [
+    # (what, message type, fields beyond PATH, INTERFACE, MEMBER, DESTINATION;
+    #  a value None removes that one)
+    ("an unknown field (code 42)", METHOD_CALL, {42: 5}),
+    ("field 10 (container instance) as a string", METHOD_CALL, {10: "/x"}),
+    ("a forged SENDER", METHOD_CALL, {FIELD_SENDER: ":1.999"}),
+    ("a call without PATH", METHOD_CALL, {FIELD_PATH: None}),
+    ("a call without MEMBER", METHOD_CALL, {FIELD_MEMBER: None}),
+    ("a call without INTERFACE", METHOD_CALL, {FIELD_INTERFACE: None}),
+    ("a signal without INTERFACE", SIGNAL, {FIELD_INTERFACE: None}),
+    ("a call with REPLY_SERIAL", METHOD_CALL, {FIELD_REPLY_SERIAL: 9}),
+    ("a call on the Local path", METHOD_CALL, {FIELD_PATH: "/org/freedesktop/DBus/Local"}),
+    ("a signal on the Local interface", SIGNAL,
+     {FIELD_INTERFACE: "org.freedesktop.DBus.Local"}),
+    ("a SIGNATURE without a body", METHOD_CALL, {FIELD_SIGNATURE: "s"}),
+]
+
+
+def scenario_header_fields(out):
+    """Issue 28, systematic pass: header fields of a message to a peer. What
+    the receiver gets (with which fields beyond the usual ones, the SENDER
+    replaced or not) and whether the sender stays connected."""
+    types = dict(FIELD_TYPES_EXTRA)
+    recv = Raw()
+    drain(recv, 0.1)
+    for what, mtype, extra in HEADER_CASES:
+        fields = {FIELD_PATH: "/x", FIELD_INTERFACE: IFACE, FIELD_MEMBER: "Hdr",
+                  FIELD_DESTINATION: recv.name}
+        for k, v in extra.items():
+            if v is None:
+                fields.pop(k)
+            else:
+                fields[k] = v
+        a = Raw()
+        drain(a, 0.1)
+        saved = dict(rawclient.FIELD_TYPES)
+        rawclient.FIELD_TYPES.update(types)
+        try:
+            a.send_raw(marshal(mtype, a.next_serial(), fields))
+        except OSError:
+            pass
+        finally:
+            rawclient.FIELD_TYPES.clear()
+            rawclient.FIELD_TYPES.update(saved)
+        got, _ = drain(recv, 0.3)
+        out["header fields: %s: delivered" % what] = [
+            [brief(m)[0], sorted(k for k in m[3] if k > FIELD_UNIX_FDS),
+             m[3].get(FIELD_SENDER) == a.name] for m in got if m[3].get(FIELD_SENDER) != D]
+        out["header fields: %s: sender still connected" % what] = alive(a)
+        a.close()
+    recv.close()
+
+
+FIELD_TYPES_EXTRA = {10: "s", 42: "u"}
+
 AUTH_TIMEOUT = 3.0      # parity-limits.conf
 
 
@@ -530,6 +590,7 @@ def scenarios(path):
     scenario_auth_timeout(out)
     scenario_fd_later_chunk(out)
     scenario_unrequested_replies(out)
+    scenario_header_fields(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -658,6 +719,15 @@ for _what in ("with the second half", "with the last byte", "with the body after
         "fd with a later chunk, %s: fds received" % _what: 1,
         "fd with a later chunk, %s: sender still connected" % _what: True,
     })
+
+# What dbus-daemon 1.14 does with them: delivered (unknown fields dropped, the
+# SENDER its own) and the sender kept, or not delivered and the sender closed.
+_DELIVERED = {"an unknown field (code 42)", "a forged SENDER", "a call without INTERFACE",
+              "a call with REPLY_SERIAL"}
+for _what, _type, _extra in HEADER_CASES:
+    EXPECTED["header fields: %s: delivered" % _what] = \
+        [["call", [], True]] if _what in _DELIVERED else []
+    EXPECTED["header fields: %s: sender still connected" % _what] = _what in _DELIVERED
 
 EXPECTED.update({
     # [kind, name, reply serial (of the call: 0)]
