@@ -755,7 +755,7 @@ def run_on(binary, override):
         p = subprocess.run([os.path.join(HERE, "run-with-bus.sh"), binary,
                             "--config", os.path.join(HERE, "parity-limits.conf"), "--",
                             sys.executable, os.path.abspath(__file__), "--scenarios", path],
-                           env=env, timeout=150)
+                           env=env, timeout=170)
         if p.returncode != 0 or not os.path.exists(path):
             print("FAIL: the scenarios did not complete on %s" % override)
             return None
