@@ -4,8 +4,10 @@ systematic pass): every method of org.freedesktop.DBus called with no
 argument, a number, an invalid name, a name nobody owns and two strings; and
 the other interfaces and paths of the driver (Peer, Introspectable,
 Properties, Monitoring, Debug.Stats, unknown ones), with arguments that
-name the bus itself. Each call on a bus of each program, its answer (the
-error name, or the reply's signature) compared; any difference fails.
+name the bus itself; and, on a bus with small per-connection limits, the
+names, match rules, pending calls and connections beyond them. Each call on
+a bus of each program, its answer (the error name, or the reply's
+signature) compared; any difference fails.
 
   test_driver_parity.py BUS1_BROKER
 """
@@ -92,6 +94,52 @@ def answer(addr, dest, path, iface, member, sig, args):
         a.close()
 
 
+# Per-connection limits at small values: what the calls beyond them get.
+LIMITS = {"max_names_per_connection": 2, "max_match_rules_per_connection": 2,
+          "max_replies_per_connection": 2, "max_connections_per_user": 4,
+          "max_completed_connections": 6}
+
+
+def limit_cases(addr):
+    """{case: answers} of the calls that meet LIMITS."""
+    a = Raw(addr)
+    out = {}
+    out["RequestName x4"] = [answer_on(a, D, P, I, "RequestName", "su", ("org.x.N%d" % i, 0))
+                             for i in range(4)]
+    out["AddMatch x4"] = [answer_on(a, D, P, I, "AddMatch", "s", ("member='M%d'" % i,))
+                          for i in range(4)]
+    b = Raw(addr)
+    serials = [a.call(b.name, "/", "org.example.X", "Hang") for _ in range(4)]
+    answers = {}
+    try:
+        while True:
+            r = a.recv(1)
+            answers[r[3].get(FIELD_REPLY_SERIAL)] = r[3].get(FIELD_ERROR_NAME) or "ok"
+    except socket.timeout:
+        pass
+    out["4 calls nobody answers"] = [answers.get(s, "pending") for s in serials]
+    more = []
+    for _ in range(6):
+        try:
+            more.append(Raw(addr))
+            got = "Hello answered"
+        except (OSError, EOFError, IndexError, AssertionError) as e:
+            got = type(e).__name__
+        out.setdefault("6 more connections", []).append(got)
+    for c in more + [a, b]:
+        c.close()
+    return out
+
+
+def answer_on(a, dest, path, iface, member, sig, args):
+    """The error name or "ok" of one call on connection @a."""
+    s = a.call(dest, path, iface, member, sig, args)
+    while True:
+        r = a.recv(5)
+        if r[3].get(FIELD_REPLY_SERIAL) == s:
+            return r[3].get(FIELD_ERROR_NAME) or "ok"
+
+
 def run(binary):
     """Every case on a private bus run by @binary: {case: answer}."""
     with tempfile.TemporaryDirectory(prefix="bus1-driver-parity.") as d:
@@ -110,6 +158,22 @@ def run(binary):
                     out["%s with %s" % (m, what)] = answer(addr, D, P, I, m, sig, args)
             for what, dest, path, iface, member, sig, args in CASES:
                 out[what] = answer(addr, dest, path, iface, member, sig, args)
+        finally:
+            p.terminate()
+            p.wait()
+        # A second bus with small per-connection limits.
+        with open(conf, "w") as f:
+            f.write(rawclient.session_config(
+                "<listen>unix:path=%s/sock2</listen>" % d,
+                *('<limit name="%s">%d</limit>' % kv for kv in LIMITS.items())))
+        p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            addr = p.stdout.readline().strip()
+            if not addr:
+                raise AssertionError("%s did not start with small limits" % binary)
+            for k, v in limit_cases(addr).items():
+                out["limits: " + k] = v
             return out
         finally:
             p.terminate()
