@@ -12,6 +12,7 @@ signature) compared; any difference fails.
   test_driver_parity.py BUS1_BROKER
 """
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -77,21 +78,45 @@ CASES = [
 ]
 
 
+def answer_on(a, dest, path, iface, member, sig, args):
+    """The error name or "ok SIGNATURE" of one call on connection @a."""
+    s = a.call(dest, path, iface, member, sig, args)
+    while True:
+        r = a.recv(5)
+        if r[3].get(FIELD_REPLY_SERIAL) == s:
+            return r[3].get(FIELD_ERROR_NAME) or "ok " + r[3].get(FIELD_SIGNATURE, "")
+
+
 def answer(addr, dest, path, iface, member, sig, args):
-    """The error name or "ok SIGNATURE" of one call on a fresh connection."""
+    """answer_on() on a fresh connection; "no answer" or "closed" instead."""
     a = Raw(addr)
     try:
-        s = a.call(dest, path, iface, member, sig, args)
-        while True:
-            r = a.recv(5)
-            if r[3].get(FIELD_REPLY_SERIAL) == s:
-                return r[3].get(FIELD_ERROR_NAME) or "ok " + r[3].get(FIELD_SIGNATURE, "")
+        return answer_on(a, dest, path, iface, member, sig, args)
     except socket.timeout:
         return "no answer"
     except (EOFError, ConnectionResetError, BrokenPipeError):
         return "closed"
     finally:
         a.close()
+
+
+@contextlib.contextmanager
+def bus(binary, tmp, name, *elements):
+    """@binary serving a session bus on @tmp/@name with @elements: its address."""
+    conf = os.path.join(tmp, name + ".conf")
+    with open(conf, "w") as f:
+        f.write(rawclient.session_config("<listen>unix:path=%s/%s</listen>" % (tmp, name),
+                                         *elements))
+    p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        addr = p.stdout.readline().strip()
+        if not addr:
+            raise AssertionError("%s did not start (%s)" % (binary, name))
+        yield addr
+    finally:
+        p.terminate()
+        p.wait()
 
 
 # Per-connection limits at small values: what the calls beyond them get.
@@ -131,53 +156,21 @@ def limit_cases(addr):
     return out
 
 
-def answer_on(a, dest, path, iface, member, sig, args):
-    """The error name or "ok" of one call on connection @a."""
-    s = a.call(dest, path, iface, member, sig, args)
-    while True:
-        r = a.recv(5)
-        if r[3].get(FIELD_REPLY_SERIAL) == s:
-            return r[3].get(FIELD_ERROR_NAME) or "ok"
-
-
 def run(binary):
-    """Every case on a private bus run by @binary: {case: answer}."""
-    with tempfile.TemporaryDirectory(prefix="bus1-driver-parity.") as d:
-        conf = os.path.join(d, "bus.conf")
-        with open(conf, "w") as f:
-            f.write(rawclient.session_config("<listen>unix:path=%s/sock</listen>" % d))
-        p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            addr = p.stdout.readline().strip()
-            if not addr:
-                raise AssertionError("%s did not start" % binary)
-            out = {}
+    """Every case on private buses run by @binary: {case: answer}."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bus1-driver-parity.") as tmp:
+        with bus(binary, tmp, "plain") as addr:
             for m in METHODS:
                 for what, sig, args in ARGS:
                     out["%s with %s" % (m, what)] = answer(addr, D, P, I, m, sig, args)
             for what, dest, path, iface, member, sig, args in CASES:
                 out[what] = answer(addr, dest, path, iface, member, sig, args)
-        finally:
-            p.terminate()
-            p.wait()
-        # A second bus with small per-connection limits.
-        with open(conf, "w") as f:
-            f.write(rawclient.session_config(
-                "<listen>unix:path=%s/sock2</listen>" % d,
-                *('<limit name="%s">%d</limit>' % kv for kv in LIMITS.items())))
-        p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            addr = p.stdout.readline().strip()
-            if not addr:
-                raise AssertionError("%s did not start with small limits" % binary)
+        with bus(binary, tmp, "limits",
+                 *('<limit name="%s">%d</limit>' % kv for kv in LIMITS.items())) as addr:
             for k, v in limit_cases(addr).items():
                 out["limits: " + k] = v
-            return out
-        finally:
-            p.terminate()
-            p.wait()
+    return out
 
 
 def main():
