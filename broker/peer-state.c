@@ -91,7 +91,10 @@ int peer_serialize_all(struct bus *bus, struct state_writer *w)
 
 uint32_t peer_state_index(const void *peer)
 {
-	return ((const struct peer *)peer)->state_index;
+	const struct peer *p = peer;
+
+	/* A closed peer is not in the state: its place would be another's. */
+	return p->closed ? UINT32_MAX : p->state_index;
 }
 
 static void peer_state_read(struct state_reader *r, struct peer_state *p)

@@ -70,7 +70,10 @@ int peer_serialize_all(struct bus *bus, struct state_writer *w);
 /* An allocated array of *@np (never NULL when it returns true). */
 bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, size_t *np);
 void peer_state_free_all(struct peer_state *states, size_t n);
-/* The place of @peer (a void * for activation.h) in the state being written. */
+/*
+ * The place of @peer (a void * for activation.h) in the state being written,
+ * or UINT32_MAX for a closed one (not written).
+ */
 uint32_t peer_state_index(const void *peer);
 
 /**
