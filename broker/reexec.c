@@ -18,14 +18,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <systemd/sd-daemon.h>
 #include "broker/activation.h"
 #include "broker/broker.h"
 #include "broker/connection.h"
 #include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
-#include "broker/native.h"
 #include "broker/peer.h"
 #include "broker/reexec.h"
 #include "broker/state.h"
