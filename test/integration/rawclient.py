@@ -184,6 +184,10 @@ def sasl_authenticate(sock, negotiate_fds=True):
     return guid, buf
 
 
+class HelloRefused(Exception):
+    """The bus answered Hello with an error (its name is the argument)."""
+
+
 class Raw:
     def __init__(self, address=None, negotiate_fds=True, hello=True, auth=True):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -200,6 +204,8 @@ class Raw:
             self.call("org.freedesktop.DBus", "/org/freedesktop/DBus",
                       "org.freedesktop.DBus", "Hello")
             reply = self.wait_reply(self.serial)
+            if reply[0] == ERROR:
+                raise HelloRefused(reply[3].get(FIELD_ERROR_NAME))
             self.name = body_strings(reply[4])[0]
 
     def send_raw(self, data, fds=()):

@@ -148,7 +148,9 @@ def limit_cases(addr):
         try:
             more.append(Raw(addr))
             got = "Hello answered"
-        except (OSError, EOFError, IndexError, AssertionError) as e:
+        except rawclient.HelloRefused as e:
+            got = "Hello refused: %s" % e
+        except (OSError, EOFError) as e:
             got = type(e).__name__
         out.setdefault("6 more connections", []).append(got)
     for c in more + [a, b]:
