@@ -91,13 +91,6 @@ void bus_apply_config(struct bus *bus, const struct bus_config *config)
 				    BUS_QUEUE_BYTES_CAP);
 	bus->max_queued_fds = MIN((unsigned long long)bus->limits.max_outgoing_unix_fds,
 				  BUS_QUEUE_FDS_CAP);
-	/* One message of the largest allowed size must always fit. */
-	if (bus->max_queued_bytes < (unsigned long long)bus->limits.max_message_size)
-		bus->max_queued_bytes = MIN((unsigned long long)bus->limits.max_message_size,
-					    BUS_QUEUE_BYTES_CAP);
-	if (bus->max_queued_fds < (unsigned long long)bus->limits.max_message_unix_fds)
-		bus->max_queued_fds = MIN((unsigned long long)bus->limits.max_message_unix_fds,
-					  (unsigned long long)DC_MAX_UNIX_FDS);
 	if (bus->replies) {
 		bus->replies->max_per_caller = (size_t)bus->limits.max_replies_per_connection;
 		bus->replies->timeout_usec = bus->limits.reply_timeout > 0 ?

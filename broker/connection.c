@@ -169,8 +169,13 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 
 	if (conn->closed)
 		return PEER_E_DEAD;
-	if (peer->n_queued_bytes + size > bus->max_queued_bytes ||
-	    peer->n_queued_fds + msg->n_fds > bus->max_queued_fds) {
+	/*
+	 * As in dbus-daemon, a queue is full once it holds more than its
+	 * limit: a message of any size goes into a queue at or below it, so
+	 * what is queued stays below the limit plus one message.
+	 */
+	if (peer->n_queued_bytes > bus->max_queued_bytes ||
+	    peer->n_queued_fds > bus->max_queued_fds) {
 		/*
 		 * The quota is for what the receiver does not take: one read
 		 * batch may produce more than it for a reader, so give the
@@ -182,8 +187,8 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 			peer_overflow(peer);
 			return PEER_E_DEAD;
 		}
-		if (peer->n_queued_bytes + size > bus->max_queued_bytes ||
-		    peer->n_queued_fds + msg->n_fds > bus->max_queued_fds)
+		if (peer->n_queued_bytes > bus->max_queued_bytes ||
+		    peer->n_queued_fds > bus->max_queued_fds)
 			return PEER_E_QUOTA;
 	}
 	if (peer_charge_message(peer, size, msg->n_fds))

@@ -702,8 +702,11 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 				reply_slot_free(slot);
 			if (r == PEER_E_QUOTA)
 				return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
-					"The message queue of %s is full: it does not read its "
-					"messages", peer_name(target));
+					"Rejected: destination has a full message queue, "
+					"type=\"method_call\" interface=\"%s\" member=\"%s\" "
+					"destination=\"%s\"",
+					m->interface ? m->interface : "(unset)",
+					m->member ? m->member : "(unset)", peer_name(target));
 			return router_send_error(peer, m, DC_ERROR_NO_REPLY,
 				"Message recipient disconnected from message bus without replying");
 		}
