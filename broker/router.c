@@ -215,21 +215,23 @@ int router_send_error(struct peer *peer, struct message *call, const char *name,
 }
 
 /*
- * A signal of the driver that @to may not receive (a receive rule denies it)
- * is not delivered. As dbus-daemon does, the bus answers it with an
- * AccessDenied error addressed to itself, which only monitors see.
+ * A message of the driver (a signal, a reply, an error) that @to may not
+ * receive (a receive rule denies it, or none allows it) is not delivered,
+ * as in dbus-daemon, which asks the receive rules of a registered receiver
+ * about everything the bus sends it, a reply counting as requested. The bus
+ * answers it with an AccessDenied error addressed to itself, which only
+ * monitors see. A connection before Hello receives anything.
  */
-static bool router_driver_signal_denied(struct bus *bus, struct peer *to,
-					struct message *msg)
+static bool router_driver_denied(struct bus *bus, struct peer *to, struct message *msg)
 {
 	_cleanup_message_ struct message *err = NULL;
 	_cleanup_free_ char *text = NULL;
 	_cleanup_verdict_ struct policy_verdict verdict = {};
 	int r;
 
-	if (msg->type != DC_MESSAGE_SIGNAL || !to->policy)
+	if (!to->policy || !to->registered)
 		return false;
-	r = policy_check(bus, NULL, NULL, to, msg, false, false, &verdict);
+	r = policy_check(bus, NULL, NULL, to, msg, msg->reply_serial != 0, false, &verdict);
 	if (r != 0)
 		return false;
 	text = policy_denied_text(&verdict, msg, peer_name(to));
@@ -248,7 +250,7 @@ void router_send_from_driver(struct bus *bus, struct peer *to, struct message *m
 	monitor_capture(bus, msg, NULL, to);
 	if (to->closed || to->monitor)
 		return;
-	if (router_driver_signal_denied(bus, to, msg))
+	if (router_driver_denied(bus, to, msg))
 		return;
 	r = peer_queue(to, msg);
 	if (r == PEER_E_QUOTA)

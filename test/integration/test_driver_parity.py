@@ -4,7 +4,8 @@ systematic pass): every method of org.freedesktop.DBus called with no
 argument, a number, an invalid name, a name nobody owns and two strings; and
 the other interfaces and paths of the driver (Peer, Introspectable,
 Properties, Monitoring, Debug.Stats, unknown ones), with arguments that
-name the bus itself; and, on a bus with small per-connection limits, the
+name the bus itself; on a bus whose receive rules deny the bus' errors,
+what still reaches the client; and, on a bus with small per-connection limits, the
 names, match rules, pending calls and connections beyond them. Each call on
 a bus of each program, its answer (the error name, or the reply's
 signature) compared; any difference fails.
@@ -78,20 +79,20 @@ CASES = [
 ]
 
 
-def answer_on(a, dest, path, iface, member, sig, args):
+def answer_on(a, dest, path, iface, member, sig, args, timeout=5):
     """The error name or "ok SIGNATURE" of one call on connection @a."""
     s = a.call(dest, path, iface, member, sig, args)
     while True:
-        r = a.recv(5)
+        r = a.recv(timeout)
         if r[3].get(FIELD_REPLY_SERIAL) == s:
             return r[3].get(FIELD_ERROR_NAME) or "ok " + r[3].get(FIELD_SIGNATURE, "")
 
 
-def answer(addr, dest, path, iface, member, sig, args):
+def answer(addr, dest, path, iface, member, sig, args, timeout=5):
     """answer_on() on a fresh connection; "no answer" or "closed" instead."""
     a = Raw(addr)
     try:
-        return answer_on(a, dest, path, iface, member, sig, args)
+        return answer_on(a, dest, path, iface, member, sig, args, timeout)
     except socket.timeout:
         return "no answer"
     except (EOFError, ConnectionResetError, BrokenPipeError):
@@ -117,6 +118,15 @@ def bus(binary, tmp, name, *elements):
     finally:
         p.terminate()
         p.wait()
+
+
+# (what, destination, member, signature, arguments) on a bus whose policy
+# denies receiving errors from the bus
+DENIED_ERRORS = [
+    ("GetId", D, "GetId", "", ()),
+    ("GetNameOwner of a missing name", D, "GetNameOwner", "s", ("org.x.Missing",)),
+    ("a call to a missing name", "org.x.Missing", "Nope", "", ()),
+]
 
 
 # Per-connection limits at small values: what the calls beyond them get.
@@ -168,6 +178,15 @@ def run(binary):
                     out["%s with %s" % (m, what)] = answer(addr, D, P, I, m, sig, args)
             for what, dest, path, iface, member, sig, args in CASES:
                 out[what] = answer(addr, dest, path, iface, member, sig, args)
+        # The receive rules judge what the bus itself sends, as in dbus-daemon
+        # (its replies count as requested ones).
+        with bus(binary, tmp, "deny-errors",
+                 '<policy context="mandatory"><deny receive_type="error" '
+                 'receive_requested_reply="true" receive_sender="org.freedesktop.DBus"/>'
+                 '</policy>') as addr:
+            for what, dest, member, sig, args in DENIED_ERRORS:
+                out["errors of the bus denied: " + what] = answer(addr, dest, P, I, member,
+                                                                  sig, args, 1)
         with bus(binary, tmp, "limits",
                  *('<limit name="%s">%d</limit>' % kv for kv in LIMITS.items())) as addr:
             for k, v in limit_cases(addr).items():

@@ -172,7 +172,7 @@ def test_bad_reload_and_journal():
         with open(conf, "w") as f:
             f.write('<busconfig><type>session</type><listen>unix:tmpdir=/tmp</listen>'
                     '<policy context="default"><allow send_destination="*"/>'
-                    '<allow own="*"/></policy></busconfig>')
+                    '<allow receive_sender="*"/><allow own="*"/></policy></busconfig>')
 
     try:
         good_config()
