@@ -66,25 +66,31 @@ def _put(buf, t, v):
 
 
 def marshal(mtype, serial, fields, sig="", args=(), flags=0, body=None):
-    """Build a message. @fields maps FIELD_* to values; SIGNATURE is added."""
+    """Build a message. @fields maps FIELD_* to values, or is a list of
+    (FIELD_*, value) pairs written in its order (a field may appear twice);
+    SIGNATURE is added."""
     if body is None:
         b = bytearray()
         for t, v in zip(sig, args):
             _put(b, t, v)
         body = bytes(b)
-    fields = dict(fields)
-    if sig:
-        fields[FIELD_SIGNATURE] = sig
+    if isinstance(fields, dict):
+        fields = dict(fields)
+        if sig:
+            fields[FIELD_SIGNATURE] = sig
+        pairs = sorted(fields.items())
+    else:
+        pairs = list(fields) + ([(FIELD_SIGNATURE, sig)] if sig else [])
     h = bytearray(b"l" + bytes([mtype, flags, 1]) + struct.pack("<II", len(body), serial))
     fa = bytearray()
-    for code in sorted(fields):
+    for code, value in pairs:
         _pad(fa, 8)
         t = FIELD_TYPES[code]
         fa.append(code)
         fa += bytes([1]) + t.encode() + b"\0"
         # value alignment is relative to the message start (offset 16 + len(fa))
         tmp = bytearray(16 + len(fa))
-        _put(tmp, t, fields[code])
+        _put(tmp, t, value)
         fa += tmp[16 + len(fa):]
     h += struct.pack("<I", len(fa)) + fa
     _pad(h, 8)

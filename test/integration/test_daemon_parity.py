@@ -35,6 +35,11 @@ what dbus-daemon 1.14 does:
    ones dropped, a forged SENDER replaced, invalid messages (no PATH or
    MEMBER, a signal without INTERFACE, the Local path or interface, a
    SIGNATURE without body, a field of the wrong type) close the sender.
+10. (issue 28, systematic pass) Header fields of a message to the bus
+   itself: unknown, forged or extra fields do not stop the answer (sent to
+   the real sender), signals and replies to the bus are ignored, and a known
+   field twice (to the bus or to a peer) closes the sender; an unknown field
+   twice does not.
 
   test_daemon_parity.py BUS1_BROKER        both buses, compare
   test_daemon_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -408,11 +413,27 @@ HEADER_CASES = [
 ]
 
 
+def send_with_extra_fields(mtype, fields):
+    """A new connection that has sent a message of @mtype with @fields, which
+    may use the codes of FIELD_TYPES_EXTRA too."""
+    a = Raw()
+    drain(a, 0.1)
+    saved = dict(rawclient.FIELD_TYPES)
+    rawclient.FIELD_TYPES.update(FIELD_TYPES_EXTRA)
+    try:
+        a.send_raw(marshal(mtype, a.next_serial(), fields))
+    except OSError:
+        pass
+    finally:
+        rawclient.FIELD_TYPES.clear()
+        rawclient.FIELD_TYPES.update(saved)
+    return a
+
+
 def scenario_header_fields(out):
     """Issue 28, systematic pass: header fields of a message to a peer. What
     the receiver gets (with which fields beyond the usual ones, the SENDER
     replaced or not) and whether the sender stays connected."""
-    types = dict(FIELD_TYPES_EXTRA)
     recv = Raw()
     drain(recv, 0.1)
     for what, mtype, extra in HEADER_CASES:
@@ -423,17 +444,7 @@ def scenario_header_fields(out):
                 fields.pop(k)
             else:
                 fields[k] = v
-        a = Raw()
-        drain(a, 0.1)
-        saved = dict(rawclient.FIELD_TYPES)
-        rawclient.FIELD_TYPES.update(types)
-        try:
-            a.send_raw(marshal(mtype, a.next_serial(), fields))
-        except OSError:
-            pass
-        finally:
-            rawclient.FIELD_TYPES.clear()
-            rawclient.FIELD_TYPES.update(saved)
+        a = send_with_extra_fields(mtype, fields)
         got, _ = drain(recv, 0.3)
         out["header fields: %s: delivered" % what] = [
             [brief(m)[0], sorted(k for k in m[3] if k > FIELD_UNIX_FDS),
@@ -444,6 +455,50 @@ def scenario_header_fields(out):
 
 
 FIELD_TYPES_EXTRA = {10: "s", 42: "u"}
+
+_GETID = [(FIELD_PATH, P), (FIELD_INTERFACE, I), (FIELD_MEMBER, "GetId"),
+          (FIELD_DESTINATION, D)]
+# (what, message type, fields in order) of messages to the bus itself, and
+# to a peer with a field twice
+DRIVER_HEADER_CASES = [
+    ("GetId with an unknown field", METHOD_CALL, _GETID + [(42, 5)]),
+    ("GetId with a forged SENDER", METHOD_CALL, _GETID + [(FIELD_SENDER, ":1.999")]),
+    ("GetId with REPLY_SERIAL", METHOD_CALL, _GETID + [(FIELD_REPLY_SERIAL, 3)]),
+    ("GetId with field 10 as a string", METHOD_CALL, _GETID + [(10, "/x")]),
+    ("GetId with MEMBER twice", METHOD_CALL, _GETID + [(FIELD_MEMBER, "GetId")]),
+    ("GetId with an unknown field twice", METHOD_CALL, _GETID + [(42, 5), (42, 6)]),
+    ("GetId with DESTINATION twice", METHOD_CALL, _GETID + [(FIELD_DESTINATION, D)]),
+    ("GetId with a SIGNATURE but no body", METHOD_CALL, _GETID + [(FIELD_SIGNATURE, "")]),
+    ("a signal to the bus", SIGNAL, [(FIELD_PATH, P), (FIELD_INTERFACE, I),
+                                     (FIELD_MEMBER, "NameOwnerChanged"),
+                                     (FIELD_DESTINATION, D)]),
+    ("a method return to the bus", METHOD_RETURN, [(FIELD_REPLY_SERIAL, 1),
+                                                   (FIELD_DESTINATION, D)]),
+    ("an error to the bus", ERROR, [(FIELD_REPLY_SERIAL, 1), (FIELD_DESTINATION, D),
+                                    (FIELD_ERROR_NAME, IFACE + ".E")]),
+    ("a call to a peer with PATH twice", METHOD_CALL,
+     [(FIELD_PATH, "/a"), (FIELD_PATH, "/b"), (FIELD_INTERFACE, IFACE), (FIELD_MEMBER, "Hdr"),
+      (FIELD_DESTINATION, "PEER")]),
+]
+
+
+def scenario_driver_header_fields(out):
+    """Issue 28, systematic pass: header fields of messages to the bus itself,
+    and a field twice. What the sender gets back (the reply's DESTINATION is
+    its own name or not), what a peer gets, and who stays connected."""
+    recv = Raw()
+    drain(recv, 0.1)
+    for what, mtype, fields in DRIVER_HEADER_CASES:
+        fields = [(k, recv.name if v == "PEER" else v) for k, v in fields]
+        a = send_with_extra_fields(mtype, fields)
+        got, _ = drain(a, 0.3)
+        out["driver header fields: %s: sender got" % what] = [
+            brief(m) + [m[3].get(FIELD_DESTINATION) == a.name] for m in got]
+        out["driver header fields: %s: a peer got" % what] = [
+            brief(m) for m in drain(recv, 0.2)[0] if m[3].get(FIELD_SENDER) != D]
+        out["driver header fields: %s: sender still connected" % what] = alive(a)
+        a.close()
+    recv.close()
 
 AUTH_TIMEOUT = 3.0      # parity-limits.conf
 
@@ -591,6 +646,7 @@ def scenarios(path):
     scenario_fd_later_chunk(out)
     scenario_unrequested_replies(out)
     scenario_header_fields(out)
+    scenario_driver_header_fields(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -728,6 +784,20 @@ for _what, _type, _extra in HEADER_CASES:
     EXPECTED["header fields: %s: delivered" % _what] = \
         [["call", [], True]] if _what in _DELIVERED else []
     EXPECTED["header fields: %s: sender still connected" % _what] = _what in _DELIVERED
+
+# dbus-daemon 1.14: the bus answers its calls whatever unknown or forged
+# fields they carry, ignores signals and replies to it, and closes a sender
+# whose message has a known field twice or of the wrong type.
+_ANSWERED = {"GetId with an unknown field", "GetId with a forged SENDER",
+             "GetId with REPLY_SERIAL", "GetId with an unknown field twice",
+             "GetId with a SIGNATURE but no body"}
+_IGNORED = {"a signal to the bus", "a method return to the bus", "an error to the bus"}
+for _what, _type, _fields in DRIVER_HEADER_CASES:
+    EXPECTED["driver header fields: %s: sender got" % _what] = \
+        [["return", None, True]] if _what in _ANSWERED else []
+    EXPECTED["driver header fields: %s: a peer got" % _what] = []
+    EXPECTED["driver header fields: %s: sender still connected" % _what] = \
+        _what in _ANSWERED or _what in _IGNORED
 
 EXPECTED.update({
     # [kind, name, reply serial (of the call: 0)]
