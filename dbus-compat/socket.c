@@ -763,10 +763,10 @@ int socket_peek_frame(struct socket *s, size_t *sizep)
 }
 
 /*
- * Collect the fds of the frame [start, end): the batches received with its
- * bytes, in which no later frame starts (see socket.h): with its first byte,
- * or with a later part of it. A batch whose bytes no frame claims any more
- * is a protocol violation.
+ * Collect the fds of the frame [start, end): the batches whose bytes begin
+ * inside it (see socket.h), with its first byte or with a later part of it,
+ * even when they run on into the next frame. A batch whose bytes no frame
+ * claims any more is a protocol violation.
  */
 static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int **fdsp,
 			    size_t *n_fdsp)
@@ -784,9 +784,14 @@ static int socket_claim_fds(struct socket *s, uint64_t start, uint64_t end, int 
 
 		if (b->end <= start)
 			return socket_violation(s); /* no frame started in it */
-		if (end < b->end)
-			break; /* a later frame starts inside that read */
-		/* b->start > start: with a later part of the message, as libdbus allows */
+		if (b->start >= end)
+			break; /* a later frame's */
+		/*
+		 * b->start > start: with a later part of the message, as libdbus
+		 * allows. b->end > end: the read ran on into the next frame (the
+		 * kernel glues a writer's segments up to one with fds); the owner
+		 * keeps fds beyond this message's UNIX_FDS for the next ones.
+		 */
 		n_fds += b->n_fds;
 	}
 	if (n_fds > 0) {

@@ -66,12 +66,13 @@
  * File descriptors: every recvmsg() uses MSG_CMSG_CLOEXEC; received fds are
  * owned by the socket until handed out with a frame, and closed on every other
  * path (socket_free(), protocol errors). The kernel ends a read right after the
- * segment that carried fds, and clients send fds with the first byte of their
- * message, so fds received by one recvmsg() are attached to the last frame
- * that starts within the bytes of that recvmsg(), or, if none starts there,
- * to the frame those bytes are a later part of (a message sent in pieces with
- * its fds on a later piece: dbus-daemon takes them too). Its owner takes each
- * message's UNIX_FDS from the front of the connection's stream of fds
+ * segment that carried fds, so fds received by one recvmsg() are attached to
+ * the frame in which the bytes of that recvmsg() begin: a message's own fds,
+ * sent with its first byte or with a later piece of it (dbus-daemon takes
+ * them too), or fds that came with the next message's first byte when the
+ * kernel glued that segment to the end of this one. Its owner takes each
+ * message's UNIX_FDS from the front of the connection's stream of fds and
+ * keeps the rest for the next messages, as dbus-daemon does
  * (broker/connection.c). fds that arrive with bytes no frame claims (during
  * the authentication phase) are a protocol violation (SOCKET_E_PROTOCOL).
  * MSG_CTRUNC is a protocol violation too.

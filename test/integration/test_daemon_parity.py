@@ -27,7 +27,8 @@ what dbus-daemon 1.14 does:
 6. (issue 28, item 1) A connection that authenticated but never says Hello
    counts in IncompleteConnections and is closed at auth_timeout.
 7. (issue 28, item 2) A message sent in two pieces with its fd on the later
-   one is delivered with its fd.
+   one is delivered with its fd, also when that piece starts the next
+   message; an fd that comes only with the next message is too late.
 8. (issue 28, item 3) A reply or error that answers no pending call, and a
    second reply, are judged by the policy (requested_reply false): the
    session policy here lets them through.
@@ -334,37 +335,71 @@ def scenario_size_limit(out):
     recv.close()
 
 
+def fd_in_pieces(out, key, recv, build, members):
+    """A new connection sends the bytes of build(connection) up to its
+    returned cut, then the rest with an fd; what @recv got (the calls named
+    in @members, with their UNIX_FDS) goes to out[@key + ...]."""
+    a = Raw()
+    drain(a, 0.1)
+    r, w = os.pipe()
+    SENT_PIPES.add("pipe:[%d]" % os.fstat(r).st_ino)
+    data, at = build(a)
+    try:
+        a.send_raw(data[:at])
+        time.sleep(0.1)
+        a.send_raw(data[at:], fds=[r])
+    except OSError:
+        pass
+    os.close(r)
+    os.close(w)
+    n_before = len(recv.fds)
+    got, _ = drain(recv, 0.5)
+    out[key + ": delivered"] = [[brief(x)[1], x[3].get(FIELD_UNIX_FDS)] for x in got
+                                if brief(x)[1] in members]
+    out[key + ": fds received"] = len(recv.fds) - n_before
+    out[key + ": sender still connected"] = alive(a)
+    a.close()
+
+
+def fd_call(a, dest, member, fds):
+    """A call @member to @dest declaring @fds fds."""
+    fields = {FIELD_PATH: "/", FIELD_INTERFACE: IFACE, FIELD_MEMBER: member,
+              FIELD_DESTINATION: dest}
+    if fds:
+        fields[FIELD_UNIX_FDS] = fds
+        return marshal(METHOD_CALL, a.next_serial(), fields, "hs", (0, "y" * 200))
+    return marshal(METHOD_CALL, a.next_serial(), fields, "s", ("z" * 100,))
+
+
 def scenario_fd_later_chunk(out):
     """Issue 28, item 2: the bytes of a message first, its fd with a later
-    part of it (at the header, in the body, with the last byte)."""
+    part of it (at the header, in the body, with the last byte); and with
+    the piece that ends it and starts the next message (which declares no
+    fds), or with the next message alone."""
     recv = Raw()
+
+    def cut_at(cut):
+        def build(a):
+            m = fd_call(a, recv.name, "LaterFd", 1)
+            if cut == "header":
+                return m, (16 + struct.unpack_from("<I", m, 12)[0] + 7) & ~7
+            return m, len(m) // 2 if cut is None else len(m) - 1
+        return build
+
     for what, cut in (("with the second half", None), ("with the last byte", -1),
                       ("with the body after the header", "header")):
-        a = Raw()
-        drain(a, 0.1)
-        r, w = os.pipe()
-        SENT_PIPES.add("pipe:[%d]" % os.fstat(r).st_ino)
-        m = marshal(METHOD_CALL, a.next_serial(), {
-            FIELD_PATH: "/", FIELD_INTERFACE: IFACE, FIELD_MEMBER: "LaterFd",
-            FIELD_DESTINATION: recv.name, FIELD_UNIX_FDS: 1}, "hs", (0, "y" * 200))
-        at = len(m) // 2 if cut is None else len(m) - 1 if cut == -1 else \
-            16 + struct.unpack_from("<I", m, 12)[0]
-        at = (at + 7) & ~7 if cut == "header" else at
-        try:
-            a.send_raw(m[:at])
-            time.sleep(0.1)
-            a.send_raw(m[at:], fds=[r])
-        except OSError:
-            pass
-        os.close(r)
-        os.close(w)
-        n_before = len(recv.fds)
-        got, _ = drain(recv, 0.5)
-        out["fd with a later chunk, %s: delivered" % what] = [
-            [brief(x)[1], x[3].get(FIELD_UNIX_FDS)] for x in got if brief(x)[1] == "LaterFd"]
-        out["fd with a later chunk, %s: fds received" % what] = len(recv.fds) - n_before
-        out["fd with a later chunk, %s: sender still connected" % what] = alive(a)
-        a.close()
+        fd_in_pieces(out, "fd with a later chunk, " + what, recv, cut_at(cut), ("LaterFd",))
+
+    def with_next(across):
+        def build(a):
+            m1 = fd_call(a, recv.name, "First", 1)
+            return m1 + fd_call(a, recv.name, "Second", 0), len(m1) // 2 if across else len(m1)
+        return build
+
+    for what, across in (("with its end and the next message's start", True),
+                         ("with the next message alone", False)):
+        fd_in_pieces(out, "fd with the next message, " + what, recv, with_next(across),
+                     ("First", "Second"))
     recv.close()
 
 
@@ -775,6 +810,18 @@ for _what in ("with the second half", "with the last byte", "with the body after
         "fd with a later chunk, %s: fds received" % _what: 1,
         "fd with a later chunk, %s: sender still connected" % _what: True,
     })
+
+EXPECTED.update({
+    "fd with the next message, with its end and the next message's start: delivered":
+        [["First", 1], ["Second", None]],
+    "fd with the next message, with its end and the next message's start: fds received": 1,
+    "fd with the next message, with its end and the next message's start: "
+    "sender still connected": True,
+    # The fd came after the message that declares it was complete.
+    "fd with the next message, with the next message alone: delivered": [],
+    "fd with the next message, with the next message alone: fds received": 0,
+    "fd with the next message, with the next message alone: sender still connected": False,
+})
 
 # What dbus-daemon 1.14 does with them: delivered (unknown fields dropped, the
 # SENDER its own) and the sender kept, or not delivered and the sender closed.
