@@ -70,46 +70,67 @@ bool policy_active(struct bus *bus)
 
 void policy_verdict_deinit(struct policy_verdict *verdict)
 {
-	free(verdict->lsm_text);
-	verdict->lsm_text = NULL;
+	free(verdict->text);
+	verdict->text = NULL;
 }
 
-/*
- * dbus-daemon's AccessDenied text for a message an LSM denied: @lead, then
- * the message and both ends (the bus driver is "bus").
+/**
+ * policy_denial_text() - dbus-daemon's words for a message it rejects
+ *
+ * "@lead, @n_rules matched rules; type=..., sender=... (loginfo)
+ * interface=... member=... error name=... requested_reply=...
+ * destination=... (loginfo)", as dbus-daemon's complain_about_message()
+ * words its errors and log lines (@n_rules < 0: no count, as its AppArmor
+ * texts);
+ * @from NULL is the bus driver ("(unset)" and "(bus)"), @to NULL the driver
+ * or a service not yet activated ("bus"). @rule, the rule that decided if
+ * any, is named after it.
+ *
+ * Return: a malloc'ed text, NULL on ENOMEM.
  */
-static char *lsm_denied_text(const char *lead, struct peer *from, struct peer *to,
-			     const struct message *m, bool requested_reply)
+char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struct peer *to,
+			 const struct message *m, bool requested_reply,
+			 const struct bus_policy_rule *rule)
 {
-	const char *from_info = peer_loginfo(from);
-	const char *to_info = to ? peer_loginfo(to) : NULL;
+	const char *from_info = from ? peer_loginfo(from) : "(bus)";
+	const char *to_info = to ? peer_loginfo(to) : "bus";
+	_cleanup_free_ char *why = rule ? bus_policy_rule_describe(rule) : NULL;
+	char count[32] = "";
 	char *text;
 
-	if (asprintf(&text, "%stype=\"%s\", sender=\"%s\" (%s) interface=\"%s\" member=\"%s\" "
-		     "error name=\"%s\" requested_reply=\"%d\" destination=\"%s\" (%s)", lead,
-		     bus_message_type_to_string(m->type), peer_name(from),
+	if (rule && !why)
+		return NULL;
+	if (n_rules >= 0)
+		snprintf(count, sizeof(count), ", %d matched rules", n_rules);
+	if (asprintf(&text, "%s%s; type=\"%s\", sender=\"%s\" (%s) "
+		     "interface=\"%s\" member=\"%s\" error name=\"%s\" requested_reply=\"%d\" "
+		     "destination=\"%s\" (%s)%s%s", lead, count,
+		     bus_message_type_to_string(m->type), from ? peer_name(from) : "(unset)",
 		     from_info ? from_info : "", m->interface ? m->interface : "(unset)",
 		     m->member ? m->member : "(unset)",
 		     m->error_name ? m->error_name : "(unset)", requested_reply,
 		     m->destination ? m->destination : DC_SERVICE_DBUS,
-		     to ? (to_info ? to_info : "") : "bus") < 0)
+		     to_info ? to_info : "", why ? "; decided by " : "", why ? why : "") < 0)
 		return NULL;
 	return text;
 }
 
-/* Deny with @text (NULL: out of memory). Return 0 or -ENOMEM. */
-static int lsm_deny(struct policy_verdict *verdict, char *text)
+/*
+ * Deny with @text (NULL: out of memory), an LSM's (@lsm: it logged the
+ * decision itself) or the <policy> rules'. Return 0 or -ENOMEM.
+ */
+static int policy_deny(struct policy_verdict *verdict, char *text, bool lsm)
 {
 	if (!text)
 		return -ENOMEM;
-	verdict->lsm_text = text;
-	verdict->send_side = true;
+	verdict->text = text;
+	verdict->lsm = lsm;
 	return 0;
 }
 
 /*
  * The LSMs' say on @m from @from (not the driver: its messages are not
- * mediated) to @to. Return 1, 0 (verdict->lsm_text set), -ENOMEM.
+ * mediated) to @to. Return 1, 0 (verdict->text set), -ENOMEM.
  */
 static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 			    bool activation, struct message *m, bool requested_reply,
@@ -125,9 +146,9 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 	if (bus->selinux && !activation) {
 		r = selinux_check_send(bus->selinux, from, to, m, true);
 		if (r <= 0)
-			return r < 0 ? r : lsm_deny(verdict, lsm_denied_text(
+			return r < 0 ? r : policy_deny(verdict, policy_denial_text(
 				"An SELinux policy prevents this sender from sending this message "
-				"to this recipient, 0 matched rules; ", from, to, m, false));
+				"to this recipient", 0, from, to, m, false, NULL), true);
 	}
 	if (!bus->apparmor)
 		return 1;
@@ -141,11 +162,11 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 		if (asprintf(&text, "Failed to query AppArmor policy: %s", strerror(err)) < 0)
 			text = NULL;
 	} else {
-		text = lsm_denied_text("An AppArmor policy prevents this sender from sending this "
-				       "message to this recipient; ", from, to, m,
-				       requested_reply);
+		text = policy_denial_text("An AppArmor policy prevents this sender from sending "
+					  "this message to this recipient", -1, from, to, m,
+					  requested_reply, NULL);
 	}
-	return lsm_deny(verdict, text);
+	return policy_deny(verdict, text, true);
 }
 
 static int policy_check_rules(struct bus *bus, struct peer *from,
@@ -155,7 +176,8 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 {
 	struct bus_policy_message pm;
 	struct policy_names fn, tn;
-	bool ok = true;
+	unsigned int n_rules = 0;
+	bool send_ok = true, ok = true;
 	int r;
 
 	if (!bus->policy)
@@ -168,16 +190,15 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 			if (r < 0)
 				return r;
 		}
-		ok = bus_client_policy_check_send(from->policy, &pm, to ? &tn.peer : NULL,
-						  &verdict->rule);
+		send_ok = bus_client_policy_check_send(from->policy, &pm, to ? &tn.peer : NULL,
+						       &verdict->rule);
+		if (!send_ok)
+			n_rules = bus_client_policy_count_send(from->policy, &pm,
+								 to ? &tn.peer : NULL);
 		if (to)
 			policy_names_deinit(&tn);
-		if (!ok) {
-			verdict->send_side = true;
-			return 0;
-		}
 	}
-	if (to && to->policy) {
+	if (send_ok && to && to->policy) {
 		if (from && !from_names) {
 			r = policy_names_init(&fn, from);
 			if (r < 0)
@@ -186,10 +207,19 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 		}
 		ok = bus_client_policy_check_receive(to->policy, &pm, from ? from_names : NULL,
 						     eavesdropping, &verdict->rule);
+		if (!ok)
+			n_rules = bus_client_policy_count_receive(to->policy, &pm,
+								    from ? from_names : NULL,
+								    eavesdropping);
 		if (from_names == &fn.peer)
 			policy_names_deinit(&fn);
 	}
-	return ok;
+	if (send_ok && ok)
+		return 1;
+	return policy_deny(verdict, policy_denial_text(send_ok ? "Rejected receive message" :
+						       "Rejected send message", (int)n_rules, from,
+						       to, m, requested_reply, verdict->rule),
+			   false);
 }
 
 int policy_check(struct bus *bus, struct peer *from,

@@ -54,19 +54,25 @@ bool policy_active(struct bus *bus);
 
 /**
  * struct policy_verdict - why a message was denied
- * @rule:	the deciding rule, NULL when none matched (default deny)
- * @send_side:	the sender's send rules denied (else the receiver's receive rules)
- * @lsm_text:	an LSM denied it: the text of the error (owned;
+ * @rule:	the deciding <policy> rule, NULL when none matched (default
+ *		deny) or an LSM denied it
+ * @text:	the text of the AccessDenied error and of the log line, in
+ *		dbus-daemon's words (policy_denial_text(); owned,
  *		policy_verdict_deinit())
+ * @lsm:	an LSM denied it, and logged that itself
  */
 struct policy_verdict {
 	const struct bus_policy_rule *rule;
-	bool send_side;
-	char *lsm_text;
+	char *text;
+	bool lsm;
 };
 
 void policy_verdict_deinit(struct policy_verdict *verdict);
 #define _cleanup_verdict_ __attribute__((cleanup(policy_verdict_deinit)))
+
+char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struct peer *to,
+			 const struct message *m, bool requested_reply,
+			 const struct bus_policy_rule *rule);
 
 /**
  * policy_check() - may @m go from @from to @to?

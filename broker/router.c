@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
@@ -72,36 +73,42 @@ int destset_add(struct destset *set, struct peer *peer)
  * The text of the AccessDenied for @m, which a <policy> rule (or none)
  * rejected on its way to @destination: malloc()ed, NULL on ENOMEM.
  */
-static char *policy_denied_text(const struct policy_verdict *verdict, const struct message *m,
-				const char *destination)
+/*
+ * A message its policy rejected: like dbus-daemon, the bus logs it at its
+ * security level when it was addressed to the receiver (an LSM logged its
+ * own decision), and answers @peer with AccessDenied, or, when @peer is NULL
+ * (a broadcast, a message of the driver), lets only monitors see that error.
+ */
+static int policy_denied(struct bus *bus, struct peer *peer, struct message *m,
+			 const struct policy_verdict *verdict, bool addressed)
 {
-	_cleanup_free_ char *why = NULL;
-	char *text;
+	_cleanup_message_ struct message *err = NULL;
 
-	why = verdict->rule ? bus_policy_rule_describe(verdict->rule) : NULL;
-	if (asprintf(&text, "Rejected %s message, type=\"%s\" interface=\"%s\" member=\"%s\" "
-		     "error name=\"%s\" destination=\"%s\" (%s)",
-		     verdict->send_side ? "send" : "receive", bus_message_type_to_string(m->type),
-		     m->interface ? m->interface : "(unset)", m->member ? m->member : "(unset)",
-		     m->error_name ? m->error_name : "(unset)",
-		     destination ? destination : "(unset)", why ? why : "no rule allows it") < 0)
-		return NULL;
-	return text;
+	if (addressed && !verdict->lsm)
+		log_printf(LOG_AUTH | LOG_NOTICE, "%s", verdict->text);
+	if (peer)
+		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s", verdict->text);
+	if (list_is_empty(&bus->monitors))
+		return 0;
+	if (message_new_error(&err, m, DC_SERVICE_DBUS, bus_next_serial(bus),
+			      DC_ERROR_ACCESS_DENIED, verdict->text) >= 0)
+		monitor_capture(bus, err, NULL, NULL);
+	return 0;
 }
 
-/* AccessDenied to the sender of a message the policy rejected. */
-static int policy_denied(struct peer *peer, struct message *m,
-			 const struct policy_verdict *verdict)
+/*
+ * A call to @target, whose queue is full: LimitsExceeded to its caller,
+ * logged, in dbus-daemon's words.
+ */
+static int router_queue_full(struct peer *peer, struct peer *target, struct message *m)
 {
-	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ char *text = policy_denial_text(
+		"Rejected: destination has a full message queue", 0, peer, target, m, false, NULL);
 
-	if (verdict->lsm_text)
-		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s",
-						 verdict->lsm_text);
-	text = policy_denied_text(verdict, m, m->destination);
 	if (!text)
 		return -ENOMEM;
-	return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s", text);
+	log_printf(LOG_AUTH | LOG_NOTICE, "%s", text);
+	return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED, "%s", text);
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -218,28 +225,23 @@ int router_send_error(struct peer *peer, struct message *call, const char *name,
  * A message of the driver (a signal, a reply, an error) that @to may not
  * receive (a receive rule denies it, or none allows it) is not delivered,
  * as in dbus-daemon, which asks the receive rules of a registered receiver
- * about everything the bus sends it, a reply counting as requested. The bus
- * answers it with an AccessDenied error addressed to itself, which only
- * monitors see. A connection before Hello receives anything.
+ * about everything the bus sends it, a reply counting as requested. It logs
+ * that, and answers it with an AccessDenied error addressed to itself, which
+ * only monitors see. A connection before Hello receives anything.
  */
 static bool router_driver_denied(struct bus *bus, struct peer *to, struct message *msg)
 {
-	_cleanup_message_ struct message *err = NULL;
-	_cleanup_free_ char *text = NULL;
 	_cleanup_verdict_ struct policy_verdict verdict = {};
 	int r;
 
 	if (!to->policy || !to->registered)
 		return false;
 	r = policy_check(bus, NULL, NULL, to, msg, msg->reply_serial != 0, false, &verdict);
-	if (r != 0)
+	if (r > 0)
 		return false;
-	text = policy_denied_text(&verdict, msg, peer_name(to));
-	if (!text)
-		return true;
-	if (message_new_error(&err, msg, DC_SERVICE_DBUS, bus_next_serial(bus),
-			      DC_ERROR_ACCESS_DENIED, text) >= 0)
-		monitor_capture(bus, err, NULL, NULL);
+	/* Out of memory: not delivered either, rather than let it pass. */
+	if (r == 0)
+		(void)policy_denied(bus, NULL, msg, &verdict, true);
 	return true;
 }
 
@@ -304,9 +306,7 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 				break;
 			if (r == 0) {
 				/* Not delivered, silently; monitors see the error. */
-				if (sender && recipient == NULL)
-					(void)policy_denied(sender, msg, &verdict);
-				r = 0;
+				(void)policy_denied(bus, NULL, msg, &verdict, false);
 				continue;
 			}
 		}
@@ -584,7 +584,7 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 				return r;
 			if (r == 0) {
 				router_capture(resumed, bus, m, peer, NULL);
-				return policy_denied(peer, m, &verdict);
+				return policy_denied(bus, peer, m, &verdict, true);
 			}
 		}
 		return activation_start(bus->activation, peer, m, m->destination, true);
@@ -692,7 +692,7 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 		if (r == 0) {
 			if (slot)
 				reply_slot_free(slot);
-			return policy_denied(peer, m, &verdict);
+			return policy_denied(peer->bus, peer, m, &verdict, true);
 		}
 	}
 
@@ -703,12 +703,7 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 			if (slot)
 				reply_slot_free(slot);
 			if (r == PEER_E_QUOTA)
-				return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
-					"Rejected: destination has a full message queue, "
-					"type=\"method_call\" interface=\"%s\" member=\"%s\" "
-					"destination=\"%s\"",
-					m->interface ? m->interface : "(unset)",
-					m->member ? m->member : "(unset)", peer_name(target));
+				return router_queue_full(peer, target, m);
 			return router_send_error(peer, m, DC_ERROR_NO_REPLY,
 				"Message recipient disconnected from message bus without replying");
 		}
@@ -839,7 +834,7 @@ int router_dispatch(struct peer *peer, struct message *msg)
 			if (r == 0) {
 				if (late)
 					monitor_capture(peer->bus, m, peer, NULL);
-				return policy_denied(peer, m, &verdict);
+				return policy_denied(peer->bus, peer, m, &verdict, true);
 			}
 		}
 		r = driver_dispatch(peer, m);

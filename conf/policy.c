@@ -617,6 +617,26 @@ bool bus_client_policy_check_send(const struct bus_client_policy *client,
 		      rule_index_lookup(&client->send, names, n, send_match, &ctx), rulep);
 }
 
+/* How many rules of @x match: dbus-daemon's "matched rules" of a denial. */
+static unsigned int rule_index_count(const struct rule_index *x, rule_match_fn match,
+				     const void *ctx)
+{
+	unsigned int n = 0;
+
+	for (size_t i = 0; i < x->rules.n; i++)
+		n += match(x->rules.v[i], ctx);
+	return n;
+}
+
+unsigned int bus_client_policy_count_send(const struct bus_client_policy *client,
+					  const struct bus_policy_message *m,
+					  const struct bus_policy_peer *receiver)
+{
+	struct send_ctx ctx = { m, receiver };
+
+	return rule_index_count(&client->send, send_match, &ctx);
+}
+
 static bool receive_rule_matches(const struct bus_policy_rule *r,
 				 const struct bus_policy_message *m,
 				 const struct bus_policy_peer *sender, bool eavesdropping)
@@ -668,6 +688,15 @@ bool bus_client_policy_check_receive(const struct bus_client_policy *client,
 
 	return decide(&client->receive,
 		      rule_index_lookup(&client->receive, names, n, receive_match, &ctx), rulep);
+}
+
+unsigned int bus_client_policy_count_receive(const struct bus_client_policy *client,
+					     const struct bus_policy_message *m,
+					     const struct bus_policy_peer *sender, bool eavesdropping)
+{
+	struct receive_ctx ctx = { m, sender, eavesdropping && m->destination };
+
+	return rule_index_count(&client->receive, receive_match, &ctx);
 }
 
 static bool own_match(const struct bus_policy_rule *r, const void *ctx)

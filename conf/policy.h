@@ -164,6 +164,18 @@ bool bus_client_policy_check_receive(const struct bus_client_policy *client,
 				     const struct bus_policy_peer *sender, bool eavesdropping,
 				     const struct bus_policy_rule **rulep);
 
+/*
+ * How many of the client's send (receive) rules match @m: what dbus-daemon
+ * reports as "N matched rules" when it denies a message. A full scan: for
+ * the denial path only.
+ */
+unsigned int bus_client_policy_count_send(const struct bus_client_policy *client,
+					  const struct bus_policy_message *m,
+					  const struct bus_policy_peer *receiver);
+unsigned int bus_client_policy_count_receive(const struct bus_client_policy *client,
+					     const struct bus_policy_message *m,
+					     const struct bus_policy_peer *sender, bool eavesdropping);
+
 /* May this client own @name? */
 bool bus_client_policy_check_own(const struct bus_client_policy *client, const char *name,
 				 const struct bus_policy_rule **rulep);
