@@ -102,17 +102,17 @@ def answer(addr, dest, path, iface, member, sig, args, timeout=5):
 
 
 @contextlib.contextmanager
-def bus(binary, tmp, name, *elements, config=None, log=None):
+def bus(binary, tmp, name, *elements, config=None, log=None, args=()):
     """@binary serving a session bus on @tmp/@name with @elements (or the
-    whole @config, "%s" for its <listen> element): its address. Its standard
-    error goes to the file @log, if given."""
+    whole @config, "%s" for its <listen> element), and @args on its command
+    line: its address. Its standard error goes to the file @log, if given."""
     conf = os.path.join(tmp, name + ".conf")
     listen = "<listen>unix:path=%s/%s</listen>" % (tmp, name)
     with open(conf, "w") as f:
         f.write(config % listen if config else rawclient.session_config(listen, *elements))
     err = open(log, "w") if log else subprocess.DEVNULL
-    p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1"],
-                         stdout=subprocess.PIPE, stderr=err, text=True)
+    p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1",
+                          *args], stdout=subprocess.PIPE, stderr=err, text=True)
     if log:
         err.close()
     try:
