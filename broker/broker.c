@@ -299,6 +299,7 @@ static int broker_new_restoring(struct broker **brokerp, const struct broker_opt
 	r = bus_init(&broker->bus, config, opts->systemd_activation, &broker_loop_ops, &err);
 	if (r)
 		return r < 0 ? r : broker_set_error(broker, err);
+	broker->bus.containers_enabled = opts->containers;
 	r = socket_transport_new(&broker->sockets, &broker->bus);
 	if (r < 0)
 		return r;

@@ -40,6 +40,7 @@ struct state_writer;
  * @config_file:	its path, for ReloadConfig / SIGHUP (may be NULL)
  * @address:		--address, replaces the config's <listen> elements
  * @systemd_activation:	--systemd-activation
+ * @containers:		--containers: the driver provides Containers1
  * @listen_fds:		the sockets of "systemd:" when not where sd_listen_fds()
  *			finds them (fdstore.h), else NULL
  * @n_listen_fds:	their number
@@ -49,6 +50,7 @@ struct broker_options {
 	const char *config_file;
 	const char *address;
 	bool systemd_activation;
+	bool containers;
 	const int *listen_fds;
 	size_t n_listen_fds;
 };

@@ -14,6 +14,7 @@
 #include "broker/apparmor.h"
 #include "broker/audit.h"
 #include "broker/bus.h"
+#include "broker/container.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
@@ -297,6 +298,9 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	r = activation_new(&bus->activation, &bus_activation_ops, bus);
 	if (r < 0)
 		return r;
+	r = container_registry_new(&bus->containers, bus);
+	if (r < 0)
+		return r;
 	bus_apply_config(bus, config);
 	r = reply_registry_new(&bus->replies, (size_t)bus->limits.max_replies_per_connection,
 			       bus->limits.reply_timeout > 0 ?
@@ -316,6 +320,8 @@ void bus_deinit(struct bus *bus)
 	while (!list_is_empty(&bus->peers))
 		peer_close(list_first_entry(&bus->peers, struct peer, bus_link), NULL);
 	bus_free_dead(bus);
+	/* Their sockets go too (their files removed), as dbus-daemon's at exit. */
+	bus->containers = container_registry_free(bus->containers);
 	bus->flush = sd_event_source_disable_unref(bus->flush);
 	bus->reply_timer = sd_event_source_disable_unref(bus->reply_timer);
 	bus->event = NULL;

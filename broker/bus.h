@@ -104,6 +104,7 @@ struct bus {
 	char guid[33];
 	char machine_id[33];
 	bool systemd_activation;
+	bool containers_enabled;	/* --containers: Containers1 is provided */
 	bool allow_anonymous;
 	unsigned int auth_mechs;	/* SASL_MECH_* the <auth> elements allow */
 	uid_t uid;			/* of the bus process */
@@ -129,6 +130,7 @@ struct bus {
 	struct match_registry *monitor_matches;	/* BecomeMonitor filters */
 	size_t n_eavesdrop_rules;	/* AddMatch rules with eavesdrop=true */
 	struct reply_registry *replies;
+	struct container_registry *containers;	/* Containers1 instances (container.h) */
 	struct user_registry *users;
 
 	/* per-peer output queue bounds (see peer_queue()) */

@@ -181,6 +181,8 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 			cli->nopidfile = true;
 		} else if (!strcmp(arg, "--systemd-activation")) {
 			cli->systemd_activation = true;
+		} else if (!strcmp(arg, "--containers")) {
+			cli->containers = true;
 		} else if (!strcmp(arg, "--syslog")) {
 			cli->syslog = CLI_SYSLOG_BOTH;
 		} else if (!strcmp(arg, "--syslog-only")) {
@@ -218,7 +220,7 @@ void cli_print_help(FILE *f, const char *argv0)
 	       "    [--print-address[=DESCRIPTOR]] [--print-pid[=DESCRIPTOR]]\n"
 	       "    [--introspect] [--address=ADDRESS] [--nopidfile] [--nosyslog]\n"
 	       "    [--syslog] [--syslog-only] [--nofork] [--fork]\n"
-	       "    [--systemd-activation] [--print-env]\n"
+	       "    [--systemd-activation] [--print-env] [--containers]\n"
 	       "\n"
 	       "A D-Bus message bus, command-line compatible with dbus-daemon.\n"
 	       "See bus1-broker(1).\n",

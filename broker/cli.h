@@ -57,6 +57,7 @@ struct cli {
 	enum cli_fork fork;
 	bool nopidfile;
 	bool systemd_activation;
+	bool containers;		/* --containers: Containers1 (container.h) */
 	enum cli_syslog syslog;
 	bool introspect;
 	bool version;

@@ -743,7 +743,7 @@ static const struct peer_transport_ops connection_ops = {
 };
 
 static int connection_new(struct peer **peerp, struct socket_transport *sockets, int fd,
-			  const uint8_t *nonce)
+			  const uint8_t *nonce, unsigned int mechs)
 {
 	struct bus *bus = sockets->bus;
 	struct socket_creds creds;
@@ -786,7 +786,7 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 		connection_free(&conn->transport);
 		return r;
 	}
-	sasl_server_set_mechanisms(conn->sasl, bus->auth_mechs);
+	sasl_server_set_mechanisms(conn->sasl, mechs ? mechs & bus->auth_mechs : bus->auth_mechs);
 	sasl_server_set_cookie_source(conn->sasl, connection_cookie_source, conn);
 
 	/* From here on the peer owns the connection. */
@@ -1056,16 +1056,23 @@ struct socket_transport *socket_transport_of(struct bus *bus)
 	return t ? container_of(t, struct socket_transport, transport) : NULL;
 }
 
-int socket_transport_accept(struct socket_transport *sockets, int fd, const uint8_t *nonce)
+int socket_transport_accept(struct socket_transport *sockets, int fd, const uint8_t *nonce,
+			    unsigned int mechs, struct peer **peerp)
 {
 	struct bus *bus = sockets->bus;
-	struct peer *peer;
+	struct peer *peer = NULL;
+	int r;
 
+	if (peerp)
+		*peerp = NULL;
 	if (bus->n_incomplete >= (unsigned int)bus->limits.max_incomplete_connections) {
 		log_warn("too many incomplete connections (max_incomplete_connections=%lld)",
 			 (long long)bus->limits.max_incomplete_connections);
 		close(fd);
 		return 0;
 	}
-	return connection_new(&peer, sockets, fd, nonce);
+	r = connection_new(&peer, sockets, fd, nonce, mechs);
+	if (r >= 0 && peerp)
+		*peerp = peer;
+	return r;
 }

@@ -85,9 +85,15 @@ struct socket_transport *socket_transport_of(struct bus *bus);
  * (socket_creds_query()); a TCP peer has no credentials: it is known by what
  * it authenticates as (DBUS_COOKIE_SHA1) or not at all (ANONYMOUS).
  *
+ * @mechs:	the SASL_MECH_* offered: 0 for the bus' (<auth>), else a subset
+ *		(a container's socket: EXTERNAL only)
+ * @peerp:	output: the new peer, NULL if the socket was closed at once
+ *		(may be NULL)
+ *
  * Return: 0 or negative errno.
  */
-int socket_transport_accept(struct socket_transport *sockets, int fd, const uint8_t *nonce);
+int socket_transport_accept(struct socket_transport *sockets, int fd, const uint8_t *nonce,
+			    unsigned int mechs, struct peer **peerp);
 
 /* After connection_new_restored() and the rest of the peer: resume its I/O. */
 void connection_restored(struct connection *conn);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
+#include "broker/container.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/log.h"
@@ -463,6 +464,45 @@ static void asv_process_fd(struct driver_call *c, struct message_builder *b, int
 	b->n_fds = 1;
 }
 
+int driver_write_credentials(struct dc_writer *w, struct peer *peer)
+{
+	/* Groups and label belong to the socket's peer, not to a proven identity. */
+	const struct socket_creds *cr = peer->socket_identity ? &peer->creds : NULL;
+
+	if (peer->uid != (uid_t)-1)
+		driver_asv_u(w, "UnixUserID", (uint32_t)peer->uid);
+	if (cr) {
+		/* The primary group first, then the supplementary ones, no duplicates. */
+		_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
+		size_t n = 0;
+
+		if (!gids)
+			return -ENOMEM;
+		gids[n++] = (uint32_t)cr->gid;
+		for (size_t i = 0; i < cr->n_groups; i++)
+			if ((uint32_t)cr->groups[i] != (uint32_t)cr->gid)
+				gids[n++] = (uint32_t)cr->groups[i];
+		dc_writer_open(w, '{', NULL);
+		dc_writer_write(w, "s", "UnixGroupIDs");
+		dc_writer_open(w, 'v', "au");
+		dc_writer_append_array(w, 'u', gids, n);
+		dc_writer_close(w);
+		dc_writer_close(w);
+	}
+	if (peer->pid > 0)
+		driver_asv_u(w, "ProcessID", (uint32_t)peer->pid);
+	if (cr && cr->label) {
+		/* GVariant bytestring convention: the NUL is included. */
+		dc_writer_open(w, '{', NULL);
+		dc_writer_write(w, "s", "LinuxSecurityLabel");
+		dc_writer_open(w, 'v', "ay");
+		dc_writer_append_array(w, 'y', cr->label, strlen(cr->label) + 1);
+		dc_writer_close(w);
+		dc_writer_close(w);
+	}
+	return dc_writer_error(w);
+}
+
 int driver_method_get_connection_credentials(struct driver_call *c)
 {
 	struct peer *peer = NULL;
@@ -488,45 +528,22 @@ int driver_method_get_connection_credentials(struct driver_call *c)
 		pidfd = c->bus->pidfd;
 		asv_process_fd(c, &b, &pidfd);
 	} else {
-		/* Groups and label belong to the socket's peer, not to a proven identity. */
-		const struct socket_creds *cr = peer->socket_identity ?
-						&peer->creds : NULL;
-
-		if (peer->uid != (uid_t)-1)
-			driver_asv_u(w, "UnixUserID", (uint32_t)peer->uid);
-		if (cr) {
-			/* The primary group first, then the supplementary ones, no duplicates. */
-			_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
-			size_t n = 0;
-
-			if (!gids) {
-				message_builder_deinit(&b);
-				return -ENOMEM;
-			}
-			gids[n++] = (uint32_t)cr->gid;
-			for (size_t i = 0; i < cr->n_groups; i++)
-				if ((uint32_t)cr->groups[i] != (uint32_t)cr->gid)
-					gids[n++] = (uint32_t)cr->groups[i];
-			dc_writer_open(w, '{', NULL);
-			dc_writer_write(w, "s", "UnixGroupIDs");
-			dc_writer_open(w, 'v', "au");
-			dc_writer_append_array(w, 'u', gids, n);
-			dc_writer_close(w);
-			dc_writer_close(w);
-		}
-		if (peer->pid > 0)
-			driver_asv_u(w, "ProcessID", (uint32_t)peer->pid);
-		if (cr && cr->label) {
-			/* GVariant bytestring convention: the NUL is included. */
-			dc_writer_open(w, '{', NULL);
-			dc_writer_write(w, "s", "LinuxSecurityLabel");
-			dc_writer_open(w, 'v', "ay");
-			dc_writer_append_array(w, 'y', cr->label, strlen(cr->label) + 1);
-			dc_writer_close(w);
-			dc_writer_close(w);
+		r = driver_write_credentials(w, peer);
+		if (r < 0) {
+			message_builder_deinit(&b);
+			return r;
 		}
 		pidfd = peer_get_pidfd(peer);
 		asv_process_fd(c, &b, &pidfd);
+		/* Its container instance (container.h), as dbus's draft names it. */
+		if (peer->container) {
+			dc_writer_open(w, '{', NULL);
+			dc_writer_write(w, "s", DC_INTERFACE_CONTAINERS1 ".Instance");
+			dc_writer_open(w, 'v', "o");
+			dc_writer_write(w, "o", peer->container->path);
+			dc_writer_close(w);
+			dc_writer_close(w);
+		}
 	}
 	dc_writer_close(w);
 	return driver_reply_send(c, &b);

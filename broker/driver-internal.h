@@ -10,6 +10,7 @@
  *                   Peer)
  *   driver-stats.c  org.freedesktop.DBus.Debug.Stats, the peaks it reports
  *   driver-bus1.c   org.freedesktop.DBus.Bus1: the native clients' methods
+ *   driver-containers.c  org.freedesktop.DBus.Containers1 (container.h)
  *
  * A method gets its call (struct driver_call: the caller, the message, a
  * reader at its arguments) and returns 0 (answered), 1 (an error set with
@@ -65,6 +66,20 @@ int driver_read_name(struct driver_call *c, const char **namep);
  */
 int driver_lookup_conn(struct driver_call *c, const char *what, const char **namep,
 		       struct peer **connp, bool *selfp);
+/* org.freedesktop.DBus.Containers1 (driver-containers.c, container.h). */
+int driver_method_containers_add_server(struct driver_call *c);
+int driver_method_containers_stop_instance(struct driver_call *c);
+int driver_method_containers_stop_listening(struct driver_call *c);
+int driver_method_containers_get_connection_instance(struct driver_call *c);
+int driver_method_containers_get_instance_info(struct driver_call *c);
+int driver_prop_containers_supported_arguments(struct driver_call *c, struct dc_writer *w);
+/*
+ * The entries of GetConnectionCredentials' a{sv} that describe @peer (not
+ * its ProcessFD, not its container) to @w, inside the open array. Return 0
+ * or negative errno.
+ */
+int driver_write_credentials(struct dc_writer *w, struct peer *peer);
+
 /* Hello, for a socket client or a native one after its bootstrap. */
 int driver_hello(struct peer *peer, struct message *msg);
 

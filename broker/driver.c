@@ -206,6 +206,7 @@ enum {
 	METHOD_ANY_PATH = 1 << 0,	/* available at every object path */
 	METHOD_PRIVILEGED = 1 << 1,	/* bus uid or root only */
 	METHOD_BOOTSTRAP = 1 << 2,	/* called before Hello (driver_dispatch_bootstrap()) */
+	METHOD_NO_CONTAINERS = 1 << 3,	/* not from a container (privileged ones neither) */
 };
 
 enum {
@@ -216,6 +217,8 @@ enum {
 	 * by its name (a call without interface never finds it).
 	 */
 	IFACE_HIDDEN = 1 << 2,
+	/* Only with --containers: otherwise absent, as in dbus-daemon 1.14. */
+	IFACE_CONTAINERS = 1 << 3,
 };
 
 struct driver_method {
@@ -301,6 +304,23 @@ static const struct driver_method bus1_methods[] = {
 	{}
 };
 
+static const struct driver_method containers_methods[] = {
+	{ "AddServer", "ssa{sv}a{sv}", "oays", driver_method_containers_add_server,
+	  METHOD_NO_CONTAINERS },
+	{ "StopInstance", "o", "", driver_method_containers_stop_instance, METHOD_NO_CONTAINERS },
+	{ "StopListening", "o", "", driver_method_containers_stop_listening,
+	  METHOD_NO_CONTAINERS },
+	{ "GetConnectionInstance", "s", "oa{sv}ssa{sv}",
+	  driver_method_containers_get_connection_instance, 0 },
+	{ "GetInstanceInfo", "o", "a{sv}ssa{sv}", driver_method_containers_get_instance_info, 0 },
+	{}
+};
+
+static const struct driver_property containers_properties[] = {
+	{ "SupportedArguments", "as", driver_prop_containers_supported_arguments },
+	{}
+};
+
 static const struct driver_interface interfaces[] = {
 	{ DC_INTERFACE_DBUS, dbus_methods,
 	  "    <signal name=\"NameOwnerChanged\">\n"
@@ -331,8 +351,19 @@ static const struct driver_interface interfaces[] = {
 	{ DC_INTERFACE_PEER, peer_methods, NULL, IFACE_ANY_PATH | IFACE_UNINTERESTING, NULL },
 	{ DC_INTERFACE_BUS1, bus1_methods, NULL,
 	  IFACE_ANY_PATH | IFACE_UNINTERESTING | IFACE_HIDDEN, NULL },
+	{ DC_INTERFACE_CONTAINERS1, containers_methods,
+	  "    <signal name=\"InstanceRemoved\">\n"
+	  "      <arg type=\"o\" name=\"path\"/>\n"
+	  "    </signal>\n",
+	  IFACE_CONTAINERS, containers_properties },
 	{}
 };
+
+/* Is @i there on @bus (Containers1 only with --containers)? */
+static bool iface_present(const struct bus *bus, const struct driver_interface *i)
+{
+	return !(i->flags & IFACE_CONTAINERS) || bus->containers_enabled;
+}
 
 static int prop_features(struct driver_call *c, struct dc_writer *w)
 {
@@ -356,7 +387,7 @@ static int prop_interfaces(struct driver_call *c, struct dc_writer *w)
 
 	dc_writer_open(w, 'a', NULL);
 	for (i = interfaces; i->name; i++)
-		if (!(i->flags & IFACE_UNINTERESTING))
+		if (!(i->flags & IFACE_UNINTERESTING) && iface_present(c->bus, i))
 			dc_writer_write(w, "s", i->name);
 	return dc_writer_close(w);
 }
@@ -367,7 +398,7 @@ static const struct driver_interface *find_interface(struct driver_call *c, cons
 	const struct driver_interface *i;
 
 	for (i = interfaces; i->name; i++)
-		if (!(i->flags & IFACE_HIDDEN) && !strcmp(i->name, name))
+		if (!(i->flags & IFACE_HIDDEN) && iface_present(c->bus, i) && !strcmp(i->name, name))
 			return i;
 	driver_fail(c, DC_ERROR_UNKNOWN_INTERFACE, "Interface \"%s\" not found", name);
 	return NULL;
@@ -509,7 +540,7 @@ static void sb_args(struct strbuf *sb, const char *sig, const char *direction)
 	}
 }
 
-int driver_introspect_xml(char **xmlp, const char *path)
+int driver_introspect_xml(char **xmlp, const char *path, bool containers)
 {
 	const struct driver_interface *i;
 	const struct driver_method *m;
@@ -522,6 +553,8 @@ int driver_introspect_xml(char **xmlp, const char *path)
 		    "introspect.dtd\">\n<node>\n");
 	for (i = interfaces; i->name; i++) {
 		if (i->flags & IFACE_HIDDEN)
+			continue;
+		if ((i->flags & IFACE_CONTAINERS) && !containers)
 			continue;
 		if (!canonical && !(i->flags & IFACE_ANY_PATH))
 			continue;
@@ -562,7 +595,7 @@ static int method_introspect(struct driver_call *c)
 	_cleanup_free_ char *xml = NULL;
 	int r;
 
-	r = driver_introspect_xml(&xml, c->msg->path);
+	r = driver_introspect_xml(&xml, c->msg->path, c->bus->containers_enabled);
 	if (r < 0)
 		return r;
 	return driver_reply_s(c, xml);
@@ -630,6 +663,8 @@ int driver_dispatch(struct peer *peer, struct message *msg)
 	for (i = interfaces; i->name; i++) {
 		if (!canonical && !(i->flags & IFACE_ANY_PATH))
 			continue;
+		if (!iface_present(peer->bus, i))
+			continue;
 		if (msg->interface ? strcmp(msg->interface, i->name) != 0 :
 				     (i->flags & IFACE_HIDDEN) != 0)
 			continue;
@@ -637,6 +672,13 @@ int driver_dispatch(struct peer *peer, struct message *msg)
 		for (m = i->methods; m->name; m++) {
 			if (strcmp(m->name, msg->member))
 				continue;
+			/* A contained connection is never privileged (dbus's draft). */
+			if ((m->flags & (METHOD_PRIVILEGED | METHOD_NO_CONTAINERS)) &&
+			    peer->container)
+				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
+					"rejected attempt to call %s by connection %s (%s) in "
+					"container", m->name, peer_name(peer),
+					peer_loginfo(peer)));
 			if ((m->flags & METHOD_PRIVILEGED) && !driver_caller_is_privileged(&c))
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"rejected attempt to call %s by connection %s with uid %u",

@@ -50,7 +50,7 @@ int driver_dispatch(struct peer *peer, struct message *msg);
 int driver_dispatch_peer(struct peer *peer, struct message *msg);
 
 /* The introspection XML of the driver object at @path (malloc()ed). */
-int driver_introspect_xml(char **xmlp, const char *path);
+int driver_introspect_xml(char **xmlp, const char *path, bool containers);
 
 /*
  * Debug.Stats peaks: call after @peer gained a name (Hello, RequestName) or

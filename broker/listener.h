@@ -23,6 +23,7 @@
 #include "util/list.h"
 
 struct bus;
+struct container;
 
 struct listener {
 	struct bus *bus;
@@ -39,6 +40,7 @@ struct listener {
 	char *address;			/* connectable address, with guid= */
 	char *unlink_path;		/* socket file to remove at exit, or NULL */
 	char *nonce_file;		/* nonce file to remove at exit (and its dir) */
+	struct container *container;	/* a container instance's socket, else NULL */
 };
 
 /**

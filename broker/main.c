@@ -222,7 +222,7 @@ static int answer_query(const struct cli *cli)
 	}
 	if (!cli->introspect)
 		return -1;
-	r = driver_introspect_xml(&xml, DC_PATH_DBUS);
+	r = driver_introspect_xml(&xml, DC_PATH_DBUS, cli->containers);
 	if (r < 0) {
 		fprintf(stderr, "introspection failed: %s\n", strerror(-r));
 		return EXIT_FAILURE;
@@ -395,6 +395,7 @@ int main(int argc, char **argv)
 	opts.config_file = cli.config_file;
 	opts.address = cli.address;
 	opts.systemd_activation = cli.systemd_activation;
+	opts.containers = cli.containers;
 	opts.listen_fds = carried.listen_fds;
 	opts.n_listen_fds = carried.n_listen;
 	from_store = carried.state_fd >= 0;

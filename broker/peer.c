@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "broker/apparmor.h"
 #include "broker/bus.h"
+#include "broker/container.h"
 #include "broker/log.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
@@ -36,6 +37,7 @@ int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transp
 	peer->bus = bus;
 	list_init(&peer->bus_link);
 	list_init(&peer->monitor_link);
+	list_init(&peer->container_link);
 	list_init(&peer->dead_link);
 	list_init(&peer->overflow_link);
 	peer->transport = transport;
@@ -164,6 +166,8 @@ void peer_close(struct peer *peer, const char *reason)
 
 	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
 	router_peer_gone(peer);
+	/* Its instance may end now (InstanceRemoved), and those it created stop. */
+	container_peer_gone(peer);
 
 	list_unlink(&peer->bus_link);
 	list_append(&bus->dead_list, &peer->dead_link);

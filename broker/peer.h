@@ -99,6 +99,8 @@ struct peer {
 	struct name_owner owner;	/* unique name + well-known names */
 	struct match_owner matches;	/* AddMatch rules */
 	struct reply_owner replies;	/* calls this peer must answer */
+	struct container *container;	/* the instance it connected through, or NULL */
+	struct list_node container_link;	/* in container->members */
 
 	bool authenticated;		/* identity known, policy set up */
 	bool registered;		/* Hello done */

@@ -114,6 +114,10 @@ void bus_config_limits_init(struct bus_config_limits *l)
 		.max_names_per_connection = 512,
 		.max_match_rules_per_connection = 512,
 		.max_replies_per_connection = 128,
+		.max_containers = 512,
+		.max_containers_per_user = 16,
+		.max_container_metadata_bytes = 4096,
+		.max_connections_per_container = 8,
 	};
 }
 
@@ -778,11 +782,11 @@ static const struct limit_def limit_defs[] = {
 	LIMIT(max_names_per_connection, true),
 	LIMIT(max_match_rules_per_connection, true),
 	LIMIT(max_replies_per_connection, true),
-	/* Accepted by dbus-daemon 1.14 for the unfinished Containers1 API. */
-	{ "max_containers", SIZE_MAX, true },
-	{ "max_containers_per_user", SIZE_MAX, true },
-	{ "max_container_metadata_bytes", SIZE_MAX, true },
-	{ "max_connections_per_container", SIZE_MAX, true },
+	/* The Containers1 draft's (broker/container.h). */
+	LIMIT(max_containers, true),
+	LIMIT(max_containers_per_user, true),
+	LIMIT(max_container_metadata_bytes, true),
+	LIMIT(max_connections_per_container, true),
 };
 #undef LIMIT
 

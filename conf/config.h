@@ -55,10 +55,8 @@
  * "never"; a configured value is always >= 0 (dbus-daemon treats 0 as never
  * as well). All configured values are >= 0; the ones dbus-daemon stores in an
  * int (timeouts and counts) are <= INT32_MAX. An unknown limit name is an
- * error, as in dbus-daemon 1.14; the container limits dbus-daemon 1.14 still
- * accepts (max_containers, max_containers_per_user,
- * max_container_metadata_bytes, max_connections_per_container) are validated
- * and ignored.
+ * error, as in dbus-daemon 1.14. The container limits are those of dbus's
+ * Containers1 draft, with its defaults (broker/container.h).
  */
 struct bus_config_limits {
 	int64_t max_incoming_bytes;		/* 127 MiB */
@@ -78,6 +76,10 @@ struct bus_config_limits {
 	int64_t max_names_per_connection;	/* 512 */
 	int64_t max_match_rules_per_connection;	/* 512 */
 	int64_t max_replies_per_connection;	/* 128 */
+	int64_t max_containers;			/* 512 */
+	int64_t max_containers_per_user;	/* 16 */
+	int64_t max_container_metadata_bytes;	/* 4096 */
+	int64_t max_connections_per_container;	/* 8 */
 };
 
 /* Fill @limits with dbus-daemon's defaults. */

@@ -948,3 +948,57 @@ int dc_validate(const void *data, size_t size, char endian, const char *sig, siz
 		return k;
 	return r.pos == r.size ? 0 : DC_E_TRAILING;
 }
+
+/* ---------------------------------------------------------------- copying */
+
+int dc_copy_value(struct dc_reader *r, struct dc_writer *w)
+{
+	char c = dc_reader_peek(r);
+	int k;
+
+	if (!c)
+		return DC_E_TYPE;
+	if (signature_is_basic(c)) {
+		union {
+			uint8_t y;
+			bool b;
+			int16_t n;
+			uint16_t q;
+			int32_t i;
+			uint32_t u;
+			int64_t x;
+			uint64_t t;
+			double d;
+			const char *s;
+		} v;
+
+		k = dc_reader_read_basic(r, c, &v);
+		return k ? k : dc_writer_append(w, c, &v);
+	}
+	k = dc_reader_enter(r, c);
+	if (k)
+		return k;
+	if (c == 'v') {
+		/* The variant's type, NUL-terminated, alive until it is closed. */
+		char sig[DC_MAX_SIGNATURE_LENGTH + 1];
+		const char *s;
+		size_t n = dc_reader_peek_signature(r, &s);
+
+		if (n == 0 || n > DC_MAX_SIGNATURE_LENGTH)
+			return DC_E_TYPE;
+		memcpy(sig, s, n);
+		sig[n] = '\0';
+		k = dc_writer_open(w, 'v', sig);
+		if (!k)
+			k = dc_copy_value(r, w);
+		if (!k)
+			k = dc_writer_close(w);
+	} else {
+		k = dc_writer_open(w, c, NULL);
+		while (!k && dc_reader_peek(r))
+			k = dc_copy_value(r, w);
+		if (!k)
+			k = dc_writer_close(w);
+	}
+	return k ? k : dc_reader_exit(r);
+}

@@ -239,6 +239,17 @@ int dc_reader_read_array(struct dc_reader *r, char elem, const void **data, size
 bool dc_reader_at_end(const struct dc_reader *r);
 
 /**
+ * dc_copy_value() - copy the next complete value of @r to @w
+ *
+ * @w's next type must be the value's type. A variant keeps its contained
+ * type; 'h' values are copied as the indexes they are.
+ *
+ * Return: 0, a positive dc_invalid code (the reader's), or negative errno
+ * (the writer's sticky error).
+ */
+int dc_copy_value(struct dc_reader *r, struct dc_writer *w);
+
+/**
  * dc_validate() - validate @size bytes against a signature in one pass
  *
  * Every value is checked as by the reader, and no bytes may follow the last

@@ -117,6 +117,7 @@ enum {
 #define DC_INTERFACE_INTROSPECTABLE "org.freedesktop.DBus.Introspectable"
 #define DC_INTERFACE_PROPERTIES	"org.freedesktop.DBus.Properties"
 #define DC_INTERFACE_PEER	"org.freedesktop.DBus.Peer"
+#define DC_INTERFACE_CONTAINERS1 "org.freedesktop.DBus.Containers1"
 /* Reserved for libdbus' in-process messages; a peer may never send them. */
 #define DC_PATH_LOCAL		"/org/freedesktop/DBus/Local"
 #define DC_INTERFACE_LOCAL	"org.freedesktop.DBus.Local"

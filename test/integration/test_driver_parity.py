@@ -15,6 +15,7 @@ signature) compared; any difference fails.
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -105,16 +106,17 @@ def answer(addr, dest, path, iface, member, sig, args, timeout=5):
 def bus(binary, tmp, name, *elements, config=None, log=None, args=()):
     """@binary serving a session bus on @tmp/@name with @elements (or the
     whole @config, "%s" for its <listen> element), and @args on its command
-    line: its address. Its standard error goes to the file @log, if given."""
+    line: its address. Its standard error goes to the file @log (by default
+    @tmp/@name.log). It must exit 0 on SIGTERM: a sanitizer or valgrind
+    finding fails the test, with the log."""
     conf = os.path.join(tmp, name + ".conf")
     listen = "<listen>unix:path=%s/%s</listen>" % (tmp, name)
     with open(conf, "w") as f:
         f.write(config % listen if config else rawclient.session_config(listen, *elements))
-    err = open(log, "w") if log else subprocess.DEVNULL
-    p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1",
-                          *args], stdout=subprocess.PIPE, stderr=err, text=True)
-    if log:
-        err.close()
+    log = log or os.path.join(tmp, name + ".log")
+    with open(log, "w") as err:
+        p = subprocess.Popen([binary, "--config-file=" + conf, "--nofork", "--print-address=1",
+                              *args], stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         addr = p.stdout.readline().strip()
         if not addr:
@@ -122,7 +124,11 @@ def bus(binary, tmp, name, *elements, config=None, log=None, args=()):
         yield addr
     finally:
         p.terminate()
-        p.wait()
+        status = p.wait()
+        if status not in (0, -signal.SIGTERM):
+            with open(log) as f:
+                sys.stderr.write(f.read()[-4000:])
+            raise AssertionError("%s (%s) exited with status %d" % (binary, name, status))
 
 
 # (what, destination, member, signature, arguments) on a bus whose policy

@@ -840,6 +840,83 @@ static void test_array_elements(void)
 	}
 }
 
+/*
+ * dc_copy_value(): a value with every kind of container, written in both byte
+ * orders, copies to exactly what writing it natively gives.
+ */
+static void write_sample(struct dc_writer *w)
+{
+	static const uint32_t ints[] = { 1, 2, 3 };
+
+	dc_writer_open(w, 'a', NULL);
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", "struct");
+	dc_writer_open(w, 'v', "(ybnqiuxtd)");
+	dc_writer_open(w, '(', NULL);
+	dc_writer_write(w, "ybnqiuxtd", 7, 1, -3, 4, -5, 6u, (int64_t)-7, (uint64_t)8, 9.5);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", "nested");
+	dc_writer_open(w, 'v', "v");
+	dc_writer_open(w, 'v', "a{sau}");
+	dc_writer_open(w, 'a', NULL);
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", "k");
+	dc_writer_append_array(w, 'u', ints, 3);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", "strings");
+	dc_writer_open(w, 'v', "(sog)");
+	dc_writer_open(w, '(', NULL);
+	dc_writer_write(w, "sog", "text", "/a/b", "a{sv}");
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_close(w);
+	dc_writer_close(w);
+}
+
+static void test_copy_value(void)
+{
+	const char orders[] = { DC_LITTLE_ENDIAN, DC_BIG_ENDIAN };
+	void *want, *src, *got;
+	size_t n_want, n_src, n_got;
+	struct dc_writer w;
+	struct dc_reader r;
+
+	dc_writer_init(&w, DC_NATIVE_ENDIAN, "a{sv}");
+	write_sample(&w);
+	CHECK(dc_writer_finish(&w, &want, &n_want) == 0);
+	dc_writer_deinit(&w);
+	for (size_t i = 0; i < ARRAY_SIZE(orders); i++) {
+		dc_writer_init(&w, orders[i], "a{sv}");
+		write_sample(&w);
+		CHECK(dc_writer_finish(&w, &src, &n_src) == 0);
+		dc_writer_deinit(&w);
+
+		CHECK(dc_reader_init(&r, src, n_src, orders[i], "a{sv}", 5, 0) == 0);
+		dc_writer_init(&w, DC_NATIVE_ENDIAN, "a{sv}");
+		CHECK(dc_copy_value(&r, &w) == 0);
+		CHECK(dc_reader_at_end(&r));
+		CHECK(dc_writer_finish(&w, &got, &n_got) == 0);
+		dc_writer_deinit(&w);
+		CHECK(n_got == n_want && !memcmp(got, want, n_want));
+		free(got);
+		free(src);
+	}
+	/* A mismatched writer fails, it does not write something else. */
+	dc_writer_init(&w, DC_NATIVE_ENDIAN, "as");
+	CHECK(dc_reader_init(&r, want, n_want, DC_NATIVE_ENDIAN, "a{sv}", 5, 0) == 0);
+	CHECK(dc_copy_value(&r, &w) != 0);
+	dc_writer_deinit(&w);
+	free(want);
+}
+
 int main(void)
 {
 	test_fixed_alignment();
@@ -852,6 +929,7 @@ int main(void)
 	test_nesting();
 	test_writer_errors();
 	test_array_elements();
+	test_copy_value();
 	printf("marshal: ok\n");
 	return 0;
 }

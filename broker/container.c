@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Container instances: their sockets, members and lifetime. See container.h.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "broker/bus.h"
+#include "broker/connection.h"
+#include "broker/container.h"
+#include "broker/listener.h"
+#include "broker/log.h"
+#include "broker/peer.h"
+#include "broker/router.h"
+#include "dbus-compat/address.h"
+#include "dbus-compat/marshal.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/protocol.h"
+#include "dbus-compat/sasl.h"
+#include "util/macro.h"
+
+#define CONTAINER_PATH_PREFIX "/org/freedesktop/DBus/Containers1/c"
+
+int container_registry_new(struct container_registry **regp, struct bus *bus)
+{
+	struct container_registry *reg = calloc(1, sizeof(*reg));
+
+	if (!reg)
+		return -ENOMEM;
+	reg->bus = bus;
+	list_init(&reg->instances);
+	*regp = reg;
+	return 0;
+}
+
+static void container_free(struct container *c)
+{
+	struct peer *p, *tmp;
+
+	list_for_each_entry_safe(p, tmp, &c->members, container_link) {
+		list_unlink(&p->container_link);
+		p->container = NULL;
+	}
+	/* listener_free() removes the socket file. */
+	listener_free(c->listener);
+	list_unlink(&c->link);
+	c->registry->n_instances--;
+	free(c->path);
+	free(c->type);
+	free(c->name);
+	free(c->metadata);
+	free(c->creator_creds);
+	free(c->socket_path);
+	free(c);
+}
+
+struct container_registry *container_registry_free(struct container_registry *reg)
+{
+	if (!reg)
+		return NULL;
+	/* At exit: nobody is left to tell (InstanceRemoved). */
+	while (!list_is_empty(&reg->instances))
+		container_free(list_first_entry(&reg->instances, struct container, link));
+	free(reg);
+	return NULL;
+}
+
+struct container *container_find(struct container_registry *reg, const char *path)
+{
+	struct container *c;
+
+	list_for_each_entry(c, &reg->instances, link)
+		if (!strcmp(c->path, path))
+			return c;
+	return NULL;
+}
+
+/* InstanceRemoved(o), broadcast by the driver. */
+static void container_announce_removed(struct container *c)
+{
+	struct bus *bus = c->registry->bus;
+	_cleanup_message_ struct message *m = NULL;
+	struct message_builder b;
+	int r;
+
+	message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_CONTAINERS1, "InstanceRemoved",
+				    "o");
+	b.sender = DC_SERVICE_DBUS;
+	dc_writer_write(&b.body, "o", c->path);
+	r = message_builder_seal(&b, bus_next_serial(bus), &m);
+	message_builder_deinit(&b);
+	if (r < 0) {
+		log_warn("cannot build InstanceRemoved: %s", strerror(-r));
+		return;
+	}
+	router_broadcast_from_driver(bus, m);
+}
+
+/* The end of @c, once it no longer listens and has no connection left. */
+static void container_maybe_end(struct container *c)
+{
+	if (c->listener || c->n_members > 0 || c->closing)
+		return;
+	container_announce_removed(c);
+	container_free(c);
+}
+
+void container_stop_listening(struct container *c)
+{
+	c->listener = listener_free(c->listener);
+	container_maybe_end(c);
+}
+
+void container_stop_instance(struct container *c)
+{
+	c->listener = listener_free(c->listener);
+	/* peer_close() leaves the member list; the end waits for the last. */
+	c->closing = true;
+	while (!list_is_empty(&c->members))
+		peer_close(list_first_entry(&c->members, struct peer, container_link),
+			   "its container instance was stopped");
+	c->closing = false;
+	container_maybe_end(c);
+}
+
+void container_peer_gone(struct peer *peer)
+{
+	struct container_registry *reg = peer->bus->containers;
+	struct container *c = peer->container, *tmp;
+
+	if (c) {
+		list_unlink(&peer->container_link);
+		peer->container = NULL;
+		c->n_members--;
+		container_maybe_end(c);
+	}
+	if (!reg)
+		return;
+	/*
+	 * As in dbus's draft, its instances stop listening when the creator
+	 * goes; with StopOnDisconnect their connections are closed too. A
+	 * creator is never in a container, so nothing it stops can be itself.
+	 */
+	list_for_each_entry_safe(c, tmp, &reg->instances, link) {
+		if (c->creator != peer)
+			continue;
+		c->creator = NULL;
+		if (c->stop_on_disconnect)
+			container_stop_instance(c);
+		else
+			container_stop_listening(c);
+	}
+}
+
+int container_accept(struct container *c, int fd)
+{
+	struct bus *bus = c->registry->bus;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	struct peer *peer;
+	int r;
+
+	/* Only the creator's uid may connect (root included), as in the draft. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.uid != c->creator_uid) {
+		close(fd);
+		return 0;
+	}
+	if (c->n_members >= (unsigned long long)bus->limits.max_connections_per_container) {
+		log_warn("Closing connection to container server %s (%s \"%s\") because it would "
+			 "exceed resource limit (max_connections_per_container=%lld)", c->path,
+			 c->type, c->name, (long long)bus->limits.max_connections_per_container);
+		close(fd);
+		return 0;
+	}
+	r = socket_transport_accept(socket_transport_of(bus), fd, NULL, SASL_MECH_EXTERNAL, &peer);
+	if (r < 0 || !peer)
+		return r;
+	peer->container = c;
+	list_append(&c->members, &peer->container_link);
+	c->n_members++;
+	return 0;
+}
+
+/*
+ * Where the sockets go (container.h): made on first use, mode 0700 (0755
+ * for /run/dbus/containers, which the system bus' clients must reach).
+ */
+static int container_socket_dir(char **dirp)
+{
+	const char *runtime = getenv("XDG_RUNTIME_DIR");
+	_cleanup_free_ char *parent = NULL;
+	char *dir;
+
+	if (runtime && *runtime) {
+		if (asprintf(&parent, "%s/dbus-1", runtime) < 0)
+			return -ENOMEM;
+	} else if (geteuid() == 0) {
+		if (mkdir("/run/dbus", 0755) < 0 && errno != EEXIST)
+			return -errno;
+		dir = strdup("/run/dbus/containers");
+		if (!dir)
+			return -ENOMEM;
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+			free(dir);
+			return -errno;
+		}
+		*dirp = dir;
+		return 0;
+	} else {
+		const char *tmp = getenv("TMPDIR");
+
+		if (asprintf(&parent, "%s/dbus-1", tmp && *tmp ? tmp : "/tmp") < 0)
+			return -ENOMEM;
+	}
+	if (mkdir(parent, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	if (asprintf(&dir, "%s/containers", parent) < 0)
+		return -ENOMEM;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		int r = -errno;
+
+		free(dir);
+		return r;
+	}
+	*dirp = dir;
+	return 0;
+}
+
+/* dbus-<10 random characters> in the socket directory. */
+static int container_socket_path(const char *dir, char **pathp)
+{
+	static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	uint8_t rnd[10];
+	char name[11];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return -EIO;
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		name[i] = chars[rnd[i] % (sizeof(chars) - 1)];
+	name[sizeof(rnd)] = '\0';
+	return asprintf(pathp, "%s/dbus-%s", dir, name) < 0 ? -ENOMEM : 0;
+}
+
+static unsigned int container_count_uid(const struct container_registry *reg, uid_t uid)
+{
+	const struct container *c;
+	unsigned int n = 0;
+
+	list_for_each_entry(c, &reg->instances, link)
+		n += c->creator_uid == uid;
+	return n;
+}
+
+static int container_fail(const char **errnamep, char **errtextp, const char *name,
+			  char *text)
+{
+	if (!text)
+		return -ENOMEM;
+	*errnamep = name;
+	*errtextp = text;
+	return 1;
+}
+
+static int container_listen(struct container *c, const char **errnamep, char **errtextp)
+{
+	struct bus *bus = c->registry->bus;
+	_cleanup_free_ char *dir = NULL, *escaped = NULL, *address = NULL, *err = NULL;
+	char *text;
+	int r;
+
+	r = container_socket_dir(&dir);
+	if (r < 0)
+		return container_fail(errnamep, errtextp, DC_ERROR_FAILED,
+				      asprintf(&text, "Cannot make the directory of container "
+					       "sockets: %s", strerror(-r)) < 0 ? NULL : text);
+	r = container_socket_path(dir, &c->socket_path);
+	if (r < 0)
+		return r;
+	escaped = address_escape(c->socket_path, strlen(c->socket_path));
+	if (!escaped || asprintf(&address, "unix:path=%s", escaped) < 0)
+		return -ENOMEM;
+	r = listener_new(&c->listener, bus, address, &err);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return container_fail(errnamep, errtextp, DC_ERROR_FAILED,
+				      asprintf(&text, "Cannot listen on %s: %s", c->socket_path,
+					       err ? err : "unusable address") < 0 ? NULL : text);
+	c->listener->container = c;
+	return listener_attach(c->listener);
+}
+
+int container_add(struct container_registry *reg, struct peer *creator, const char *type,
+		  const char *name, const void *metadata, size_t n_metadata,
+		  const void *creds, size_t n_creds, bool stop_on_disconnect,
+		  struct container **cp, const char **errnamep, char **errtextp)
+{
+	const struct bus_config_limits *lim = &reg->bus->limits;
+	uint64_t id = reg->next_id++;	/* used up even by a failure, as in the draft */
+	size_t size = n_metadata + strlen(type) + strlen(name);
+	struct container *c;
+	char *text;
+	int r;
+
+	if ((long long)size > lim->max_container_metadata_bytes)
+		return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED,
+			asprintf(&text, "Connection \"%s\" (%s) is not allowed to set %zu bytes of "
+				 "container metadata (max_container_metadata_bytes=%lld)",
+				 peer_name(creator), peer_loginfo(creator), size,
+				 (long long)lim->max_container_metadata_bytes) < 0 ? NULL : text);
+	if ((long long)reg->n_instances >= lim->max_containers)
+		return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED,
+			asprintf(&text, "Connection \"%s\" (%s) is not allowed to create more "
+				 "container servers (max_containers=%lld)", peer_name(creator),
+				 peer_loginfo(creator), (long long)lim->max_containers) < 0 ?
+			NULL : text);
+	if ((long long)container_count_uid(reg, creator->uid) >= lim->max_containers_per_user)
+		return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED,
+			asprintf(&text, "Connection \"%s\" (%s) is not allowed to create more "
+				 "container servers for uid %u (max_containers_per_user=%lld)",
+				 peer_name(creator), peer_loginfo(creator), (unsigned)creator->uid,
+				 (long long)lim->max_containers_per_user) < 0 ? NULL : text);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->registry = reg;
+	c->id = id;
+	c->creator = creator;
+	c->creator_uid = creator->uid;
+	c->stop_on_disconnect = stop_on_disconnect;
+	list_init(&c->members);
+	list_init(&c->link);
+	if (asprintf(&c->path, CONTAINER_PATH_PREFIX "%llu", (unsigned long long)id) < 0)
+		c->path = NULL;
+	c->type = strdup(type);
+	c->name = strdup(name);
+	c->metadata = malloc(n_metadata ? n_metadata : 1);
+	c->creator_creds = malloc(n_creds ? n_creds : 1);
+	list_append(&reg->instances, &c->link);
+	reg->n_instances++;
+	if (!c->path || !c->type || !c->name || !c->metadata || !c->creator_creds) {
+		container_free(c);
+		return -ENOMEM;
+	}
+	memcpy(c->metadata, metadata, n_metadata);
+	c->n_metadata = n_metadata;
+	memcpy(c->creator_creds, creds, n_creds);
+	c->n_creator_creds = n_creds;
+
+	r = container_listen(c, errnamep, errtextp);
+	if (r) {
+		container_free(c);
+		return r;
+	}
+	*cp = c;
+	return 0;
+}
+
+static int container_copy_asv(const void *data, size_t size, struct dc_writer *w)
+{
+	struct dc_reader r;
+	int k;
+
+	k = dc_reader_init(&r, data, size, DC_NATIVE_ENDIAN, "a{sv}", 5, 0);
+	if (!k)
+		k = dc_copy_value(&r, w);
+	/* It was read from a valid message: a reader error is a bug. */
+	return k > 0 ? -EINVAL : k;
+}
+
+int container_write_metadata(const struct container *c, struct dc_writer *w)
+{
+	return container_copy_asv(c->metadata, c->n_metadata, w);
+}
+
+int container_write_creator_creds(const struct container *c, struct dc_writer *w)
+{
+	return container_copy_asv(c->creator_creds, c->n_creator_creds, w);
+}

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: Container instances (org.freedesktop.DBus.Containers1)
+ *
+ * A container instance is what dbus's Containers1 draft calls one: a
+ * listening socket of its own, made by AddServer for a sandbox (a Flatpak
+ * app, say), whose connections all belong to the instance. The bus knows
+ * every such connection's instance and tells anyone who asks
+ * (GetConnectionInstance, GetConnectionCredentials), so a service learns
+ * which app calls it from the bus rather than from /proc. The identity
+ * cannot be forged: it is the socket the connection was accepted on, which
+ * only the bus listens on, and only processes of the creator's uid may
+ * connect to it (SO_PEERCRED at accept, EXTERNAL only).
+ *
+ * Each instance has an object path, /org/freedesktop/DBus/Containers1/c<N>
+ * (N counts AddServer calls, never reused), a type (an interface-like name,
+ * e.g. org.flatpak), a name (e.g. the app id), opaque metadata (a{sv},
+ * returned as given) and the credentials of its creator at creation. It
+ * ends once it no longer listens (StopListening, StopInstance, its creator
+ * gone) and its last connection has gone; InstanceRemoved is broadcast then.
+ * StopInstance also closes its connections; so does the creator's
+ * disconnection when AddServer asked for it (StopOnDisconnect).
+ *
+ * The socket is a file named dbus-<10 random characters> in
+ * $XDG_RUNTIME_DIR/dbus-1/containers, or, for a bus without
+ * XDG_RUNTIME_DIR, /run/dbus/containers when it runs as root and
+ * $TMPDIR/dbus-1/containers otherwise (the directories are made, mode 0700
+ * resp. 0755 for /run/dbus/containers).
+ *
+ * Limits (<limit>, the draft's defaults): max_containers (512),
+ * max_containers_per_user (16), max_container_metadata_bytes (4096: the
+ * metadata's marshalled size plus the type's and name's lengths) and
+ * max_connections_per_container (8, counted from accept: the connection
+ * beyond it is closed at once).
+ *
+ * Ownership: the bus owns the registry (bus->containers); the registry owns
+ * the instances; an instance owns its listener. Peers point at their
+ * instance (peer->container) and are linked into its member list; the
+ * instance points at its creator peer while it is connected.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "util/list.h"
+
+struct bus;
+struct dc_reader;
+struct dc_writer;
+struct listener;
+struct peer;
+
+struct container {
+	struct container_registry *registry;
+	struct list_node link;		/* in registry->instances */
+	uint64_t id;
+	char *path;			/* /org/freedesktop/DBus/Containers1/c<id> */
+	char *type;
+	char *name;
+	void *metadata;			/* a{sv}, marshalled at offset 0, native endian */
+	size_t n_metadata;
+	void *creator_creds;		/* a{sv} as GetConnectionCredentials, likewise */
+	size_t n_creator_creds;
+	uid_t creator_uid;
+	struct peer *creator;		/* NULL once it disconnected */
+	struct listener *listener;	/* NULL once it stopped listening */
+	char *socket_path;
+	struct list_node members;	/* struct peer, peer->container_link */
+	unsigned int n_members;
+	bool stop_on_disconnect;
+	bool closing;			/* StopInstance closes its members: no end yet */
+};
+
+struct container_registry {
+	struct bus *bus;
+	struct list_node instances;
+	unsigned int n_instances;
+	uint64_t next_id;
+};
+
+int container_registry_new(struct container_registry **regp, struct bus *bus);
+struct container_registry *container_registry_free(struct container_registry *reg);
+
+/* The instance with object path @path, or NULL. */
+struct container *container_find(struct container_registry *reg, const char *path);
+
+/**
+ * container_add() - AddServer: a new instance and its listening socket
+ * @creator:	the caller (not in a container itself)
+ * @creds:	its credentials as GetConnectionCredentials writes them (a{sv},
+ *		marshalled at offset 0 in native byte order; copied)
+ * @metadata, @n_metadata: likewise, the metadata a{sv} (copied)
+ * @errnamep, @errtextp: the D-Bus error on a positive return (*@errtextp
+ *		malloc'ed)
+ *
+ * Return: 0 (*@cp set), 1 (an error for the caller), or negative errno.
+ */
+int container_add(struct container_registry *reg, struct peer *creator, const char *type,
+		  const char *name, const void *metadata, size_t n_metadata,
+		  const void *creds, size_t n_creds, bool stop_on_disconnect,
+		  struct container **cp, const char **errnamep, char **errtextp);
+
+/*
+ * A connection accepted on @c's socket (listener.c): taken into the bus as
+ * a member of @c, or closed at once (another uid, beyond
+ * max_connections_per_container). Return 0 or negative errno.
+ */
+int container_accept(struct container *c, int fd);
+
+/* StopListening: close its socket (and remove the file); it ends once empty. */
+void container_stop_listening(struct container *c);
+/* StopInstance: StopListening and close every connection of it. */
+void container_stop_instance(struct container *c);
+
+/* @peer is closing: leave its instance; if it created instances, stop them. */
+void container_peer_gone(struct peer *peer);
+
+/*
+ * Write @c's metadata / its creator's credentials (a{sv}) to @w, whose next
+ * type is a{sv}. Return 0 or negative errno.
+ */
+int container_write_metadata(const struct container *c, struct dc_writer *w);
+int container_write_creator_creds(const struct container *c, struct dc_writer *w);

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The driver's org.freedesktop.DBus.Containers1: dbus's draft interface for
+ * container instances (container.h has what they are).
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "broker/bus.h"
+#include "broker/container.h"
+#include "broker/driver.h"
+#include "broker/listener.h"
+#include "broker/peer.h"
+#include "dbus-compat/marshal.h"
+#include "dbus-compat/message.h"
+#include "dbus-compat/protocol.h"
+#include "dbus-compat/validate.h"
+#include "util/macro.h"
+#include "broker/driver-internal.h"
+
+/* The named arguments of AddServer this bus understands. */
+static const char *const supported_arguments[] = {
+	"StopOnDisconnect",	/* b: the creator's disconnection stops the instance */
+	NULL,
+};
+
+int driver_prop_containers_supported_arguments(struct driver_call *c, struct dc_writer *w)
+{
+	dc_writer_open(w, 'a', NULL);
+	for (size_t i = 0; supported_arguments[i]; i++)
+		dc_writer_write(w, "s", supported_arguments[i]);
+	return dc_writer_close(w);
+}
+
+/* The next value of @r (an a{sv}) marshalled alone, native byte order. */
+static int copy_asv(struct dc_reader *r, void **datap, size_t *sizep)
+{
+	struct dc_writer w;
+	int k;
+
+	dc_writer_init(&w, DC_NATIVE_ENDIAN, "a{sv}");
+	k = dc_copy_value(r, &w);
+	if (!k)
+		k = dc_writer_finish(&w, datap, sizep);
+	dc_writer_deinit(&w);
+	return k;
+}
+
+/* @peer's credentials, as GetConnectionCredentials gives them, marshalled alone. */
+static int snapshot_credentials(struct peer *peer, void **datap, size_t *sizep)
+{
+	struct dc_writer w;
+	int r;
+
+	dc_writer_init(&w, DC_NATIVE_ENDIAN, "a{sv}");
+	dc_writer_open(&w, 'a', NULL);
+	r = driver_write_credentials(&w, peer);
+	if (!r)
+		r = dc_writer_close(&w);
+	if (!r)
+		r = dc_writer_finish(&w, datap, sizep);
+	dc_writer_deinit(&w);
+	return r;
+}
+
+/* AddServer's named arguments: 0, 1 (error set) or negative errno. */
+static int read_named_arguments(struct driver_call *c, bool *stop_on_disconnectp)
+{
+	struct dc_reader *r = &c->reader;
+	int k;
+
+	k = dc_reader_enter(r, 'a');
+	while (!k && dc_reader_peek(r)) {
+		const char *key, *sig;
+		size_t n;
+		bool v;
+
+		k = dc_reader_enter(r, '{');
+		if (!k)
+			k = dc_reader_read(r, "s", &key);
+		if (!k)
+			k = dc_reader_enter(r, 'v');
+		if (k)
+			break;
+		if (strcmp(key, "StopOnDisconnect"))
+			return driver_fail(c, DC_ERROR_INVALID_ARGS,
+					   "Named parameter %s is not understood", key);
+		n = dc_reader_peek_signature(r, &sig);
+		if (n != 1 || sig[0] != 'b')
+			return driver_fail(c, DC_ERROR_INVALID_ARGS,
+					   "Named parameter %s must be a boolean", key);
+		k = dc_reader_read(r, "b", &v);
+		if (!k)
+			k = dc_reader_exit(r);
+		if (!k)
+			k = dc_reader_exit(r);
+		*stop_on_disconnectp = v;
+	}
+	if (!k)
+		k = dc_reader_exit(r);
+	return k ? driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments") : 0;
+}
+
+int driver_method_containers_add_server(struct driver_call *c)
+{
+	_cleanup_free_ void *metadata = NULL, *creds = NULL;
+	_cleanup_free_ char *errtext = NULL;
+	size_t n_metadata = 0, n_creds = 0;
+	const char *type, *name, *errname = NULL;
+	bool stop_on_disconnect = false;
+	struct message_builder b;
+	struct container *ct;
+	int r;
+
+	r = dc_reader_read(&c->reader, "ss", &type, &name);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	if (!validate_interface_name(type, strlen(type)))
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "The container type identifier must "
+				   "have the syntax of an interface name");
+	r = copy_asv(&c->reader, &metadata, &n_metadata);
+	if (r > 0)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	if (r < 0)
+		return r;
+	r = read_named_arguments(c, &stop_on_disconnect);
+	if (r)
+		return r;
+	r = snapshot_credentials(c->peer, &creds, &n_creds);
+	if (r < 0)
+		return r;
+	r = container_add(c->bus->containers, c->peer, type, name, metadata, n_metadata, creds,
+			  n_creds, stop_on_disconnect, &ct, &errname, &errtext);
+	if (r < 0)
+		return r;
+	if (r > 0)
+		return driver_fail(c, errname, "%s", errtext);
+
+	driver_reply_init(c, &b, "oays");
+	dc_writer_write(&b.body, "o", ct->path);
+	/* The path as a bytestring: with its NUL, as the draft (and GVariant) have it. */
+	dc_writer_append_array(&b.body, 'y', ct->socket_path, strlen(ct->socket_path) + 1);
+	dc_writer_write(&b.body, "s", ct->listener->address);
+	return driver_reply_send(c, &b);
+}
+
+/* The instance @path names, and may the caller stop it? 0, or 1 (error set). */
+static int lookup_for_stop(struct driver_call *c, struct container **ctp)
+{
+	const char *path;
+	int r;
+
+	r = dc_reader_read(&c->reader, "o", &path);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	*ctp = container_find(c->bus->containers, path);
+	if (!*ctp)
+		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "There is no container with path '%s'",
+				   path);
+	/* The creator's uid, as in the draft, and root (bus1-broker). */
+	if (c->peer->uid != (*ctp)->creator_uid && c->peer->uid != 0)
+		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
+				   "User %u cannot stop a container server started by user %u",
+				   (unsigned)c->peer->uid, (unsigned)(*ctp)->creator_uid);
+	return 0;
+}
+
+int driver_method_containers_stop_instance(struct driver_call *c)
+{
+	struct container *ct;
+	int r = lookup_for_stop(c, &ct);
+
+	if (r)
+		return r;
+	/* The caller is not among the connections it closes: it is not contained. */
+	container_stop_instance(ct);
+	return driver_reply_empty(c);
+}
+
+int driver_method_containers_stop_listening(struct driver_call *c)
+{
+	struct container *ct;
+	int r = lookup_for_stop(c, &ct);
+
+	if (r)
+		return r;
+	container_stop_listening(ct);
+	return driver_reply_empty(c);
+}
+
+/* The four values GetInstanceInfo returns (and GetConnectionInstance after the path). */
+static int write_info(struct message_builder *b, const struct container *ct)
+{
+	int r = container_write_creator_creds(ct, &b->body);
+
+	if (!r)
+		r = dc_writer_write(&b->body, "ss", ct->type, ct->name);
+	if (!r)
+		r = container_write_metadata(ct, &b->body);
+	return r;
+}
+
+int driver_method_containers_get_connection_instance(struct driver_call *c)
+{
+	struct message_builder b;
+	struct peer *peer = NULL;
+	const char *name;
+	bool self = false;
+	int r;
+
+	r = driver_lookup_conn(c, "container instance", &name, &peer, &self);
+	if (r)
+		return r;
+	if (self)
+		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "The message bus is not in a container");
+	if (!peer->container)
+		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "Connection '%s' is not in a container",
+				   name);
+	driver_reply_init(c, &b, "oa{sv}ssa{sv}");
+	dc_writer_write(&b.body, "o", peer->container->path);
+	r = write_info(&b, peer->container);
+	if (r < 0) {
+		message_builder_deinit(&b);
+		return r;
+	}
+	return driver_reply_send(c, &b);
+}
+
+int driver_method_containers_get_instance_info(struct driver_call *c)
+{
+	struct message_builder b;
+	struct container *ct;
+	const char *path;
+	int r;
+
+	r = dc_reader_read(&c->reader, "o", &path);
+	if (r)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	ct = container_find(c->bus->containers, path);
+	if (!ct)
+		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "There is no container with path '%s'",
+				   path);
+	driver_reply_init(c, &b, "a{sv}ssa{sv}");
+	r = write_info(&b, ct);
+	if (r < 0) {
+		message_builder_deinit(&b);
+		return r;
+	}
+	return driver_reply_send(c, &b);
+}

@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""org.freedesktop.DBus.Containers1 (broker/container.h, issue 29): container
+instances, their sockets, identity, limits and lifetime, with dbus-python
+clients on a private bus. dbus-daemon 1.14 compiles the draft out, so there
+is nothing to compare with: the expectations are the draft's (dbus's
+bus/containers.c and test/containers.c) and docs/containers.md.
+
+  test_containers.py BUS1_BROKER
+"""
+
+import logging
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+import dbus
+import dbus.mainloop.glib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from rawclient import FIELD_MEMBER, FIELD_SENDER, Raw  # noqa: E402
+from test_driver_parity import bus  # noqa: E402
+
+D, P = "org.freedesktop.DBus", "/org/freedesktop/DBus"
+C1 = "org.freedesktop.DBus.Containers1"
+E = "org.freedesktop.DBus.Error."
+failures = []
+
+
+def check(ok, what):
+    print("%-4s %s" % ("ok" if ok else "FAIL", what))
+    if not ok:
+        failures.append(what)
+
+
+def error_of(fn, *args):
+    """The D-Bus error name @fn raises, or "ok"."""
+    try:
+        fn(*args)
+        return "ok"
+    except dbus.exceptions.DBusException as e:
+        return e.get_dbus_name()
+
+
+def connect(address):
+    return dbus.bus.BusConnection(address)
+
+
+def driver(conn, iface=C1):
+    return dbus.Interface(conn.get_object(D, P), iface)
+
+
+def add_server(conn, name="org.example.App", metadata=None, args=None):
+    return driver(conn).AddServer("org.example.Sandbox", name,
+                                  dbus.Dictionary(metadata or {}, signature="sv"),
+                                  dbus.Dictionary(args or {}, signature="sv"))
+
+
+def wait(pred, timeout=3.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def connect_fails(address):
+    try:
+        c = connect(address)
+        c.close()
+        return False
+    except dbus.exceptions.DBusException:
+        return True
+
+
+class Removed:
+    """InstanceRemoved signals, as a subscriber sees them."""
+
+    def __init__(self, address):
+        self.conn = connect(address)
+        self.seen = []
+        self.conn.add_signal_receiver(lambda p: self.seen.append(str(p)), "InstanceRemoved",
+                                      C1, D, P)
+
+    def pump(self, timeout=1.0):
+        from gi.repository import GLib
+        ctx = GLib.MainContext.default()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            ctx.iteration(False)
+            time.sleep(0.02)
+        return self.seen
+
+
+def identity(address, tmp):
+    a = connect(address)
+    path, sock, addr = add_server(a, metadata={"app-id": "org.example.App",
+                                               "n": dbus.UInt32(7)})
+    sock = bytes(sock).rstrip(b"\0").decode()
+    check(str(path) == "/org/freedesktop/DBus/Containers1/c0", "AddServer: the first "
+          "instance is /org/freedesktop/DBus/Containers1/c0 (%s)" % path)
+    check(sock.startswith(os.path.join(tmp, "dbus-1", "containers", "dbus-")) and
+          stat.S_ISSOCK(os.stat(sock).st_mode), "AddServer: a socket in "
+          "$XDG_RUNTIME_DIR/dbus-1/containers (%s)" % sock)
+    check(str(addr).startswith("unix:path=") and ",guid=" in str(addr),
+          "AddServer: a unix:path address with its guid")
+    inside = connect(str(addr))
+    me = inside.get_unique_name()
+    creds = driver(a, D).GetConnectionCredentials(me)
+    check(str(creds.get(C1 + ".Instance")) == str(path),
+          "GetConnectionCredentials of a contained connection names its instance")
+    check(C1 + ".Instance" not in driver(a, D).GetConnectionCredentials(a.get_unique_name()),
+          "an uncontained connection's credentials name no instance")
+    got = driver(a).GetConnectionInstance(me)
+    check(str(got[0]) == str(path) and str(got[2]) == "org.example.Sandbox" and
+          str(got[3]) == "org.example.App" and str(got[4]["app-id"]) == "org.example.App" and
+          int(got[4]["n"]) == 7, "GetConnectionInstance: path, type, name, metadata as given")
+    check(int(got[1]["UnixUserID"]) == os.getuid() and int(got[1]["ProcessID"]) == os.getpid(),
+          "GetConnectionInstance: the creator's credentials")
+    info = driver(inside).GetInstanceInfo(path)
+    check(list(map(str, info[1:3])) == ["org.example.Sandbox", "org.example.App"],
+          "GetInstanceInfo, asked from inside the container too")
+    check(error_of(driver(a).GetConnectionInstance, a.get_unique_name()) ==
+          E + "NotContainer", "GetConnectionInstance of an uncontained connection: NotContainer")
+    check(error_of(driver(a).GetConnectionInstance, D) == E + "NotContainer",
+          "GetConnectionInstance of the bus: NotContainer")
+    check(error_of(driver(a).GetConnectionInstance, "org.example.Nobody") ==
+          E + "NameHasNoOwner", "GetConnectionInstance of a name nobody owns: NameHasNoOwner")
+    check(error_of(driver(a).GetInstanceInfo, "/nope") == E + "NotContainer",
+          "GetInstanceInfo of an unknown path: NotContainer")
+    # Contained connections are never privileged and cannot nest containers.
+    for what, fn, args in (
+            ("AddServer", add_server, (inside,)),
+            ("StopInstance", driver(inside).StopInstance, (path,)),
+            ("BecomeMonitor", driver(inside, D + ".Monitoring").BecomeMonitor,
+             (dbus.Array([], "s"), dbus.UInt32(0))),
+            ("UpdateActivationEnvironment", driver(inside, D).UpdateActivationEnvironment,
+             (dbus.Dictionary({"A": "b"}, signature="ss"),))):
+        check(error_of(fn, *args) == E + "AccessDenied", "%s from inside: AccessDenied" % what)
+    # Nothing filters it yet: it reaches a service outside.
+    outside, raw_inside = Raw(address), Raw(str(addr))
+    raw_inside.call(outside.name, "/", "org.example.Service", "Hello")
+    m = outside.recv(3)
+    while m[3].get(FIELD_MEMBER) == "NameAcquired":
+        m = outside.recv(3)
+    check(m[3].get(FIELD_MEMBER) == "Hello" and m[3].get(FIELD_SENDER) == raw_inside.name,
+          "a contained connection calls a service outside")
+    outside.close()
+    raw_inside.close()
+    props = dbus.Interface(a.get_object(D, P), "org.freedesktop.DBus.Properties")
+    check(list(map(str, props.Get(C1, "SupportedArguments"))) == ["StopOnDisconnect"],
+          "SupportedArguments: StopOnDisconnect")
+    check(C1 in list(map(str, props.Get(D, "Interfaces"))), "Interfaces lists Containers1")
+    inside.close()
+    a.close()
+
+
+def arguments(address):
+    a = connect(address)
+    dr = driver(a)
+    sv = dbus.Dictionary({}, signature="sv")
+    check(error_of(dr.AddServer, "not a type", "x", sv, sv) == E + "InvalidArgs",
+          "AddServer: a type that is not an interface name: InvalidArgs")
+    check(error_of(add_server, a, "x", None, {"Allow": dbus.Array([], "s")}) ==
+          E + "InvalidArgs", "AddServer: an unknown named argument: InvalidArgs")
+    check(error_of(add_server, a, "x", None, {"StopOnDisconnect": "yes"}) ==
+          E + "InvalidArgs", "AddServer: StopOnDisconnect not a boolean: InvalidArgs")
+    check(error_of(driver(a).StopInstance, "/org/freedesktop/DBus/Containers1/c999") ==
+          E + "NotContainer", "StopInstance of an unknown instance: NotContainer")
+    a.close()
+
+
+def lifetime(address):
+    seen = Removed(address)
+    a = connect(address)
+    # StopListening: the socket goes, its connection stays, then the end.
+    path, sock, addr = add_server(a)
+    sock = bytes(sock).rstrip(b"\0").decode()
+    inside = connect(str(addr))
+    driver(a).StopListening(path)
+    check(not os.path.exists(sock) and connect_fails(str(addr)),
+          "StopListening: the socket file is gone, nobody connects any more")
+    check(error_of(driver(inside, D).GetId) == "ok", "StopListening: its connection stays")
+    check(seen.pump(0.5) == [], "StopListening: no InstanceRemoved while a connection stays")
+    inside.close()
+    check(wait(lambda: str(path) in seen.pump(0.2)),
+          "InstanceRemoved once its last connection has gone")
+    check(error_of(driver(a).GetInstanceInfo, path) == E + "NotContainer",
+          "GetInstanceInfo of an ended instance: NotContainer")
+    # StopInstance: its connections are closed.
+    path, sock, addr = add_server(a)
+    inside = connect(str(addr))
+    driver(a).StopInstance(path)
+    check(wait(lambda: error_of(driver(inside, D).GetId) != "ok"),
+          "StopInstance: its connection is closed")
+    check(wait(lambda: str(path) in seen.pump(0.2)), "StopInstance: InstanceRemoved")
+    # The creator's disconnection: StopListening, or StopInstance when asked.
+    for stop, what in ((False, "the creator gone: its connection stays"),
+                       (True, "the creator gone with StopOnDisconnect: its connection closed")):
+        creator = connect(address)
+        args = {"StopOnDisconnect": True} if stop else {}
+        path, sock, addr = add_server(creator, args=args)
+        inside = connect(str(addr))
+        creator.close()
+        if stop:
+            check(wait(lambda: error_of(driver(inside, D).GetId) != "ok"), what)
+        else:
+            time.sleep(0.3)
+            check(error_of(driver(inside, D).GetId) == "ok" and connect_fails(str(addr)),
+                  what + ", nobody new connects")
+            inside.close()
+        check(wait(lambda: str(path) in seen.pump(0.2)), what + ": InstanceRemoved")
+    a.close()
+    seen.conn.close()
+
+
+def limits(binary, tmp):
+    with bus(binary, tmp, "limits", '<limit name="max_containers_per_user">2</limit>',
+             '<limit name="max_connections_per_container">2</limit>',
+             '<limit name="max_container_metadata_bytes">100</limit>',
+             args=["--containers"]) as address:
+        a = connect(address)
+        check(error_of(add_server, a, "x", {"blob": "y" * 200}) == E + "LimitsExceeded",
+              "metadata beyond max_container_metadata_bytes: LimitsExceeded")
+        path, sock, addr = add_server(a)
+        add_server(a)
+        check(error_of(add_server, a) == E + "LimitsExceeded",
+              "a third instance beyond max_containers_per_user 2: LimitsExceeded")
+        inside = [connect(str(addr)) for _ in range(2)]
+        check(connect_fails(str(addr)), "a third connection beyond "
+              "max_connections_per_container 2 is closed")
+        inside[0].close()
+        check(wait(lambda: not connect_fails(str(addr))), "once one left, another connects")
+        a.close()
+
+
+def other_user(address, tmp):
+    """A client of another uid: it may not stop the instance nor connect to it."""
+    if os.getuid() != 0:
+        print("skip other uid: not root")
+        return
+    a = connect(address)
+    path, sock, addr = add_server(a)
+    sock = bytes(sock).rstrip(b"\0").decode()
+    code = ("import dbus, sys\n"
+            "c = dbus.bus.BusConnection(sys.argv[1])\n"
+            "try:\n"
+            "    dbus.Interface(c.get_object('%s', '%s'), '%s').StopInstance(sys.argv[2])\n"
+            "    print('ok')\n"
+            "except dbus.exceptions.DBusException as e:\n"
+            "    print(e.get_dbus_name())\n"
+            "s = __import__('socket').socket(1)\n"
+            "try:\n"
+            "    s.connect(sys.argv[3]); s.send(b'\\0AUTH EXTERNAL 3635353334\\r\\n')\n"
+            "    print('answered' if s.recv(100) else 'closed')\n"
+            "except OSError as e:\n"
+            "    print('refused')\n" % (D, P, C1))
+    nobody = 65534
+    p = subprocess.run(["/usr/bin/python3", "-c", code, address, str(path), sock],
+                       capture_output=True, text=True, timeout=30,
+                       preexec_fn=lambda: (os.setgid(nobody), os.setuid(nobody)))
+    out = p.stdout.split()
+    if p.returncode:
+        print(p.stderr)
+    check(out[:1] == [E + "AccessDenied"], "another uid's StopInstance: AccessDenied (%s)" %
+          out[:1])
+    check(out[1:2] in (["closed"], ["refused"]), "another uid cannot use the socket (%s)" %
+          out[1:2])
+    a.close()
+
+
+def reexec_refused(binary, tmp):
+    """Instances are not carried across a re-exec yet: SIGUSR2 is refused
+    while one exists (nobody loses their instance), and works again once none
+    does."""
+    log = os.path.join(tmp, "reexec.log")
+    with bus(binary, tmp, "reexec", args=["--containers"], log=log) as address:
+        a = connect(address)
+        pid = int(driver(a, D).GetConnectionUnixProcessID(D))
+        path, sock, addr = add_server(a)
+        inside = connect(str(addr))
+        os.kill(pid, signal.SIGUSR2)
+        check(wait(lambda: "re-exec refused: container instances" in open(log).read()),
+              "SIGUSR2 with an instance: the re-exec is refused, logged")
+        check(str(driver(a).GetConnectionInstance(inside.get_unique_name())[0]) == str(path),
+              "after the refused re-exec the connection is still in its instance")
+        driver(a).StopInstance(path)
+        check(wait(lambda: error_of(driver(a).GetInstanceInfo, path) != "ok"),
+              "the instance ended")
+        os.kill(pid, signal.SIGUSR2)
+        check(wait(lambda: "re-exec: resumed" in open(log).read()),
+              "SIGUSR2 without instances: the bus re-executes")
+        check(error_of(driver(a, D).GetId) == "ok", "the creator's connection was carried")
+        a.close()
+
+
+def main():
+    dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+    # dbus-python complains of proxies whose connection the bus closed on purpose.
+    logging.getLogger("dbus.proxies").setLevel(logging.CRITICAL)
+    binary = os.environ.get("BUS_BINARY_OVERRIDE") or sys.argv[1]
+    with tempfile.TemporaryDirectory(prefix="bus1-containers.") as tmp:
+        os.chmod(tmp, 0o755)
+        os.environ["XDG_RUNTIME_DIR"] = tmp
+        # Any uid may connect (the other-uid case): a session bus allows only its own.
+        with bus(binary, tmp, "off") as address:
+            a = connect(address)
+            check(error_of(add_server, a) == E + "UnknownInterface",
+                  "without --containers: no Containers1, as in dbus-daemon 1.14")
+            a.close()
+        with bus(binary, tmp, "plain", '<policy context="default"><allow user="*"/></policy>',
+                 args=["--containers"]) as address:
+            identity(address, tmp)
+            arguments(address)
+            lifetime(address)
+            other_user(address, tmp)
+        limits(binary, tmp)
+        # The program itself: a re-exec would leave a wrapper (valgrind) behind.
+        reexec_refused(sys.argv[1], tmp)
+        check(os.listdir(os.path.join(tmp, "dbus-1", "containers")) == [],
+              "no socket file left once the buses exited")
+    print("FAIL: %d" % len(failures) if failures else "all container checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
