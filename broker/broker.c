@@ -22,6 +22,7 @@
 #include "broker/activation.h"
 #include "broker/broker.h"
 #include "broker/connection.h"
+#include "broker/container.h"
 #include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -498,6 +499,7 @@ struct broker_state {
 	size_t n_peers;
 	struct reply_registry_state replies;
 	struct activation_state activation;
+	struct container_registry_state containers;
 };
 
 /* The owners of reply slots, in the state's peer order: an allocated array. */
@@ -544,6 +546,7 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
 	r = activation_serialize(bus->activation, w, !handover, peer_state_index);
 	if (r < 0)
 		return r;
+	container_registry_serialize(bus->containers, w, peer_state_index);
 	state_put_u32(w, STATE_TAG_END);
 	return w->error;
 }
@@ -555,6 +558,7 @@ static void broker_state_deinit(struct broker_state *st)
 	peer_state_free_all(st->peers, st->n_peers);
 	reply_registry_state_deinit(&st->replies);
 	activation_state_deinit(&st->activation);
+	container_registry_state_deinit(&st->containers);
 	*st = (struct broker_state){};
 }
 
@@ -566,7 +570,8 @@ static bool broker_state_parse(struct state_reader *r, struct broker_state *st)
 	    !name_registry_state_read(r, &st->names) ||
 	    !peer_state_read_all(r, &st->peers, &st->n_peers) ||
 	    !reply_registry_state_read(r, &st->replies, st->n_peers) ||
-	    !activation_state_read(r, &st->activation, st->n_peers))
+	    !activation_state_read(r, &st->activation, st->n_peers) ||
+	    !container_registry_state_read(r, &st->containers, st->n_peers))
 		return false;
 	for (size_t i = 0; i < st->n_peers; i++)
 		if (st->peers[i].native && st->native_fd < 0)
@@ -757,6 +762,9 @@ static int broker_restore_state(struct broker *broker, struct broker_state *st)
 		goto out;
 	router_arm_reply_timer(bus);
 	r = activation_restore(bus->activation, &st->activation, (void *const *)peers);
+	if (r < 0)
+		goto out;
+	r = container_registry_restore(bus->containers, &st->containers, peers);
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < st->n_peers; i++)

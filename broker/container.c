@@ -25,8 +25,6 @@
 #include "dbus-compat/sasl.h"
 #include "util/macro.h"
 
-#define CONTAINER_PATH_PREFIX "/org/freedesktop/DBus/Containers1/c"
-
 int container_registry_new(struct container_registry **regp, struct bus *bus)
 {
 	struct container_registry *reg = calloc(1, sizeof(*reg));

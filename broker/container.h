@@ -35,6 +35,9 @@
  * max_connections_per_container (8, counted from accept: the connection
  * beyond it is closed at once).
  *
+ * Instances cross a re-exec in their own section of the state
+ * (container-state.c), written only when there is one.
+ *
  * Ownership: the bus owns the registry (bus->containers); the registry owns
  * the instances; an instance owns its listener. Peers point at their
  * instance (peer->container) and are linked into its member list; the
@@ -51,6 +54,8 @@ struct dc_reader;
 struct dc_writer;
 struct listener;
 struct peer;
+
+#define CONTAINER_PATH_PREFIX "/org/freedesktop/DBus/Containers1/c"
 
 struct container {
 	struct container_registry *registry;
@@ -123,3 +128,45 @@ void container_peer_gone(struct peer *peer);
  */
 int container_write_metadata(const struct container *c, struct dc_writer *w);
 int container_write_creator_creds(const struct container *c, struct dc_writer *w);
+
+/*
+ * Re-exec (state.h, container-state.c): the instances with their sockets,
+ * creators and members (peers by their place in the state, @index).
+ */
+struct container_state {
+	uint64_t id;
+	const char *type;
+	const char *name;
+	const void *metadata;
+	size_t n_metadata;
+	const void *creds;
+	size_t n_creds;
+	uint32_t creator_uid;
+	uint32_t creator_index;		/* UINT32_MAX: gone */
+	bool stop_on_disconnect;
+	int fd;				/* its listening socket, -1: no longer listens */
+	const char *socket_path;
+	const char *address;
+	uint32_t *members;		/* places of its peers */
+	size_t n_members;
+};
+
+struct container_registry_state {
+	uint64_t next_id;
+	struct container_state *v;
+	size_t n;
+};
+
+struct state_reader;
+struct state_writer;
+
+void container_registry_serialize(const struct container_registry *reg, struct state_writer *w,
+				  uint32_t (*index)(const void *peer));
+/* Absent (an older stream, or no instance) reads as none. */
+bool container_registry_state_read(struct state_reader *r, struct container_registry_state *st,
+				   size_t n_peers);
+void container_registry_state_deinit(struct container_registry_state *st);
+/* After the peers, before they resume: @peers in the state's order. */
+int container_registry_restore(struct container_registry *reg,
+			       const struct container_registry_state *st,
+			       struct peer *const *peers);

@@ -21,7 +21,6 @@
 #include "broker/activation.h"
 #include "broker/broker.h"
 #include "broker/connection.h"
-#include "broker/container.h"
 #include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -63,9 +62,6 @@ static const char *reexec_refusal(struct broker *broker)
 	list_for_each_entry(p, &bus->peers, bus_link)
 		if (!connection_of(p))
 			return "a client without a socket connection";
-	/* Their connections would arrive uncontained: not before they are carried. */
-	if (!list_is_empty(&bus->containers->instances))
-		return "container instances (Containers1) are not carried across yet";
 	return NULL;
 }
 

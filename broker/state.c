@@ -224,6 +224,16 @@ size_t state_get_count(struct state_reader *r, size_t min_item_size)
 	return (size_t)n;
 }
 
+bool state_next_is(const struct state_reader *r, uint32_t tag)
+{
+	const uint8_t *b = r->buf + r->pos;
+
+	if (r->error || r->n - r->pos < 4)
+		return false;
+	return ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+		(uint32_t)b[3] << 24) == tag;
+}
+
 bool state_expect(struct state_reader *r, uint32_t tag)
 {
 	if (state_get_u32(r) != tag)
@@ -270,6 +280,7 @@ const char *state_tag_name(uint32_t tag)
 		[STATE_TAG_MATCHES - STATE_TAG_NATIVE] = "matches",
 		[STATE_TAG_OWNER - STATE_TAG_NATIVE] = "owner",
 		[STATE_TAG_NATIVE_CONN - STATE_TAG_NATIVE] = "native connection",
+		[STATE_TAG_CONTAINER - STATE_TAG_NATIVE] = "container",
 	};
 
 	if (tag >= STATE_TAG_BUS && tag - STATE_TAG_BUS < ARRAY_SIZE(names))

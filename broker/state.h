@@ -8,7 +8,8 @@
  * a header (magic, stream version), then sections of little-endian integers
  * and length-prefixed byte strings. Every object that crosses writes and
  * reads its own section, beside its code (bus.c, listener.c, peer.c,
- * connection.c, native.c, name.c, match.c, reply.c, activation-state.c),
+ * connection.c, native.c, name.c, match.c, reply.c, activation-state.c,
+ * container-state.c),
  * and broker.c puts them in order. A section starts with its tag and its
  * own version: an object that changes what it writes raises its version
  * and keeps reading the versions before, and a reader that meets a version
@@ -54,6 +55,7 @@ enum {
 	STATE_TAG_MATCHES,		/* match.h: a peer's match rules */
 	STATE_TAG_OWNER,		/* name.h: a peer's names and queue places */
 	STATE_TAG_NATIVE_CONN,		/* native.h: a peer's bus1 side, if any */
+	STATE_TAG_CONTAINER,		/* container.h: the instances, only if any */
 };
 
 /* Whether stream version 1 wrote @tag (else it wrote that section bare). */
@@ -123,6 +125,11 @@ const char *state_get_str(struct state_reader *r);
  * set) when the stream cannot hold that many.
  */
 size_t state_get_count(struct state_reader *r, size_t min_item_size);
+/*
+ * Whether @tag comes next (nothing is consumed): for a section written only
+ * when there is something in it, which older streams never have.
+ */
+bool state_next_is(const struct state_reader *r, uint32_t tag);
 /* Expect @tag next (with no version: the end). Return true if it is there. */
 bool state_expect(struct state_reader *r, uint32_t tag);
 /**

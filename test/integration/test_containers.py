@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """org.freedesktop.DBus.Containers1 (broker/container.h, issue 29): container
-instances, their sockets, identity, limits and lifetime, with dbus-python
-clients on a private bus. dbus-daemon 1.14 compiles the draft out, so there
+instances, their sockets, identity, limits, lifetime and re-exec, with
+dbus-python clients on a private bus. dbus-daemon 1.14 compiles the draft out, so there
 is nothing to compare with: the expectations are the draft's (dbus's
 bus/containers.c and test/containers.c) and docs/containers.md.
 
@@ -274,29 +274,54 @@ def other_user(address, tmp):
     a.close()
 
 
-def reexec_refused(binary, tmp):
-    """Instances are not carried across a re-exec yet: SIGUSR2 is refused
-    while one exists (nobody loses their instance), and works again once none
-    does."""
+def reexec(binary, tmp):
+    """Instances cross a re-exec (SIGUSR2): a listening one with its member,
+    one that stopped listening, one whose creator has gone; the socket keeps
+    accepting members, identities and metadata stay, and they end as before."""
     log = os.path.join(tmp, "reexec.log")
     with bus(binary, tmp, "reexec", args=["--containers"], log=log) as address:
         a = connect(address)
         pid = int(driver(a, D).GetConnectionUnixProcessID(D))
-        path, sock, addr = add_server(a)
+        path, sock, addr = add_server(a, metadata={"app-id": "org.example.Kept"})
         inside = connect(str(addr))
-        os.kill(pid, signal.SIGUSR2)
-        check(wait(lambda: "re-exec refused: container instances" in open(log).read()),
-              "SIGUSR2 with an instance: the re-exec is refused, logged")
-        check(str(driver(a).GetConnectionInstance(inside.get_unique_name())[0]) == str(path),
-              "after the refused re-exec the connection is still in its instance")
-        driver(a).StopInstance(path)
-        check(wait(lambda: error_of(driver(a).GetInstanceInfo, path) != "ok"),
-              "the instance ended")
+        stopped, _, addr2 = add_server(a, "org.example.Stopped")
+        inside2 = connect(str(addr2))
+        driver(a).StopListening(stopped)
+        creator = connect(address)
+        orphan, _, addr3 = add_server(creator, "org.example.Orphan")
+        inside3 = connect(str(addr3))
+        creator.close()
+        time.sleep(0.3)
         os.kill(pid, signal.SIGUSR2)
         check(wait(lambda: "re-exec: resumed" in open(log).read()),
-              "SIGUSR2 without instances: the bus re-executes")
-        check(error_of(driver(a, D).GetId) == "ok", "the creator's connection was carried")
+              "SIGUSR2 with three instances: the bus re-executes")
+        check(int(driver(a, D).GetConnectionUnixProcessID(D)) == pid, "the same process")
+        got = driver(a).GetConnectionInstance(inside.get_unique_name())
+        check(str(got[0]) == str(path) and str(got[4]["app-id"]) == "org.example.Kept" and
+              int(got[1]["ProcessID"]) == os.getpid(),
+              "its member keeps its instance, metadata and creator's credentials")
+        check(str(driver(a).GetConnectionInstance(inside2.get_unique_name())[0]) ==
+              str(stopped) and str(driver(a).GetConnectionInstance(
+                  inside3.get_unique_name())[0]) == str(orphan),
+              "the instance that stopped listening and the orphan are there")
+        new = connect(str(addr))
+        check(str(driver(a, D).GetConnectionCredentials(new.get_unique_name())
+                  [C1 + ".Instance"]) == str(path),
+              "its socket still takes members, into the same instance")
+        check(connect_fails(str(addr2)) and connect_fails(str(addr3)),
+              "the stopped ones still take nobody")
+        nxt, _, _ = add_server(a)
+        check(str(nxt) == "/org/freedesktop/DBus/Containers1/c3",
+              "paths go on counting where they were (%s)" % nxt)
+        driver(a).StopInstance(path)
+        check(wait(lambda: error_of(driver(inside, D).GetId) != "ok" and
+                   error_of(driver(new, D).GetId) != "ok"),
+              "StopInstance after the re-exec closes both members")
+        inside2.close()
+        check(wait(lambda: error_of(driver(a).GetInstanceInfo, stopped) != "ok"),
+              "the stopped one ends with its last member")
         a.close()
+    check("re-exec refused" not in open(log).read(), "no re-exec was refused")
 
 
 def main():
@@ -321,7 +346,7 @@ def main():
             other_user(address, tmp)
         limits(binary, tmp)
         # The program itself: a re-exec would leave a wrapper (valgrind) behind.
-        reexec_refused(sys.argv[1], tmp)
+        reexec(sys.argv[1], tmp)
         check(os.listdir(os.path.join(tmp, "dbus-1", "containers")) == [],
               "no socket file left once the buses exited")
     print("FAIL: %d" % len(failures) if failures else "all container checks passed")

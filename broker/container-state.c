@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The container instances across a re-exec (state.h): their section, written
+ * only when there is an instance (so that a stream without any is one an
+ * older program reads too), read, and restored after the peers.
+ */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "broker/bus.h"
+#include "broker/container.h"
+#include "broker/listener.h"
+#include "broker/peer.h"
+#include "broker/state.h"
+#include "util/macro.h"
+
+#define CONTAINER_STATE_VERSION 1
+
+void container_registry_serialize(const struct container_registry *reg, struct state_writer *w,
+				  uint32_t (*index)(const void *peer))
+{
+	const struct container *c;
+	const struct peer *p;
+
+	if (list_is_empty(&reg->instances))
+		return;
+	state_put_section(w, STATE_TAG_CONTAINER, CONTAINER_STATE_VERSION);
+	state_put_u64(w, reg->next_id);
+	state_put_u64(w, reg->n_instances);
+	list_for_each_entry(c, &reg->instances, link) {
+		state_put_u64(w, c->id);
+		state_put_str(w, c->type);
+		state_put_str(w, c->name);
+		state_put_bytes(w, c->metadata, c->n_metadata);
+		state_put_bytes(w, c->creator_creds, c->n_creator_creds);
+		state_put_u32(w, (uint32_t)c->creator_uid);
+		state_put_u32(w, c->creator ? index(c->creator) : UINT32_MAX);
+		state_put_u32(w, c->stop_on_disconnect);
+		/* -1: it no longer listens. */
+		state_put_fd(w, c->listener ? c->listener->fds[0] : -1);
+		state_put_str(w, c->socket_path);
+		state_put_str(w, c->listener ? c->listener->address : NULL);
+		state_put_u64(w, c->n_members);
+		list_for_each_entry(p, &c->members, container_link)
+			state_put_u32(w, index(p));
+	}
+}
+
+bool container_registry_state_read(struct state_reader *r, struct container_registry_state *st,
+				   size_t n_peers)
+{
+	uint32_t version;
+
+	*st = (struct container_registry_state){};
+	if (!state_next_is(r, STATE_TAG_CONTAINER))
+		return !r->error;
+	if (!state_section(r, STATE_TAG_CONTAINER, CONTAINER_STATE_VERSION, &version))
+		return false;
+	st->next_id = state_get_u64(r);
+	st->n = state_get_count(r, 40);
+	st->v = calloc(st->n ? st->n : 1, sizeof(*st->v));
+	if (!st->v) {
+		r->error = true;
+		return false;
+	}
+	for (size_t i = 0; i < st->n && !r->error; i++) {
+		struct container_state *c = &st->v[i];
+
+		c->id = state_get_u64(r);
+		c->type = state_get_str(r);
+		c->name = state_get_str(r);
+		c->metadata = state_get_bytes(r, &c->n_metadata);
+		c->creds = state_get_bytes(r, &c->n_creds);
+		c->creator_uid = state_get_u32(r);
+		c->creator_index = state_get_u32(r);
+		c->stop_on_disconnect = state_get_u32(r) != 0;
+		c->fd = state_get_fd_or_none(r);
+		c->socket_path = state_get_str(r);
+		c->address = state_get_str(r);
+		c->n_members = state_get_count(r, 4);
+		c->members = calloc(c->n_members ? c->n_members : 1, sizeof(*c->members));
+		if (!c->members) {
+			r->error = true;
+			break;
+		}
+		for (size_t j = 0; j < c->n_members; j++) {
+			c->members[j] = state_get_u32(r);
+			if (c->members[j] >= n_peers)
+				r->error = true;
+		}
+		if (!c->type || !c->name || !c->metadata || !c->creds || !c->socket_path ||
+		    c->id >= st->next_id || (c->fd >= 0) != !!c->address ||
+		    (c->creator_index != UINT32_MAX && c->creator_index >= n_peers))
+			r->error = true;
+	}
+	return !r->error;
+}
+
+void container_registry_state_deinit(struct container_registry_state *st)
+{
+	for (size_t i = 0; i < st->n; i++)
+		free(st->v[i].members);
+	free(st->v);
+	*st = (struct container_registry_state){};
+}
+
+static int container_restore_one(struct container_registry *reg, const struct container_state *s,
+				 struct peer *const *peers)
+{
+	struct container *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	c->registry = reg;
+	c->id = s->id;
+	c->creator_uid = (uid_t)s->creator_uid;
+	c->creator = s->creator_index != UINT32_MAX ? peers[s->creator_index] : NULL;
+	c->stop_on_disconnect = s->stop_on_disconnect;
+	list_init(&c->members);
+	list_append(&reg->instances, &c->link);
+	reg->n_instances++;
+	if (asprintf(&c->path, CONTAINER_PATH_PREFIX "%llu", (unsigned long long)s->id) < 0)
+		c->path = NULL;
+	c->type = strdup(s->type);
+	c->name = strdup(s->name);
+	c->socket_path = strdup(s->socket_path);
+	c->metadata = malloc(s->n_metadata ? s->n_metadata : 1);
+	c->creator_creds = malloc(s->n_creds ? s->n_creds : 1);
+	if (!c->path || !c->type || !c->name || !c->socket_path || !c->metadata ||
+	    !c->creator_creds)
+		return -ENOMEM;
+	memcpy(c->metadata, s->metadata, s->n_metadata);
+	c->n_metadata = s->n_metadata;
+	memcpy(c->creator_creds, s->creds, s->n_creds);
+	c->n_creator_creds = s->n_creds;
+	if (s->fd >= 0) {
+		r = listener_new_restored(&c->listener, reg->bus, &s->fd, 1, false, NULL,
+					  s->address, s->socket_path, NULL);
+		if (r < 0)
+			return r;
+		c->listener->container = c;
+		r = listener_attach(c->listener);
+		if (r < 0)
+			return r;
+	}
+	for (size_t j = 0; j < s->n_members; j++) {
+		struct peer *p = peers[s->members[j]];
+
+		if (p->container)
+			return -EINVAL;	/* in two instances: not a state we wrote */
+		p->container = c;
+		list_append(&c->members, &p->container_link);
+		c->n_members++;
+	}
+	return 0;
+}
+
+int container_registry_restore(struct container_registry *reg,
+			       const struct container_registry_state *st,
+			       struct peer *const *peers)
+{
+	reg->next_id = st->next_id;
+	for (size_t i = 0; i < st->n; i++) {
+		int r = container_restore_one(reg, &st->v[i], peers);
+
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
