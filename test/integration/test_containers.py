@@ -22,6 +22,7 @@ import dbus.mainloop.glib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import rawclient  # noqa: E402
 from rawclient import FIELD_MEMBER, FIELD_SENDER, Raw  # noqa: E402
 from test_driver_parity import bus  # noqa: E402
 
@@ -150,6 +151,16 @@ def identity(address, tmp):
         m = outside.recv(3)
     check(m[3].get(FIELD_MEMBER) == "Hello" and m[3].get(FIELD_SENDER) == raw_inside.name,
           "a contained connection calls a service outside")
+    # A forged container-instance header field (10) never reaches anyone.
+    rawclient.FIELD_TYPES.setdefault(10, "o")
+    for who, sender in (("contained", raw_inside), ("uncontained", Raw(address))):
+        sender.send_raw(rawclient.marshal(rawclient.METHOD_CALL, sender.next_serial(), {
+            rawclient.FIELD_PATH: "/", rawclient.FIELD_INTERFACE: "org.example.Service",
+            rawclient.FIELD_MEMBER: "Forged", rawclient.FIELD_DESTINATION: outside.name,
+            10: str(path)}))
+        m = outside.recv(3)
+        check(m[3].get(FIELD_MEMBER) == "Forged" and 10 not in m[3],
+              "a %s sender's forged instance header field is dropped" % who)
     outside.close()
     raw_inside.close()
     props = dbus.Interface(a.get_object(D, P), "org.freedesktop.DBus.Properties")
