@@ -35,6 +35,7 @@ import array
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -317,6 +318,79 @@ def scenario_replaced(binary, tmp):
     ls.close()
 
 
+def add_server(c):
+    """Containers1.AddServer("org.example.Sandbox", "org.example.App", {}, {})
+    by raw client @c: the instance's path and its socket's address."""
+    body = bytearray()
+    rawclient._put(body, "s", "org.example.Sandbox")
+    rawclient._put(body, "s", "org.example.App")
+    for _ in range(2):		# two empty a{sv}: a length, then padding to 8
+        rawclient._pad(body, 4)
+        body += struct.pack("<I", 0)
+        rawclient._pad(body, 8)
+    c.send_raw(rawclient.marshal(rawclient.METHOD_CALL, c.next_serial(), {
+        rawclient.FIELD_PATH: "/org/freedesktop/DBus",
+        rawclient.FIELD_INTERFACE: "org.freedesktop.DBus.Containers1",
+        rawclient.FIELD_MEMBER: "AddServer", rawclient.FIELD_DESTINATION: "org.freedesktop.DBus"},
+        "ssa{sv}a{sv}", body=bytes(body)))
+    m = c.wait_reply(c.serial)
+    path, pos = rawclient._get_str(m[4], 0)
+    pos = (pos + 3) & ~3
+    n = struct.unpack_from("<I", m[4], pos)[0]
+    address, _ = rawclient._get_str(m[4], pos + 4 + n)
+    return path, address
+
+
+def instance_of(c, name):
+    """GetConnectionInstance(@name)'s path, or the error's name."""
+    m = c.wait_reply(c.call("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                            "org.freedesktop.DBus.Containers1", "GetConnectionInstance", "s",
+                            (name,)))
+    if m[0] == rawclient.ERROR:
+        return m[3].get(rawclient.FIELD_ERROR_NAME)
+    return rawclient._get_str(m[4], 0)[0]
+
+
+def scenario_containers(binary, tmp):
+    """A container instance, its member and its socket through a restart by
+    the fd store (container-state.c)."""
+    mgr = Manager(tmp)
+    path = os.path.join(tmp, "bus-containers")
+    address = "unix:path=" + path
+    args = ["--config-file=" + conf(tmp, "<listen>%s</listen>" % address), "--nofork",
+            "--containers"]
+    env_runtime = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = tmp
+    try:
+        bus = Bus(binary, tmp, mgr, args)
+    finally:
+        if env_runtime is None:
+            os.environ.pop("XDG_RUNTIME_DIR")
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = env_runtime
+    a = rawclient.Raw(address)
+    instance, inner = add_server(a)
+    member = rawclient.Raw(inner)
+    check(instance_of(a, member.name) == instance, "containers: the member is in %s" % instance)
+    os.kill(bus.pid, signal.SIGTERM)
+    check(bus.wait() == 0, "containers: the old bus exits 0 on SIGTERM")
+    mgr.pump(0.1)
+    bus = Bus(binary, tmp, mgr, args)
+    check("fd store: resumed" in bus.log(), "containers: the new bus resumed from the store")
+    check(instance_of(a, member.name) == instance,
+          "containers: after the restart the member is still in its instance")
+    c = rawclient.Raw(inner)
+    check(instance_of(a, c.name) == instance,
+          "containers: the instance's socket takes a new member after the restart")
+    c.close()
+    member.close()
+    a.close()
+    os.kill(bus.pid, signal.SIGTERM)
+    check(bus.wait() == 0, "containers: the new bus exits 0 on SIGTERM")
+    mgr.pump(0.1)
+    mgr.discard()
+
+
 def scenario_user(binary, tmp):
     """<user> and <pidfile>: the new process of a hand-over is started as root
     by systemd and has a new pid; it must become the bus user and say its pid."""
@@ -502,7 +576,8 @@ def main():
     cases = [("handover", lambda d: scenario_handover(binary, d, False)),
              ("socket", lambda d: scenario_handover(binary, d, True)),
              ("replaced", lambda d: scenario_replaced(binary, d)),
-             ("garbage", lambda d: scenario_garbage(binary, d))]
+             ("garbage", lambda d: scenario_garbage(binary, d)),
+             ("containers", lambda d: scenario_containers(binary, d))]
     # Changing to another user needs root (CI runs as root).
     if os.geteuid() == 0:
         cases.append(("user", lambda d: scenario_user(binary, d)))
