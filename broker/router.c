@@ -70,10 +70,6 @@ int destset_add(struct destset *set, struct peer *peer)
 /* ------------------------------------------------------------------ policy */
 
 /*
- * The text of the AccessDenied for @m, which a <policy> rule (or none)
- * rejected on its way to @destination: malloc()ed, NULL on ENOMEM.
- */
-/*
  * A message its policy rejected: like dbus-daemon, the bus logs it at its
  * security level when it was addressed to the receiver (an LSM logged its
  * own decision), and answers @peer with AccessDenied, or, when @peer is NULL
