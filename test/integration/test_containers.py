@@ -203,12 +203,27 @@ def lifetime(address):
           "InstanceRemoved once its last connection has gone")
     check(error_of(driver(a).GetInstanceInfo, path) == E + "NotContainer",
           "GetInstanceInfo of an ended instance: NotContainer")
-    # StopInstance: its connections are closed.
+    # StopInstance: its connections are closed, and nothing of them is kept.
     path, sock, addr = add_server(a)
     inside = connect(str(addr))
+    driver(inside, D).RequestName("org.example.Kept", dbus.UInt32(0))
+    forged = Raw(str(addr))
+    outside = Raw(address)
+    forged.send_raw(rawclient.marshal(rawclient.METHOD_CALL, forged.next_serial(), {
+        rawclient.FIELD_PATH: "/", rawclient.FIELD_INTERFACE: "org.example.Service",
+        rawclient.FIELD_MEMBER: "Who", rawclient.FIELD_DESTINATION: outside.name,
+        FIELD_SENDER: a.get_unique_name()}))
+    m = outside.recv(3)
+    while m[3].get(FIELD_MEMBER) == "NameAcquired":
+        m = outside.recv(3)
+    check(m[3].get(FIELD_SENDER) == forged.name,
+          "a contained client that forges SENDER is named as itself")
+    outside.close()
     driver(a).StopInstance(path)
     check(wait(lambda: error_of(driver(inside, D).GetId) != "ok"),
           "StopInstance: its connection is closed")
+    check(wait(lambda: not driver(a, D).NameHasOwner("org.example.Kept")),
+          "StopInstance: a name its connection owned is released")
     check(wait(lambda: str(path) in seen.pump(0.2)), "StopInstance: InstanceRemoved")
     # The creator's disconnection: StopListening, or StopInstance when asked.
     for stop, what in ((False, "the creator gone: its connection stays"),
