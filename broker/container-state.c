@@ -6,7 +6,6 @@
  */
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "broker/bus.h"
@@ -109,33 +108,17 @@ void container_registry_state_deinit(struct container_registry_state *st)
 static int container_restore_one(struct container_registry *reg, const struct container_state *s,
 				 struct peer *const *peers)
 {
-	struct container *c = calloc(1, sizeof(*c));
+	struct container *c;
 	int r;
 
-	if (!c)
-		return -ENOMEM;
-	c->registry = reg;
-	c->id = s->id;
-	c->creator_uid = (uid_t)s->creator_uid;
+	r = container_new(reg, s->id, s->type, s->name, s->metadata, s->n_metadata, s->creds,
+			  s->n_creds, (uid_t)s->creator_uid, s->stop_on_disconnect, &c);
+	if (r < 0)
+		return r;
 	c->creator = s->creator_index != UINT32_MAX ? peers[s->creator_index] : NULL;
-	c->stop_on_disconnect = s->stop_on_disconnect;
-	list_init(&c->members);
-	list_append(&reg->instances, &c->link);
-	reg->n_instances++;
-	if (asprintf(&c->path, CONTAINER_PATH_PREFIX "%llu", (unsigned long long)s->id) < 0)
-		c->path = NULL;
-	c->type = strdup(s->type);
-	c->name = strdup(s->name);
 	c->socket_path = strdup(s->socket_path);
-	c->metadata = malloc(s->n_metadata ? s->n_metadata : 1);
-	c->creator_creds = malloc(s->n_creds ? s->n_creds : 1);
-	if (!c->path || !c->type || !c->name || !c->socket_path || !c->metadata ||
-	    !c->creator_creds)
+	if (!c->socket_path)
 		return -ENOMEM;
-	memcpy(c->metadata, s->metadata, s->n_metadata);
-	c->n_metadata = s->n_metadata;
-	memcpy(c->creator_creds, s->creds, s->n_creds);
-	c->n_creator_creds = s->n_creds;
 	if (s->fd >= 0) {
 		r = listener_new_restored(&c->listener, reg->bus, &s->fd, 1, false, NULL,
 					  s->address, s->socket_path, NULL);

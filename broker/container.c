@@ -325,24 +325,41 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 				 peer_name(creator), peer_loginfo(creator), (unsigned)creator->uid,
 				 (long long)lim->max_containers_per_user) < 0 ? NULL : text);
 
-	c = calloc(1, sizeof(*c));
+	r = container_new(reg, id, type, name, metadata, n_metadata, creds, n_creds,
+			  creator->uid, stop_on_disconnect, &c);
+	if (r < 0)
+		return r;
+	c->creator = creator;
+	r = container_listen(c, errnamep, errtextp);
+	if (r) {
+		container_free(c);
+		return r;
+	}
+	*cp = c;
+	return 0;
+}
+
+int container_new(struct container_registry *reg, uint64_t id, const char *type,
+		  const char *name, const void *metadata, size_t n_metadata, const void *creds,
+		  size_t n_creds, uid_t creator_uid, bool stop_on_disconnect, struct container **cp)
+{
+	struct container *c = calloc(1, sizeof(*c));
+
 	if (!c)
 		return -ENOMEM;
 	c->registry = reg;
 	c->id = id;
-	c->creator = creator;
-	c->creator_uid = creator->uid;
+	c->creator_uid = creator_uid;
 	c->stop_on_disconnect = stop_on_disconnect;
 	list_init(&c->members);
-	list_init(&c->link);
+	list_append(&reg->instances, &c->link);
+	reg->n_instances++;
 	if (asprintf(&c->path, CONTAINER_PATH_PREFIX "%llu", (unsigned long long)id) < 0)
 		c->path = NULL;
 	c->type = strdup(type);
 	c->name = strdup(name);
 	c->metadata = malloc(n_metadata ? n_metadata : 1);
 	c->creator_creds = malloc(n_creds ? n_creds : 1);
-	list_append(&reg->instances, &c->link);
-	reg->n_instances++;
 	if (!c->path || !c->type || !c->name || !c->metadata || !c->creator_creds) {
 		container_free(c);
 		return -ENOMEM;
@@ -351,12 +368,6 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 	c->n_metadata = n_metadata;
 	memcpy(c->creator_creds, creds, n_creds);
 	c->n_creator_creds = n_creds;
-
-	r = container_listen(c, errnamep, errtextp);
-	if (r) {
-		container_free(c);
-		return r;
-	}
 	*cp = c;
 	return 0;
 }

@@ -114,6 +114,15 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
  */
 int container_accept(struct container *c, int fd);
 
+/*
+ * An instance in @reg without socket, creator or members (copying what it
+ * is given): container_add()'s and the re-exec's (container-state.c).
+ * Return 0 (*@cp set) or -ENOMEM (nothing left behind).
+ */
+int container_new(struct container_registry *reg, uint64_t id, const char *type,
+		  const char *name, const void *metadata, size_t n_metadata, const void *creds,
+		  size_t n_creds, uid_t creator_uid, bool stop_on_disconnect, struct container **cp);
+
 /* StopListening: close its socket (and remove the file); it ends once empty. */
 void container_stop_listening(struct container *c);
 /* StopInstance: StopListening and close every connection of it. */

@@ -145,19 +145,27 @@ int driver_method_containers_add_server(struct driver_call *c)
 	return driver_reply_send(c, &b);
 }
 
-/* The instance @path names, and may the caller stop it? 0, or 1 (error set). */
-static int lookup_for_stop(struct driver_call *c, struct container **ctp)
+/* The instance the "o" argument names: 0, or 1 (error set). */
+static int lookup_instance(struct driver_call *c, struct container **ctp)
 {
 	const char *path;
-	int r;
 
-	r = dc_reader_read(&c->reader, "o", &path);
-	if (r)
+	if (dc_reader_read(&c->reader, "o", &path))
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
 	*ctp = container_find(c->bus->containers, path);
 	if (!*ctp)
 		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "There is no container with path '%s'",
 				   path);
+	return 0;
+}
+
+/* lookup_instance(), and may the caller stop it? 0, or 1 (error set). */
+static int lookup_for_stop(struct driver_call *c, struct container **ctp)
+{
+	int r = lookup_instance(c, ctp);
+
+	if (r)
+		return r;
 	/* The creator's uid, as in the draft, and root (bus1-broker). */
 	if (c->peer->uid != (*ctp)->creator_uid && c->peer->uid != 0)
 		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
@@ -231,16 +239,11 @@ int driver_method_containers_get_instance_info(struct driver_call *c)
 {
 	struct message_builder b;
 	struct container *ct;
-	const char *path;
 	int r;
 
-	r = dc_reader_read(&c->reader, "o", &path);
+	r = lookup_instance(c, &ct);
 	if (r)
-		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
-	ct = container_find(c->bus->containers, path);
-	if (!ct)
-		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "There is no container with path '%s'",
-				   path);
+		return r;
 	driver_reply_init(c, &b, "a{sv}ssa{sv}");
 	r = write_info(&b, ct);
 	if (r < 0) {
