@@ -22,6 +22,7 @@ import dbus.mainloop.glib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import glibloop  # noqa: E402
 import rawclient  # noqa: E402
 from rawclient import FIELD_MEMBER, FIELD_SENDER, Raw  # noqa: E402
 from test_driver_parity import bus  # noqa: E402
@@ -89,12 +90,7 @@ class Removed:
                                       C1, D, P)
 
     def pump(self, timeout=1.0):
-        from gi.repository import GLib
-        ctx = GLib.MainContext.default()
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            ctx.iteration(False)
-            time.sleep(0.02)
+        glibloop.pump(timeout)
         return self.seen
 
 

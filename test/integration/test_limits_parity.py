@@ -44,6 +44,7 @@ import rawclient  # noqa: E402
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
                        FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SENDER,
                        METHOD_CALL, METHOD_RETURN, Raw, body_strings, marshal)
+from test_daemon_parity import alive  # noqa: E402
 from test_driver_parity import DAEMON, bus  # noqa: E402
 
 D, P, I = "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus"
@@ -62,13 +63,6 @@ def drain(raw, timeout=0.3):
         return out, False
     except (EOFError, ConnectionResetError, BrokenPipeError):
         return out, True
-
-
-def alive(raw):
-    try:
-        return raw.wait_reply(raw.call(D, P, I, "GetId"), 3)[0] == METHOD_RETURN
-    except (OSError, EOFError):
-        return False
 
 
 def error_of(m):
