@@ -176,6 +176,7 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 {
 	struct bus_policy_message pm;
 	struct policy_names fn, tn;
+	const struct bus_policy_rule *rule = NULL;
 	unsigned int n_rules = 0;
 	bool send_ok = true, ok = true;
 	int r;
@@ -191,7 +192,7 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 				return r;
 		}
 		send_ok = bus_client_policy_check_send(from->policy, &pm, to ? &tn.peer : NULL,
-						       &verdict->rule);
+						       &rule);
 		if (!send_ok)
 			n_rules = bus_client_policy_count_send(from->policy, &pm,
 								 to ? &tn.peer : NULL);
@@ -206,7 +207,7 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 			from_names = &fn.peer;
 		}
 		ok = bus_client_policy_check_receive(to->policy, &pm, from ? from_names : NULL,
-						     eavesdropping, &verdict->rule);
+						     eavesdropping, &rule);
 		if (!ok)
 			n_rules = bus_client_policy_count_receive(to->policy, &pm,
 								    from ? from_names : NULL,
@@ -218,7 +219,7 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 		return 1;
 	return policy_deny(verdict, policy_denial_text(send_ok ? "Rejected receive message" :
 						       "Rejected send message", (int)n_rules, from,
-						       to, m, requested_reply, verdict->rule),
+						       to, m, requested_reply, rule),
 			   false);
 }
 

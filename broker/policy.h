@@ -54,15 +54,12 @@ bool policy_active(struct bus *bus);
 
 /**
  * struct policy_verdict - why a message was denied
- * @rule:	the deciding <policy> rule, NULL when none matched (default
- *		deny) or an LSM denied it
  * @text:	the text of the AccessDenied error and of the log line, in
  *		dbus-daemon's words (policy_denial_text(); owned,
  *		policy_verdict_deinit())
  * @lsm:	an LSM denied it, and logged that itself
  */
 struct policy_verdict {
-	const struct bus_policy_rule *rule;
 	char *text;
 	bool lsm;
 };
