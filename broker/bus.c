@@ -33,14 +33,6 @@
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/sasl.h"
 
-/*
- * Whatever the configuration says, one connection's output queue never holds
- * more than this: a client that stops reading is disconnected at this point
- * instead of making the bus grow (session.conf allows 1 GB).
- */
-#define BUS_QUEUE_BYTES_CAP (256ULL * 1024 * 1024)
-#define BUS_QUEUE_FDS_CAP 1024ULL
-
 static int read_machine_id(char id[33])
 {
 	static const char *const paths[] = { "/etc/machine-id", "/var/lib/dbus/machine-id" };

@@ -95,6 +95,14 @@ struct match_registry;
 struct reply_registry;
 struct user_registry;
 
+/*
+ * Whatever the configuration says, one connection's output queue never holds
+ * more than this: a client that stops reading is disconnected at this point
+ * instead of making the bus grow (session.conf allows 1 GB).
+ */
+#define BUS_QUEUE_BYTES_CAP (256ULL * 1024 * 1024)
+#define BUS_QUEUE_FDS_CAP 1024ULL
+
 struct bus {
 	const struct bus_loop_ops *loop;
 	sd_event *event;		/* the loop's (bus_attach()), NULL before */
@@ -133,7 +141,10 @@ struct bus {
 	struct container_registry *containers;	/* Containers1 instances (container.h) */
 	struct user_registry *users;
 
-	/* per-peer output queue bounds (see peer_queue()) */
+	/*
+	 * per-peer output queue bounds (see peer_queue()): max_outgoing_bytes
+	 * and _unix_fds, but never above BUS_QUEUE_*_CAP
+	 */
 	size_t max_queued_bytes;
 	size_t max_queued_fds;
 

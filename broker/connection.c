@@ -158,24 +158,34 @@ static void connection_schedule_flush(struct connection *conn)
 		bus_schedule_flush(sockets->bus);
 }
 
+/*
+ * Is @peer's queue too full for @size bytes and @n_fds more? As in
+ * dbus-daemon, a queue is full once it holds more than its configured limit
+ * (a message of any size goes into a queue at or below it); the bus' own
+ * bounds (BUS_QUEUE_*_CAP) hold whatever the configuration says, message
+ * included.
+ */
+static bool connection_queue_full(const struct peer *peer, size_t size, size_t n_fds)
+{
+	const struct bus *bus = peer->bus;
+
+	return peer->n_queued_bytes > bus->max_queued_bytes ||
+	       peer->n_queued_fds > bus->max_queued_fds ||
+	       peer->n_queued_bytes + size > BUS_QUEUE_BYTES_CAP ||
+	       peer->n_queued_fds + n_fds > BUS_QUEUE_FDS_CAP;
+}
+
 static int connection_queue(struct peer_transport *transport, struct message *msg)
 {
 	struct connection *conn = container_of(transport, struct connection, transport);
 	struct peer *peer = conn->peer;
-	struct bus *bus = peer->bus;
 	struct delivery *d;
 	size_t size = message_get_size(msg);
 	int r;
 
 	if (conn->closed)
 		return PEER_E_DEAD;
-	/*
-	 * As in dbus-daemon, a queue is full once it holds more than its
-	 * limit: a message of any size goes into a queue at or below it, so
-	 * what is queued stays below the limit plus one message.
-	 */
-	if (peer->n_queued_bytes > bus->max_queued_bytes ||
-	    peer->n_queued_fds > bus->max_queued_fds) {
+	if (connection_queue_full(peer, size, msg->n_fds)) {
 		/*
 		 * The quota is for what the receiver does not take: one read
 		 * batch may produce more than it for a reader, so give the
@@ -187,8 +197,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 			peer_overflow(peer);
 			return PEER_E_DEAD;
 		}
-		if (peer->n_queued_bytes > bus->max_queued_bytes ||
-		    peer->n_queued_fds > bus->max_queued_fds)
+		if (connection_queue_full(peer, size, msg->n_fds))
 			return PEER_E_QUOTA;
 	}
 	if (peer_charge_message(peer, size, msg->n_fds))
