@@ -10,12 +10,14 @@
 #include <string.h>
 #include "broker/bus.h"
 #include "broker/container.h"
+#include "broker/container-filter.h"
 #include "broker/listener.h"
 #include "broker/peer.h"
 #include "broker/state.h"
 #include "util/macro.h"
 
-#define CONTAINER_STATE_VERSION 1
+/* 2: the filter and what each of its connections learned (container-filter.h). */
+#define CONTAINER_STATE_VERSION 2
 
 void container_registry_serialize(const struct container_registry *reg, struct state_writer *w,
 				  uint32_t (*index)(const void *peer))
@@ -44,6 +46,41 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 		state_put_u64(w, c->n_members);
 		list_for_each_entry(p, &c->members, container_link)
 			state_put_u32(w, index(p));
+		/* Version 2: the filter's options (none: unfiltered), each member's view. */
+		state_put_u32(w, !!c->filter);
+		if (!c->filter)
+			continue;
+		state_put_u64(w, c->filter->n_options);
+		for (size_t i = 0; i < c->filter->n_options; i++)
+			state_put_str(w, c->filter->options[i]);
+		list_for_each_entry(p, &c->members, container_link) {
+			state_put_u32(w, !!p->filter_view);
+			if (p->filter_view)
+				filter_view_serialize(p->filter_view, w, index);
+		}
+	}
+}
+
+/* The filter of @c and its members' views (version 2); errors set r->error. */
+static void container_filter_state_read(struct state_reader *r, struct container_state *c,
+					size_t n_peers)
+{
+	c->has_filter = true;
+	c->n_options = state_get_count(r, 4);
+	c->options = calloc(c->n_options ? c->n_options : 1, sizeof(*c->options));
+	c->views = calloc(c->n_members ? c->n_members : 1, sizeof(*c->views));
+	if (!c->options || !c->views || c->n_options > FILTER_MAX_OPTIONS) {
+		r->error = true;
+		return;
+	}
+	for (size_t i = 0; i < c->n_options && !r->error; i++)
+		if (!(c->options[i] = state_get_str(r)))
+			r->error = true;
+	for (size_t j = 0; j < c->n_members && !r->error; j++) {
+		if (!state_get_u32(r))
+			continue;
+		c->views[j].present = true;
+		(void)filter_view_state_read(r, &c->views[j], n_peers);
 	}
 }
 
@@ -89,6 +126,8 @@ bool container_registry_state_read(struct state_reader *r, struct container_regi
 			if (c->members[j] >= n_peers)
 				r->error = true;
 		}
+		if (version >= 2 && !r->error && state_get_u32(r))
+			container_filter_state_read(r, c, n_peers);
 		if (!c->type || !c->name || !c->metadata || !c->creds || !c->socket_path ||
 		    c->id >= st->next_id || (c->fd >= 0) != !!c->address ||
 		    (c->creator_index != UINT32_MAX && c->creator_index >= n_peers))
@@ -99,8 +138,14 @@ bool container_registry_state_read(struct state_reader *r, struct container_regi
 
 void container_registry_state_deinit(struct container_registry_state *st)
 {
-	for (size_t i = 0; i < st->n; i++)
+	for (size_t i = 0; i < st->n; i++) {
 		free(st->v[i].members);
+		free(st->v[i].options);
+		if (st->v[i].views)
+			for (size_t j = 0; j < st->v[i].n_members; j++)
+				filter_view_state_deinit(&st->v[i].views[j]);
+		free(st->v[i].views);
+	}
 	free(st->v);
 	*st = (struct container_registry_state){};
 }
@@ -129,6 +174,13 @@ static int container_restore_one(struct container_registry *reg, const struct co
 		if (r < 0)
 			return r;
 	}
+	if (s->has_filter) {
+		_cleanup_free_ char *errtext = NULL;
+
+		r = container_filter_new(&c->filter, s->options, s->n_options, &errtext);
+		if (r)
+			return r < 0 ? r : -EINVAL;
+	}
 	for (size_t j = 0; j < s->n_members; j++) {
 		struct peer *p = peers[s->members[j]];
 
@@ -137,6 +189,14 @@ static int container_restore_one(struct container_registry *reg, const struct co
 		p->container = c;
 		list_append(&c->members, &p->container_link);
 		c->n_members++;
+		if (!s->has_filter || !s->views[j].present)
+			continue;
+		r = filter_view_new(&p->filter_view, p, c->filter);
+		if (r < 0)
+			return r;
+		r = filter_view_restore(p->filter_view, &s->views[j], peers);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }

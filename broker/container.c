@@ -14,6 +14,7 @@
 #include "broker/bus.h"
 #include "broker/connection.h"
 #include "broker/container.h"
+#include "broker/container-filter.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/peer.h"
@@ -55,6 +56,7 @@ static void container_free(struct container *c)
 	free(c->metadata);
 	free(c->creator_creds);
 	free(c->socket_path);
+	container_filter_unref(c->filter);
 	free(c);
 }
 
@@ -182,6 +184,11 @@ int container_accept(struct container *c, int fd)
 	peer->container = c;
 	list_append(&c->members, &peer->container_link);
 	c->n_members++;
+	if (c->filter) {
+		r = filter_view_new(&peer->filter_view, peer, c->filter);
+		if (r < 0)
+			peer_close(peer, "out of memory");
+	}
 	return 0;
 }
 
@@ -297,11 +304,13 @@ static int container_listen(struct container *c, const char **errnamep, char **e
 int container_add(struct container_registry *reg, struct peer *creator, const char *type,
 		  const char *name, const void *metadata, size_t n_metadata,
 		  const void *creds, size_t n_creds, bool stop_on_disconnect,
-		  struct container **cp, const char **errnamep, char **errtextp)
+		  struct container_filter *filter, struct container **cp,
+		  const char **errnamep, char **errtextp)
 {
 	const struct bus_config_limits *lim = &reg->bus->limits;
 	uint64_t id = reg->next_id++;	/* used up even by a failure, as in the draft */
-	size_t size = n_metadata + strlen(type) + strlen(name);
+	/* The filter's options count too: they are the instance's to keep. */
+	size_t size = n_metadata + strlen(type) + strlen(name) + (filter ? filter->n_bytes : 0);
 	struct container *c;
 	char *text;
 	int r;
@@ -330,6 +339,7 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 	if (r < 0)
 		return r;
 	c->creator = creator;
+	c->filter = container_filter_ref(filter);
 	r = container_listen(c, errnamep, errtextp);
 	if (r) {
 		container_free(c);

@@ -50,7 +50,9 @@
 #include "util/list.h"
 
 struct bus;
+struct container_filter;
 struct dc_reader;
+struct filter_view_state;
 struct dc_writer;
 struct listener;
 struct peer;
@@ -74,6 +76,7 @@ struct container {
 	char *socket_path;
 	struct list_node members;	/* struct peer, peer->container_link */
 	unsigned int n_members;
+	struct container_filter *filter;	/* NULL: <policy> only, as in the draft */
 	bool stop_on_disconnect;
 	bool closing;			/* StopInstance closes its members: no end yet */
 };
@@ -97,6 +100,7 @@ struct container *container_find(struct container_registry *reg, const char *pat
  * @creds:	its credentials as GetConnectionCredentials writes them (a{sv},
  *		marshalled at offset 0 in native byte order; copied)
  * @metadata, @n_metadata: likewise, the metadata a{sv} (copied)
+ * @filter:	its connections' filter (a reference is taken), or NULL
  * @errnamep, @errtextp: the D-Bus error on a positive return (*@errtextp
  *		malloc'ed)
  *
@@ -105,7 +109,8 @@ struct container *container_find(struct container_registry *reg, const char *pat
 int container_add(struct container_registry *reg, struct peer *creator, const char *type,
 		  const char *name, const void *metadata, size_t n_metadata,
 		  const void *creds, size_t n_creds, bool stop_on_disconnect,
-		  struct container **cp, const char **errnamep, char **errtextp);
+		  struct container_filter *filter, struct container **cp,
+		  const char **errnamep, char **errtextp);
 
 /*
  * A connection accepted on @c's socket (listener.c): taken into the bus as
@@ -158,6 +163,10 @@ struct container_state {
 	const char *address;
 	uint32_t *members;		/* places of its peers */
 	size_t n_members;
+	bool has_filter;		/* version 2 */
+	const char **options;
+	size_t n_options;
+	struct filter_view_state *views;	/* [n_members], NULL without filter */
 };
 
 struct container_registry_state {

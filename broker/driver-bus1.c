@@ -139,6 +139,10 @@ int driver_method_bus1_get_direct_handle(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
 				   "The policy for '%s' looks at interfaces, members, paths, "
 				   "errors, fds, groups or the console: no direct handle", name);
+	case POLICY_DIRECT_FILTERED:
+		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
+				   "A container's filter decides on calls between you and '%s' "
+				   "message by message: no direct handle", name);
 	case POLICY_DIRECT_NO_REPLIES:
 		return driver_fail(c, DC_ERROR_NOT_SUPPORTED,
 				   "The policy does not allow replies from '%s': no direct "

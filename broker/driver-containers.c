@@ -9,6 +9,7 @@
 #include <string.h>
 #include "broker/bus.h"
 #include "broker/container.h"
+#include "broker/container-filter.h"
 #include "broker/driver.h"
 #include "broker/listener.h"
 #include "broker/peer.h"
@@ -22,6 +23,7 @@
 /* The named arguments of AddServer this bus understands. */
 static const char *const supported_arguments[] = {
 	"StopOnDisconnect",	/* b: the creator's disconnection stops the instance */
+	"Filter",		/* as: xdg-dbus-proxy's options (container-filter.h) */
 	NULL,
 };
 
@@ -64,8 +66,38 @@ static int snapshot_credentials(struct peer *peer, void **datap, size_t *sizep)
 	return r;
 }
 
+/* The Filter argument (as), the reader inside its variant: 0, 1 (error set), -errno. */
+static int read_filter(struct driver_call *c, struct container_filter **filterp)
+{
+	struct dc_reader *r = &c->reader;
+	const char *options[FILTER_MAX_OPTIONS + 1];
+	_cleanup_free_ char *errtext = NULL;
+	size_t n = 0;
+	int k;
+
+	k = dc_reader_enter(r, 'a');
+	while (!k && dc_reader_peek(r)) {
+		if (n == ARRAY_SIZE(options))
+			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+					   "A filter has at most %d options", FILTER_MAX_OPTIONS);
+		k = dc_reader_read(r, "s", &options[n]);
+		n++;
+	}
+	if (!k)
+		k = dc_reader_exit(r);
+	if (k)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
+	container_filter_unref(*filterp);
+	*filterp = NULL;
+	k = container_filter_new(filterp, options, n, &errtext);
+	if (k > 0)
+		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", errtext);
+	return k;
+}
+
 /* AddServer's named arguments: 0, 1 (error set) or negative errno. */
-static int read_named_arguments(struct driver_call *c, bool *stop_on_disconnectp)
+static int read_named_arguments(struct driver_call *c, bool *stop_on_disconnectp,
+				struct container_filter **filterp)
 {
 	struct dc_reader *r = &c->reader;
 	int k;
@@ -83,19 +115,29 @@ static int read_named_arguments(struct driver_call *c, bool *stop_on_disconnectp
 			k = dc_reader_enter(r, 'v');
 		if (k)
 			break;
-		if (strcmp(key, "StopOnDisconnect"))
+		n = dc_reader_peek_signature(r, &sig);
+		if (!strcmp(key, "Filter")) {
+			if (n != 2 || memcmp(sig, "as", 2))
+				return driver_fail(c, DC_ERROR_INVALID_ARGS,
+						   "Named parameter %s must be an array of strings",
+						   key);
+			k = read_filter(c, filterp);
+			if (k)
+				return k;
+		} else if (!strcmp(key, "StopOnDisconnect")) {
+			if (n != 1 || sig[0] != 'b')
+				return driver_fail(c, DC_ERROR_INVALID_ARGS,
+						   "Named parameter %s must be a boolean", key);
+			k = dc_reader_read(r, "b", &v);
+			*stop_on_disconnectp = v;
+		} else {
 			return driver_fail(c, DC_ERROR_INVALID_ARGS,
 					   "Named parameter %s is not understood", key);
-		n = dc_reader_peek_signature(r, &sig);
-		if (n != 1 || sig[0] != 'b')
-			return driver_fail(c, DC_ERROR_INVALID_ARGS,
-					   "Named parameter %s must be a boolean", key);
-		k = dc_reader_read(r, "b", &v);
+		}
 		if (!k)
 			k = dc_reader_exit(r);
 		if (!k)
 			k = dc_reader_exit(r);
-		*stop_on_disconnectp = v;
 	}
 	if (!k)
 		k = dc_reader_exit(r);
@@ -109,6 +151,7 @@ int driver_method_containers_add_server(struct driver_call *c)
 	size_t n_metadata = 0, n_creds = 0;
 	const char *type, *name, *errname = NULL;
 	bool stop_on_disconnect = false;
+	struct container_filter *filter = NULL;
 	struct message_builder b;
 	struct container *ct;
 	int r;
@@ -124,14 +167,17 @@ int driver_method_containers_add_server(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
 	if (r < 0)
 		return r;
-	r = read_named_arguments(c, &stop_on_disconnect);
-	if (r)
+	r = read_named_arguments(c, &stop_on_disconnect, &filter);
+	if (!r)
+		r = snapshot_credentials(c->peer, &creds, &n_creds);
+	if (r) {
+		container_filter_unref(filter);
 		return r;
-	r = snapshot_credentials(c->peer, &creds, &n_creds);
-	if (r < 0)
-		return r;
-	r = container_add(c->bus->containers, c->peer, type, name, metadata, n_metadata, creds,
-			  n_creds, stop_on_disconnect, &ct, &errname, &errtext);
+	}
+	r = container_add(c->bus->containers, c->peer, type, name, metadata, n_metadata,
+				  creds, n_creds, stop_on_disconnect, filter, &ct, &errname,
+				  &errtext);
+	container_filter_unref(filter);
 	if (r < 0)
 		return r;
 	if (r > 0)

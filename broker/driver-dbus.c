@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
+#include "broker/container-filter.h"
 #include "broker/container.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
@@ -200,6 +201,7 @@ int driver_method_name_has_owner(struct driver_call *c)
 
 int driver_method_list_names(struct driver_call *c)
 {
+	const struct filter_view *v = c->peer->filter_view;
 	struct message_builder b;
 	struct name_owner *o = NULL;
 	struct name *n;
@@ -207,16 +209,20 @@ int driver_method_list_names(struct driver_call *c)
 	driver_reply_init(c, &b, "as");
 	dc_writer_open(&b.body, 'a', NULL);
 	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
+	/* A container's filter lists only what its connection may see. */
 	while ((o = name_registry_next_unique(c->bus->names, o)))
-		dc_writer_write(&b.body, "s", o->unique_name);
+		if (!v || filter_view_sees(v, o->unique_name))
+			dc_writer_write(&b.body, "s", o->unique_name);
 	list_for_each_entry(n, &c->bus->names->name_list, registry_link)
-		dc_writer_write(&b.body, "s", n->str);
+		if (!v || filter_view_sees(v, n->str))
+			dc_writer_write(&b.body, "s", n->str);
 	dc_writer_close(&b.body);
 	return driver_reply_send(c, &b);
 }
 
 int driver_method_list_activatable_names(struct driver_call *c)
 {
+	const struct filter_view *v = c->peer->filter_view;
 	const struct bus_services *services;
 	struct message_builder b;
 	size_t i;
@@ -225,8 +231,12 @@ int driver_method_list_activatable_names(struct driver_call *c)
 	dc_writer_open(&b.body, 'a', NULL);
 	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
 	services = activation_services(c->bus->activation);
-	for (i = 0; i < services->n_services; i++)
-		dc_writer_write(&b.body, "s", bus_services_get(services, i)->name);
+	for (i = 0; i < services->n_services; i++) {
+		const char *name = bus_services_get(services, i)->name;
+
+		if (!v || filter_view_sees(v, name))
+			dc_writer_write(&b.body, "s", name);
+	}
 	dc_writer_close(&b.body);
 	return driver_reply_send(c, &b);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
+#include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/driver-internal.h"
@@ -771,6 +772,9 @@ int driver_hello(struct peer *peer, struct message *msg)
 	r = name_registry_add_unique(bus->names, &peer->owner);
 	if (r >= 0)
 		driver_stats_names_changed(bus, peer);
+	/* A container's filter: what the connection may see from the start. */
+	if (r >= 0 && peer->filter_view)
+		r = filter_view_hello(peer->filter_view);
 	return r;
 }
 

@@ -14,6 +14,7 @@
 #include "broker/apparmor.h"
 #include "broker/bus.h"
 #include "broker/container.h"
+#include "broker/container-filter.h"
 #include "broker/log.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
@@ -38,6 +39,7 @@ int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transp
 	list_init(&peer->bus_link);
 	list_init(&peer->monitor_link);
 	list_init(&peer->container_link);
+	list_init(&peer->filter_sightings);
 	list_init(&peer->dead_link);
 	list_init(&peer->overflow_link);
 	peer->transport = transport;
@@ -87,6 +89,8 @@ struct peer *peer_free(struct peer *peer)
 	if (peer->user)
 		peer->user = user_unref(peer->user);
 	peer->apparmor = apparmor_label_free(peer->apparmor);
+	filter_peer_gone(peer);
+	peer->filter_view = filter_view_free(peer->filter_view);
 	free(peer->loginfo);
 	socket_creds_deinit(&peer->creds);
 	free(peer);
@@ -166,6 +170,9 @@ void peer_close(struct peer *peer, const char *reason)
 
 	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
 	router_peer_gone(peer);
+	/* Filtered connections forget it (after its NameOwnerChanged), and it them. */
+	filter_peer_gone(peer);
+	peer->filter_view = filter_view_free(peer->filter_view);
 	/* Its instance may end now (InstanceRemoved), and those it created stop. */
 	container_peer_gone(peer);
 

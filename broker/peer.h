@@ -46,6 +46,8 @@
 struct apparmor_label;
 struct security_id;
 struct bus;
+struct container;
+struct filter_view;
 struct bus_client_policy;
 struct message;
 struct peer_transport;
@@ -101,6 +103,8 @@ struct peer {
 	struct reply_owner replies;	/* calls this peer must answer */
 	struct container *container;	/* the instance it connected through, or NULL */
 	struct list_node container_link;	/* in container->members */
+	struct filter_view *filter_view;	/* its instance filters it: what it learned */
+	struct list_node filter_sightings;	/* struct filter_sight of views that know it */
 
 	bool authenticated;		/* identity known, policy set up */
 	bool registered;		/* Hello done */

@@ -13,6 +13,7 @@
 #include "broker/activation.h"
 #include "broker/apparmor.h"
 #include "broker/bus.h"
+#include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
 #include "broker/selinux.h"
@@ -439,8 +440,22 @@ static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 {
 	struct policy_names fn, tn;
+	struct filter_match fm;
 	bool opaque;
 	int r;
+
+	/*
+	 * A container's filter: the caller's must pass every call to the
+	 * callee, and the callee's must already see the caller (calls reaching
+	 * it teach it that, which a direct call past the bus would not).
+	 */
+	if (from->filter_view && !filter_view_allows_all_calls(from->filter_view, to))
+		return POLICY_DIRECT_FILTERED;
+	if (to->filter_view) {
+		filter_view_match_peer(to->filter_view, from, &fm);
+		if (fm.level < FILTER_SEE)
+			return POLICY_DIRECT_FILTERED;
+	}
 
 	if (bus->apparmor && (!apparmor_peer_unconfined(bus->apparmor, from) ||
 			      !apparmor_peer_unconfined(bus->apparmor, to)))

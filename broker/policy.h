@@ -136,6 +136,7 @@ enum {
 	POLICY_DIRECT_DENIED,		/* calls from the caller are denied */
 	POLICY_DIRECT_OPAQUE,		/* a rule about the two sees more than the callee */
 	POLICY_DIRECT_NO_REPLIES,	/* the callee's replies would be denied */
+	POLICY_DIRECT_FILTERED,		/* a container's filter decides per message */
 };
 
 /**

@@ -13,6 +13,8 @@
 #include <time.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
+#include "broker/container.h"
+#include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/log.h"
@@ -287,6 +289,9 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 		/* dbus-daemon skips receivers that cannot take fds, silently. */
 		if (msg->n_fds && !c->unix_fds)
 			continue;
+		/* A container's filter first (xdg-dbus-proxy sits before the bus' policy). */
+		if (c->filter_view && (recipient || !filter_check_broadcast(c->filter_view, sender, msg)))
+			continue;
 		if (policy_active(bus)) {
 			_cleanup_verdict_ struct policy_verdict verdict = {};
 
@@ -309,6 +314,11 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 		r = destset_add(set, c);
 		if (r < 0)
 			break;
+		if (c->filter_view) {
+			r = filter_view_saw(c->filter_view, sender);
+			if (r < 0)
+				break;
+		}
 	}
 	if (have_sn)
 		policy_names_deinit(&sn);
@@ -380,6 +390,11 @@ void router_name_event(void *userdata, const struct name_event *ev)
 		_cleanup_message_ struct message *m = NULL;
 		struct message_builder b;
 		int r;
+
+		/* Filtered connections learn who owns the names they may see. */
+		if (ev->new_owner && ev->name[0] != ':')
+			filter_name_owner_changed(bus, ev->name,
+						  container_of(ev->new_owner, struct peer, owner));
 
 		message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_DBUS,
 					    "NameOwnerChanged", "sss");
@@ -590,6 +605,94 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 				 "Name \"%s\" does not exist", m->destination);
 }
 
+/* ---------------------------------------------------- container filters */
+
+/* The answer to @m that its sender's filter did not pass (container-filter.h). */
+static int router_filter_refuse(struct peer *peer, struct message *m, int verdict,
+				const char *name)
+{
+	_cleanup_message_ struct message *reply = NULL;
+	const char *path = peer->container ? peer->container->path : "?";
+	struct message_builder b;
+	int r;
+
+	/* Like xdg-dbus-proxy: what expects no reply vanishes. */
+	if (!message_expects_reply(m))
+		return 0;
+	switch (verdict) {
+	case FILTER_DENY:
+		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
+			"The filter of container %s does not allow this %s to %s", path,
+			m->type == DC_MESSAGE_SIGNAL ? "signal" : "call", name ? name : "(none)");
+	case FILTER_HIDE:
+		/* The same for a name that exists as for one that does not. */
+		if ((name && name[0] == ':') || (m->flags & DC_FLAG_NO_AUTO_START))
+			return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
+				"Name \"%s\" does not exist", name ? name : "");
+		return router_send_error(peer, m, DC_ERROR_SERVICE_UNKNOWN,
+			"The name %s was not provided by any .service files", name ? name : "");
+	case FILTER_FAKE_NO_OWNER:
+		return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
+			"Could not get owner of name '%s': no such name", name ? name : "");
+	case FILTER_FAKE_FALSE:
+		message_builder_init_method_return(&b, m, "b");
+		b.sender = DC_SERVICE_DBUS;
+		b.destination = peer_name(peer);
+		dc_writer_write(&b.body, "b", false);
+		r = message_builder_seal(&b, bus_next_serial(peer->bus), &reply);
+		message_builder_deinit(&b);
+		if (r)
+			return r < 0 ? r : -EINVAL;
+		router_send_from_driver(peer->bus, peer, reply);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * A message of a filtered connection to the bus: 0 passes, 1 answered
+ * (shown to monitors first), or negative errno.
+ */
+static int router_filter_driver(struct peer *peer, struct message *m)
+{
+	const char *arg0 = NULL;
+	int verdict = filter_check_driver(peer->filter_view, m), r;
+
+	if (verdict == FILTER_PASS)
+		return 0;
+	monitor_capture(peer->bus, m, peer, NULL);
+	if (verdict == FILTER_HIDE || verdict == FILTER_FAKE_NO_OWNER)
+		(void)message_get_arg(m, 0, &arg0);
+	r = router_filter_refuse(peer, m, verdict,
+				 verdict == FILTER_DENY ? DC_SERVICE_DBUS : arg0);
+	return r < 0 ? r : 1;
+}
+
+/*
+ * A unicast message of a filtered connection: 0 passes, 1 refused (shown to
+ * monitors), or negative errno. Replies pass only to the caller's unique
+ * name (Debian's fix of xdg-dbus-proxy): whether there is a call to answer,
+ * router_unicast() asks the reply tracking.
+ */
+static int router_filter_unicast(struct peer *peer, struct message *m)
+{
+	int verdict, r;
+
+	if (m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR) {
+		if (m->destination[0] == ':')
+			return 0;
+		monitor_capture(peer->bus, m, peer, NULL);
+		return 1;
+	}
+	verdict = filter_check_unicast(peer->filter_view, m);
+	if (verdict == FILTER_PASS)
+		return 0;
+	monitor_capture(peer->bus, m, peer, NULL);
+	r = router_filter_refuse(peer, m, verdict, m->destination);
+	return r < 0 ? r : 1;
+}
+
 /* Why a unicast message is not delivered (router_unicast_admit()). */
 enum {
 	UNICAST_ADMITTED,
@@ -694,6 +797,11 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 
 	/* The addressed recipient first, then eavesdroppers. */
 	r = peer_queue(target, m);
+	if (r == 0 && target->filter_view) {
+		r = filter_view_saw(target->filter_view, peer);
+		if (r < 0)
+			return r;
+	}
 	if (r == PEER_E_QUOTA || r == PEER_E_DEAD) {
 		if (m->type == DC_MESSAGE_METHOD_CALL) {
 			if (slot)
@@ -730,6 +838,11 @@ static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 	struct reply_slot *slot;
 	int r;
 
+	if (peer->filter_view && !resumed) {
+		r = router_filter_unicast(peer, m);
+		if (r)
+			return r < 0 ? r : 0;
+	}
 	target = bus_resolve(peer->bus, m->destination);
 	if (!target)
 		return router_unicast_unowned(peer, m, resumed);
@@ -737,6 +850,9 @@ static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 	if (r < 0)
 		return r;
 	router_capture(resumed, peer->bus, m, peer, target);
+	/* A reply nobody waits for, to or from a container's filter: dropped. */
+	if (r == UNICAST_UNREQUESTED && (peer->filter_view || target->filter_view))
+		return 0;
 	if (r != UNICAST_ADMITTED && r != UNICAST_UNREQUESTED)
 		return router_unicast_refuse(peer, target, m, r);
 	return router_unicast_deliver(peer, target, m, slot, r == UNICAST_UNREQUESTED);
@@ -819,6 +935,11 @@ int router_dispatch(struct peer *peer, struct message *msg)
 		 */
 		bool late = activation_is_systemd_failure(m);
 
+		if (peer->filter_view) {
+			r = router_filter_driver(peer, m);
+			if (r)
+				return r < 0 ? r : 0;
+		}
 		if (!late)
 			monitor_capture(peer->bus, m, peer, NULL);
 		if (policy_active(peer->bus)) {

@@ -16,7 +16,7 @@ test=(clang libclang-rt-14-dev dbus dbus-bin dbus-daemon dbus-tests dbus-broker
       libglib2.0-dev libglib2.0-bin python3-dbus python3-gi systemd
       qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils zstd valgrind procps strace
       linux-source-6.12 flex bison bc libelf-dev libssl-dev mmdebstrap sparse
-      at-spi2-core libatk-adaptor gir1.2-atspi-2.0 gir1.2-gtk-3.0 xvfb xauth apparmor checkpolicy
+      at-spi2-core libatk-adaptor gir1.2-atspi-2.0 gir1.2-gtk-3.0 xvfb xauth apparmor checkpolicy xdg-dbus-proxy bubblewrap
       "${deb[@]}")
 want=("${build[@]}")
 [ "${1:-build}" = test ] && want+=("${test[@]}")

@@ -160,8 +160,9 @@ def identity(address, tmp):
     outside.close()
     raw_inside.close()
     props = dbus.Interface(a.get_object(D, P), "org.freedesktop.DBus.Properties")
-    check(list(map(str, props.Get(C1, "SupportedArguments"))) == ["StopOnDisconnect"],
-          "SupportedArguments: StopOnDisconnect")
+    check(list(map(str, props.Get(C1, "SupportedArguments"))) == ["StopOnDisconnect",
+                                                                   "Filter"],
+          "SupportedArguments: StopOnDisconnect, Filter")
     check(C1 in list(map(str, props.Get(D, "Interfaces"))), "Interfaces lists Containers1")
     inside.close()
     a.close()
@@ -177,6 +178,20 @@ def arguments(address):
           E + "InvalidArgs", "AddServer: an unknown named argument: InvalidArgs")
     check(error_of(add_server, a, "x", None, {"StopOnDisconnect": "yes"}) ==
           E + "InvalidArgs", "AddServer: StopOnDisconnect not a boolean: InvalidArgs")
+    for opts, what in ((["--talk=org.example.Ok", "--bogus=x"], "an unknown option"),
+                       (["--see=:1.5"], "a unique name"),
+                       (["--talk=org"], "a name of one element"),
+                       (["--call=org.example.X"], "--call without =RULE"),
+                       (["--see=org.example.A"] * 256, "256 options"),
+                       (["--see=org.example." + "a" * 1100], "an option over 1024 bytes")):
+        check(error_of(add_server, a, "x", None, {"Filter": dbus.Array(opts, "s")}) ==
+              E + "InvalidArgs", "AddServer: a Filter with %s: InvalidArgs" % what)
+    check(error_of(add_server, a, "x", None, {"Filter": dbus.Array([1], "u")}) ==
+          E + "InvalidArgs", "AddServer: a Filter not of strings: InvalidArgs")
+    check(error_of(add_server, a, "x", None,
+                   {"Filter": dbus.Array(["--call=org.example.A=a.b@/" + "a" * 900] * 5, "s")}) ==
+          E + "LimitsExceeded", "AddServer: a Filter past max_container_metadata_bytes: "
+          "LimitsExceeded")
     check(error_of(driver(a).StopInstance, "/org/freedesktop/DBus/Containers1/c999") ==
           E + "NotContainer", "StopInstance of an unknown instance: NotContainer")
     a.close()
