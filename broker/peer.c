@@ -141,8 +141,12 @@ const char *peer_loginfo(struct peer *peer)
 					len ? " " : "", (int)peer->pid, comm);
 	}
 	if (peer->creds.label && len < sizeof(buf))
-		snprintf(buf + len, sizeof(buf) - len, "%slabel=\"%s\"", len ? " " : "",
-			 peer->creds.label);
+		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%slabel=\"%s\"",
+					len ? " " : "", peer->creds.label);
+	/* As dbus's Containers1 draft logs a contained connection. */
+	if (peer->container && len < sizeof(buf))
+		snprintf(buf + len, sizeof(buf) - len, "%scontainer=%s %s=\"%s\"", len ? " " : "",
+			 peer->container->path, peer->container->type, peer->container->name);
 	peer->loginfo = strdup(buf);
 	return peer->loginfo;
 }
