@@ -137,6 +137,11 @@ struct bus {
 	struct match_registry *matches;	/* AddMatch rules of every peer */
 	struct match_registry *monitor_matches;	/* BecomeMonitor filters */
 	size_t n_eavesdrop_rules;	/* AddMatch rules with eavesdrop=true */
+	/*
+	 * The peer whose unique name is being removed, while its own
+	 * NameOwnerChanged goes out: container filters still know it then.
+	 */
+	struct peer *peer_leaving;
 	struct reply_registry *replies;
 	struct container_registry *containers;	/* Containers1 instances (container.h) */
 	struct user_registry *users;

@@ -370,7 +370,11 @@ void filter_view_match_name(const struct filter_view *v, const char *name,
 {
 	if (name && name[0] == ':') {
 		struct name_owner *o = name_registry_find_unique(v->peer->bus->names, name);
+		struct peer *leaving = v->peer->bus->peer_leaving;
 
+		/* Its own NameOwnerChanged, as it leaves: still known. */
+		if (!o && leaving && !strcmp(peer_name(leaving), name))
+			o = &leaving->owner;
 		if (!o) {
 			*m = (struct filter_match){};
 			return;

@@ -536,7 +536,9 @@ void router_peer_gone(struct peer *peer)
 
 	if (peer->owner.registry) {
 		/* Names (newest first) and the unique name, with their signals. */
+		bus->peer_leaving = peer;
 		name_registry_remove_unique(bus->names, &peer->owner);
+		bus->peer_leaving = NULL;
 		(void)match_registry_drop_unique(bus->matches, peer_name(peer),
 						 router_rule_dropped, bus);
 	}
@@ -609,7 +611,7 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 
 /* The answer to @m that its sender's filter did not pass (container-filter.h). */
 static int router_filter_refuse(struct peer *peer, struct message *m, int verdict,
-				const char *name)
+				const char *name, bool to_unique)
 {
 	_cleanup_message_ struct message *reply = NULL;
 	const char *path = peer->container ? peer->container->path : "?";
@@ -626,7 +628,7 @@ static int router_filter_refuse(struct peer *peer, struct message *m, int verdic
 			m->type == DC_MESSAGE_SIGNAL ? "signal" : "call", name ? name : "(none)");
 	case FILTER_HIDE:
 		/* The same for a name that exists as for one that does not. */
-		if ((name && name[0] == ':') || (m->flags & DC_FLAG_NO_AUTO_START))
+		if (to_unique || (m->flags & DC_FLAG_NO_AUTO_START))
 			return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
 				"Name \"%s\" does not exist", name ? name : "");
 		return router_send_error(peer, m, DC_ERROR_SERVICE_UNKNOWN,
@@ -664,8 +666,9 @@ static int router_filter_driver(struct peer *peer, struct message *m)
 	monitor_capture(peer->bus, m, peer, NULL);
 	if (verdict == FILTER_HIDE || verdict == FILTER_FAKE_NO_OWNER)
 		(void)message_get_arg(m, 0, &arg0);
+	/* Hidden: the bus, not the name asked about, is the destination. */
 	r = router_filter_refuse(peer, m, verdict,
-				 verdict == FILTER_DENY ? DC_SERVICE_DBUS : arg0);
+				 verdict == FILTER_DENY ? DC_SERVICE_DBUS : arg0, false);
 	return r < 0 ? r : 1;
 }
 
@@ -689,7 +692,7 @@ static int router_filter_unicast(struct peer *peer, struct message *m)
 	if (verdict == FILTER_PASS)
 		return 0;
 	monitor_capture(peer->bus, m, peer, NULL);
-	r = router_filter_refuse(peer, m, verdict, m->destination);
+	r = router_filter_refuse(peer, m, verdict, m->destination, m->destination[0] == ':');
 	return r < 0 ? r : 1;
 }
 

@@ -1912,7 +1912,7 @@ static void write_config(const char *path, const char *rules)
  * tmpdir, and point $DBUS_SESSION_BUS_ADDRESS of this case (and of the
  * services it forks) there.
  */
-static pid_t start_broker(const char *config)
+static pid_t start_broker_args(const char *config, const char *extra)
 {
 	const char *bin = getenv("BUS_BINARY");
 	char sock[128], cfg[300], addr[200];
@@ -1929,7 +1929,7 @@ static pid_t start_broker(const char *config)
 		char a[220];
 
 		snprintf(a, sizeof(a), "--address=%s", addr);
-		execl(bin, bin, cfg, "--nofork", a, (char *)NULL);
+		execl(bin, bin, cfg, "--nofork", a, extra, (char *)NULL);
 		_exit(127);
 	}
 	/* Up when it accepts connections (the socket file exists before listen()). */
@@ -1951,6 +1951,11 @@ static pid_t start_broker(const char *config)
 	}
 	CHECK(setenv("DBUS_SESSION_BUS_ADDRESS", addr, 1) == 0);
 	return pid;
+}
+
+static pid_t start_broker(const char *config)
+{
+	return start_broker_args(config, NULL);
 }
 
 static void stop_broker(pid_t pid)
@@ -2050,6 +2055,135 @@ static void test_direct_policy(void)
 	waitpid(s_member, NULL, 0);
 	waitpid(s_open, NULL, 0);
 	b1c_bus_free(bus);
+	stop_broker(broker);
+}
+
+/* ------------------------------------------------ a container's filter */
+
+#define CT_TALK "org.bus1.test.Talk"
+#define CT_CALL "org.bus1.test.CallOnly"
+#define CT_HIDDEN "org.bus1.test.Hidden"
+
+/*
+ * AddServer on @mgr with a Filter: the instance's path and address
+ * (malloc'ed).
+ */
+static void add_filtered_server(sd_bus *mgr, char **pathp, char **addressp)
+{
+	sd_bus_message *m = NULL, *reply = NULL;
+	sd_bus_error err = SD_BUS_ERROR_NULL;
+	const char *path, *address;
+	const void *sock;
+	size_t n_sock;
+
+	CHECK_OK(sd_bus_message_new_method_call(mgr, &m, "org.freedesktop.DBus",
+						"/org/freedesktop/DBus",
+						"org.freedesktop.DBus.Containers1", "AddServer"));
+	CHECK_OK(sd_bus_message_append(m, "ss", "org.example.Sandbox", "org.example.NativeApp"));
+	CHECK_OK(sd_bus_message_append(m, "a{sv}", 1, "app-id", "s", "org.example.NativeApp"));
+	CHECK_OK(sd_bus_message_append(m, "a{sv}", 1, "Filter", "as", 2, "--talk=" CT_TALK,
+				       "--call=" CT_CALL "=" SVC_IFACE ".Echo"));
+	if (sd_bus_call(mgr, m, 0, &err, &reply) < 0)
+		CHECK_FAIL("AddServer: %s: %s", err.name, err.message);
+	CHECK_OK(sd_bus_message_read(reply, "o", &path));
+	CHECK_OK(sd_bus_message_read_array(reply, 'y', &sock, &n_sock));
+	CHECK_OK(sd_bus_message_read(reply, "s", &address));
+	*pathp = strdup(path);
+	*addressp = strdup(address);
+	CHECK(*pathp && *addressp);
+	sd_bus_message_unref(m);
+	sd_bus_message_unref(reply);
+}
+
+/*
+ * A native client in a container whose filter talks to one service, may
+ * call one method of another, and hides a third: the same verdicts as for
+ * socket clients (test_container_filter.py), its identity from the bus, and
+ * the direct path only where the filter passes every call.
+ */
+static void test_container(void)
+{
+	char config[128], out[256], *path = NULL, *address = NULL;
+	sd_bus_message *reply = NULL;
+	sd_bus_error err = SD_BUS_ERROR_NULL;
+	pid_t broker, s_talk, s_call, s_hidden;
+	struct b1c_bus *outside, *inside;
+	const char *got_path = NULL;
+	sd_bus *mgr = NULL;
+
+	snprintf(config, sizeof(config), "%s/container-%d.conf", tmpdir, (int)getpid());
+	write_config(config, "");
+	broker = start_broker_args(config, "--containers");
+	outside = open_native();
+	s_talk = start_named_service(CT_TALK);
+	s_call = start_named_service(CT_CALL);
+	s_hidden = start_named_service(CT_HIDDEN);
+	wait_for_name(outside, CT_TALK, true);
+	wait_for_name(outside, CT_CALL, true);
+	wait_for_name(outside, CT_HIDDEN, true);
+
+	CHECK_OK(sd_bus_open_user(&mgr));
+	add_filtered_server(mgr, &path, &address);
+	CHECK(setenv("DBUS_SESSION_BUS_ADDRESS", address, 1) == 0);
+	inside = open_native();
+
+	/* The bus says which instance the native client is in. */
+	if (sd_bus_call_method(mgr, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+			       "org.freedesktop.DBus.Containers1", "GetConnectionInstance", &err,
+			       &reply, "s", b1c_bus_get_unique_name(inside)) < 0)
+		CHECK_FAIL("GetConnectionInstance: %s: %s", err.name, err.message);
+	CHECK_OK(sd_bus_message_read(reply, "o", &got_path));
+	if (strcmp(got_path, path))
+		CHECK_FAIL("GetConnectionInstance of the native client: %s, not %s", got_path,
+			   path);
+	sd_bus_message_unref(reply);
+
+	/* Through the broker: the filter's verdicts. */
+	CHECK(call_echo(inside, CT_TALK, "Secret", NULL, out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "the secret"));
+	CHECK(call_echo(inside, CT_CALL, "Echo", "allowed", out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "allowed"));
+	CHECK(call_echo(inside, CT_CALL, "Secret", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
+		CHECK_FAIL("a call the --call rule does not allow: %s", out);
+	CHECK(call_echo(inside, CT_HIDDEN, "Secret", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41))
+		CHECK_FAIL("a call to a hidden name: %s", out);
+	CHECK(!name_has_owner(inside, CT_HIDDEN));
+	CHECK(name_has_owner(inside, CT_CALL));
+
+	/* The direct path: where --talk passes every call, not where a rule decides. */
+	CHECK(get_direct_handle(inside, CT_TALK, out, sizeof(out)) == 0);
+	CHECK(get_direct_handle(inside, CT_CALL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strcmp(out, "org.freedesktop.DBus.Error.NotSupported"))
+		CHECK_FAIL("GetDirectHandle(%s): %s", CT_CALL, out);
+	CHECK(get_direct_handle(inside, CT_HIDDEN, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strcmp(out, "org.freedesktop.DBus.Error.ServiceUnknown"))
+		CHECK_FAIL("GetDirectHandle(%s): %s", CT_HIDDEN, out);
+	CHECK_OK(b1c_bus_set_direct(inside, true));
+	CHECK(call_echo(inside, CT_TALK, "How", NULL, out, sizeof(out)) == 0);
+	if (strcmp(out, "direct"))
+		CHECK_FAIL("a call to %s (--talk) went %s", CT_TALK, out);
+	CHECK(call_echo(inside, CT_CALL, "Echo", "brokered", out, sizeof(out)) == 0);
+	CHECK(!strcmp(out, "brokered"));
+	CHECK(call_echo(inside, CT_CALL, "How", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, ACCESS_DENIED, strlen(ACCESS_DENIED)))
+		CHECK_FAIL("with the direct path on, a call no rule allows: %s", out);
+	CHECK(call_echo(inside, CT_HIDDEN, "Secret", NULL, out, sizeof(out)) == B1C_CALL_ERROR);
+	if (strncmp(out, "org.freedesktop.DBus.Error.ServiceUnknown", 41))
+		CHECK_FAIL("with the direct path on, a call to a hidden name: %s", out);
+
+	b1c_bus_free(inside);
+	kill(s_talk, SIGKILL);
+	kill(s_call, SIGKILL);
+	kill(s_hidden, SIGKILL);
+	waitpid(s_talk, NULL, 0);
+	waitpid(s_call, NULL, 0);
+	waitpid(s_hidden, NULL, 0);
+	b1c_bus_free(outside);
+	sd_bus_flush_close_unref(mgr);
+	free(path);
+	free(address);
 	stop_broker(broker);
 }
 
@@ -2367,6 +2501,7 @@ static const struct {
 	{ "direct", test_direct },
 	{ "direct-policy", test_direct_policy },
 	{ "direct-reload", test_direct_reload },
+	{ "container", test_container },
 	{ "reexec", test_reexec },
 };
 
