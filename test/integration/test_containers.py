@@ -361,6 +361,64 @@ def reexec(binary, tmp):
     check("re-exec refused" not in open(log).read(), "no re-exec was refused")
 
 
+def raw_answer(c, dest, member, sig="", args=()):
+    """@c's call of @member: the reply's body strings, or its error name."""
+    serial = c.call(dest, P if dest == D else "/", D if dest == D else "org.example.X",
+                    member, sig, args)
+    m = c.wait_reply(serial)
+    if m[0] == rawclient.ERROR:
+        return m[3].get(rawclient.FIELD_ERROR_NAME)
+    return rawclient.body_string_array(m[4]) if member == "ListNames" else "ok"
+
+
+def reexec_filter(binary, tmp):
+    """A filtered instance crosses a re-exec: its filter (for members old and
+    new) and what its member learned of unique names (a caller it saw, the
+    owner of a talk name that has released it)."""
+    log = os.path.join(tmp, "reexec-filter.log")
+    with bus(binary, tmp, "reexec-filter", args=["--containers"], log=log) as address:
+        a = connect(address)
+        pid = int(driver(a, D).GetConnectionUnixProcessID(D))
+        talk, hidden = Raw(address), Raw(address)
+        for c, name in ((talk, "org.example.Talk"), (hidden, "org.example.Hidden")):
+            c.call(D, P, D, "RequestName", "su", (name, 0))
+            c.wait_reply(c.serial)
+        _, _, addr = add_server(a, args={"Filter": dbus.Array(["--talk=org.example.Talk"],
+                                                               "s")})
+        inside = Raw(str(addr))
+        hidden.call(inside.name, "/", "org.example.X", "Hello", flags=1)
+        check(wait(lambda: hidden.name in raw_answer(inside, D, "ListNames")),
+              "filtered: a peer that called the member becomes visible to it")
+        talk.call(D, P, D, "ReleaseName", "s", ("org.example.Talk",))
+        talk.wait_reply(talk.serial)
+        os.kill(pid, signal.SIGUSR2)
+        check(wait(lambda: "re-exec: resumed" in open(log).read()),
+              "SIGUSR2 with a filtered instance: the bus re-executes")
+        names = raw_answer(inside, D, "ListNames")
+        check(hidden.name in names and talk.name in names and
+              "org.example.Hidden" not in names,
+              "after it, the member still sees what it learned, not the hidden name (%s)" %
+              names)
+        talk.call(D, P, D, "RequestName", "su", ("org.example.Talk", 0))
+        talk.wait_reply(talk.serial)
+        check(raw_answer(inside, "org.example.Hidden", "Secret") == E + "ServiceUnknown",
+              "after it, the hidden name is still ServiceUnknown")
+        check(raw_answer(inside, hidden.name, "Secret") == E + "AccessDenied",
+              "after it, the seen caller is still AccessDenied")
+        inside.call(talk.name, "/", "org.example.X", "Hi")
+        check(talk.recv()[3].get(FIELD_MEMBER) == "Hi",
+              "after it, the former owner of the talk name is still reachable")
+        newcomer = Raw(str(addr))
+        newcomer.call("org.example.Talk", "/", "org.example.X", "Secret", flags=1)
+        m = talk.recv()
+        check(raw_answer(newcomer, D, "GetNameOwner", "s", ("org.example.Hidden",)) ==
+              E + "NameHasNoOwner" and m[3].get(FIELD_MEMBER) == "Secret" and
+              m[3].get(FIELD_SENDER) == newcomer.name,
+              "a member that connects after it is filtered by the same rules")
+        a.close()
+    check("re-exec refused" not in open(log).read(), "no re-exec was refused (filter)")
+
+
 def main():
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     # dbus-python complains of proxies whose connection the bus closed on purpose.
@@ -384,6 +442,7 @@ def main():
         limits(binary, tmp)
         # The program itself: a re-exec would leave a wrapper (valgrind) behind.
         reexec(sys.argv[1], tmp)
+        reexec_filter(sys.argv[1], tmp)
         check(os.listdir(os.path.join(tmp, "dbus-1", "containers")) == [],
               "no socket file left once the buses exited")
     print("FAIL: %d" % len(failures) if failures else "all container checks passed")
