@@ -437,6 +437,22 @@ static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
 	return r;
 }
 
+int policy_filter_send(struct peer *from, struct message *m)
+{
+	if (!from->filter_view)
+		return FILTER_PASS;
+	if (m->destination && !strcmp(m->destination, DC_SERVICE_DBUS))
+		return filter_check_driver(from->filter_view, m);
+	if (!m->destination || m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR)
+		return FILTER_PASS;	/* broadcasts, the bus' Peer interface; replies */
+	return filter_check_unicast(from->filter_view, m);
+}
+
+bool policy_filter_broadcast(struct peer *to, struct peer *from, struct message *m)
+{
+	return !to->filter_view || filter_check_broadcast(to->filter_view, from, m);
+}
+
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 {
 	struct policy_names fn, tn;

@@ -19,6 +19,13 @@
  * connection's compiled client policy (peer->policy), since it concerns one
  * connection only.
  *
+ * Before all of that, a connection of a filtered container instance is held
+ * to its instance's filter, xdg-dbus-proxy's rules (container-filter.h):
+ * policy_filter_send() for what it sends, policy_filter_broadcast() for the
+ * broadcasts it would receive. Its verdicts are richer than allow/deny (a
+ * hidden name looks absent, some driver answers are made up), so the router
+ * gives the answer; the <policy> is asked only about what the filter passed.
+ *
  * The LSMs (SELinux, selinux.h, then AppArmor, apparmor.h) are asked first,
  * as dbus-daemon asks them, and all must allow a message. Without a policy (bus->policy NULL) and
  * without LSM mediation everything is allowed (policy_active() false).
@@ -48,6 +55,17 @@ struct policy_names {
 /* Collect the names of @peer (registered). Return 0 or -ENOMEM. */
 int policy_names_init(struct policy_names *pn, struct peer *peer);
 void policy_names_deinit(struct policy_names *pn);
+
+/*
+ * The filter of @from's container instance about @m, which it sends: a
+ * FILTER_* verdict (container-filter.h); FILTER_PASS for a connection
+ * without filter. Replies are the router's to judge (only awaited ones, to
+ * the caller's unique name, pass).
+ */
+int policy_filter_send(struct peer *from, struct message *m);
+
+/* May @to, maybe filtered, receive the broadcast @m of @from (NULL: the driver)? */
+bool policy_filter_broadcast(struct peer *to, struct peer *from, struct message *m);
 
 /* Whether any message may be denied: a <policy> or LSM mediation. */
 bool policy_active(struct bus *bus);

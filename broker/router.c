@@ -290,7 +290,7 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 		if (msg->n_fds && !c->unix_fds)
 			continue;
 		/* A container's filter first (xdg-dbus-proxy sits before the bus' policy). */
-		if (c->filter_view && (recipient || !filter_check_broadcast(c->filter_view, sender, msg)))
+		if (c->filter_view && (recipient || !policy_filter_broadcast(c, sender, msg)))
 			continue;
 		if (policy_active(bus)) {
 			_cleanup_verdict_ struct policy_verdict verdict = {};
@@ -659,7 +659,7 @@ static int router_filter_refuse(struct peer *peer, struct message *m, int verdic
 static int router_filter_driver(struct peer *peer, struct message *m)
 {
 	const char *arg0 = NULL;
-	int verdict = filter_check_driver(peer->filter_view, m), r;
+	int verdict = policy_filter_send(peer, m), r;
 
 	if (verdict == FILTER_PASS)
 		return 0;
@@ -688,7 +688,7 @@ static int router_filter_unicast(struct peer *peer, struct message *m)
 		monitor_capture(peer->bus, m, peer, NULL);
 		return 1;
 	}
-	verdict = filter_check_unicast(peer->filter_view, m);
+	verdict = policy_filter_send(peer, m);
 	if (verdict == FILTER_PASS)
 		return 0;
 	monitor_capture(peer->bus, m, peer, NULL);
