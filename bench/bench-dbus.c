@@ -53,6 +53,8 @@
 #define WARMUP_MAX 500ULL
 
 static pid_t arg_pid = -1;
+/* A process between client and bus (xdg-dbus-proxy): its CPU is reported apart. */
+static pid_t arg_proxy_pid = -1;
 
 static void conn_close(DBusConnection *c)
 {
@@ -262,8 +264,9 @@ static int mode_calls(const char *address, size_t size, uint64_t count)
 	_cleanup_(bench_samples_deinit) BenchSamples s = {};
 	_cleanup_free_ uint8_t *payload = NULL;
 	uint64_t t0, t, i;
-	int64_t cpu0, cpu1;
-	char extra[128];
+	int64_t cpu0, cpu1, pcpu0 = -1, pcpu1 = -1;
+	char extra[192];
+	int k;
 
 	payload = malloc(size ? size : 1);
 	if (!payload || bench_samples_init(&s, count) < 0)
@@ -278,6 +281,8 @@ static int mode_calls(const char *address, size_t size, uint64_t count)
 		if (!echo_roundtrip(c, payload, size))
 			return 1;
 
+	if (arg_proxy_pid > 0)
+		pcpu0 = bench_proc_cpu_ns(arg_proxy_pid);
 	cpu0 = bench_proc_cpu_ns(arg_pid);
 	t0 = bench_now_ns();
 	for (i = 0; i < count; i++) {
@@ -290,8 +295,13 @@ static int mode_calls(const char *address, size_t size, uint64_t count)
 	}
 	t = bench_now_ns() - t0;
 	cpu1 = bench_proc_cpu_ns(arg_pid);
-	snprintf(extra, sizeof(extra), "p50_us=%.2f p99_us=%.2f",
-		 bench_samples_percentile_us(&s, 50), bench_samples_percentile_us(&s, 99));
+	if (arg_proxy_pid > 0)
+		pcpu1 = bench_proc_cpu_ns(arg_proxy_pid);
+	k = snprintf(extra, sizeof(extra), "p50_us=%.2f p99_us=%.2f",
+		     bench_samples_percentile_us(&s, 50), bench_samples_percentile_us(&s, 99));
+	if (pcpu0 >= 0 && pcpu1 >= pcpu0)
+		snprintf(extra + k, sizeof(extra) - (size_t)k, " proxy_cpu_ns=%" PRId64,
+			 pcpu1 - pcpu0);
 	bench_report(count, t, cpu0, cpu1, extra);
 	return 0;
 }
@@ -1252,7 +1262,8 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: bench-dbus [--pid BUS_PID] MODE ARGS...\n"
+		"Usage: bench-dbus [--pid BUS_PID] [--proxy-pid PID] MODE ARGS...\n"
+		"  (--proxy-pid: calls also reports that process's CPU time, proxy_cpu_ns)\n"
 		"  ping ADDRESS                      Hello and one driver call\n"
 		"  serve ADDRESS                     own " BENCH_NAME " and echo calls\n"
 		"  calls ADDRESS SIZE COUNT          sequential Echo calls\n"
@@ -1269,6 +1280,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
+		{ "proxy-pid", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -1280,6 +1292,9 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'p':
 			arg_pid = (pid_t)bench_parse_u64("pid", optarg, INT32_MAX);
+			break;
+		case 'P':
+			arg_proxy_pid = (pid_t)bench_parse_u64("proxy-pid", optarg, INT32_MAX);
 			break;
 		case 'h':
 			usage(stdout);
