@@ -102,6 +102,17 @@ static void container_announce_removed(struct container *c)
 	router_broadcast_from_driver(bus, m);
 }
 
+size_t container_n_calls(const struct container *c)
+{
+	const struct peer *p;
+	size_t n = 0;
+
+	/* At most max_connections_per_container members: summed when asked. */
+	list_for_each_entry(p, &c->members, container_link)
+		n += p->replies.n_calls;
+	return n;
+}
+
 /* The end of @c, once it no longer listens and has no connection left. */
 static void container_maybe_end(struct container *c)
 {

@@ -33,7 +33,10 @@
  * max_containers_per_user (16), max_container_metadata_bytes (4096: the
  * metadata's marshalled size plus the type's and name's lengths) and
  * max_connections_per_container (8, counted from accept: the connection
- * beyond it is closed at once).
+ * beyond it is closed at once); and bus1-broker's max_replies_per_container
+ * (512: the calls its connections await together; one more is
+ * LimitsExceeded, so a flooding sandbox cannot hold the bus' reply tracking
+ * with all its connections).
  *
  * Instances cross a re-exec in their own section of the state
  * (container-state.c), written only when there is one.
@@ -127,6 +130,9 @@ int container_accept(struct container *c, int fd);
 int container_new(struct container_registry *reg, uint64_t id, const char *type,
 		  const char *name, const void *metadata, size_t n_metadata, const void *creds,
 		  size_t n_creds, uid_t creator_uid, bool stop_on_disconnect, struct container **cp);
+
+/* The calls @c's connections await a reply to, together (max_replies_per_container). */
+size_t container_n_calls(const struct container *c);
 
 /* StopListening: close its socket (and remove the file); it ends once empty. */
 void container_stop_listening(struct container *c);

@@ -704,6 +704,7 @@ enum {
 	UNICAST_SIGNAL_FDS,		/* a signal with fds to one that takes none: dropped */
 	UNICAST_SERIAL_EXISTS,		/* a call with the serial of a pending one */
 	UNICAST_TOO_MANY_CALLS,		/* max_replies_per_connection */
+	UNICAST_CONTAINER_CALLS,	/* max_replies_per_container */
 };
 
 /*
@@ -729,6 +730,9 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 			return UNICAST_CALL_FDS;
 		if (!message_expects_reply(m))
 			return UNICAST_ADMITTED;
+		if (peer->container && container_n_calls(peer->container) >=
+		    (unsigned long long)bus->limits.max_replies_per_container)
+			return UNICAST_CONTAINER_CALLS;
 		r = reply_registry_add(bus->replies, &peer->replies, &target->replies, m->serial,
 				       loop_now_usec(bus), slotp);
 		if (r == REPLY_E_EXISTS)
@@ -763,6 +767,11 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 		return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
 			"The maximum number of pending replies per connection "
 			"has been reached");
+	case UNICAST_CONTAINER_CALLS:
+		return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
+			"The maximum number of pending replies of container instance %s has "
+			"been reached (max_replies_per_container=%lld)", peer->container->path,
+			(long long)peer->bus->limits.max_replies_per_container);
 	default:
 		return 0;
 	}

@@ -118,6 +118,7 @@ void bus_config_limits_init(struct bus_config_limits *l)
 		.max_containers_per_user = 16,
 		.max_container_metadata_bytes = 4096,
 		.max_connections_per_container = 8,
+		.max_replies_per_container = 512,
 	};
 }
 
@@ -787,6 +788,8 @@ static const struct limit_def limit_defs[] = {
 	LIMIT(max_containers_per_user, true),
 	LIMIT(max_container_metadata_bytes, true),
 	LIMIT(max_connections_per_container, true),
+	/* bus1-broker's: the calls an instance's connections await, together. */
+	LIMIT(max_replies_per_container, true),
 };
 #undef LIMIT
 

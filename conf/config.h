@@ -80,6 +80,7 @@ struct bus_config_limits {
 	int64_t max_containers_per_user;	/* 16 */
 	int64_t max_container_metadata_bytes;	/* 4096 */
 	int64_t max_connections_per_container;	/* 8 */
+	int64_t max_replies_per_container;	/* 512 (bus1-broker's) */
 };
 
 /* Fill @limits with dbus-daemon's defaults. */

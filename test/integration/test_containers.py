@@ -274,6 +274,45 @@ def limits(binary, tmp):
         inside[0].close()
         check(wait(lambda: not connect_fails(str(addr))), "once one left, another connects")
         a.close()
+    with bus(binary, tmp, "limits-calls", '<limit name="max_replies_per_container">3</limit>',
+             args=["--containers"]) as address:
+        a = connect(address)
+        svc = Raw(address)
+        svc.call(D, P, D, "RequestName", "su", ("org.example.Slow", 0))
+        svc.wait_reply(svc.serial)
+        _, _, addr = add_server(a)
+        one, two = Raw(str(addr)), Raw(str(addr))
+        calls = [c.call("org.example.Slow", "/", "org.example.X", "Wait")
+                 for c in (one, two, one)]
+        # A round trip to the bus on each: their calls were routed before.
+        for c in (one, two):
+            c.wait_reply(c.call(D, P, D, "GetId"))
+        extra = two.call("org.example.Slow", "/", "org.example.X", "Wait")
+        m = two.wait_reply(extra)
+        check(m[3].get(rawclient.FIELD_ERROR_NAME) == E + "LimitsExceeded",
+              "a 4th call awaited by an instance's connections together, beyond "
+              "max_replies_per_container 3: LimitsExceeded")
+        outside = Raw(address)
+        outside.call("org.example.Slow", "/", "org.example.X", "Wait")
+        got = []
+        while len(got) < 4:
+            m = svc.recv()
+            if m[0] == rawclient.METHOD_CALL:
+                got.append(m[3].get(FIELD_SENDER))
+        # one's and two's calls come from two sockets: in either order.
+        check(sorted(got[:3]) == sorted([one.name, two.name, one.name]) and
+              got[3] == outside.name,
+              "the service got the three calls, then the outside connection's: %s" % got)
+        # The bus keeps the callers' serials: one's first call is calls[0].
+        svc.send_raw(rawclient.marshal(rawclient.METHOD_RETURN, svc.next_serial(), {
+            rawclient.FIELD_DESTINATION: one.name, rawclient.FIELD_REPLY_SERIAL: calls[0]}))
+        check(one.wait_reply(calls[0])[0] == rawclient.METHOD_RETURN,
+              "the first call is answered")
+        again = two.call("org.example.Slow", "/", "org.example.X", "Wait")
+        m = svc.recv()
+        check(m[0] == rawclient.METHOD_CALL and m[3].get(FIELD_SENDER) == two.name and
+              m[2] == again, "with one answered, the instance may call again")
+        a.close()
 
 
 def other_user(address, tmp):

@@ -382,6 +382,7 @@ static void test_limits(void)
 		      "<limit name=\"max_containers_per_user\">1</limit>\n"
 		      "<limit name=\"max_container_metadata_bytes\">1</limit>\n"
 		      "<limit name=\"max_connections_per_container\">1</limit>\n"
+		      "<limit name=\"max_replies_per_container\">16</limit>\n"
 		      "<limit name=\"auth_timeout\">0</limit>\n"
 		      TAIL);
 	CHECK_EQ(c->limits.max_incoming_bytes, 1000000000000LL);
@@ -401,6 +402,8 @@ static void test_limits(void)
 	CHECK_EQ(c->limits.max_names_per_connection, 14);
 	CHECK_EQ(c->limits.max_match_rules_per_connection, 15);
 	CHECK_EQ(c->limits.max_replies_per_connection, 2147483647);
+	CHECK_EQ(c->limits.max_connections_per_container, 1);
+	CHECK_EQ(c->limits.max_replies_per_container, 16);
 	bus_config_free(c);
 }
 
