@@ -1393,6 +1393,9 @@ def tail(path, n=25):
     return "\n".join("  | " + line for line in lines[-n:]) or "  | (empty)"
 
 
+REFERENCE_VERSION = "0.1.4-3+deb12u2"
+
+
 def main():
     # Under run-under-valgrind.sh only side B's bus runs under valgrind: the
     # filter is its code; side P's bus sees unfiltered traffic (half the time).
@@ -1402,6 +1405,16 @@ def main():
     if not os.access(PROXY, os.X_OK):
         # Not a skip: tools/deps.sh test installs it, and without it nothing is compared.
         print("FAIL no %s to compare with (tools/deps.sh test installs it)" % PROXY)
+        return 1
+    # The reference is Debian's security update: its reply fixes (CVE-2026-94422)
+    # are in no upstream release, and the reply cases expect them.
+    version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "xdg-dbus-proxy"],
+                             capture_output=True, text=True).stdout.strip()
+    print("reference: xdg-dbus-proxy %s" % (version or "(not a Debian package)"))
+    if version and subprocess.run(["dpkg", "--compare-versions", version, "ge",
+                                   REFERENCE_VERSION]).returncode != 0:
+        print("FAIL the reference is xdg-dbus-proxy %s or later (bookworm-security), not %s" %
+              (REFERENCE_VERSION, version))
         return 1
     failures = alike = 0
     chosen = [(i, c) for i, c in enumerate(CASES) if not only or any(s in c[0] for s in only)]
