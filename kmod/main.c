@@ -234,6 +234,7 @@ static void __init bus1_check_abi(void)
 	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_HANDLE_QUERY) != sizeof(struct bus1_cmd_handle_query));
 	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_SEND) != sizeof(struct bus1_cmd_send));
 	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_RECV) != sizeof(struct bus1_cmd_recv));
+	BUILD_BUG_ON(_IOC_SIZE(BUS1_CMD_CALL) != sizeof(struct bus1_cmd_call));
 	BUILD_BUG_ON(sizeof(struct bus1_cmd_peer_query) != 128);
 	BUILD_BUG_ON(sizeof(struct bus1_cmd_peer_reset) != 8);
 	BUILD_BUG_ON(sizeof(struct bus1_cmd_handle_transfer) != 32);
@@ -243,6 +244,8 @@ static void __init bus1_check_abi(void)
 	BUILD_BUG_ON(sizeof(struct bus1_cmd_handle_query) != 48);
 	BUILD_BUG_ON(sizeof(struct bus1_cmd_send) != 80);
 	BUILD_BUG_ON(sizeof(struct bus1_cmd_recv) != 72);
+	BUILD_BUG_ON(sizeof(struct bus1_cmd_call) != 176);
+	BUILD_BUG_ON(offsetof(struct bus1_cmd_call, recv) != 80);
 }
 
 static int __init bus1_modinit(void)

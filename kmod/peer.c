@@ -340,8 +340,8 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	bus1_peer_allow_gc(gc);
 	bus1_handle_notify_released(&released, peer);
 	bus1_pool_punch(&peer->pool);
-	if (disconnect)
-		wake_up_interruptible_all(&peer->waitq);
+	/* pollers see EPOLLHUP; a waiting CALL looks again (it skips a flush) */
+	wake_up_interruptible_all(&peer->waitq);
 	return 0;
 }
 
@@ -992,19 +992,20 @@ static int bus1_peer_recv_complete(struct bus1_peer *peer, struct bus1_recv *rv,
 	return r;
 }
 
-static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
+/*
+ * RECV with @flags (already checked), its result written to @uarg, the
+ * struct bus1_cmd_recv in the caller's memory: RECV's body, shared by CALL.
+ * Called with no lock held; takes @recv_lock (interruptibly: -EINTR).
+ */
+static int bus1_peer_recv(struct bus1_peer *peer, u64 flags, void __user *uarg)
 {
 	struct bus1_recv rv;
 	LIST_HEAD(drop);
-	u64 flags;
 	bool gc;
 	int r;
 
-	if (copy_from_user(&rv.cmd, uarg, sizeof(rv.cmd)))
-		return -EFAULT;
-	if (rv.cmd.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
-		return -EINVAL;
-	flags = rv.cmd.flags;
+	might_sleep();
+	lockdep_assert_not_held(&peer->lock);
 
 	if (mutex_lock_interruptible(&peer->recv_lock))
 		return -EINTR;
@@ -1031,6 +1032,97 @@ static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
 	return r;
 }
 
+static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_recv cmd;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
+		return -EINVAL;
+	return bus1_peer_recv(peer, cmd.flags, uarg);
+}
+
+/*
+ * CALL's wait, holding no lock: until the queue has a front entry RECV may
+ * take, or the peer is disconnected (RECV then says ESHUTDOWN). While a
+ * reset runs nothing is taken (RECV would say EAGAIN): the flush wakes the
+ * wait queue when it is done. Return: 0, -ETIMEDOUT once *@timeout jiffies
+ * have passed (*@timeout is what is left), or -EINTR on a signal.
+ */
+static int bus1_peer_call_wait(struct bus1_peer *peer, long *timeout)
+{
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	bool ready;
+	int r = 0;
+
+	might_sleep();
+	lockdep_assert_not_held(&peer->lock);
+
+	add_wait_queue(&peer->waitq, &wait);
+	for (;;) {
+		mutex_lock(&peer->lock);
+		ready = peer->disconnected ||
+			(!peer->flushing && bus1_queue_peek(&peer->queue));
+		mutex_unlock(&peer->lock);
+		if (ready)
+			break;
+		if (!*timeout) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		if (signal_pending(current)) {
+			r = -EINTR;
+			break;
+		}
+		*timeout = wait_woken(&wait, TASK_INTERRUPTIBLE, *timeout);
+	}
+	remove_wait_queue(&peer->waitq, &wait);
+	return r;
+}
+
+/*
+ * CALL: SEND, then wait (no lock held) and RECV the front of the queue. Once
+ * the SEND succeeded, BUS1_CALL_STATUS_SENT is written back at once and
+ * nothing returns -ERESTARTSYS (a restarted CALL would send again).
+ */
+static int bus1_peer_ioctl_call(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_call __user *ucall = uarg;
+	struct bus1_cmd_call cmd;
+	long timeout;
+	int r;
+
+	if (copy_from_user(&cmd, ucall, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags || cmd.timeout_ns > BUS1_CALL_TIMEOUT_MAX ||
+	    cmd.recv.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
+		return -EINVAL;
+	/* not sent yet: and a caller whose @status is not writable finds out now */
+	if (put_user(0ULL, &ucall->status))
+		return -EFAULT;
+
+	r = bus1_peer_ioctl_send(peer, &ucall->send);
+	if (r < 0)
+		return r;
+	if (put_user(BUS1_CALL_STATUS_SENT, &ucall->status))
+		return -EFAULT;
+
+	/* at most a day: far below LONG_MAX jiffies */
+	timeout = 0;
+	if (cmd.timeout_ns)
+		timeout = nsecs_to_jiffies(cmd.timeout_ns + TICK_NSEC - 1) ?: 1;
+	for (;;) {
+		r = bus1_peer_call_wait(peer, &timeout);
+		if (r < 0)
+			return r;
+		r = bus1_peer_recv(peer, cmd.recv.flags, &ucall->recv);
+		/* another thread's RECV was first, or a reset came: wait on */
+		if (r != -EAGAIN)
+			return r;
+	}
+}
+
 static long bus1_peer_ioctl_dispatch(struct bus1_peer *peer, unsigned int cmd,
 				     void __user *uarg)
 {
@@ -1055,6 +1147,8 @@ static long bus1_peer_ioctl_dispatch(struct bus1_peer *peer, unsigned int cmd,
 		return bus1_peer_ioctl_send(peer, uarg);
 	case BUS1_CMD_RECV:
 		return bus1_peer_ioctl_recv(peer, uarg);
+	case BUS1_CMD_CALL:
+		return bus1_peer_ioctl_call(peer, uarg);
 	}
 	return -ENOTTY;
 }

@@ -26,6 +26,14 @@
  * disconnect runs (@flushing), RECV claims nothing: whatever is queued is
  * about to be dropped.
  *
+ * Calling: CALL is a SEND, then a wait for the queue's front to be ready
+ * (on @waitq, holding no lock, interruptible, bounded by the caller's
+ * timeout), then a RECV, exactly the RECV above. Nothing is received out
+ * of order and nothing is charged other than by the SEND and the RECV, so
+ * CALL adds no guarantee to keep and no resource to bound. Once the SEND
+ * succeeded nothing restarts the call (it would send twice): a signal is
+ * EINTR, and the caller is told the message was sent.
+ *
  * Locking: @lock protects everything in the peer except @ref, @id, @user,
  * @file and @pool's file and size, which are constant, @waitq and @tx_seq,
  * and @gc_link (the collector's list lock). No code holds two peer locks at

@@ -232,35 +232,84 @@ int b1_peer_send(struct b1_peer *peer, uint64_t flags,
 	return b1_ioctl(peer->fd, BUS1_CMD_SEND, &cmd);
 }
 
+static void recv_to_msg(struct b1_peer *peer, const struct bus1_cmd_recv *cmd,
+			struct b1_msg *msg);
+
 int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 {
 	struct bus1_cmd_recv cmd = { .flags = flags };
-	const uint8_t *base;
 	int r;
 
 	r = b1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
 	if (r < 0)
 		return r;
+	recv_to_msg(peer, &cmd, msg);
+	return 0;
+}
+
+int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
+		 const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		 const struct iovec *vecs, size_t n_vecs,
+		 uint64_t *handles, size_t n_handles,
+		 const int *fds, size_t n_fds,
+		 uint64_t recv_flags, uint64_t timeout_ns, struct b1_msg *msg, bool *sentp)
+{
+	struct bus1_cmd_call cmd = {
+		.send = {
+			.flags = send_flags,
+			.ptr_destinations = (__u64)(uintptr_t)destinations,
+			.n_destinations = n_destinations,
+			.ptr_errors = (__u64)(uintptr_t)errors,
+			.ptr_vecs = (__u64)(uintptr_t)vecs,
+			.n_vecs = n_vecs,
+			.ptr_handles = (__u64)(uintptr_t)handles,
+			.n_handles = n_handles,
+			.ptr_fds = (__u64)(uintptr_t)fds,
+			.n_fds = n_fds,
+		},
+		.recv = { .flags = recv_flags },
+		.timeout_ns = timeout_ns,
+	};
+	int r;
+
+	/*
+	 * Not b1_ioctl(): once sent, an EINTR must not call again (that would
+	 * send a second copy); before that it may.
+	 */
+	do {
+		r = ioctl(peer->fd, BUS1_CMD_CALL, &cmd) < 0 ? -errno : 0;
+	} while (r == -EINTR && !(cmd.status & BUS1_CALL_STATUS_SENT));
+	if (sentp)
+		*sentp = cmd.status & BUS1_CALL_STATUS_SENT;
+	if (r < 0)
+		return r;
+	recv_to_msg(peer, &cmd.recv, msg);
+	return 0;
+}
+
+static void recv_to_msg(struct b1_peer *peer, const struct bus1_cmd_recv *cmd,
+			struct b1_msg *msg)
+{
+	const uint8_t *base;
 
 	memset(msg, 0, sizeof(*msg));
-	msg->type = cmd.type;
-	msg->destination = cmd.destination;
-	msg->offset = cmd.offset;
-	msg->n_bytes = cmd.n_bytes;
-	msg->n_handles = cmd.n_handles;
-	msg->n_fds = cmd.n_fds;
-	msg->uid = cmd.uid;
-	msg->gid = cmd.gid;
-	msg->pid = cmd.pid;
-	msg->tid = cmd.tid;
+	msg->type = cmd->type;
+	msg->destination = cmd->destination;
+	msg->offset = cmd->offset;
+	msg->n_bytes = cmd->n_bytes;
+	msg->n_handles = cmd->n_handles;
+	msg->n_fds = cmd->n_fds;
+	msg->uid = cmd->uid;
+	msg->gid = cmd->gid;
+	msg->pid = cmd->pid;
+	msg->tid = cmd->tid;
 
-	if (cmd.offset != BUS1_OFFSET_INVALID && cmd.offset < peer->pool_size) {
-		base = (const uint8_t *)peer->pool + cmd.offset;
+	if (cmd->offset != BUS1_OFFSET_INVALID && cmd->offset < peer->pool_size) {
+		base = (const uint8_t *)peer->pool + cmd->offset;
 		msg->data = base;
-		msg->handles = (const uint64_t *)(base + ((cmd.n_bytes + 7) & ~(uint64_t)7));
-		msg->fds = (const int *)(msg->handles + cmd.n_handles);
+		msg->handles = (const uint64_t *)(base + ((cmd->n_bytes + 7) & ~(uint64_t)7));
+		msg->fds = (const int *)(msg->handles + cmd->n_handles);
 	}
-	return 0;
 }
 
 int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg)

@@ -12,6 +12,7 @@
  * bus1_ and BUS1_ names are the kernel's (the uAPI, and the module itself).
  */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -105,6 +106,22 @@ int b1_peer_send(struct b1_peer *peer, uint64_t flags,
  * installed fds, which b1_peer_msg_release() does not close.
  */
 int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg);
+/*
+ * CALL (docs/bus1.7): send as b1_peer_send() does, then wait up to
+ * @timeout_ns (0: not at all; at most BUS1_CALL_TIMEOUT_MAX) for the next
+ * message of the caller's queue and receive it as b1_peer_recv() does with
+ * @recv_flags: the front of the queue, which is not necessarily the reply.
+ * Returns 0 (sent and received: *@msg set), or a negative errno; *@sentp
+ * (if not NULL) says whether the message was sent, also on failure (e.g.
+ * -ETIMEDOUT, -EINTR, -EMFILE after the send). A module without CALL fails
+ * with -ENOTTY and *@sentp false: send, poll and receive instead.
+ */
+int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
+		 const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		 const struct iovec *vecs, size_t n_vecs,
+		 uint64_t *handles, size_t n_handles,
+		 const int *fds, size_t n_fds,
+		 uint64_t recv_flags, uint64_t timeout_ns, struct b1_msg *msg, bool *sentp);
 /* Release the slice of a dequeued message (no-op if it has none). */
 int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg);
 /* Close the fds of @msg that were installed (not -1). */

@@ -6,7 +6,11 @@
  *
  * bus1 side: SEND to the peer's node; the other side waits in poll(), RECV, SLICE_RELEASE,
  * and answers the same way (4 ioctls + 1 poll per hop). Socket side: write() and a blocking
- * read() per hop. Usage: bench-roundtrip [ITERATIONS [ROUNDS]]
+ * read() per hop. The same round trip with BUS1_CMD_CALL: the caller's SEND + poll + RECV
+ * become one CALL (2 syscalls per hop: CALL, SLICE_RELEASE), the callee unchanged; and with
+ * the callee answering by CALL too (its reply and its wait for the next call in one).
+ * Every variant runs in each round, interleaved; medians and ratios over the rounds.
+ * Usage: bench-roundtrip [ITERATIONS [ROUNDS]]
  */
 
 #include <poll.h>
@@ -40,7 +44,32 @@ static void bus1_hop_recv(struct b1_peer *p, size_t size)
 		CHECK_FAIL("SLICE_RELEASE: %s", strerror(-r));
 }
 
-static double run_bus1(long n, size_t size)
+/* One hop by CALL: send @size bytes to @dst, wait for and receive the next message. */
+static void bus1_hop_call(struct b1_peer *p, uint64_t dst, const void *buf, size_t size)
+{
+	struct iovec v = { .iov_base = (void *)buf, .iov_len = size };
+	struct b1_msg m;
+	bool sent;
+	int r;
+
+	r = b1_peer_call(p, 0, &dst, 1, NULL, &v, 1, NULL, 0, NULL, 0, 0, 10ULL * 1000000000,
+			 &m, &sent);
+	if (r < 0)
+		CHECK_FAIL("CALL: %s (%s)", strerror(-r), sent ? "sent" : "not sent");
+	if (m.n_bytes != size)
+		CHECK_FAIL("got %zu bytes, want %zu", m.n_bytes, size);
+	r = b1_peer_msg_release(p, &m);
+	if (r < 0)
+		CHECK_FAIL("SLICE_RELEASE: %s", strerror(-r));
+}
+
+enum { MODE_SEND, MODE_CALL, MODE_CALL_BOTH };
+
+/*
+ * @mode MODE_SEND: both sides SEND + poll + RECV; MODE_CALL: the caller CALLs; MODE_CALL_BOTH:
+ * the callee also answers by CALL, which receives the next call (its last answer is a SEND).
+ */
+static double run_bus1(long n, size_t size, int mode)
 {
 	static uint8_t buf[65536];
 	double t0, t;
@@ -52,10 +81,16 @@ static double run_bus1(long n, size_t size)
 	if (pid < 0)
 		CHECK_FAIL("fork: %m");
 	if (pid == 0) {
+		bus1_hop_recv(pb, size);
 		for (i = 0; i < n + 1; i++) {
-			bus1_hop_recv(pb, size);
+			if (mode == MODE_CALL_BOTH && i < n) {
+				bus1_hop_call(pb, b_to_a, buf, size);
+				continue;
+			}
 			if (kt_send(pb, b_to_a, buf, size) < 0)
 				_exit(1);
+			if (i < n)
+				bus1_hop_recv(pb, size);
 		}
 		_exit(0);
 	}
@@ -64,6 +99,10 @@ static double run_bus1(long n, size_t size)
 	bus1_hop_recv(pa, size);
 	t0 = kt_now();
 	for (i = 0; i < n; i++) {
+		if (mode != MODE_SEND) {
+			bus1_hop_call(pa, a_to_b, buf, size);
+			continue;
+		}
 		CHECK_OK(kt_send(pa, a_to_b, buf, size));
 		bus1_hop_recv(pa, size);
 	}
@@ -132,7 +171,7 @@ static void same_process(long n, size_t size)
 	static uint8_t buf[65536];
 	struct b1_peer *p = kt_peer();
 	uint64_t own;
-	double t0, tb, ts;
+	double t0, tb, tc, ts;
 	int sp[2];
 	long i;
 
@@ -148,13 +187,18 @@ static void same_process(long n, size_t size)
 	}
 	tb = (kt_now() - t0) / n * 1e6;
 	t0 = kt_now();
+	for (i = 0; i < n; i++)
+		bus1_hop_call(p, own, buf, size);
+	tc = (kt_now() - t0) / n * 1e6;
+	t0 = kt_now();
 	for (i = 0; i < n; i++) {
 		xfer(sp[0], buf, size, true);
 		xfer(sp[1], buf, size, false);
 	}
 	ts = (kt_now() - t0) / n * 1e6;
 	printf("one message, no context switch, %5zu bytes: bus1 SEND+RECV+SLICE_RELEASE %6.2f us, "
-	       "socketpair write+read %6.2f us, ratio %.2f\n", size, tb, ts, tb / ts);
+	       "CALL+SLICE_RELEASE %6.2f us (ratio %.2f), socketpair write+read %6.2f us, "
+	       "ratio SEND/socketpair %.2f\n", size, tb, tc, tc / tb, ts, tb / ts);
 
 	/* Where the bus1 time goes: each ioctl alone (batches below the message quota). */
 	{
@@ -223,19 +267,44 @@ static void bench(void)
 	kt_node(pa, pb, NULL, &b_to_a);
 
 	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-		double tb[64], ts[64], mb, ms;
+		double tb[64], tc[64], tcc[64], ts[64], rc[64], rcc[64], mb, mc, mcc, ms;
 
 		for (i = 0; i < rounds; i++) {
-			tb[i] = run_bus1(n, sizes[k]);
-			ts[i] = run_socket(n, sizes[k]);
+			/* rotate the order, so no variant always runs first */
+			for (int j = 0; j < 4; j++) {
+				switch ((i + j) % 4) {
+				case 0: tb[i] = run_bus1(n, sizes[k], MODE_SEND); break;
+				case 1: tc[i] = run_bus1(n, sizes[k], MODE_CALL); break;
+				case 2: tcc[i] = run_bus1(n, sizes[k], MODE_CALL_BOTH); break;
+				default: ts[i] = run_socket(n, sizes[k]); break;
+				}
+			}
+			/* the CALL ratios paired per round */
+			rc[i] = tc[i] / tb[i];
+			rcc[i] = tcc[i] / tb[i];
+			printf("  round %d, %5zu bytes: SEND+poll+RECV %7.2f us, CALL %7.2f us, "
+			       "CALL both sides %7.2f us, socketpair %7.2f us\n",
+			       i, sizes[k], tb[i], tc[i], tcc[i], ts[i]);
 		}
 		qsort(tb, rounds, sizeof(double), cmp_double);
+		qsort(tc, rounds, sizeof(double), cmp_double);
+		qsort(tcc, rounds, sizeof(double), cmp_double);
 		qsort(ts, rounds, sizeof(double), cmp_double);
+		qsort(rc, rounds, sizeof(double), cmp_double);
+		qsort(rcc, rounds, sizeof(double), cmp_double);
 		mb = tb[rounds / 2];
+		mc = tc[rounds / 2];
+		mcc = tcc[rounds / 2];
 		ms = ts[rounds / 2];
 		printf("round trip, %5zu bytes: bus1 %7.2f us, socketpair %7.2f us, "
 		       "ratio bus1/socketpair %.2f (median of %d x %ld)\n",
 		       sizes[k], mb, ms, mb / ms, rounds, n);
+		printf("round trip, %5zu bytes: bus1 CALL %7.2f us (caller), %7.2f us (both sides) "
+		       "vs SEND+poll+RECV %7.2f us: ratio CALL/SEND %.2f [%.2f..%.2f], both sides "
+		       "%.2f [%.2f..%.2f] (paired per round, median [min..max] of %d); "
+		       "CALL/socketpair %.2f\n",
+		       sizes[k], mc, mcc, mb, rc[rounds / 2], rc[0], rc[rounds - 1],
+		       rcc[rounds / 2], rcc[0], rcc[rounds - 1], rounds, mc / ms);
 	}
 	b1_peer_free(pa);
 	b1_peer_free(pb);

@@ -3,9 +3,10 @@
  * Randomized ioctl tester: two processes hammer a few shared peers with random ioctls whose
  * arguments mix valid values (known handle ids, live fds, real buffers) with bad ones (foreign,
  * stale and reserved ids, bad fds, NULL/(void *)1/PROT_NONE/kernel pointers, huge counts,
- * unknown flags), and with random closes, reopens, mmaps and polls. Each call must succeed or
- * fail with an errno the uAPI documents; the kernel must not warn or oops (the harness checks);
- * when every peer is closed, every quota charge must be back (PEER_QUERY of a fresh peer).
+ * unknown flags), and with random closes, reopens, mmaps and polls; a quarter of the SENDs go
+ * as CALLs, waiting at most 2 ms. Each call must succeed or fail with an errno the uAPI
+ * documents; the kernel must not warn or oops (the harness checks); when every peer is closed,
+ * every quota charge must be back (PEER_QUERY of a fresh peer).
  * KT_SEED replays a run (as far as the two processes' interleaving allows); KT_FUZZ_SECONDS
  * sets its length (default 10).
  */
@@ -31,9 +32,9 @@ static uint8_t *none_page;	/* PROT_NONE */
 static uint64_t rng;
 static long n_calls, n_ok;
 static const char *const op_names[] = {
-	"QUERY", "RESET", "TRANSFER", "RELEASE", "DESTROY", "SLICE_RELEASE", "SEND", "RECV",
+	"QUERY", "RESET", "TRANSFER", "RELEASE", "DESTROY", "SLICE_RELEASE", "SEND", "RECV", "CALL",
 };
-static long op_calls[8], op_ok[8];
+static long op_calls[9], op_ok[9];
 
 static uint64_t r64(void)
 {
@@ -141,7 +142,7 @@ static void check(int r, const char *what)
 	};
 	size_t k;
 
-	for (k = 0; k < 8; k++)
+	for (k = 0; k < 9; k++)
 		if (!strncmp(what, op_names[k], strlen(op_names[k])) ||
 		    (k == 0 && !strcmp(what, "PEER_QUERY")) || (k == 1 && !strcmp(what, "PEER_RESET")) ||
 		    (k == 2 && !strcmp(what, "HANDLE_TRANSFER")) ||
@@ -285,6 +286,30 @@ static void one_op(void)
 			s.n_destinations = count(8);
 		if (rn(16) == 0)
 			s.n_vecs = count(4);
+		if (rn(4) == 0) {
+			/* the same SEND as a CALL: waits at most 2 ms (or a bad timeout) */
+			struct bus1_cmd_call c = {
+				.send = s,
+				.recv = { .flags = flags(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS) },
+				.flags = flags(0),
+				.timeout_ns = rn(8) ? rn(2000000) : r64(),
+			};
+
+			r = ioctl(fd, BUS1_CMD_CALL, (void *)(uintptr_t)ptr(&c));
+			if (r < 0 && errno == ETIMEDOUT) {
+				/* only after a send, and said so */
+				CHECK(c.status == BUS1_CALL_STATUS_SENT);
+				++n_calls;
+				op_calls[8]++;
+			} else {
+				check(r, "CALL");
+			}
+			if (r == 0) {
+				learn(c.recv.destination);
+				learn_received(&c.recv, fd);
+			}
+			break;
+		}
 		r = ioctl(fd, BUS1_CMD_SEND, (void *)(uintptr_t)ptr(&s));
 		check(r, "SEND");
 		if (r == 0)
@@ -410,7 +435,7 @@ static void worker(uint64_t seed, double until)
 		char line[512];
 		size_t k, len = 0;
 
-		for (k = 0; k < 8; k++)
+		for (k = 0; k < 9; k++)
 			len += snprintf(line + len, sizeof(line) - len, " %s %ld/%ld", op_names[k],
 					op_ok[k], op_calls[k]);
 		kt_log("worker %d: %ld calls, %ld succeeded;%s", getpid(), n_calls, n_ok, line);

@@ -332,6 +332,63 @@ struct bus1_cmd_recv {
 } __attribute__((__aligned__(8)));
 
 /*
+ * CALL status bits (struct bus1_cmd_call's @status, out only).
+ * BUS1_CALL_STATUS_SENT: the SEND part succeeded (it returned 0): the
+ *	message was sent, exactly once. Set as soon as it is true, so it is
+ *	also reported when the wait or the RECV part fails afterwards.
+ *
+ * BUS1_CALL_TIMEOUT_MAX: the longest wait of one CALL (one day, in ns).
+ */
+#define BUS1_CALL_STATUS_SENT		((__u64)1 << 0)
+#define BUS1_CALL_TIMEOUT_MAX		((__u64)86400 * 1000000000)
+
+/**
+ * struct bus1_cmd_call - send a message, then receive the next one
+ * @send:	in/out: exactly as for SEND
+ * @recv:	in/out: exactly as for RECV (@recv.flags: BUS1_RECV_FLAG_*)
+ * @flags:	in: must be 0
+ * @timeout_ns:	in: the longest time to wait for a message after the send,
+ *		in ns (rounded up to the kernel's tick), at most
+ *		BUS1_CALL_TIMEOUT_MAX; 0: do not wait (receive only what is
+ *		already there)
+ * @status:	out: BUS1_CALL_STATUS_* (its value on input is ignored)
+ *
+ * A SEND followed by a RECV in one ioctl, for a caller that waits for a
+ * reply: the SEND of @send, then an interruptible wait, holding no lock,
+ * until the caller's queue has a message RECV can take (or the peer is
+ * disconnected), then the RECV of @recv. RECV takes the *front* of the
+ * queue, whatever it is: the reply, or anything queued before it. The
+ * caller checks @recv.type and @recv.destination; if it is not the reply,
+ * it handles the message and waits for the reply with poll(2) and RECV.
+ * The order of the queue and every quota are those of a SEND followed by a
+ * RECV: nothing is received out of order, nothing is charged twice.
+ *
+ * Before anything is sent, the command is checked (EINVAL for @flags,
+ * @recv.flags or @timeout_ns, EFAULT if it cannot be read or @status not
+ * written). Then the SEND runs with all its checks: if it fails, CALL
+ * fails with SEND's errno, nothing was sent, nothing waited for and
+ * @status is 0. Once it succeeded, @status has BUS1_CALL_STATUS_SENT and
+ * CALL returns:
+ *	0		a message was received into @recv (as RECV does)
+ *	ETIMEDOUT	none arrived within @timeout_ns
+ *	EINTR		a signal arrived (never restarted: that would send
+ *			the message twice)
+ *	any RECV errno	e.g. EMFILE, EDQUOT, ENOMEM (the message stays
+ *			queued), ESHUTDOWN (the caller was disconnected)
+ * A disconnected destination is reported as RECV reports it: a
+ * BUS1_MSG_NODE_DESTROY for the caller's handle to its node (the caller
+ * holds one: it sent to it). The timeout bounds the wait for a message, not
+ * the wait for another thread's RECV on the same peer (one RECV at a time).
+ */
+struct bus1_cmd_call {
+	struct bus1_cmd_send send;
+	struct bus1_cmd_recv recv;
+	__u64 flags;
+	__u64 timeout_ns;
+	__u64 status;
+} __attribute__((__aligned__(8)));
+
+/*
  * PEER_DISCONNECT takes a __u64 flags argument that must be 0. It does what
  * close() would (nodes destroyed, handles released, queue and pool freed);
  * afterwards every ioctl on the fd fails with ESHUTDOWN and poll reports
@@ -358,5 +415,7 @@ struct bus1_cmd_recv {
 					      struct bus1_cmd_send)
 #define BUS1_CMD_RECV			_IOWR(BUS1_IOCTL_MAGIC, 0x21,	\
 					      struct bus1_cmd_recv)
+#define BUS1_CMD_CALL			_IOWR(BUS1_IOCTL_MAGIC, 0x22,	\
+					      struct bus1_cmd_call)
 
 #endif /* _UAPI_LINUX_BUS1_H */
