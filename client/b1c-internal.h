@@ -103,6 +103,9 @@ struct b1c_bus {
 	bool last_direct;		/* the last b1c_bus_send() went the direct path */
 	struct message **synth;		/* NoReply errors made up for lost direct calls */
 	size_t n_synth;
+	bool no_call;			/* the module has no BUS1_CMD_CALL: SEND, poll, RECV */
+	bool have_called;		/* @called: what a CALL received, for bus_recv() */
+	struct b1_msg called;
 
 	struct message **queue;		/* received, not yet dispatched (FIFO) */
 	size_t q_head;
@@ -129,6 +132,8 @@ int client_direct_resolve(struct b1c_bus *bus, const char *name, uint64_t *handl
 bool client_direct_retry(struct b1c_bus *bus, const struct message *call, const struct message *err);
 int client_direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
 		       bool with_reply_node);
+int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
+		       uint64_t timeout_usec);
 int client_dmsg_add(struct b1c_bus *bus, const struct message *msg, uint64_t reply);
 uint64_t client_dmsg_take(struct b1c_bus *bus, const struct message *msg);
 void client_dname_forget(struct b1c_bus *bus, const char *name, uint64_t handle);

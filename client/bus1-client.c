@@ -94,7 +94,12 @@ static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
 
 /* ------------------------------------------------------- send and receive */
 
-int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
+/*
+ * b1c_bus_send(); a direct call that expects a reply goes as one CALL when
+ * @call_usec is not 0 (b1c_bus_call(), which waits that long for it).
+ */
+static int bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial,
+		    uint64_t call_usec)
 {
 	int r;
 
@@ -124,7 +129,10 @@ int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
 		if (r > 0) {
 			bool expects = message_expects_reply(m->msg);
 
-			r = client_direct_send(bus, m->msg, h, expects);
+			if (expects && call_usec)
+				r = client_direct_call(bus, m->msg, h, call_usec);
+			else
+				r = client_direct_send(bus, m->msg, h, expects);
 			if (r == 0) {
 				if (expects && bus->n_dcalls < B1C_MAX_QUEUED) {
 					struct direct_call *v = realloc(bus->dcalls,
@@ -159,6 +167,11 @@ done:
 	return 0;
 }
 
+int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
+{
+	return bus_send(bus, m, serial, 0);
+}
+
 static int queue_push(struct b1c_bus *bus, struct message *msg);
 
 /* Receive one message from the peer: 1 (*msgp set), 0 (none), negative errno. */
@@ -179,11 +192,17 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 			memmove(bus->synth, bus->synth + 1, --bus->n_synth * sizeof(*bus->synth));
 			return 1;
 		}
-		r = b1_peer_recv(bus->peer, 0, &bm);
-		if (r == -EAGAIN)
-			return 0;
-		if (r < 0)
-			return r;
+		if (bus->have_called) {
+			/* what a direct CALL received: the next message of the queue */
+			bm = bus->called;
+			bus->have_called = false;
+		} else {
+			r = b1_peer_recv(bus->peer, 0, &bm);
+			if (r == -EAGAIN)
+				return 0;
+			if (r < 0)
+				return r;
+		}
 		/* Nobody else holding a node of ours needs no action. */
 		if (bm.type == BUS1_MSG_NODE_RELEASE)
 			continue;
@@ -390,26 +409,42 @@ int client_wait_reply(struct b1c_bus *bus, uint32_t serial, uint64_t timeout_use
 	}
 }
 
+/*
+ * Send @m and wait for its reply until @timeout_usec (0: the default) from
+ * now. A direct call is sent as one CALL that waits for the next message of
+ * our queue, which is usually the reply: then that one syscall was the whole
+ * call. Whatever it received goes through client_wait_reply() like any
+ * other message.
+ */
+static int bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
+		    struct message **msgp)
+{
+	uint64_t t = timeout_usec ? timeout_usec : B1C_DEFAULT_TIMEOUT;
+	uint64_t deadline = now_usec() + t, now;
+	uint32_t serial;
+	int r;
+
+	r = bus_send(bus, m, &serial, t);
+	if (r < 0)
+		return r;
+	now = now_usec();
+	/* the CALL may have used up the time: one more look, then ETIMEDOUT */
+	return client_wait_reply(bus, serial, now < deadline ? deadline - now : 1, msgp);
+}
+
 int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
 		 struct b1c_message **reply)
 {
 	struct message *msg = NULL;
-	uint32_t serial;
 	int r;
 
-	r = b1c_bus_send(bus, m, &serial);
-	if (r < 0)
-		return r;
-	r = client_wait_reply(bus, serial, timeout_usec, &msg);
+	r = bus_call(bus, m, timeout_usec, &msg);
 	if (r < 0)
 		return r;
 	if (bus->last_direct && client_direct_retry(bus, m->msg, msg)) {
 		/* Ask the broker again, once. */
 		message_unref(msg);
-		r = b1c_bus_send(bus, m, &serial);
-		if (r < 0)
-			return r;
-		r = client_wait_reply(bus, serial, timeout_usec, &msg);
+		r = bus_call(bus, m, timeout_usec, &msg);
 		if (r < 0)
 			return r;
 	}
@@ -978,6 +1013,8 @@ struct b1c_bus *b1c_bus_free(struct b1c_bus *bus)
 	for (size_t i = 0; i < bus->n_synth; i++)
 		message_unref(bus->synth[i]);
 	free(bus->synth);
+	if (bus->have_called)
+		b1_msg_close_fds(&bus->called);
 	free(bus->uids);
 	for (size_t i = 0; i < bus->n_names; i++)
 		free(bus->names[i]);
