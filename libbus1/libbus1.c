@@ -210,13 +210,14 @@ int b1_peer_slice_release(struct b1_peer *peer, uint64_t offset)
 	return b1_ioctl(peer->fd, BUS1_CMD_SLICE_RELEASE, &cmd);
 }
 
-int b1_peer_send(struct b1_peer *peer, uint64_t flags,
-		 const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
-		 const struct iovec *vecs, size_t n_vecs,
-		 uint64_t *handles, size_t n_handles,
-		 const int *fds, size_t n_fds)
+/* SEND's arguments as the kernel takes them (SEND and CALL). */
+static struct bus1_cmd_send send_cmd(uint64_t flags,
+				     const uint64_t *destinations, size_t n_destinations,
+				     uint32_t *errors, const struct iovec *vecs, size_t n_vecs,
+				     uint64_t *handles, size_t n_handles,
+				     const int *fds, size_t n_fds)
 {
-	struct bus1_cmd_send cmd = {
+	return (struct bus1_cmd_send){
 		.flags = flags,
 		.ptr_destinations = (__u64)(uintptr_t)destinations,
 		.n_destinations = n_destinations,
@@ -228,6 +229,16 @@ int b1_peer_send(struct b1_peer *peer, uint64_t flags,
 		.ptr_fds = (__u64)(uintptr_t)fds,
 		.n_fds = n_fds,
 	};
+}
+
+int b1_peer_send(struct b1_peer *peer, uint64_t flags,
+		 const uint64_t *destinations, size_t n_destinations, uint32_t *errors,
+		 const struct iovec *vecs, size_t n_vecs,
+		 uint64_t *handles, size_t n_handles,
+		 const int *fds, size_t n_fds)
+{
+	struct bus1_cmd_send cmd = send_cmd(flags, destinations, n_destinations, errors, vecs,
+					    n_vecs, handles, n_handles, fds, n_fds);
 
 	return b1_ioctl(peer->fd, BUS1_CMD_SEND, &cmd);
 }
@@ -255,18 +266,8 @@ int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
 		 uint64_t recv_flags, uint64_t timeout_ns, struct b1_msg *msg, bool *sentp)
 {
 	struct bus1_cmd_call cmd = {
-		.send = {
-			.flags = send_flags,
-			.ptr_destinations = (__u64)(uintptr_t)destinations,
-			.n_destinations = n_destinations,
-			.ptr_errors = (__u64)(uintptr_t)errors,
-			.ptr_vecs = (__u64)(uintptr_t)vecs,
-			.n_vecs = n_vecs,
-			.ptr_handles = (__u64)(uintptr_t)handles,
-			.n_handles = n_handles,
-			.ptr_fds = (__u64)(uintptr_t)fds,
-			.n_fds = n_fds,
-		},
+		.send = send_cmd(send_flags, destinations, n_destinations, errors, vecs, n_vecs,
+				 handles, n_handles, fds, n_fds),
 		.recv = { .flags = recv_flags },
 		.timeout_ns = timeout_ns,
 	};
