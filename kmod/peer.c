@@ -709,25 +709,32 @@ out:
 	return r;
 }
 
-static int bus1_peer_ioctl_slice_release(struct bus1_peer *peer, void __user *uarg)
+/* SLICE_RELEASE's body, shared by RECV and CALL (BUS1_RECV_FLAG_RELEASE). */
+static int bus1_peer_release_slice(struct bus1_peer *peer, u64 offset)
 {
-	struct bus1_cmd_slice_release cmd;
 	int r;
 
-	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
-		return -EFAULT;
-	if (cmd.flags)
-		return -EINVAL;
-	if (cmd.offset >= peer->pool.size)
+	if (offset >= peer->pool.size)
 		return -ENXIO;
 
 	mutex_lock(&peer->lock);
 	if (peer->disconnected)
 		r = -ESHUTDOWN;
 	else
-		r = bus1_pool_release_published(&peer->pool, cmd.offset);
+		r = bus1_pool_release_published(&peer->pool, offset);
 	mutex_unlock(&peer->lock);
 	return r;
+}
+
+static int bus1_peer_ioctl_slice_release(struct bus1_peer *peer, void __user *uarg)
+{
+	struct bus1_cmd_slice_release cmd;
+
+	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
+		return -EFAULT;
+	if (cmd.flags)
+		return -EINVAL;
+	return bus1_peer_release_slice(peer, cmd.offset);
 }
 
 /* SEND: import (message.c), then the SEND's transaction (tx.c). */
@@ -830,7 +837,9 @@ static int bus1_peer_recv_claim(struct bus1_peer *peer, struct bus1_recv *rv,
 	}
 
 	memset(&rv->cmd, 0, sizeof(rv->cmd));
-	rv->cmd.flags = flags;
+	rv->cmd.flags = flags & ~BUS1_RECV_FLAG_MORE;
+	if (bus1_queue_has_next(&peer->queue, qn))
+		rv->cmd.flags |= BUS1_RECV_FLAG_MORE;
 	rv->flush_seq = peer->flush_seq;
 	if (entry->type != BUS1_ENTRY_DATA) {
 		if (entry->type == BUS1_ENTRY_NODE_DESTROY) {
@@ -1032,14 +1041,30 @@ static int bus1_peer_recv(struct bus1_peer *peer, u64 flags, void __user *uarg)
 	return r;
 }
 
+/*
+ * The input half of RECV's flags, shared by RECV and CALL: check them, and
+ * release the slice BUS1_RECV_FLAG_RELEASE names, before anything else.
+ */
+static int bus1_peer_recv_prepare(struct bus1_peer *peer, const struct bus1_cmd_recv *cmd)
+{
+	if (cmd->flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS |
+			   BUS1_RECV_FLAG_RELEASE | BUS1_RECV_FLAG_MORE))
+		return -EINVAL;
+	if (cmd->flags & BUS1_RECV_FLAG_RELEASE)
+		return bus1_peer_release_slice(peer, cmd->offset);
+	return 0;
+}
+
 static int bus1_peer_ioctl_recv(struct bus1_peer *peer, void __user *uarg)
 {
 	struct bus1_cmd_recv cmd;
+	int r;
 
 	if (copy_from_user(&cmd, uarg, sizeof(cmd)))
 		return -EFAULT;
-	if (cmd.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
-		return -EINVAL;
+	r = bus1_peer_recv_prepare(peer, &cmd);
+	if (r < 0)
+		return r;
 	return bus1_peer_recv(peer, cmd.flags, uarg);
 }
 
@@ -1095,12 +1120,14 @@ static int bus1_peer_ioctl_call(struct bus1_peer *peer, void __user *uarg)
 
 	if (copy_from_user(&cmd, ucall, sizeof(cmd)))
 		return -EFAULT;
-	if (cmd.flags || cmd.timeout_ns > BUS1_CALL_TIMEOUT_MAX ||
-	    cmd.recv.flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS))
+	if (cmd.flags || cmd.timeout_ns > BUS1_CALL_TIMEOUT_MAX)
 		return -EINVAL;
 	/* not sent yet: and a caller whose @status is not writable finds out now */
 	if (put_user(0ULL, &ucall->status))
 		return -EFAULT;
+	r = bus1_peer_recv_prepare(peer, &cmd.recv);
+	if (r < 0)
+		return r;
 
 	r = bus1_peer_ioctl_send(peer, &ucall->send);
 	if (r < 0)

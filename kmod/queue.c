@@ -162,3 +162,22 @@ struct bus1_queue_node *bus1_queue_peek(struct bus1_queue *queue)
 	qn = rb_entry(n, struct bus1_queue_node, rb);
 	return bus1_queue_node_is_committed(qn) ? qn : NULL;
 }
+
+/**
+ * bus1_queue_has_next() - whether an entry follows a committed one
+ * @queue:	queue
+ * @qn:		a committed entry of @queue (the one a RECV claimed)
+ *
+ * Return: true if the entry after @qn is committed: it may be dequeued as
+ * soon as @qn is gone (RECV's BUS1_RECV_FLAG_MORE).
+ */
+bool bus1_queue_has_next(struct bus1_queue *queue, struct bus1_queue_node *qn)
+{
+	struct rb_node *n;
+
+	lockdep_assert_held(queue->lock);
+	if (WARN_ON(!bus1_queue_node_is_committed(qn)))
+		return false;
+	n = rb_next(&qn->rb);
+	return n && bus1_queue_node_is_committed(rb_entry(n, struct bus1_queue_node, rb));
+}

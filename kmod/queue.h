@@ -107,5 +107,6 @@ bool bus1_queue_commit(struct bus1_queue *queue, struct bus1_queue_node *qn, u64
 void bus1_queue_remove(struct bus1_queue *queue, struct bus1_queue_node *qn);
 u64 bus1_queue_sync(struct bus1_queue *queue, u64 timestamp);
 struct bus1_queue_node *bus1_queue_peek(struct bus1_queue *queue);
+bool bus1_queue_has_next(struct bus1_queue *queue, struct bus1_queue_node *qn);
 
 #endif /* __BUS1_QUEUE_H */

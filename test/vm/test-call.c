@@ -6,7 +6,7 @@
  * queue holds other messages first (they come first, in order); the send fails (SEND's errno,
  * nothing sent, nothing waited); bad arguments; a RECV failure after the send (EMFILE: sent,
  * the message stays queued); the caller disconnected or reset while waiting; another thread
- * receiving meanwhile.
+ * receiving meanwhile. And RECV's RELEASE and MORE flags, which CALL shares.
  */
 
 #include <fcntl.h>
@@ -455,8 +455,16 @@ static void test_call_bad_args(void)
 	cmd.flags = 1ULL << 63;
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
 	call_init(&cmd, &p.c_ns, &v, "x", SEC);
-	cmd.recv.flags = 1ULL << 2;
+	cmd.recv.flags = 1ULL << 4;
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
+	/* a RELEASE of no slice fails before the send */
+	call_init(&cmd, &p.c_ns, &v, "x", SEC);
+	cmd.recv.flags = BUS1_RECV_FLAG_RELEASE;
+	cmd.recv.offset = 8;
+	CHECK_ERR(call_raw(p.c, &cmd), ENXIO);
+	CHECK_EQ(cmd.status, 0);
+	cmd.recv.offset = UINT64_MAX;
+	CHECK_ERR(call_raw(p.c, &cmd), ENXIO);
 	call_init(&cmd, &p.c_ns, &v, "x", BUS1_CALL_TIMEOUT_MAX + 1);
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
 	call_init(&cmd, &p.c_ns, &v, "x", UINT64_MAX);
@@ -502,6 +510,93 @@ static void test_call_bad_args(void)
 	}
 	expect_one(p.s, "odd");
 	munmap(ro, 4096);
+	kt_recv_none(p.c);
+	pair_free(&p);
+}
+
+/* RECV with @flags; the command as the kernel wrote it back. */
+static int recv_raw(struct b1_peer *p, uint64_t flags, uint64_t offset, struct bus1_cmd_recv *cmd)
+{
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->flags = flags;
+	cmd->offset = offset;
+	return ioctl(b1_peer_get_fd(p), BUS1_CMD_RECV, cmd) < 0 ? -errno : 0;
+}
+
+/*
+ * RECV's RELEASE (the previous slice released in the same ioctl) and MORE
+ * (another message queued behind the one received), in RECV and in CALL.
+ */
+static void test_recv_release_more(void)
+{
+	struct pair p;
+	struct bus1_cmd_recv r1, r2, r3, r4;
+	struct bus1_cmd_call cmd;
+	struct iovec v;
+
+	pair_init(&p);
+	CHECK_OK(kt_send(p.s, p.s_nc, "one", 3));
+	CHECK_OK(kt_send(p.s, p.s_nc, "two", 3));
+	CHECK_OK(kt_send(p.s, p.s_nc, "three", 5));
+
+	/* PEEK: MORE, nothing dequeued; MORE on input is ignored */
+	CHECK_OK(recv_raw(p.c, BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_MORE, 0, &r1));
+	CHECK_EQ(r1.n_bytes, 3);
+	CHECK_EQ(r1.flags, BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_MORE);
+	CHECK_OK(recv_raw(p.c, 0, 0, &r1));
+	CHECK_EQ(r1.n_bytes, 3);
+	CHECK_EQ(r1.flags, BUS1_RECV_FLAG_MORE);
+
+	/* a RELEASE of no slice: ENXIO, and nothing is received */
+	CHECK_ERR(recv_raw(p.c, BUS1_RECV_FLAG_RELEASE, r1.offset + 8, &r2), ENXIO);
+	CHECK_ERR(recv_raw(p.c, BUS1_RECV_FLAG_RELEASE, UINT64_MAX, &r2), ENXIO);
+
+	/* the previous slice goes with the next RECV */
+	CHECK_OK(recv_raw(p.c, BUS1_RECV_FLAG_RELEASE, r1.offset, &r2));
+	CHECK_EQ(r2.n_bytes, 3);
+	CHECK_EQ(r2.flags, BUS1_RECV_FLAG_RELEASE | BUS1_RECV_FLAG_MORE);
+	CHECK_ERR(b1_peer_slice_release(p.c, r1.offset), ENXIO);
+	CHECK_OK(recv_raw(p.c, BUS1_RECV_FLAG_RELEASE, r2.offset, &r3));
+	CHECK_EQ(r3.n_bytes, 5);
+	/* the last one: no MORE */
+	CHECK_EQ(r3.flags, BUS1_RECV_FLAG_RELEASE);
+	CHECK_ERR(b1_peer_slice_release(p.c, r2.offset), ENXIO);
+	/* an empty queue: EAGAIN, the slice released all the same */
+	CHECK_ERR(recv_raw(p.c, BUS1_RECV_FLAG_RELEASE, r3.offset, &r4), EAGAIN);
+	CHECK_ERR(b1_peer_slice_release(p.c, r3.offset), ENXIO);
+
+	/* CALL: the caller's last slice released before the send */
+	CHECK_OK(kt_send(p.s, p.s_nc, "four", 4));
+	CHECK_OK(recv_raw(p.c, 0, 0, &r1));
+	CHECK_EQ(r1.flags, 0);
+	CHECK_OK(kt_send(p.s, p.s_nc, "reply", 5));
+	CHECK_OK(kt_send(p.s, p.s_nc, "later", 5));
+	call_init(&cmd, &p.c_ns, &v, "call", 10 * SEC);
+	cmd.recv.flags = BUS1_RECV_FLAG_RELEASE;
+	cmd.recv.offset = r1.offset;
+	CHECK_OK(call_raw(p.c, &cmd));
+	CHECK_EQ(cmd.status, BUS1_CALL_STATUS_SENT);
+	CHECK_EQ(cmd.recv.n_bytes, 5);
+	CHECK_EQ(cmd.recv.flags, BUS1_RECV_FLAG_RELEASE | BUS1_RECV_FLAG_MORE);
+	CHECK_ERR(b1_peer_slice_release(p.c, r1.offset), ENXIO);
+	expect_one(p.s, "call");
+	/* libbus1: b1_peer_msg_release_later() and b1_peer_more_queued() */
+	{
+		struct b1_msg m = { .offset = cmd.recv.offset };
+		uint64_t off = cmd.recv.offset;
+
+		CHECK_OK(b1_peer_msg_release_later(p.c, &m));
+		CHECK_EQ(m.offset, BUS1_OFFSET_INVALID);
+		kt_recv(p.c, 0, &m);
+		CHECK_EQ(m.n_bytes, 5);
+		CHECK(!memcmp(m.data, "later", 5));
+		CHECK(!b1_peer_more_queued(p.c));
+		CHECK_ERR(b1_peer_slice_release(p.c, off), ENXIO);
+		off = m.offset;
+		CHECK_OK(b1_peer_msg_release_later(p.c, &m));
+		CHECK_ERR(b1_peer_recv(p.c, 0, &m), EAGAIN);
+		CHECK_ERR(b1_peer_slice_release(p.c, off), ENXIO);
+	}
 	kt_recv_none(p.c);
 	pair_free(&p);
 }
@@ -662,6 +757,7 @@ static const struct kt_case cases[] = {
 	KT_CASE(test_call_send_fails),
 	KT_CASE(test_call_bad_args),
 	KT_CASE(test_call_emfile),
+	KT_CASE(test_recv_release_more),
 	KT_CASE_T(test_call_concurrent_recv, 120),
 };
 

@@ -282,19 +282,32 @@ struct bus1_cmd_send {
  * BUS1_RECV_FLAG_PEEK: report the front message without dequeuing it.
  * BUS1_RECV_FLAG_NO_FDS: do not install the message's fds; their slots in
  *	the pool read -1. Without PEEK the files are dropped with the message.
+ * BUS1_RECV_FLAG_RELEASE: first release the slice at @offset (in), as
+ *	SLICE_RELEASE does: the previous message's, so that a receive loop
+ *	spends one ioctl per message. If that fails, RECV fails with
+ *	SLICE_RELEASE's errno and receives nothing; once it succeeded, the
+ *	slice is gone whatever RECV then returns (EAGAIN included).
+ * BUS1_RECV_FLAG_MORE: out only, ignored on input: when the message was
+ *	received, another one was queued behind it. Without it, a receiver
+ *	may wait (poll) instead of trying a RECV that would say EAGAIN. A
+ *	hint: messages queued after the RECV make the fd readable as ever.
  */
 #define BUS1_RECV_FLAG_PEEK		((__u64)1 << 0)
 #define BUS1_RECV_FLAG_NO_FDS		((__u64)1 << 1)
+#define BUS1_RECV_FLAG_RELEASE		((__u64)1 << 2)
+#define BUS1_RECV_FLAG_MORE		((__u64)1 << 3)
 
 /**
  * struct bus1_cmd_recv - receive the next message
- * @flags:		in: BUS1_RECV_FLAG_*
+ * @flags:		in: BUS1_RECV_FLAG_*; out: the same, with
+ *			BUS1_RECV_FLAG_MORE set or cleared
  * @type:		out: BUS1_MSG_*
  * @destination:	out: the receiver's handle id of the node the message
  *			was sent to (DATA: a node the receiver owns;
  *			NODE_DESTROY: the handle whose node is gone;
  *			NODE_RELEASE: the owner's handle of the node)
- * @offset:		out: pool offset of the message's slice, or
+ * @offset:		in: with BUS1_RECV_FLAG_RELEASE, the slice to release;
+ *			out: pool offset of the message's slice, or
  *			BUS1_OFFSET_INVALID if it has none (notifications)
  * @n_bytes:		out: size of the data at @offset
  * @n_handles:		out: number of __u64 handle ids, at
@@ -365,7 +378,9 @@ struct bus1_cmd_recv {
  *
  * Before anything is sent, the command is checked (EINVAL for @flags,
  * @recv.flags or @timeout_ns, EFAULT if it cannot be read or @status not
- * written). Then the SEND runs with all its checks: if it fails, CALL
+ * written), and with BUS1_RECV_FLAG_RELEASE in @recv.flags the slice at
+ * @recv.offset is released (if that fails, so does CALL, with nothing
+ * sent). Then the SEND runs with all its checks: if it fails, CALL
  * fails with SEND's errno, nothing was sent, nothing waited for and
  * @status is 0. Once it succeeded, @status has BUS1_CALL_STATUS_SENT and
  * CALL returns:
