@@ -34,10 +34,21 @@ B1_CHECK_CMD(BUS1_CMD_HANDLE_QUERY, struct bus1_cmd_handle_query, 48);
 B1_CHECK_CMD(BUS1_CMD_SEND, struct bus1_cmd_send, 80);
 B1_CHECK_CMD(BUS1_CMD_RECV, struct bus1_cmd_recv, 72);
 
+/*
+ * @release: the slice b1_peer_msg_release_later() handed to the next RECV
+ * or CALL (BUS1_OFFSET_INVALID: none). @release_flag: whether the module
+ * takes BUS1_RECV_FLAG_RELEASE (RELEASE_FLAG_UNKNOWN until it said so).
+ * @more: the last receive's BUS1_RECV_FLAG_MORE.
+ */
+enum { RELEASE_FLAG_UNKNOWN, RELEASE_FLAG_YES, RELEASE_FLAG_NO };
+
 struct b1_peer {
 	int fd;
 	const void *pool;
 	size_t pool_size;
+	uint64_t release;
+	int release_flag;
+	bool more;
 };
 
 static int b1_ioctl(int fd, unsigned long cmd, void *arg)
@@ -75,6 +86,7 @@ int b1_peer_new_from_fd(int fd, struct b1_peer **peerp)
 	peer->fd = fd;
 	peer->pool = p;
 	peer->pool_size = query.pool_size;
+	peer->release = BUS1_OFFSET_INVALID;
 	*peerp = peer;
 	return 0;
 }
@@ -132,6 +144,8 @@ int b1_peer_reset(struct b1_peer *peer)
 {
 	struct bus1_cmd_peer_reset cmd = { 0 };
 
+	/* the reset frees every published slice, the pending one too */
+	peer->release = BUS1_OFFSET_INVALID;
 	return b1_ioctl(peer->fd, BUS1_CMD_PEER_RESET, &cmd);
 }
 
@@ -246,12 +260,58 @@ int b1_peer_send(struct b1_peer *peer, uint64_t flags,
 static void recv_to_msg(struct b1_peer *peer, const struct bus1_cmd_recv *cmd,
 			struct b1_msg *msg);
 
+/*
+ * Put the pending release into @cmd's RECV flags, if the module takes them;
+ * a module not known to do so gets a SLICE_RELEASE of its own first.
+ */
+static int release_prepare(struct b1_peer *peer, struct bus1_cmd_recv *cmd)
+{
+	uint64_t offset = peer->release;
+
+	if (offset == BUS1_OFFSET_INVALID)
+		return 0;
+	if (peer->release_flag == RELEASE_FLAG_NO) {
+		peer->release = BUS1_OFFSET_INVALID;
+		return b1_peer_slice_release(peer, offset);
+	}
+	cmd->flags |= BUS1_RECV_FLAG_RELEASE;
+	cmd->offset = offset;
+	return 0;
+}
+
+/*
+ * After a RECV or CALL with @cmd: 1 if it failed with EINVAL only because
+ * the module does not know BUS1_RECV_FLAG_RELEASE (then it is not used
+ * again: try once more), 0 otherwise (the slice is released, or its release
+ * failed with the errno the ioctl returned).
+ */
+static int release_done(struct b1_peer *peer, const struct bus1_cmd_recv *cmd, int r)
+{
+	if (!(cmd->flags & BUS1_RECV_FLAG_RELEASE))
+		return 0;
+	if (r == -EINVAL && peer->release_flag == RELEASE_FLAG_UNKNOWN) {
+		peer->release_flag = RELEASE_FLAG_NO;
+		return 1;
+	}
+	if (r != -EINVAL)
+		peer->release_flag = RELEASE_FLAG_YES;
+	peer->release = BUS1_OFFSET_INVALID;
+	return 0;
+}
+
 int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 {
-	struct bus1_cmd_recv cmd = { .flags = flags };
+	struct bus1_cmd_recv cmd;
 	int r;
 
-	r = b1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
+	do {
+		cmd = (struct bus1_cmd_recv){ .flags = flags };
+		r = release_prepare(peer, &cmd);
+		if (r < 0)
+			return r;
+		r = b1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
+	} while (release_done(peer, &cmd, r));
+	peer->more = r == 0 && (cmd.flags & BUS1_RECV_FLAG_MORE);
 	if (r < 0)
 		return r;
 	recv_to_msg(peer, &cmd, msg);
@@ -265,21 +325,31 @@ int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
 		 const int *fds, size_t n_fds,
 		 uint64_t recv_flags, uint64_t timeout_ns, struct b1_msg *msg, bool *sentp)
 {
-	struct bus1_cmd_call cmd = {
-		.send = send_cmd(send_flags, destinations, n_destinations, errors, vecs, n_vecs,
-				 handles, n_handles, fds, n_fds),
-		.recv = { .flags = recv_flags },
-		.timeout_ns = timeout_ns,
-	};
+	struct bus1_cmd_call cmd;
 	int r;
 
 	/*
 	 * Not b1_ioctl(): once sent, an EINTR must not call again (that would
-	 * send a second copy); before that it may.
+	 * send a second copy); before that it may. Nothing is sent either when
+	 * the module refuses BUS1_RECV_FLAG_RELEASE.
 	 */
 	do {
+		cmd = (struct bus1_cmd_call){
+			.send = send_cmd(send_flags, destinations, n_destinations, errors,
+					 vecs, n_vecs, handles, n_handles, fds, n_fds),
+			.recv = { .flags = recv_flags },
+			.timeout_ns = timeout_ns,
+		};
+		r = release_prepare(peer, &cmd.recv);
+		if (r < 0)
+			return r;
 		r = ioctl(peer->fd, BUS1_CMD_CALL, &cmd) < 0 ? -errno : 0;
-	} while (r == -EINTR && !(cmd.status & BUS1_CALL_STATUS_SENT));
+		/* no CALL here: the release stays for the RECV that follows */
+		if (r == -ENOTTY)
+			break;
+	} while ((r == -EINTR && !(cmd.status & BUS1_CALL_STATUS_SENT)) ||
+		 release_done(peer, &cmd.recv, r));
+	peer->more = r == 0 && (cmd.recv.flags & BUS1_RECV_FLAG_MORE);
 	if (sentp)
 		*sentp = cmd.status & BUS1_CALL_STATUS_SENT;
 	if (r < 0)
@@ -324,6 +394,19 @@ int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg)
 	return r;
 }
 
+int b1_peer_msg_release_later(struct b1_peer *peer, struct b1_msg *msg)
+{
+	int r = 0;
+
+	if (msg->offset == BUS1_OFFSET_INVALID)
+		return 0;
+	if (peer->release != BUS1_OFFSET_INVALID)
+		r = b1_peer_slice_release(peer, peer->release);
+	peer->release = msg->offset;
+	msg->offset = BUS1_OFFSET_INVALID;
+	return r;
+}
+
 void b1_msg_close_fds(const struct b1_msg *msg)
 {
 	size_t i;
@@ -331,4 +414,9 @@ void b1_msg_close_fds(const struct b1_msg *msg)
 	for (i = 0; msg->fds && i < msg->n_fds; i++)
 		if (msg->fds[i] >= 0)
 			close(msg->fds[i]);
+}
+
+bool b1_peer_more_queued(const struct b1_peer *peer)
+{
+	return peer->more;
 }

@@ -124,6 +124,20 @@ int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
 		 uint64_t recv_flags, uint64_t timeout_ns, struct b1_msg *msg, bool *sentp);
 /* Release the slice of a dequeued message (no-op if it has none). */
 int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg);
+/*
+ * The same, in the next b1_peer_recv() or b1_peer_call(): its ioctl releases
+ * the slice first (BUS1_RECV_FLAG_RELEASE), saving a SLICE_RELEASE per
+ * message. The data must not be read after that call. Only one slice waits:
+ * one already waiting is released now. Returns 0 or a negative errno.
+ */
+int b1_peer_msg_release_later(struct b1_peer *peer, struct b1_msg *msg);
+/*
+ * Whether the last message b1_peer_recv() or b1_peer_call() received had
+ * another one queued behind it (BUS1_RECV_FLAG_MORE; false on a module
+ * without it, and after a failed receive). If not, poll before receiving
+ * again rather than try a receive that would say -EAGAIN.
+ */
+bool b1_peer_more_queued(const struct b1_peer *peer);
 /* Close the fds of @msg that were installed (not -1). */
 void b1_msg_close_fds(const struct b1_msg *msg);
 
