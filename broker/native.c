@@ -428,6 +428,9 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 	int r;
 
 	for (int i = 0; i < NATIVE_READ_BUDGET; i++) {
+		/* nothing behind the last one: back to epoll (level-triggered), no empty RECV */
+		if (i > 0 && !b1_peer_more_queued(native->peer))
+			break;
 		r = b1_peer_recv(native->peer, 0, &bm);
 		if (r == -EAGAIN)
 			break;
@@ -446,7 +449,8 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 			continue;
 		}
 		r = native_input(native, &bm);
-		b1_peer_msg_release(native->peer, &bm);
+		/* copied out: the next RECV releases the slice, in the same ioctl */
+		b1_peer_msg_release_later(native->peer, &bm);
 		if (r < 0) {
 			log_err("bus1 input failed: %s", strerror(-r));
 			return sd_event_exit(native->bus->event, r);

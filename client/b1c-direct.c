@@ -165,18 +165,19 @@ int client_direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t 
 	return r;
 }
 /*
- * A direct call in one syscall (BUS1_CMD_CALL, docs/bus1.7): send @msg to
- * @handle with our direct node as the way back, wait up to @timeout_usec for
- * the next message of our queue and receive it into bus->called, which
- * bus_recv() then takes as if it had received it itself: it is the front of
- * our queue (the reply, or whatever was queued before it), so nothing is
- * reordered. Returns as client_direct_send() does: 0 once sent, whatever
- * happened after it (a timeout, a signal, a failed receive: the message
- * stays queued, bus_recv() and poll() take over), or SEND's negative errno.
- * A module without CALL (ENOTTY): SEND, then poll and RECV, from now on.
+ * Send and wait in one syscall (BUS1_CMD_CALL, docs/bus1.7): send @msg to
+ * @handle (with our direct node as the way back if @with_reply_node: a
+ * call), wait up to @timeout_usec for the next message of our queue and
+ * receive it into bus->called, which bus_recv() then takes as if it had
+ * received it itself: it is the front of our queue (a call's reply, or
+ * whatever was queued before it), so nothing is reordered. Returns 1 once
+ * sent and waited for, whatever happened then (a timeout, a signal, a failed
+ * receive: the message stays queued, bus_recv() and poll() take over), 0 if
+ * only sent (a module without CALL, ENOTTY: SEND, then poll and RECV, from
+ * now on), or SEND's negative errno.
  */
 int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
-		       uint64_t timeout_usec)
+		       bool with_reply_node, uint64_t timeout_usec)
 {
 	struct message *with = NULL;
 	struct iovec iov[2];
@@ -185,26 +186,27 @@ int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t 
 	int r;
 
 	if (bus->no_call || bus->have_called)
-		return client_direct_send(bus, msg, handle, true);
+		return client_direct_send(bus, msg, handle, with_reply_node);
 	r = message_stitch_sender((struct message *)msg, bus->unique_name, &with);
 	if (r < 0)
 		return r;
 	timeout_ns = timeout_usec > BUS1_CALL_TIMEOUT_MAX / 1000 ? BUS1_CALL_TIMEOUT_MAX :
 		     timeout_usec * 1000;
 	message_get_iovec(with, iov);
-	r = b1_peer_call(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1, &back, 1,
+	r = b1_peer_call(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+			 with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
 			 with->fds, with->n_fds, 0, timeout_ns, &bus->called, &sent);
 	message_unref(with);
 	if (r == 0) {
 		bus->have_called = true;
-		return 0;
+		return 1;
 	}
 	if (sent)
-		return 0;
+		return 1;
 	if (r == -ENOTTY || r == -EINVAL) {
 		/* no CALL here (ENOTTY), or one that refuses what SEND may take */
 		bus->no_call = r == -ENOTTY;
-		return client_direct_send(bus, msg, handle, true);
+		return client_direct_send(bus, msg, handle, with_reply_node);
 	}
 	return r;
 }

@@ -105,6 +105,11 @@ struct b1c_bus {
 	size_t n_synth;
 	bool no_call;			/* the module has no BUS1_CMD_CALL: SEND, poll, RECV */
 	bool have_called;		/* @called: what a CALL received, for bus_recv() */
+	bool recv_drained;		/* the last RECV had nothing behind it */
+	bool dispatching;		/* in dispatch(): a direct reply may be held */
+	bool fd_exported;		/* b1c_bus_get_fd(): the user may poll it alone */
+	struct message *held_reply;	/* a direct reply held for b1c_bus_wait() ... */
+	uint64_t held_handle;		/* ... and its caller's handle */
 	struct b1_msg called;
 
 	struct message **queue;		/* received, not yet dispatched (FIFO) */
@@ -133,7 +138,7 @@ bool client_direct_retry(struct b1c_bus *bus, const struct message *call, const 
 int client_direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
 		       bool with_reply_node);
 int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
-		       uint64_t timeout_usec);
+		       bool with_reply_node, uint64_t timeout_usec);
 int client_dmsg_add(struct b1c_bus *bus, const struct message *msg, uint64_t reply);
 uint64_t client_dmsg_take(struct b1c_bus *bus, const struct message *msg);
 void client_dname_forget(struct b1c_bus *bus, const char *name, uint64_t handle);

@@ -95,6 +95,41 @@ static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
 /* ------------------------------------------------------- send and receive */
 
 /*
+ * A service's reply to a direct call is held back while dispatch() runs, so
+ * that b1c_bus_wait() sends it and waits for the next call in one CALL: a
+ * direct round trip then costs the service one syscall. Anything else that
+ * sends or receives sends it first, so no message overtakes it; a user who
+ * polls the fd alone (b1c_bus_get_fd()) gets it sent at once.
+ */
+static int held_reply_send(struct b1c_bus *bus)
+{
+	struct message *msg = bus->held_reply;
+	int r;
+
+	if (!msg)
+		return 0;
+	bus->held_reply = NULL;
+	r = client_direct_send(bus, msg, bus->held_handle, false);
+	message_unref(msg);
+	/* the caller is gone: nobody to tell */
+	return r == -EHOSTUNREACH || r == -ENXIO ? 0 : r;
+}
+
+/* b1c_bus_wait() with a held reply: 1 if a CALL sent it and waited, else as held_reply_send(). */
+static int held_reply_call(struct b1c_bus *bus, uint64_t timeout_usec)
+{
+	struct message *msg = bus->held_reply;
+	int r;
+
+	if (!msg || bus->q_n || bus->n_synth || bus->have_called)
+		return held_reply_send(bus);
+	bus->held_reply = NULL;
+	r = client_direct_call(bus, msg, bus->held_handle, false, timeout_usec);
+	message_unref(msg);
+	return r == -EHOSTUNREACH || r == -ENXIO ? 0 : r;
+}
+
+/*
  * b1c_bus_send(); a direct call that expects a reply goes as one CALL when
  * @call_usec is not 0 (b1c_bus_call(), which waits that long for it).
  */
@@ -110,9 +145,17 @@ static int bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial
 		if (r < 0)
 			return r;
 	}
+	r = held_reply_send(bus);
+	if (r < 0)
+		return r;
 	bus->last_direct = false;
 	if (m->direct_reply && m->msg->type != DC_MESSAGE_METHOD_CALL) {
 		/* A reply to a direct call goes back the same way. */
+		if (bus->dispatching && !bus->fd_exported && !bus->no_call) {
+			bus->held_reply = message_ref(m->msg);
+			bus->held_handle = m->direct_reply;
+			goto done;
+		}
 		r = client_direct_send(bus, m->msg, m->direct_reply, false);
 		if (r == 0)
 			goto done;
@@ -130,10 +173,11 @@ static int bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial
 			bool expects = message_expects_reply(m->msg);
 
 			if (expects && call_usec)
-				r = client_direct_call(bus, m->msg, h, call_usec);
+				r = client_direct_call(bus, m->msg, h, true, call_usec);
 			else
 				r = client_direct_send(bus, m->msg, h, expects);
-			if (r == 0) {
+			if (r >= 0) {
+				r = 0;
 				if (expects && bus->n_dcalls < B1C_MAX_QUEUED) {
 					struct direct_call *v = realloc(bus->dcalls,
 						(bus->n_dcalls + 1) * sizeof(*v));
@@ -197,12 +241,25 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 			bm = bus->called;
 			bus->have_called = false;
 		} else {
+			/*
+			 * Nothing was queued behind the last message: say so
+			 * without a RECV that would say EAGAIN. The caller
+			 * polls, and the fd is readable if anything came since.
+			 */
+			if (bus->recv_drained) {
+				bus->recv_drained = false;
+				return 0;
+			}
+			r = held_reply_send(bus);
+			if (r < 0)
+				return r;
 			r = b1_peer_recv(bus->peer, 0, &bm);
 			if (r == -EAGAIN)
 				return 0;
 			if (r < 0)
 				return r;
 		}
+		bus->recv_drained = !b1_peer_more_queued(bus->peer);
 		/* Nobody else holding a node of ours needs no action. */
 		if (bm.type == BUS1_MSG_NODE_RELEASE)
 			continue;
@@ -235,7 +292,8 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 		for (size_t i = 0; i < bm.n_handles; i++)
 			if (bm.handles[i] != BUS1_HANDLE_INVALID && bm.handles[i] != keep)
 				b1_peer_handle_release(bus->peer, bm.handles[i]);
-		b1_peer_msg_release(bus->peer, &bm);
+		/* copied: the next RECV releases the slice (one ioctl per message) */
+		b1_peer_msg_release_later(bus->peer, &bm);
 		if (r < 0)
 			return r;
 		if (r > 0) {
@@ -346,6 +404,9 @@ int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec)
 
 	if (bus->dead)
 		return -ECONNRESET;
+	r = held_reply_call(bus, timeout_usec);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	if (bus->q_n || bus->n_synth)
 		return 0;
 	timeout = timeout_usec == UINT64_MAX ? -1 :
@@ -592,6 +653,7 @@ static int dispatch(struct b1c_bus *bus, struct message *msg)
 int b1c_bus_process(struct b1c_bus *bus)
 {
 	struct message *msg = queue_pop(bus);
+	bool was;
 	int r;
 
 	if (!msg) {
@@ -599,7 +661,12 @@ int b1c_bus_process(struct b1c_bus *bus)
 		if (r <= 0)
 			return r;
 	}
-	return dispatch(bus, msg);
+	/* a handler's reply to a direct call may be held for b1c_bus_wait() */
+	was = bus->dispatching;
+	bus->dispatching = true;
+	r = dispatch(bus, msg);
+	bus->dispatching = was;
+	return r;
 }
 
 int b1c_bus_add_filter(struct b1c_bus *bus, b1c_handler_t handler, void *userdata)
@@ -1002,6 +1069,7 @@ struct b1c_bus *b1c_bus_free(struct b1c_bus *bus)
 
 	if (!bus)
 		return NULL;
+	(void)held_reply_send(bus);
 	while ((msg = queue_pop(bus)))
 		message_unref(msg);
 	free(bus->queue);
@@ -1036,7 +1104,10 @@ const char *b1c_bus_get_unique_name(const struct b1c_bus *bus)
 	return bus->unique_name;
 }
 
-int b1c_bus_get_fd(const struct b1c_bus *bus)
+int b1c_bus_get_fd(struct b1c_bus *bus)
 {
+	/* whoever polls it alone must find every reply sent */
+	bus->fd_exported = true;
+	(void)held_reply_send(bus);
 	return b1_peer_get_fd(bus->peer);
 }

@@ -66,8 +66,13 @@ int b1c_bus_open(struct b1c_bus **busp, const char *address);
 struct b1c_bus *b1c_bus_free(struct b1c_bus *bus);
 
 const char *b1c_bus_get_unique_name(const struct b1c_bus *bus);
-/* The fd to poll for POLLIN (the bus1 peer). */
-int b1c_bus_get_fd(const struct b1c_bus *bus);
+/*
+ * The fd to poll for POLLIN (the bus1 peer). From then on every message is
+ * sent at once; without it a handler's reply to a direct call waits for the
+ * next b1c_bus_wait() (or any other send or receive), which sends it and
+ * waits for the next message in one syscall (BUS1_CMD_CALL).
+ */
+int b1c_bus_get_fd(struct b1c_bus *bus);
 /* Dispatch at most one message: 1 if one was dispatched, 0 if none is ready. */
 int b1c_bus_process(struct b1c_bus *bus);
 /* Wait until a message is ready or @timeout_usec passed (UINT64_MAX: forever). */
