@@ -25,6 +25,7 @@
 #define B1C_MAX_QUEUED 65536
 #define B1C_MAX_FDS 253
 
+/* message_alloc() (b1c-message.c) sets each field by name: a new one goes there too. */
 struct b1c_message {
 	unsigned long n_refs;
 	struct message *msg;		/* sealed or received; NULL while building */

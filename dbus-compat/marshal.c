@@ -39,11 +39,19 @@ void dc_writer_init(struct dc_writer *w, char endian, const char *signature)
 {
 	size_t len = signature ? strlen(signature) : 0;
 
-	*w = (struct dc_writer){
-		.endian = endian,
-		.sig = signature ? signature : "",
-	};
+	/*
+	 * Field by field: the frame stack (4 KiB) is written as containers
+	 * open, never read before, and zeroing it cost more than the rest of
+	 * building a small message.
+	 */
+	w->data = NULL;
+	w->size = 0;
+	w->allocated = 0;
+	w->endian = endian;
+	w->error = 0;
+	w->sig = signature ? signature : "";
 	w->sig_end = w->sig + len;
+	w->depth = 0;
 	if (endian != DC_LITTLE_ENDIAN && endian != DC_BIG_ENDIAN)
 		w->error = -EINVAL;
 	else if (signature_validate(w->sig, len))

@@ -52,6 +52,7 @@ struct dc_writer_frame {
 	size_t n_elems;			/* arrays: elements written so far */
 };
 
+/* dc_writer_init() sets each field but @stack by name: a new one goes there too. */
 struct dc_writer {
 	uint8_t *data;
 	size_t size;

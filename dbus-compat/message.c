@@ -750,10 +750,19 @@ int message_stitch_sender(struct message *m, const char *sender, struct message 
 
 void message_builder_init(struct message_builder *b, uint8_t type, const char *signature)
 {
-	*b = (struct message_builder){
-		.type = type,
-		.signature = signature ? signature : "",
-	};
+	/* not the body as a whole: dc_writer_init() leaves its frame stack alone */
+	b->type = type;
+	b->flags = 0;
+	b->path = NULL;
+	b->interface = NULL;
+	b->member = NULL;
+	b->error_name = NULL;
+	b->destination = NULL;
+	b->sender = NULL;
+	b->signature = signature ? signature : "";
+	b->reply_serial = 0;
+	b->fds = NULL;
+	b->n_fds = 0;
 	dc_writer_init(&b->body, DC_NATIVE_ENDIAN, b->signature);
 }
 

@@ -294,6 +294,7 @@ char message_get_arg(struct message *m, unsigned index, const char **value);
  *	r = message_builder_seal(&b, ++serial, &reply);
  *	message_builder_deinit(&b);
  */
+/* message_builder_init() sets each field by name: a new one goes there too. */
 struct message_builder {
 	uint8_t type;
 	uint8_t flags;
