@@ -165,49 +165,58 @@ int client_direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t 
 	return r;
 }
 /*
- * Send and wait in one syscall (BUS1_CMD_CALL, docs/bus1.7): send @msg to
- * @handle (with our direct node as the way back if @with_reply_node: a
- * call), wait up to @timeout_usec for the next message of our queue and
- * receive it into bus->called, which bus_recv() then takes as if it had
- * received it itself: it is the front of our queue (a call's reply, or
- * whatever was queued before it), so nothing is reordered. Returns 1 once
- * sent and waited for, whatever happened then (a timeout, a signal, a failed
- * receive: the message stays queued, bus_recv() and poll() take over), 0 if
- * only sent (a module without CALL, ENOTTY: SEND, then poll and RECV, from
- * now on), or SEND's negative errno.
+ * Send and wait in one syscall (BUS1_CMD_CALL, docs/bus1.7): send @wire as
+ * it is to @handle (with our direct node as the way back if
+ * @with_reply_node: a direct call), wait up to @timeout_usec for the next
+ * message of our queue and receive it into bus->called, which bus_recv()
+ * then takes as if it had received it itself: it is the front of our queue
+ * (a call's reply, or whatever was queued before it), so nothing is
+ * reordered. Returns 1 once sent and waited for, whatever happened then (a
+ * timeout, a signal, a failed receive: the message stays queued, bus_recv()
+ * and poll() take over), 0 if only sent (a module without CALL, ENOTTY:
+ * SEND, then poll and RECV, from now on), or SEND's negative errno.
  */
-int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
-		       bool with_reply_node, uint64_t timeout_usec)
+int client_send_wait(struct b1c_bus *bus, const struct message *wire, uint64_t handle,
+		     bool with_reply_node, uint64_t timeout_usec)
 {
-	struct message *with = NULL;
 	struct iovec iov[2];
 	uint64_t back = bus->direct_node, timeout_ns;
 	bool sent = false;
 	int r;
 
-	if (bus->no_call || bus->have_called)
-		return client_direct_send(bus, msg, handle, with_reply_node);
+	message_get_iovec(wire, iov);
+	if (!bus->no_call && !bus->have_called) {
+		timeout_ns = timeout_usec > BUS1_CALL_TIMEOUT_MAX / 1000 ? BUS1_CALL_TIMEOUT_MAX :
+			     timeout_usec * 1000;
+		r = b1_peer_call(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+				 with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
+				 wire->fds, wire->n_fds, 0, timeout_ns, &bus->called, &sent);
+		if (r == 0)
+			bus->have_called = true;
+		if (r == 0 || sent)
+			return 1;
+		if (r != -ENOTTY && r != -EINVAL)
+			return r;
+		/* no CALL here (ENOTTY), or one that refuses what SEND may take */
+		bus->no_call = r == -ENOTTY;
+	}
+	return b1_peer_send(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
+			    with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
+			    wire->fds, wire->n_fds);
+}
+
+/* client_send_wait() of @msg with SENDER set: a direct call, or a reply to one. */
+int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
+		       bool with_reply_node, uint64_t timeout_usec)
+{
+	struct message *with = NULL;
+	int r;
+
 	r = message_stitch_sender((struct message *)msg, bus->unique_name, &with);
 	if (r < 0)
 		return r;
-	timeout_ns = timeout_usec > BUS1_CALL_TIMEOUT_MAX / 1000 ? BUS1_CALL_TIMEOUT_MAX :
-		     timeout_usec * 1000;
-	message_get_iovec(with, iov);
-	r = b1_peer_call(bus->peer, 0, &handle, 1, NULL, iov, iov[1].iov_len ? 2 : 1,
-			 with_reply_node ? &back : NULL, with_reply_node ? 1 : 0,
-			 with->fds, with->n_fds, 0, timeout_ns, &bus->called, &sent);
+	r = client_send_wait(bus, with, handle, with_reply_node, timeout_usec);
 	message_unref(with);
-	if (r == 0) {
-		bus->have_called = true;
-		return 1;
-	}
-	if (sent)
-		return 1;
-	if (r == -ENOTTY || r == -EINVAL) {
-		/* no CALL here (ENOTTY), or one that refuses what SEND may take */
-		bus->no_call = r == -ENOTTY;
-		return client_direct_send(bus, msg, handle, with_reply_node);
-	}
 	return r;
 }
 /* The direct handle for @name: 1 (*handlep set), 0 (none: use the broker), negative errno. */

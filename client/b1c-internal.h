@@ -109,8 +109,9 @@ struct b1c_bus {
 	bool recv_drained;		/* the last RECV had nothing behind it */
 	bool dispatching;		/* in dispatch(): a direct reply may be held */
 	bool fd_exported;		/* b1c_bus_get_fd(): the user may poll it alone */
-	struct message *held_reply;	/* a direct reply held for b1c_bus_wait() ... */
-	uint64_t held_handle;		/* ... and its caller's handle */
+	struct message *held_reply;	/* a reply held for b1c_bus_wait() ... */
+	uint64_t held_handle;		/* ... the handle it goes to ... */
+	bool held_direct;		/* ... and whether straight to the caller */
 	struct b1_msg called;
 
 	struct message **queue;		/* received, not yet dispatched (FIFO) */
@@ -140,6 +141,8 @@ int client_direct_send(struct b1c_bus *bus, const struct message *msg, uint64_t 
 		       bool with_reply_node);
 int client_direct_call(struct b1c_bus *bus, const struct message *msg, uint64_t handle,
 		       bool with_reply_node, uint64_t timeout_usec);
+int client_send_wait(struct b1c_bus *bus, const struct message *wire, uint64_t handle,
+		     bool with_reply_node, uint64_t timeout_usec);
 int client_dmsg_add(struct b1c_bus *bus, const struct message *msg, uint64_t reply);
 uint64_t client_dmsg_take(struct b1c_bus *bus, const struct message *msg);
 void client_dname_forget(struct b1c_bus *bus, const char *name, uint64_t handle);

@@ -95,43 +95,75 @@ static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
 /* ------------------------------------------------------- send and receive */
 
 /*
- * A service's reply to a direct call is held back while dispatch() runs, so
- * that b1c_bus_wait() sends it and waits for the next call in one CALL: a
- * direct round trip then costs the service one syscall. Anything else that
- * sends or receives sends it first, so no message overtakes it; a user who
- * polls the fd alone (b1c_bus_get_fd()) gets it sent at once.
+ * A service's reply, direct or through the broker, is held back while
+ * dispatch() runs, so that b1c_bus_wait() sends it and waits for the next
+ * call in one CALL: a round trip then costs the service one syscall.
+ * Anything else that sends or receives sends it first, so no message
+ * overtakes it; a user who polls the fd alone (b1c_bus_get_fd()) gets it
+ * sent at once.
  */
+static void held_reply_hold(struct b1c_bus *bus, struct message *msg, uint64_t handle,
+			    bool direct)
+{
+	bus->held_reply = message_ref(msg);
+	bus->held_handle = handle;
+	bus->held_direct = direct;
+}
+
+/* A held direct reply's caller that is gone: nobody to tell. */
+static int held_reply_result(struct b1c_bus *bus, bool direct, int r)
+{
+	if (direct && (r == -EHOSTUNREACH || r == -ENXIO))
+		return 0;
+	if (r == -EHOSTUNREACH) {
+		/* the broker's node: the bus is gone */
+		bus->dead = true;
+		return -ECONNRESET;
+	}
+	return r;
+}
+
 static int held_reply_send(struct b1c_bus *bus)
 {
 	struct message *msg = bus->held_reply;
+	bool direct = bus->held_direct;
 	int r;
 
 	if (!msg)
 		return 0;
 	bus->held_reply = NULL;
-	r = client_direct_send(bus, msg, bus->held_handle, false);
+	r = direct ? client_direct_send(bus, msg, bus->held_handle, false) : bus_send_msg(bus, msg);
 	message_unref(msg);
-	/* the caller is gone: nobody to tell */
-	return r == -EHOSTUNREACH || r == -ENXIO ? 0 : r;
+	return held_reply_result(bus, direct, r);
 }
 
 /* b1c_bus_wait() with a held reply: 1 if a CALL sent it and waited, else as held_reply_send(). */
 static int held_reply_call(struct b1c_bus *bus, uint64_t timeout_usec)
 {
 	struct message *msg = bus->held_reply;
+	bool direct = bus->held_direct;
 	int r;
 
-	if (!msg || bus->q_n || bus->n_synth || bus->have_called)
+	if (!msg || bus->q_n || bus->n_synth || bus->have_called || bus->dead)
 		return held_reply_send(bus);
 	bus->held_reply = NULL;
-	r = client_direct_call(bus, msg, bus->held_handle, false, timeout_usec);
+	r = direct ? client_direct_call(bus, msg, bus->held_handle, false, timeout_usec) :
+		     client_send_wait(bus, msg, bus->held_handle, false, timeout_usec);
 	message_unref(msg);
-	return r == -EHOSTUNREACH || r == -ENXIO ? 0 : r;
+	return held_reply_result(bus, direct, r);
+}
+
+/* Whether a reply sent now may wait for the next b1c_bus_wait(). */
+static bool held_reply_may(struct b1c_bus *bus, const struct message *msg)
+{
+	return bus->dispatching && !bus->fd_exported && !bus->no_call &&
+	       (msg->type == DC_MESSAGE_METHOD_RETURN || msg->type == DC_MESSAGE_ERROR);
 }
 
 /*
- * b1c_bus_send(); a direct call that expects a reply goes as one CALL when
- * @call_usec is not 0 (b1c_bus_call(), which waits that long for it).
+ * b1c_bus_send(); a call that expects a reply, direct or through the broker,
+ * goes as one CALL when @call_usec is not 0 (b1c_bus_call(), which waits
+ * that long for it).
  */
 static int bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial,
 		    uint64_t call_usec)
@@ -151,9 +183,8 @@ static int bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial
 	bus->last_direct = false;
 	if (m->direct_reply && m->msg->type != DC_MESSAGE_METHOD_CALL) {
 		/* A reply to a direct call goes back the same way. */
-		if (bus->dispatching && !bus->fd_exported && !bus->no_call) {
-			bus->held_reply = message_ref(m->msg);
-			bus->held_handle = m->direct_reply;
+		if (held_reply_may(bus, m->msg)) {
+			held_reply_hold(bus, m->msg, m->direct_reply, true);
 			goto done;
 		}
 		r = client_direct_send(bus, m->msg, m->direct_reply, false);
@@ -198,7 +229,16 @@ static int bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial
 			b1_peer_handle_release(bus->peer, h);
 		}
 	}
-	r = bus_send_msg(bus, m->msg);
+	if (held_reply_may(bus, m->msg)) {
+		held_reply_hold(bus, m->msg, bus->bus_handle, false);
+		goto done;
+	}
+	/* a blocking call through the broker: send and wait in one CALL too */
+	if (call_usec && m->msg->type == DC_MESSAGE_METHOD_CALL &&
+	    message_expects_reply(m->msg) && !bus->dead)
+		r = client_send_wait(bus, m->msg, bus->bus_handle, false, call_usec);
+	else
+		r = bus_send_msg(bus, m->msg);
 	if (r == -EHOSTUNREACH) {
 		bus->dead = true;
 		r = -ECONNRESET;
