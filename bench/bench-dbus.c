@@ -607,14 +607,23 @@ static int install_rules(DBusConnection *c, uint64_t n_rules)
 	return 0;
 }
 
+/* Append " KEY=VALUE" to the NUL-terminated @buf of @size bytes. */
+static void append_kv(char *buf, size_t size, const char *key, int64_t v)
+{
+	size_t n = strlen(buf);
+
+	if (n < size)
+		snprintf(buf + n, size - n, " %s=%" PRId64, key, v);
+}
+
 static int mode_matches(const char *address, uint64_t n_rules, uint64_t count)
 {
 	_cleanup_(conn_closep) DBusConnection *holder = NULL, *emitter = NULL;
 	_cleanup_(dbus_message_unrefp) DBusMessage *call = NULL, *reply = NULL;
 	DBusError err = DBUS_ERROR_INIT;
 	uint64_t i, t0, t;
-	int64_t cpu0, cpu1;
-	char extra[64];
+	int64_t cpu0, cpu1, sleeps0, sleeps1, own0, own1, pre0, pre1;
+	char extra[160];
 
 	holder = conn_open(address);
 	emitter = conn_open(address);
@@ -625,6 +634,15 @@ static int mode_matches(const char *address, uint64_t n_rules, uint64_t count)
 		return 1;
 	}
 
+	/*
+	 * Emitter and bus share the CPU (--cpus 0, or the wakeup places the bus
+	 * next to us): the rate also depends on what the bus costs us, how
+	 * often it ran dry, slept and was woken by our next signal, and how
+	 * often that wakeup preempted us. Those are reported with the rate.
+	 */
+	sleeps0 = bench_proc_sleeps(arg_pid);
+	own0 = bench_self_cpu_ns();
+	pre0 = bench_self_preempted();
 	cpu0 = bench_proc_cpu_ns(arg_pid);
 	t0 = bench_now_ns();
 	for (i = 0; i < count; i++) {
@@ -650,7 +668,16 @@ static int mode_matches(const char *address, uint64_t n_rules, uint64_t count)
 	}
 	t = bench_now_ns() - t0;
 	cpu1 = bench_proc_cpu_ns(arg_pid);
+	pre1 = bench_self_preempted();
+	own1 = bench_self_cpu_ns();
+	sleeps1 = bench_proc_sleeps(arg_pid);
 	snprintf(extra, sizeof(extra), "rules=%" PRIu64, n_rules);
+	if (own0 >= 0 && own1 >= own0)
+		append_kv(extra, sizeof(extra), "client_cpu_ns", own1 - own0);
+	if (pre0 >= 0 && pre1 >= pre0)
+		append_kv(extra, sizeof(extra), "client_preempted", pre1 - pre0);
+	if (sleeps0 >= 0 && sleeps1 >= sleeps0)
+		append_kv(extra, sizeof(extra), "bus_sleeps", sleeps1 - sleeps0);
 	bench_report(count, t, cpu0, cpu1, extra);
 	return 0;
 }

@@ -111,7 +111,44 @@ static int64_t proc_stat_ns(pid_t pid)
 	return (int64_t)((utime + stime) * tick_ns);
 }
 
-int64_t bench_proc_cpu_ns(pid_t pid)
+/*
+ * The number after @key (e.g. "VmRSS:") on its line of the status file @path,
+ * or -1 if the line is missing or the file cannot be read.
+ */
+static long long status_field(const char *path, const char *key)
+{
+	size_t n = strlen(key);
+	char line[256];
+	long long v = -1;
+	FILE *f;
+
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, key, n)) {
+			v = strtoll(line + n, NULL, 10);
+			break;
+		}
+	}
+	fclose(f);
+	return v;
+}
+
+/*
+ * Times the thread went to sleep (voluntary context switches), from the
+ * voluntary_ctxt_switches line of its status file; -1 if it cannot be read.
+ */
+static int64_t task_sleeps(pid_t pid, const char *tid)
+{
+	char path[64 + 256];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, tid);
+	return status_field(path, "voluntary_ctxt_switches:");
+}
+
+/* Sum of @fn over the threads of @pid; -1 if any of them cannot be read. */
+static int64_t sum_over_tasks(pid_t pid, int64_t (*fn)(pid_t pid, const char *tid))
 {
 	char path[64];
 	struct dirent *de;
@@ -128,39 +165,62 @@ int64_t bench_proc_cpu_ns(pid_t pid)
 	while ((de = readdir(d))) {
 		if (de->d_name[0] == '.')
 			continue;
-		v = task_schedstat_ns(pid, de->d_name);
+		v = fn(pid, de->d_name);
 		if (v < 0) {
 			any = false;
 			break;
 		}
-		/* A kernel without sched_info reports zero; use the tick counters then. */
 		sum += v;
 		any = true;
 	}
 	closedir(d);
-	if (!any || sum == 0)
+	return any ? sum : -1;
+}
+
+int64_t bench_proc_cpu_ns(pid_t pid)
+{
+	int64_t sum;
+
+	if (pid <= 0)
+		return -1;
+	sum = sum_over_tasks(pid, task_schedstat_ns);
+	/* A kernel without sched_info reports zero; use the tick counters then. */
+	if (sum <= 0)
 		return proc_stat_ns(pid);
 	return sum;
 }
 
+int64_t bench_proc_sleeps(pid_t pid)
+{
+	return sum_over_tasks(pid, task_sleeps);
+}
+
+int64_t bench_self_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t bench_self_preempted(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return -1;
+	return ru.ru_nivcsw;
+}
+
 long bench_proc_rss_kib(pid_t pid)
 {
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
+	char path[64];
 
 	if (pid <= 0)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	}
-	fclose(f);
-	return kib;
+	return (long)status_field(path, "VmRSS:");
 }
 
 uint64_t bench_parse_u64(const char *what, const char *s, uint64_t max)

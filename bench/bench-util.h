@@ -35,6 +35,16 @@ double bench_samples_percentile_us(BenchSamples *s, double pct);
  * to utime+stime in clock ticks), or -1 if @pid <= 0 or it cannot be read.
  */
 int64_t bench_proc_cpu_ns(pid_t pid);
+/*
+ * Times the threads of @pid went to sleep (voluntary context switches, summed
+ * over /proc/PID/task/TID/status): how often a bus ran out of work and had to
+ * be woken again. -1 if @pid <= 0 or it cannot be read.
+ */
+int64_t bench_proc_sleeps(pid_t pid);
+/* CPU time of this process (CLOCK_PROCESS_CPUTIME_ID), or -1. */
+int64_t bench_self_cpu_ns(void);
+/* Times this process was preempted (involuntary context switches), or -1. */
+int64_t bench_self_preempted(void);
 /* Resident set size of @pid in KiB, or -1. */
 long bench_proc_rss_kib(pid_t pid);
 
