@@ -330,18 +330,33 @@ int *state_get_fds(struct state_reader *r, size_t *np)
 	return v;
 }
 
-int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
+/*
+ * A memfd sealed as state_writer_to_memfd() seals it can neither change nor
+ * shrink under a mapping of it: read in place, its pages are the writer's
+ * (no copy, no fresh pages to fault in). Return 0, 1 (not such a file, or
+ * mmap() refused: copy it instead), negative errno.
+ */
+static int state_map(struct state_reader *r, int fd)
 {
-	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	void *p;
+
+	if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_SHRINK)) !=
+			 (F_SEAL_WRITE | F_SEAL_SHRINK))
+		return 1;
+	p = mmap(NULL, r->n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED)
+		return errno == ENOMEM ? -ENOMEM : 1;
+	r->buf = p;
+	r->mapped = true;
+	return 0;
+}
+
+/* Any other file (a stream saved to disk, a pipe's worth): a copy of it. */
+static int state_copy(struct state_reader *r, int fd)
+{
 	size_t done = 0;
 
-	*r = (struct state_reader){};
-	*versionp = 0;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (st.st_size < 8 || (uint64_t)st.st_size > STATE_MAX_SIZE)
-		return 1;
-	r->n = (size_t)st.st_size;
 	r->buf = malloc(r->n);
 	if (!r->buf)
 		return -ENOMEM;
@@ -350,13 +365,31 @@ int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
 
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0) {
-			int e = k < 0 ? -errno : -EIO;
-
-			state_reader_deinit(r);
-			return e;
-		}
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
 		done += (size_t)k;
+	}
+	return 0;
+}
+
+int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
+{
+	struct stat st;
+	int e;
+
+	*r = (struct state_reader){};
+	*versionp = 0;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (st.st_size < 8 || (uint64_t)st.st_size > STATE_MAX_SIZE)
+		return 1;
+	r->n = (size_t)st.st_size;
+	e = state_map(r, fd);
+	if (e > 0)
+		e = state_copy(r, fd);
+	if (e < 0) {
+		state_reader_deinit(r);
+		return e;
 	}
 	if (state_get_u32(r) != STATE_MAGIC) {
 		state_reader_deinit(r);
@@ -373,6 +406,9 @@ int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
 
 void state_reader_deinit(struct state_reader *r)
 {
-	free(r->buf);
+	if (r->mapped)
+		munmap(r->buf, r->n);
+	else
+		free(r->buf);
 	*r = (struct state_reader){};
 }

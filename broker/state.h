@@ -93,8 +93,9 @@ void state_put_fds(struct state_writer *w, const int *fds, size_t n);
 int state_writer_to_memfd(struct state_writer *w);
 
 struct state_reader {
-	uint8_t *buf;		/* the whole stream (owned) */
+	uint8_t *buf;		/* the whole stream (owned: mapped or allocated) */
 	size_t n;
+	bool mapped;		/* buf is a read-only mapping of the sealed memfd */
 	size_t pos;
 	uint32_t version;	/* of the stream */
 	bool error;
@@ -107,7 +108,8 @@ struct state_reader {
 };
 
 /*
- * Read the stream from @fd (from its start). Return 0, 1 if it is not a
+ * Read the stream from @fd (from its start): in place if it is a memfd sealed
+ * against writes and shrinking (mapped, read-only), else a copy. Return 0, 1 if it is not a
  * state stream or of a stream version this binary cannot read (*@versionp:
  * the version found), or negative errno.
  */
