@@ -959,13 +959,7 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 		socket_creds_deinit(creds);
 		return r;
 	}
-	/* The credentials are the ones it connected with: drop the new query's. */
-	{
-		struct socket_creds fresh;
-
-		socket_take_creds(conn->socket, &fresh);
-		socket_creds_deinit(&fresh);
-	}
+	/* The credentials are the ones it connected with (@creds), not read again. */
 	r = peer_new(&peer, bus, &conn->transport, creds);
 	if (r < 0)
 		return r;

@@ -231,15 +231,21 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 	return 0;
 }
 
-void socket_take_creds(struct socket *s, struct socket_creds *creds)
+/* What socket_get_creds() returns once the owner has taken them (or never had any). */
+static void socket_creds_none(struct socket_creds *creds)
 {
-	*creds = s->creds;
-	s->creds = (struct socket_creds){
+	*creds = (struct socket_creds){
 		.pid = 0,
 		.uid = (uid_t)-1,
 		.gid = (gid_t)-1,
 		.pidfd = -1,
 	};
+}
+
+void socket_take_creds(struct socket *s, struct socket_creds *creds)
+{
+	*creds = s->creds;
+	socket_creds_none(&s->creds);
 }
 
 /* ---- frames ------------------------------------------------------------ */
@@ -297,7 +303,8 @@ void socket_frame_deinit(struct socket_frame *frame)
 
 /* ---- object ------------------------------------------------------------ */
 
-int socket_new(struct socket **socketp, int fd)
+/* socket_new(); with @query false the credentials stay empty (socket_new_restored()). */
+static int socket_new_with(struct socket **socketp, int fd, bool query)
 {
 	_cleanup_close_ int fd_owned = fd;
 	struct socket *s;
@@ -312,16 +319,25 @@ int socket_new(struct socket **socketp, int fd)
 	if (!s)
 		return -ENOMEM;
 
-	r = socket_creds_query(&s->creds, fd);
-	if (r < 0) {
-		free(s);
-		return r;
+	if (query) {
+		r = socket_creds_query(&s->creds, fd);
+		if (r < 0) {
+			free(s);
+			return r;
+		}
+	} else {
+		socket_creds_none(&s->creds);
 	}
 
 	s->fd = steal_fd(&fd_owned);
 	list_init(&s->out_queue);
 	*socketp = s;
 	return 0;
+}
+
+int socket_new(struct socket **socketp, int fd)
+{
+	return socket_new_with(socketp, fd, true);
 }
 
 /* Forget the input buffer; nothing may be buffered any more. */
@@ -1349,7 +1365,12 @@ int socket_new_restored(struct socket **socketp, int fd, const struct socket_sna
 		return -EINVAL;
 	}
 
-	r = socket_new(&s, fd);
+	/*
+	 * No credentials: the owner carried those the connection came with.
+	 * Reading them again cost a re-exec six syscalls and a pidfd per
+	 * connection, only to be thrown away.
+	 */
+	r = socket_new_with(&s, fd, false);
 	if (r < 0) {
 		snapshot_close_fds(snap, 0, 0);
 		return r;

@@ -531,7 +531,9 @@ void socket_snapshot_deinit(struct socket_snapshot *snap);
  * @fd:	the connection; owned by the socket from now on, even on failure
  * @snap:	the state of the connection's socket before the exec; only read
  *
- * Like socket_new() (O_NONBLOCK, credentials read from @fd), then restores
+ * Like socket_new() (O_NONBLOCK), but reads no credentials: socket_get_creds()
+ * returns empty ones, as after socket_take_creds(): the owner carried those
+ * the connection was accepted with. Then it restores
  * the mode, the input buffer with its fd batches and the write queue (as
  * entries of the socket's own, holding copies of the bytes). Every fd listed
  * in @snap is taken over (see the ownership rules above), even on failure.
