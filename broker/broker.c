@@ -776,10 +776,18 @@ out:
 	return r;
 }
 
+/* What the previous program handed over: every fd its state names, and the state. */
+static void handed_over_fds(struct reexec_fds *fds, const struct state_reader *r, int state_fd)
+{
+	for (size_t i = 0; i < r->n_fds; i++)
+		reexec_fds_add(fds, r->fds[i]);
+	reexec_fds_add(fds, state_fd);
+}
+
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
 		   int fallback_fd, char **argv, struct fdstore_carried *carried)
 {
-	struct reexec_fds inherited = {};
+	struct reexec_fds handed = {};
 	struct state_reader r;
 	struct broker_state st;
 	bool fail_load = false, fail_restore = false;
@@ -797,17 +805,23 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 #endif
 
 	/* First of all: nothing the old program handed over may leak further. */
-	reexec_cloexec_all(&inherited);
+	reexec_cloexec_all();
 	ret = broker_state_load(state_fd, &r, &st, carried);
 	if (ret == 0 && fail_load)
 		ret = 1;
 	if (ret) {
 		broker_state_deinit(&st);
 		state_reader_deinit(&r);
-		/* The old program wrote it: it can read it. Nothing was touched. */
-		if (fallback_fd >= 0)
-			reexec_go_back(fallback_fd, argv, &inherited);
-		free(inherited.v);
+		/*
+		 * The old program wrote it: it can read it. Nothing was
+		 * touched, nothing opened: every fd open is one it handed over
+		 * (the state, unreadable here, cannot tell which).
+		 */
+		if (fallback_fd >= 0) {
+			reexec_fds_open(&handed);
+			reexec_go_back(fallback_fd, argv, &handed);
+		}
+		free(handed.v);
 		if (carried) {
 			/* Nothing was touched: the caller starts a new bus. */
 			close(state_fd);
@@ -836,9 +850,11 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 		 * gets every fd as it handed them over.
 		 */
 		log_err("re-exec: cannot restore the bus: %s", strerror(ret < 0 ? -ret : EINVAL));
-		reexec_go_back(fallback_fd, argv, &inherited);
+		/* Exactly those: the fds this program opened itself stay its own. */
+		handed_over_fds(&handed, &r, state_fd);
+		reexec_go_back(fallback_fd, argv, &handed);
 	}
-	free(inherited.v);
+	free(handed.v);
 	if (ret == 0) {
 		size_t n = st.n_peers;
 

@@ -30,8 +30,10 @@
  *     (no NameOwnerChanged, no NameAcquired) and runs the loop. If it
  *     cannot read or restore the state after all, it executes the old
  *     program with the same state (which wrote it, so can read it) and
- *     every fd as it came: the fds it inherited without FD_CLOEXEC get
- *     their flag back before that exec.
+ *     every fd as it came: the new program set FD_CLOEXEC on all of them
+ *     at once first (close_range()), and clears it again before that exec
+ *     on the state and every fd the state names (or, when it could not
+ *     read the state, on every fd open: it opened none of its own yet).
  *
  * Native clients cross too: the broker's bus1 peer fd survives the exec, and
  * with it every node, handle and queued message in the kernel; only the
@@ -82,7 +84,7 @@ int reexec_prepare(struct broker *broker, char **argv, reexec_serialize_fn seria
  */
 void reexec_run(struct broker *broker);
 
-/* A set of fds (reexec_cloexec_all()). */
+/* A set of fds: those handed over, to hand back (reexec_go_back()). */
 struct reexec_fds {
 	int *v;
 	size_t n;
@@ -90,19 +92,29 @@ struct reexec_fds {
 	int error;
 };
 
+/* Add @fd (if >= 0) to @s; out of memory is recorded in ->error. */
+void reexec_fds_add(struct reexec_fds *s, int fd);
+
 /*
- * The new program, first of all: every fd open gets FD_CLOEXEC (what the
- * previous program handed over and the state does not name must not leak
- * into activated services); those that came without it go to @inherited.
+ * The new program, first of all: every fd from 3 on gets FD_CLOEXEC (what
+ * the previous program handed over and the state does not name must not
+ * leak into activated services).
  */
-void reexec_cloexec_all(struct reexec_fds *inherited);
+void reexec_cloexec_all(void);
+
+/*
+ * Every fd open from 3 on, into @s: what the previous program handed over,
+ * as long as this one has opened nothing of its own since.
+ */
+void reexec_fds_open(struct reexec_fds *s);
 
 /*
  * The new program cannot restore what the previous one wrote: execute the
  * previous one (kept open as @fallback_fd) with the same command line and
- * every fd of @inherited as it came. Returns only if that fails (logged).
+ * every fd of @handed (what it handed over) as it came. Returns only if
+ * that fails (logged).
  */
-void reexec_go_back(int fallback_fd, char **argv, struct reexec_fds *inherited);
+void reexec_go_back(int fallback_fd, char **argv, struct reexec_fds *handed);
 
 /*
  * SIGTERM with systemd's fd store there (fdstore.h): put the bus into it

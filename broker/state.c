@@ -298,6 +298,11 @@ static int state_check_fd(struct state_reader *r, int32_t fd, bool none_ok)
 		r->error = true;
 		return -1;
 	}
+	/* Those handed over, to hand them back should the restore fail (reexec.h). */
+	if (fd_array_add(&r->fds, &r->n_fds, &r->cap_fds, fd) < 0) {
+		r->error = true;
+		return -1;
+	}
 	return fd;
 }
 
@@ -410,5 +415,6 @@ void state_reader_deinit(struct state_reader *r)
 		munmap(r->buf, r->n);
 	else
 		free(r->buf);
+	free(r->fds);
 	*r = (struct state_reader){};
 }

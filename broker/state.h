@@ -105,6 +105,10 @@ struct state_reader {
 	/* NULL, or which fds exist (a state from the fd store: fdstore.h) */
 	bool (*fd_present)(int fd, void *userdata);
 	void *fd_userdata;
+	/* Every fd the stream named so far, as the writer collected them. */
+	int *fds;
+	size_t n_fds;
+	size_t cap_fds;
 };
 
 /*
