@@ -80,6 +80,7 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 		.print_address_fd = -1,
 		.print_pid_fd = -1,
 		.check_state_fd = -1,
+		.check_state_from_fd = -1,
 		.restore_state_fd = -1,
 		.reexec_fallback_fd = -1,
 	};
@@ -194,6 +195,11 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 		} else if ((v = match_opt(arg, "--check-state", &m)), m) {
 			if (!v || parse_fd(v, &cli->check_state_fd) < 0) {
 				*errorp = "--check-state needs a file descriptor";
+				return 1;
+			}
+		} else if ((v = match_opt(arg, "--check-state-from", &m)), m) {
+			if (!v || parse_fd(v, &cli->check_state_from_fd) < 0) {
+				*errorp = "--check-state-from needs a file descriptor";
 				return 1;
 			}
 		} else if ((v = match_opt(arg, "--restore-state", &m)), m) {

@@ -64,6 +64,7 @@ struct cli {
 	bool help;
 	/* re-exec (reexec.h), given by the bus to itself: -1 when absent */
 	int check_state_fd;		/* --check-state=FD */
+	int check_state_from_fd;	/* --check-state-from=FD (a socket) */
 	int restore_state_fd;		/* --restore-state=FD */
 	int reexec_fallback_fd;		/* --reexec-fallback=FD */
 };

@@ -351,7 +351,9 @@ int main(int argc, char **argv)
 	 * start from the configuration file as it is now (a broken one would
 	 * make the re-executed bus exit: refused instead).
 	 */
-	if (cli.check_state_fd >= 0) {
+	if (cli.check_state_fd >= 0 || cli.check_state_from_fd >= 0) {
+		int fd = cli.check_state_fd;
+
 		/*
 		 * A signal meant for the bus may reach every process of its
 		 * service (systemctl kill): not a reason to fail the check.
@@ -360,9 +362,20 @@ int main(int argc, char **argv)
 		signal(SIGINT, SIG_IGN);
 		signal(SIGHUP, SIG_IGN);
 		signal(SIGUSR2, SIG_IGN);
+		/* Started before the state was written: say we know the option, wait for it. */
+		if (cli.check_state_from_fd >= 0 && reexec_check_hello(cli.check_state_from_fd) < 0)
+			return EXIT_FAILURE;
 		if (cli.config_file && load_config(&cli, &config) < 0)
 			return EXIT_FAILURE;
-		return broker_check_state(cli.check_state_fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+		if (fd < 0) {
+			fd = reexec_check_receive(cli.check_state_from_fd);
+			if (fd < 0) {
+				fprintf(stderr, "%s: no state to check: %s\n",
+					program_invocation_short_name, strerror(-fd));
+				return EXIT_FAILURE;
+			}
+		}
+		return broker_check_state(fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 	}
 	r = answer_query(&cli);
 	if (r >= 0)

@@ -22,6 +22,10 @@
  *     all of the state and exit 0 within REEXEC_CHECK_TIMEOUT. If it cannot
  *     (another state version, a broken binary or file, a crash), the re-exec
  *     is refused and logged, and nothing changed: the bus goes on serving.
+ *     It is started before step 1, with --check-state-from=SOCK (a socket
+ *     over which the state comes once written), so that its exec and start-up
+ *     overlap the writing; a program that does not know that option (it
+ *     never says hello on SOCK) is checked again with --check-state=FD.
  *  3. The carried fds lose FD_CLOEXEC and the program is executed again
  *     with its command line plus --restore-state=FD and
  *     --reexec-fallback=FD (the old program, kept open).
@@ -83,6 +87,14 @@ int reexec_prepare(struct broker *broker, char **argv, reexec_serialize_fn seria
  * refused or waiting (logged).
  */
 void reexec_run(struct broker *broker);
+
+/*
+ * The new program, as the check started early (--check-state-from=SOCK,
+ * reexec.c): hello on @sock first (it knows the option), then the state's
+ * fd from it. Return 0 / the fd (close-on-exec), or negative errno.
+ */
+int reexec_check_hello(int sock);
+int reexec_check_receive(int sock);
 
 /* A set of fds: those handed over, to hand back (reexec_go_back()). */
 struct reexec_fds {
