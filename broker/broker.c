@@ -705,6 +705,7 @@ static int broker_restore_state(struct broker *broker, struct broker_state *st)
 	struct bus *bus = &broker->bus;
 	struct reply_owner **owners = NULL;
 	struct peer **peers;
+	size_t n_rules = 0;
 	int r;
 
 	bus_restore_state(bus, &st->bus);
@@ -746,6 +747,9 @@ static int broker_restore_state(struct broker *broker, struct broker_state *st)
 	peers = calloc(st->n_peers ? st->n_peers : 1, sizeof(*peers));
 	if (!peers)
 		return -ENOMEM;
+	for (size_t i = 0; i < st->n_peers; i++)
+		n_rules += st->peers[i].matches.n_rules;
+	match_registry_reserve(bus->matches, n_rules);
 	for (size_t i = 0; i < st->n_peers; i++) {
 		r = peer_restore(bus, &st->peers[i], &peers[i]);
 		if (r < 0)

@@ -1209,6 +1209,12 @@ void match_owner_state_deinit(struct match_owner_state *st)
 	*st = (struct match_owner_state){};
 }
 
+void match_registry_reserve(struct match_registry *reg, size_t n_rules)
+{
+	/* A bucket per rule at most (rules with the same keys share one). */
+	hmap_reserve(&reg->buckets, n_rules);
+}
+
 int match_owner_restore(struct match_registry *reg, struct match_owner *owner,
 			const struct match_owner_state *st)
 {

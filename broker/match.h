@@ -287,6 +287,8 @@ struct match_owner_state {
 int match_owner_serialize(const struct match_owner *owner, struct state_writer *w);
 bool match_owner_state_read(struct state_reader *r, struct match_owner_state *st);
 void match_owner_state_deinit(struct match_owner_state *st);
+/* Before restoring @n_rules rules in all into @reg: room for them at once (a hint). */
+void match_registry_reserve(struct match_registry *reg, size_t n_rules);
 int match_owner_restore(struct match_registry *reg, struct match_owner *owner,
 			const struct match_owner_state *st);
 

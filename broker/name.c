@@ -573,6 +573,7 @@ void name_registry_state_deinit(struct name_registry_state *st)
 
 int name_registry_restore(struct name_registry *reg, const struct name_registry_state *st)
 {
+	hmap_reserve(&reg->names, st->n_names);
 	for (size_t i = 0; i < st->n_names; i++) {
 		int r = name_registry_restore_name(reg, st->names[i]);
 

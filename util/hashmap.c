@@ -139,6 +139,17 @@ static void hmap_resize(struct hmap *m, size_t n)
 	m->n_buckets = n;
 }
 
+void hmap_reserve(struct hmap *m, size_t n)
+{
+	size_t b = m->n_buckets ? m->n_buckets : HMAP_MIN_BUCKETS;
+
+	/* The load factor hmap_insert() keeps: at most one entry per bucket. */
+	while (b < n && b < (SIZE_MAX / 2) / sizeof(void *))
+		b *= 2;
+	if (b > m->n_buckets)
+		hmap_resize(m, b);
+}
+
 int hmap_insert(struct hmap *m, struct hmap_node *n, uint64_t hash)
 {
 	size_t i;

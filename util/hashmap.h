@@ -38,6 +38,13 @@ void hmap_init(struct hmap *m);
 /* Frees the bucket array; the nodes (if any) are not touched. */
 void hmap_deinit(struct hmap *m);
 
+/*
+ * Make room for @n entries at once, for a caller that knows how many come
+ * (a restore): no doubling and rehashing on the way there. A hint only: on
+ * failure the map grows as it would have.
+ */
+void hmap_reserve(struct hmap *m, size_t n);
+
 /* Link @n with @hash. Returns 0 or -ENOMEM (only if the map had no buckets). */
 int hmap_insert(struct hmap *m, struct hmap_node *n, uint64_t hash);
 /* Unlink @n, which must be linked in @m. */
