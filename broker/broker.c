@@ -568,7 +568,7 @@ static bool broker_state_parse(struct state_reader *r, struct broker_state *st)
 	if (!bus_state_read(r, &st->bus) || !native_state_read(r, &st->native_fd) ||
 	    !listener_state_read_all(r, &st->listeners, &st->n_listeners) ||
 	    !name_registry_state_read(r, &st->names) ||
-	    !peer_state_read_all(r, &st->peers, &st->n_peers) ||
+	    !peer_state_read_all(r, &st->peers, &st->n_peers, st->names.n_names) ||
 	    !reply_registry_state_read(r, &st->replies, st->n_peers) ||
 	    !activation_state_read(r, &st->activation, st->n_peers) ||
 	    !container_registry_state_read(r, &st->containers, st->n_peers))

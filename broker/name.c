@@ -53,6 +53,7 @@ struct name_registry *name_registry_free(struct name_registry *reg)
 		abort();
 	hmap_deinit(&reg->names);
 	hmap_deinit(&reg->uniques);
+	free(reg->restored);
 	free(reg);
 	return NULL;
 }
@@ -497,26 +498,31 @@ int name_registry_restore_unique(struct name_registry *reg, struct name_owner *o
 }
 
 static int name_registry_restore_ownership(struct name_registry *reg,
-					   struct name_owner *owner, const char *str,
-					   uint32_t flags, uint32_t queue_pos)
+					   struct name_owner *owner,
+					   const struct name_owned_state *st)
 {
-	struct name *name = name_lookup_hashed(reg, str, hash_str(str));
+	struct name *name;
 	struct name_ownership *o, *pos;
 	struct list_node *at;
+	uint32_t queue_pos = st->pos;
 
+	if (st->name)
+		name = name_lookup_hashed(reg, st->name, hash_str(st->name));
+	else
+		name = st->index < reg->n_restored ? reg->restored[st->index] : NULL;
 	if (!name)
 		return -ENOENT;
 	if (name_find_ownership(name, owner))
 		return -EEXIST;
-	o = ownership_new(name, owner, flags & NAME_FLAG_MASK);
+	o = ownership_new(name, owner, st->flags & NAME_FLAG_MASK);
 	if (!o)
 		return -ENOMEM;
-	o->restore_pos = queue_pos;
+	o->state_pos = queue_pos;
 	/* Queues come back mostly in order: look for the place from the tail. */
 	at = &name->queue;
 	while (at->prev != &name->queue) {
 		pos = list_entry(at->prev, struct name_ownership, name_link);
-		if (pos->restore_pos < queue_pos)
+		if (pos->state_pos < queue_pos)
 			break;
 		at = at->prev;
 	}
@@ -529,19 +535,29 @@ void name_registry_restore_done(struct name_registry *reg)
 {
 	struct name *name, *tmp;
 
+	free(steal_ptr(reg->restored));
+	reg->n_restored = 0;
 	list_for_each_entry_safe(name, tmp, &reg->name_list, registry_link)
 		if (list_is_empty(&name->queue))
 			name_free(name);
 }
 
-void name_registry_serialize(const struct name_registry *reg, struct state_writer *w)
+void name_registry_serialize(struct name_registry *reg, struct state_writer *w)
 {
-	const struct name *name;
+	struct name_ownership *o;
+	struct name *name;
+	uint32_t i = 0, pos;
 
 	state_put_section(w, STATE_TAG_NAME, NAME_REGISTRY_STATE_VERSION);
 	state_put_u64(w, reg->n_names);
-	list_for_each_entry(name, &reg->name_list, registry_link)
+	list_for_each_entry(name, &reg->name_list, registry_link) {
 		state_put_str(w, name->str);
+		name->state_index = i++;
+		/* Each place once here, not by walking the queue per ownership. */
+		pos = 0;
+		list_for_each_entry(o, &name->queue, name_link)
+			o->state_pos = pos++;
+	}
 }
 
 bool name_registry_state_read(struct state_reader *r, struct name_registry_state *st)
@@ -573,30 +589,23 @@ void name_registry_state_deinit(struct name_registry_state *st)
 
 int name_registry_restore(struct name_registry *reg, const struct name_registry_state *st)
 {
-	hmap_reserve(&reg->names, st->n_names);
-	for (size_t i = 0; i < st->n_names; i++) {
-		int r = name_registry_restore_name(reg, st->names[i]);
+	int r;
 
+	hmap_reserve(&reg->names, st->n_names);
+	reg->restored = calloc(st->n_names ? st->n_names : 1, sizeof(*reg->restored));
+	if (!reg->restored)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_names; i++) {
+		r = name_registry_restore_name(reg, st->names[i]);
 		if (r < 0)
 			return r;
+		reg->restored[reg->n_restored++] = list_entry(list_last(&reg->name_list),
+							      struct name, registry_link);
 	}
 	return 0;
 }
 
-/* The position of @o in its name's queue (0: primary). */
-static uint32_t ownership_position(const struct name_ownership *o)
-{
-	const struct name_ownership *q;
-	uint32_t pos = 0;
-
-	list_for_each_entry(q, &o->name->queue, name_link) {
-		if (q == o)
-			break;
-		pos++;
-	}
-	return pos;
-}
-
+/* After name_registry_serialize(): the ownerships by their name's place. */
 void name_owner_serialize(const struct name_owner *owner, struct state_writer *w)
 {
 	const struct name_ownership *o;
@@ -604,13 +613,13 @@ void name_owner_serialize(const struct name_owner *owner, struct state_writer *w
 	state_put_section(w, STATE_TAG_OWNER, NAME_OWNER_STATE_VERSION);
 	state_put_u64(w, owner->n_ownerships);
 	list_for_each_entry(o, &owner->ownerships, owner_link) {
-		state_put_str(w, o->name->str);
+		state_put_u32(w, o->name->state_index);
 		state_put_u32(w, o->flags);
-		state_put_u32(w, ownership_position(o));
+		state_put_u32(w, o->state_pos);
 	}
 }
 
-bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st)
+bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st, size_t n_names)
 {
 	uint32_t version;
 	size_t n;
@@ -618,7 +627,7 @@ bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st)
 	*st = (struct name_owner_state){};
 	if (!state_section(r, STATE_TAG_OWNER, NAME_OWNER_STATE_VERSION, &version))
 		return false;
-	n = state_get_count(r, 16);
+	n = state_get_count(r, version >= 2 ? 12 : 16);
 	if (!n)
 		return !r->error;
 	st->owned = calloc(n, sizeof(*st->owned));
@@ -628,11 +637,17 @@ bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st)
 	}
 	st->n_owned = n;
 	for (size_t i = 0; i < n; i++) {
-		st->owned[i].name = state_get_str(r);
-		st->owned[i].flags = state_get_u32(r);
-		st->owned[i].pos = state_get_u32(r);
-		if (!st->owned[i].name)
+		struct name_owned_state *o = &st->owned[i];
+
+		if (version >= 2) {
+			o->index = state_get_u32(r);
+			if (o->index >= n_names)
+				r->error = true;
+		} else if (!(o->name = state_get_str(r))) {
 			r->error = true;
+		}
+		o->flags = state_get_u32(r);
+		o->pos = state_get_u32(r);
 	}
 	return !r->error;
 }
@@ -647,8 +662,7 @@ int name_owner_restore(struct name_registry *reg, struct name_owner *owner,
 		       const struct name_owner_state *st)
 {
 	for (size_t i = 0; i < st->n_owned; i++) {
-		int r = name_registry_restore_ownership(reg, owner, st->owned[i].name,
-							st->owned[i].flags, st->owned[i].pos);
+		int r = name_registry_restore_ownership(reg, owner, &st->owned[i]);
 
 		if (r < 0)
 			return r;

@@ -131,6 +131,7 @@ struct name {
 	struct list_node registry_link; /* in registry->name_list */
 	struct list_node queue;         /* struct name_ownership.name_link; first = primary */
 	size_t n_queued;                /* entries in queue, primary included */
+	uint32_t state_index;           /* its place in the state (name_registry_serialize()) */
 	char str[];
 };
 
@@ -141,7 +142,11 @@ struct name_ownership {
 	struct list_node name_link;  /* in name->queue */
 	struct list_node owner_link; /* in owner->ownerships */
 	uint32_t flags;              /* NAME_FLAG_* of the latest request */
-	uint32_t restore_pos;        /* name_registry_restore_ownership() only */
+	/*
+	 * Its place in the name's queue, in the state: set for all at once by
+	 * name_registry_serialize(), and while restoring.
+	 */
+	uint32_t state_pos;
 };
 
 enum name_event_type {
@@ -165,6 +170,9 @@ struct name_registry {
 	struct list_node name_list; /* all struct name, creation order (ListNames) */
 	size_t n_names;
 	size_t n_ownerships;        /* queue entries of all names (Debug.Stats) */
+	/* From name_registry_restore() to _done(): the names by their place in the state. */
+	struct name **restored;
+	size_t n_restored;
 	name_event_fn event_fn;
 	void *userdata;
 };
@@ -237,7 +245,11 @@ const char *name_error_string(int code);
  * Re-exec (state.h). The registry writes its well-known names, in ListNames
  * order (section STATE_TAG_NAME); each owner writes its ownerships in its
  * order of acquisition with their position in the name's queue, 0: primary
- * (section STATE_TAG_OWNER, in its peer's). Restoring re-creates the
+ * (section STATE_TAG_OWNER, in its peer's). Since version 2 of the owner
+ * section an ownership names its name by its place in the registry's
+ * section: a restore looked up every name by its string once more (a
+ * tenth of restoring 10,000 names), and the stream carried each twice.
+ * Version 1 wrote the string. Restoring re-creates the
  * registry as it was, without events: first every name
  * (name_registry_restore()), then each owner's unique name
  * (name_registry_restore_unique()) and ownerships (name_owner_restore()),
@@ -250,7 +262,7 @@ struct state_reader;
 struct state_writer;
 
 #define NAME_REGISTRY_STATE_VERSION 1u
-#define NAME_OWNER_STATE_VERSION 1u
+#define NAME_OWNER_STATE_VERSION 2u
 
 struct name_registry_state {
 	const char **names;
@@ -259,14 +271,16 @@ struct name_registry_state {
 
 struct name_owner_state {
 	struct name_owned_state {
-		const char *name;
+		const char *name;	/* version 1; NULL since 2: */
+		uint32_t index;		/* in the registry's section */
 		uint32_t flags;
 		uint32_t pos;
 	} *owned;
 	size_t n_owned;
 };
 
-void name_registry_serialize(const struct name_registry *reg, struct state_writer *w);
+/* Before the owners' sections: numbers every name and queue place for them. */
+void name_registry_serialize(struct name_registry *reg, struct state_writer *w);
 bool name_registry_state_read(struct state_reader *r, struct name_registry_state *st);
 void name_registry_state_deinit(struct name_registry_state *st);
 int name_registry_restore(struct name_registry *reg, const struct name_registry_state *st);
@@ -274,7 +288,8 @@ int name_registry_restore_unique(struct name_registry *reg, struct name_owner *o
 void name_registry_restore_done(struct name_registry *reg);
 
 void name_owner_serialize(const struct name_owner *owner, struct state_writer *w);
-bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st);
+/* @n_names: in the registry's section, read before. */
+bool name_owner_state_read(struct state_reader *r, struct name_owner_state *st, size_t n_names);
 void name_owner_state_deinit(struct name_owner_state *st);
 int name_owner_restore(struct name_registry *reg, struct name_owner *owner,
 		       const struct name_owner_state *st);

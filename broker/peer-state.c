@@ -97,7 +97,7 @@ uint32_t peer_state_index(const void *peer)
 	return p->closed ? UINT32_MAX : p->state_index;
 }
 
-static void peer_state_read(struct state_reader *r, struct peer_state *p)
+static void peer_state_read(struct state_reader *r, struct peer_state *p, size_t n_names)
 {
 	size_t n;
 
@@ -134,12 +134,13 @@ static void peer_state_read(struct state_reader *r, struct peer_state *p)
 		r->error = true;
 
 	if (!connection_state_read(r, &p->conn) || !match_owner_state_read(r, &p->matches) ||
-	    !name_owner_state_read(r, &p->names))
+	    !name_owner_state_read(r, &p->names, n_names))
 		return;
 	native_conn_state_read(r, &p->native, &p->nstate);
 }
 
-bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, size_t *np)
+bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, size_t *np,
+			 size_t n_names)
 {
 	struct peer_state *v;
 	uint32_t version;
@@ -158,7 +159,7 @@ bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, si
 	*statesp = v;
 	*np = n;
 	for (size_t i = 0; i < n && !r->error; i++)
-		peer_state_read(r, &v[i]);
+		peer_state_read(r, &v[i], n_names);
 	return !r->error;
 }
 

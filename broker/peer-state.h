@@ -67,8 +67,12 @@ struct peer_state {
 
 /* Return 0, -EINVAL (a peer without a socket connection) or -ENOMEM. */
 int peer_serialize_all(struct bus *bus, struct state_writer *w);
-/* An allocated array of *@np (never NULL when it returns true). */
-bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, size_t *np);
+/*
+ * An allocated array of *@np (never NULL when it returns true). @n_names:
+ * in the name registry's section (the owners' names refer to it).
+ */
+bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, size_t *np,
+			 size_t n_names);
 void peer_state_free_all(struct peer_state *states, size_t n);
 /*
  * The place of @peer (a void * for activation.h) in the state being written,

@@ -67,4 +67,18 @@ open(sys.argv[2], "wb").write(d)
 PY
 check "a connection section of version 7 is refused" "$tmp/conn-v7" 1 \
     "the state's connection section is of version 7"
+# An ownership (owner section version 2) names its name by its place in the
+# name section: one past the last is refused.
+python3 - "$tmp/own" "$tmp/owner-index" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+tag = struct.pack("<II", 0x42555344, 2)          # STATE_TAG_OWNER, version 2
+at = d.index(tag)
+while struct.unpack_from("<Q", d, at + 8)[0] == 0:
+    at = d.index(tag, at + 1)
+struct.pack_into("<I", d, at + 16, 0x10000)       # its first ownership's name
+open(sys.argv[2], "wb").write(d)
+PY
+check "an ownership of a name the state does not have is refused" "$tmp/owner-index" 1 \
+    "malformed"
 exit $fail
