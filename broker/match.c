@@ -524,13 +524,25 @@ bool match_rule_equal(const struct match_rule *a, const struct match_rule *b)
 }
 
 /* Append @s, truncating at @size but counting the full length in *@pos. */
+/*
+ * @n bytes of @s at *@pos, as many as fit before the NUL; *@pos counts them
+ * all. In spans, not byte by byte: a re-exec writes every rule this way
+ * (a fifth of writing the state, byte by byte).
+ */
+static void append_n(char *buf, size_t size, size_t *pos, const char *s, size_t n)
+{
+	if (*pos + 1 < size) {
+		size_t k = MIN(n, size - 1 - *pos);
+
+		memcpy(buf + *pos, s, k);
+		buf[*pos + k] = '\0';
+	}
+	*pos += n;
+}
+
 static void append(char *buf, size_t size, size_t *pos, const char *s)
 {
-	for (; *s; s++, (*pos)++)
-		if (*pos + 1 < size) {
-			buf[*pos] = *s;
-			buf[*pos + 1] = '\0';
-		}
+	append_n(buf, size, pos, s, strlen(s));
 }
 
 static void append_kv(char *buf, size_t size, size_t *pos, const char *key, const char *v)
@@ -539,11 +551,15 @@ static void append_kv(char *buf, size_t size, size_t *pos, const char *key, cons
 		append(buf, size, pos, ",");
 	append(buf, size, pos, key);
 	append(buf, size, pos, "='");
-	for (; *v; v++) {
-		char c[2] = { *v, 0 };
+	for (;;) {
+		size_t n = strcspn(v, "'");
 
+		append_n(buf, size, pos, v, n);
+		if (!v[n])
+			break;
 		/* A quote cannot be escaped inside quotes: close, escape, reopen. */
-		append(buf, size, pos, *v == '\'' ? "'\\''" : c);
+		append(buf, size, pos, "'\\''");
+		v += n + 1;
 	}
 	append(buf, size, pos, "'");
 }
