@@ -16,6 +16,8 @@
 
 /* Larger is not a state this bus could have written: refuse it. */
 #define STATE_MAX_SIZE (1ULL << 32)
+/* The memfd's first size: pages are only allocated where written. */
+#define STATE_MEMFD_START (1024 * 1024)
 
 static void state_reserve(struct state_writer *w, size_t n)
 {
@@ -27,10 +29,23 @@ static void state_reserve(struct state_writer *w, size_t n)
 	cap = w->cap ? w->cap : 4096;
 	while (cap - w->n < n)
 		cap *= 2;
-	p = realloc(w->buf, cap);
-	if (!p) {
-		w->error = -ENOMEM;
-		return;
+	if (w->mapped) {
+		/* The memfd grows; its pages stay where they are. */
+		if (ftruncate(w->memfd, (off_t)cap) < 0) {
+			w->error = -errno;
+			return;
+		}
+		p = mremap(w->buf, w->cap, cap, MREMAP_MAYMOVE);
+		if (p == MAP_FAILED) {
+			w->error = -errno;
+			return;
+		}
+	} else {
+		p = realloc(w->buf, cap);
+		if (!p) {
+			w->error = -ENOMEM;
+			return;
+		}
 	}
 	w->buf = p;
 	w->cap = cap;
@@ -99,18 +114,72 @@ void state_put_fds(struct state_writer *w, const int *fds, size_t n)
 		state_put_fd(w, fds[i]);
 }
 
+/*
+ * Write straight into the memfd that will carry the state, through a
+ * shared mapping: no buffer to fault in and copy into the memfd after
+ * (a fifth of writing 1.2 MB of state). Without it, into memory.
+ */
+static void state_writer_map(struct state_writer *w)
+{
+	int fd = memfd_create("bus1-broker-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	void *p;
+
+	if (fd < 0)
+		return;
+	if (ftruncate(fd, STATE_MEMFD_START) < 0) {
+		close(fd);
+		return;
+	}
+	p = mmap(NULL, STATE_MEMFD_START, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
+		return;
+	}
+	w->buf = p;
+	w->cap = STATE_MEMFD_START;
+	w->memfd = fd;
+	w->mapped = true;
+}
+
 void state_writer_init(struct state_writer *w, uint32_t version)
 {
 	*w = (struct state_writer){};
+	state_writer_map(w);
 	state_put_u32(w, STATE_MAGIC);
 	state_put_u32(w, version);
 }
 
 void state_writer_deinit(struct state_writer *w)
 {
-	free(w->buf);
+	if (w->mapped) {
+		munmap(w->buf, w->cap);
+		close(w->memfd);
+	} else {
+		free(w->buf);
+	}
 	free(w->fds);
 	*w = (struct state_writer){};
+}
+
+/* The memfd written in place, now the caller's: as long as what was written. */
+static int state_writer_unmap(struct state_writer *w)
+{
+	int fd = w->memfd;
+	off_t n = (off_t)w->n;
+
+	/* No writable mapping may remain for F_SEAL_WRITE. */
+	munmap(w->buf, w->cap);
+	w->buf = NULL;
+	w->cap = w->n = 0;
+	w->mapped = false;
+	w->memfd = -1;
+	if (ftruncate(fd, n) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	return fd;
 }
 
 int state_writer_to_memfd(struct state_writer *w)
@@ -120,6 +189,12 @@ int state_writer_to_memfd(struct state_writer *w)
 
 	if (w->error)
 		return w->error;
+	if (w->mapped) {
+		fd = state_writer_unmap(w);
+		if (fd < 0)
+			return fd;
+		goto seal;
+	}
 	fd = memfd_create("bus1-broker-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
@@ -136,6 +211,7 @@ int state_writer_to_memfd(struct state_writer *w)
 		}
 		done += (size_t)k;
 	}
+seal:
 	/* The reader may trust that nobody changes it under its feet. */
 	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
 	if (lseek(fd, 0, SEEK_SET) < 0) {

@@ -62,9 +62,11 @@ enum {
 #define STATE_TAG_IN_V1(tag) ((tag) <= STATE_TAG_END)
 
 struct state_writer {
-	uint8_t *buf;
+	uint8_t *buf;		/* mapped: a shared mapping of memfd; else allocated */
 	size_t n;
 	size_t cap;
+	bool mapped;
+	int memfd;		/* if mapped */
 	int error;		/* 0 or the first negative errno */
 	int *fds;		/* every fd named (state_put_fd()), to carry */
 	size_t n_fds;
@@ -87,8 +89,10 @@ void state_put_fd(struct state_writer *w, int fd);
 void state_put_fds(struct state_writer *w, const int *fds, size_t n);
 
 /*
- * Write everything into a new memfd (sealed against writes and growth),
- * positioned at 0. Return the fd (close-on-exec) or negative errno.
+ * The memfd written into (a writer from state_writer_init() writes in
+ * place), or one with a copy of ->buf; sealed against writes and growth,
+ * positioned at 0. Return the fd (close-on-exec; the caller's, and ->buf
+ * is gone if it was mapped) or negative errno.
  */
 int state_writer_to_memfd(struct state_writer *w);
 
