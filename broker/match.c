@@ -556,14 +556,14 @@ static void append_kv(char *buf, size_t size, size_t *pos, const char *key, cons
 	append(buf, size, pos, key);
 	append(buf, size, pos, "='");
 	for (;;) {
-		size_t n = strcspn(v, "'");
+		const char *q = strchrnul(v, '\'');
 
-		append_n(buf, size, pos, v, n);
-		if (!v[n])
+		append_n(buf, size, pos, v, (size_t)(q - v));
+		if (!*q)
 			break;
 		/* A quote cannot be escaped inside quotes: close, escape, reopen. */
 		append(buf, size, pos, "'\\''");
-		v += n + 1;
+		v = q + 1;
 	}
 	append(buf, size, pos, "'");
 }
