@@ -28,7 +28,10 @@
  *     never says hello on SOCK) is checked again with --check-state=FD.
  *  3. The carried fds lose FD_CLOEXEC and the program is executed again
  *     with its command line plus --restore-state=FD and
- *     --reexec-fallback=FD (the old program, kept open).
+ *     --reexec-fallback=FD (the old program, kept open). A short-lived
+ *     helper process keeps the old address space and fd table alive
+ *     across the exec and frees them after it (reexec.c), so that the exec
+ *     does not spend the clients' time on that.
  *  4. The new program loads the configuration file as at start, reads the
  *     state, re-creates everything without a single message to a client
  *     (no NameOwnerChanged, no NameAcquired) and runs the loop. If it
