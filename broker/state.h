@@ -24,12 +24,15 @@
  * same numbers, the stream names them by number, and the writer collects
  * them (state_put_fd()) for whoever carries them.
  *
- * The writer collects into memory and records the first error (-ENOMEM);
- * the reader checks every length against what is left and, on the first
- * malformed field, stops: every later read returns zeroes and state_reader
- * .error is set, so a caller checks once at the end of a section. A reader
- * never trusts a number it reads for an allocation without bounding it by
- * the bytes that remain.
+ * The writer writes straight into the memfd that carries the state (a
+ * shared mapping of it; into memory, copied at the end, when it cannot) and
+ * records the first error (-ENOMEM). The reader maps that memfd read-only
+ * once it is sealed (else copies the file), checks every length against
+ * what is left and, on the first malformed field, stops: every later read
+ * returns zeroes and state_reader .error is set, so a caller checks once at
+ * the end of a section. A reader never trusts a number it reads for an
+ * allocation without bounding it by the bytes that remain. It collects
+ * every fd the stream names, as the writer does (to hand them back).
  */
 
 #include <stdbool.h>
