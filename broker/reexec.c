@@ -31,6 +31,11 @@
 #include "broker/reexec.h"
 #include "broker/state.h"
 #include "util/fd.h"
+#if HAVE_VALGRIND_VALGRIND_H
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 extern char **environ;
 
@@ -386,8 +391,11 @@ static int reexec_verify(struct broker *broker, struct early_check *c, int state
  * CPU, if there is one). It touches nothing but its stack and the two pipe
  * fds. It is orphaned at once, by a middle process that starts it and
  * exits: init or the service manager reaps it, not the new program (so
- * not when the bus is init itself). Return the pipe's write end (to close
- * if the exec fails), or -1: then the exec does it all as before.
+ * not when the bus is init itself). Not under valgrind either: it does not
+ * run such a clone() (sharing the address space, not a thread, not a
+ * vfork()) and ends the whole process instead of failing the call. Return
+ * the pipe's write end (to close if the exec fails), or -1: then the exec
+ * does it all as before.
  */
 static int teardown_fds[2];
 static char teardown_middle_stack[16384] __attribute__((aligned(64)));
@@ -415,7 +423,7 @@ static int teardown_start(void)
 {
 	pid_t pid;
 
-	if (getpid() == 1 || pipe2(teardown_fds, O_CLOEXEC) < 0)
+	if (getpid() == 1 || RUNNING_ON_VALGRIND || pipe2(teardown_fds, O_CLOEXEC) < 0)
 		return -1;
 	/* Suspends us until it exited (CLONE_VFORK); it shares our fd table. */
 	pid = clone(teardown_middle, teardown_middle_stack + sizeof(teardown_middle_stack),
