@@ -65,8 +65,16 @@ struct sender_key {
 /* ---- parser ------------------------------------------------------------- */
 
 #define MAX_TOKENS 16
+/*
+ * A rule's canonical text (match_rule_to_string(), the state of a re-exec)
+ * may be longer than the text it came as: a quote costs the client two
+ * bytes (\\') and the canonical form four ('\\''), so up to twice the
+ * 1024 bytes a client may send. Parsing it back (match_owner_restore())
+ * allows this much.
+ */
+#define MATCH_STATE_RULE_MAX 8192
 /* Unquoting never grows a value; plus one NUL per value. */
-#define PARSE_BUF (MATCH_RULE_MAX_LENGTH + MAX_TOKENS + 1)
+#define PARSE_BUF (MATCH_STATE_RULE_MAX + MAX_TOKENS + 1)
 
 struct token {
 	const char *key;
@@ -76,7 +84,7 @@ struct token {
 };
 
 /*
- * 3 KiB, on the stack, and not zeroed as a whole (every AddMatch, and a
+ * 10 KiB, on the stack, and not zeroed as a whole (every AddMatch, and a
  * re-exec 10,000 times): only what is filled is read, @args below @n_args.
  */
 struct parse_state {
@@ -473,14 +481,16 @@ static int build_rule(const struct parse_state *st, struct match_rule **rulep)
 	return 0;
 }
 
-int match_rule_parse(struct match_rule **rulep, const char *text, const char **reasonp)
+/* match_rule_parse() of a text of at most @max bytes. */
+static int parse_text(struct match_rule **rulep, const char *text, size_t max,
+		      const char **reasonp)
 {
 	struct parse_state st;
 	size_t len;
 	int r;
 
-	len = strnlen(text, MATCH_RULE_MAX_LENGTH + 1);
-	if (len > MATCH_RULE_MAX_LENGTH) {
+	len = strnlen(text, max + 1);
+	if (len > max) {
 		set_reason(reasonp, "Match rule text is too long (maximum is 1024 bytes)");
 		return MATCH_E_TOO_LONG;
 	}
@@ -495,6 +505,11 @@ int match_rule_parse(struct match_rule **rulep, const char *text, const char **r
 	if (r == 0)
 		r = build_rule(&st, rulep);
 	return r;
+}
+
+int match_rule_parse(struct match_rule **rulep, const char *text, const char **reasonp)
+{
+	return parse_text(rulep, text, MATCH_RULE_MAX_LENGTH, reasonp);
 }
 
 struct match_rule *match_rule_free(struct match_rule *rule)
@@ -1181,9 +1196,6 @@ void match_registry_match_slow(struct match_registry *reg, const struct match_me
 			collect(reg, rule->owner, result);
 }
 
-/* A rule's text is far below this (the parser refuses longer ones). */
-#define MATCH_STATE_RULE_MAX 8192
-
 int match_owner_serialize(const struct match_owner *owner, struct state_writer *w)
 {
 	const struct match_rule *rule;
@@ -1253,7 +1265,8 @@ int match_owner_restore(struct match_registry *reg, struct match_owner *owner,
 		const char *reason;
 		int r;
 
-		r = match_rule_parse(&rule, st->rules[i].text, &reason);
+		/* Its canonical text, which may be longer than a client may send. */
+		r = parse_text(&rule, st->rules[i].text, MATCH_STATE_RULE_MAX, &reason);
 		if (r)
 			return r < 0 ? r : -EINVAL;
 		match_rule_set_eavesdrop(rule, st->rules[i].eavesdrop);

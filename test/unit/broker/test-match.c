@@ -247,6 +247,43 @@ static void test_equality_and_text(void)
 	}
 }
 
+/*
+ * A rule a client may add whose canonical text (what a re-exec carries) is
+ * longer than a client may send: the restore takes it back all the same.
+ */
+static void test_restore_long_text(void)
+{
+	struct match_rule_state rs = {};
+	struct match_owner_state st = { .rules = &rs, .n_rules = 1 };
+	struct match_registry *reg;
+	struct match_owner owner;
+	struct match_rule *a, *b = NULL;
+	char text[1024], canonical[8192];
+	size_t n = 0;
+
+	n += (size_t)snprintf(text, sizeof(text), "arg0=");
+	while (n + 2 < sizeof(text)) {
+		text[n++] = '\\';
+		text[n++] = '\'';
+	}
+	text[n] = '\0';
+	a = parse(text);
+	CHECK_EQ(match_rule_to_string(a, canonical, sizeof(canonical)), 0);
+	CHECK(strlen(canonical) > MATCH_RULE_MAX_LENGTH);
+	CHECK_EQ(match_rule_parse(&b, canonical, NULL), MATCH_E_TOO_LONG);
+
+	CHECK_EQ(match_registry_new(&reg), 0);
+	match_owner_init(&owner, NULL);
+	rs.text = canonical;
+	CHECK_EQ(match_owner_restore(reg, &owner, &st), 0);
+	CHECK_EQ(owner.n_rules, 1);
+	b = list_entry(owner.rules.next, struct match_rule, owner_link);
+	CHECK(match_rule_equal(a, b));
+	match_owner_deinit(&owner);
+	match_registry_free(reg);
+	match_rule_free(a);
+}
+
 static void test_add_remove(void)
 {
 	struct match_registry *reg;
@@ -530,6 +567,7 @@ int main(int argc, char **argv)
 	test_length();
 	test_values();
 	test_equality_and_text();
+	test_restore_long_text();
 	test_add_remove();
 	test_matching();
 	test_registry_match();
