@@ -394,12 +394,21 @@ int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg)
 	return r;
 }
 
+/*
+ * Larger slices are released at once: while one is held, the next message
+ * lands elsewhere in the pool, and for a large one that means pages the
+ * kernel allocates and zeroes afresh (it keeps only the pool's first pages).
+ */
+#define RELEASE_LATER_MAX (64 * 1024)
+
 int b1_peer_msg_release_later(struct b1_peer *peer, struct b1_msg *msg)
 {
 	int r = 0;
 
 	if (msg->offset == BUS1_OFFSET_INVALID)
 		return 0;
+	if (msg->n_bytes > RELEASE_LATER_MAX)
+		return b1_peer_msg_release(peer, msg);
 	if (peer->release != BUS1_OFFSET_INVALID)
 		r = b1_peer_slice_release(peer, peer->release);
 	peer->release = msg->offset;

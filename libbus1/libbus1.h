@@ -128,7 +128,9 @@ int b1_peer_msg_release(struct b1_peer *peer, struct b1_msg *msg);
  * The same, in the next b1_peer_recv() or b1_peer_call(): its ioctl releases
  * the slice first (BUS1_RECV_FLAG_RELEASE), saving a SLICE_RELEASE per
  * message. The data must not be read after that call. Only one slice waits:
- * one already waiting is released now. Returns 0 or a negative errno.
+ * one already waiting is released now. A message of more than 64 KiB is
+ * released now too (a large slice held would push the next message onto
+ * fresh pages). Returns 0 or a negative errno.
  */
 int b1_peer_msg_release_later(struct b1_peer *peer, struct b1_msg *msg);
 /*

@@ -597,6 +597,18 @@ static void test_recv_release_more(void)
 		CHECK_ERR(b1_peer_recv(p.c, 0, &m), EAGAIN);
 		CHECK_ERR(b1_peer_slice_release(p.c, off), ENXIO);
 	}
+	/* a large slice does not wait: it is released at once */
+	{
+		static char big[70000];
+		struct b1_msg m;
+
+		CHECK_OK(kt_send(p.s, p.s_nc, big, sizeof(big)));
+		kt_recv(p.c, 0, &m);
+		CHECK_EQ(m.n_bytes, sizeof(big));
+		r1.offset = m.offset;
+		CHECK_OK(b1_peer_msg_release_later(p.c, &m));
+		CHECK_ERR(b1_peer_slice_release(p.c, r1.offset), ENXIO);
+	}
 	kt_recv_none(p.c);
 	pair_free(&p);
 }
