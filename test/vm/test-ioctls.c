@@ -622,12 +622,16 @@ static void test_recv_errors(void)
 	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, &rv), EAGAIN);
 	rv.flags = BUS1_RECV_FLAG_PEEK;
 	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, &rv), EAGAIN);
-	rv.flags = 4;
+	rv.flags = 16;
 	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, &rv), EINVAL);
 	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, BAD_PTR), EFAULT);
 	CHECK_OK(send_raw(b, hb, NULL));
-	rv.flags = 8;
+	rv.flags = 1ULL << 63;
 	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, &rv), EINVAL);
+	/* a RELEASE of no slice: ENXIO, and the message stays */
+	rv.flags = BUS1_RECV_FLAG_RELEASE;
+	rv.offset = 0;
+	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, &rv), ENXIO);
 	/* A fault writing the result must not lose the message. */
 	CHECK_ERR(ioctl(a, BUS1_CMD_RECV, BAD_PTR), EFAULT);
 	rv.flags = 0;
