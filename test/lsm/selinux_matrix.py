@@ -211,10 +211,24 @@ def run_bus(argv, uid, bus_dir, enforcing, native=None):
                               distinct=None if enforcing else who_to_whom)
 
 
+def selinux_config():
+    """libselinux counts SELinux as enabled only with selinuxfs mounted *and*
+    /etc/selinux/config present (else runcon refuses to run and dbus-daemon
+    does not mediate). policycoreutils' postinst writes one; a machine without
+    that package has none. The guest's root is the host's under a tmpfs
+    overlay, so writing it here changes nothing on the host."""
+    path = "/etc/selinux/config"
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("SELINUX=permissive\nSELINUXTYPE=default\n")
+
+
 def main():
     (broker,), native, uid = lsm_common.parse_args(sys.argv[1:], 1)
     if not os.path.exists(os.path.join(SELINUXFS, "load")):
         subprocess.run(["mount", "-t", "selinuxfs", "selinuxfs", SELINUXFS], check=True)
+    selinux_config()
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK, mode=0o755)
     load_policy()
