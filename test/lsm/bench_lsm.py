@@ -93,6 +93,7 @@ def main():
         os.makedirs(work, mode=0o755)
         if not os.path.exists(os.path.join(sm.SELINUXFS, "load")):
             subprocess.run(["mount", "-t", "selinuxfs", "selinuxfs", sm.SELINUXFS], check=True)
+        sm.selinux_config()
         sm.load_policy()
         sm.set_enforcing(True)
     count = int(rest[0]) if rest else 2000
