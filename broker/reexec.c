@@ -269,15 +269,19 @@ static int early_check_start(struct broker *broker, struct early_check *c)
 	return 0;
 }
 
-/* The state's message: one byte, and the memfd as SCM_RIGHTS. */
+/*
+ * The state's message: one byte, and the memfd as SCM_RIGHTS. The control
+ * buffer goes last: struct cmsghdr ends in a flexible array, so the union
+ * is of variable size to clang.
+ */
 struct state_message {
+	char byte;
+	struct iovec iov;
+	struct msghdr mh;
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
-	char byte;
-	struct iovec iov;
-	struct msghdr mh;
 };
 
 static struct msghdr *state_message_init(struct state_message *m)
