@@ -304,13 +304,18 @@ int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 	struct bus1_cmd_recv cmd;
 	int r;
 
+	/*
+	 * Not b1_ioctl(): an EINTR (waiting for another thread's RECV) comes
+	 * after the release, so the retry must not name the slice again, which
+	 * may hold a new message by then. release_done() forgets it.
+	 */
 	do {
 		cmd = (struct bus1_cmd_recv){ .flags = flags };
 		r = release_prepare(peer, &cmd);
 		if (r < 0)
 			return r;
-		r = b1_ioctl(peer->fd, BUS1_CMD_RECV, &cmd);
-	} while (release_done(peer, &cmd, r));
+		r = ioctl(peer->fd, BUS1_CMD_RECV, &cmd) < 0 ? -errno : 0;
+	} while (release_done(peer, &cmd, r) || r == -EINTR);
 	peer->more = r == 0 && (cmd.flags & BUS1_RECV_FLAG_MORE);
 	if (r < 0)
 		return r;
@@ -347,8 +352,8 @@ int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
 		/* no CALL here: the release stays for the RECV that follows */
 		if (r == -ENOTTY)
 			break;
-	} while ((r == -EINTR && !(cmd.status & BUS1_CALL_STATUS_SENT)) ||
-		 release_done(peer, &cmd.recv, r));
+	} while (release_done(peer, &cmd.recv, r) ||
+		 (r == -EINTR && !(cmd.status & BUS1_CALL_STATUS_SENT)));
 	peer->more = r == 0 && (cmd.recv.flags & BUS1_RECV_FLAG_MORE);
 	if (sentp)
 		*sentp = cmd.status & BUS1_CALL_STATUS_SENT;
