@@ -13,7 +13,8 @@
 # Exit status: the command's status; 1 if the guest kernel logged a WARN/BUG/oops (taint flags
 # W, D, L or B, or such lines in dmesg: KASAN, lockdep and DEBUG_* reports included), kmemleak
 # found an unreferenced object, lockdep turned itself off, `rmmod` failed after the command (a
-# leaked reference), insmod failed or the guest died; 124 if the guest timed out; 77 (skip) if
+# leaked reference), insmod failed or the guest died; 124 if the guest made no progress for
+# --stall seconds or ran past its --timeout (test/vm/watchdog.sh); 77 (skip) if
 # qemu or a bootable kernel is missing. On failure the guest's dmesg (and console, if the guest
 # died) is printed.
 #
@@ -29,9 +30,12 @@
 #                    (default: $BUS1_VM_CACHE, else ./vm-cache)
 #   --smp N          guest CPUs (default 1)
 #   --mem SIZE       guest memory (default 1G)
-#   --timeout SEC    kill the command after SEC seconds (default 300)
-#   --slack SEC      the guest gets SEC seconds more than --timeout for boot, cleanup and the
-#                    kmemleak scans before it is killed (default 60)
+#   --timeout SEC    the command's budget on an idle reference machine (default 300): it is
+#                    stopped after twice that, times BUS1_TIME_FACTOR, even while it works
+#   --stall SEC      stop the command when the guest made no progress (no output, no console
+#                    line, qemu idle) for SEC seconds, times BUS1_TIME_FACTOR (default 180)
+#   --slack SEC      the guest gets SEC seconds (times BUS1_TIME_FACTOR) more for boot,
+#                    cleanup and the kmemleak scans before qemu is killed (default 60)
 #   --env NAME=VAL   set a variable for the command (repeatable)
 #   --append ARGS    add ARGS to the kernel command line (default: $BUS1_VM_APPEND)
 #   --outdir DIR     give the command a writable directory whose contents come back: the guest
@@ -41,7 +45,8 @@
 #   --verbose        print the guest output and timing even on success
 #   --probe          only check that a guest can be booted: print the kernel version, exit 0 (or
 #                    77 if something is missing)
-# Environment: BUS1_VM_ACCEL=tcg|kvm (default: tcg; kvm is used only when asked for).
+# Environment: BUS1_VM_ACCEL=tcg|kvm (default: tcg; kvm is used only when asked for);
+# BUS1_TIME_FACTOR (tools/time-factor.sh) stretches every time limit.
 
 set -euo pipefail
 
@@ -56,6 +61,7 @@ cache=${BUS1_VM_CACHE:-$PWD/vm-cache}
 smp=1
 mem=1G
 timeout_s=${BUS1_VM_TIMEOUT:-300}
+stall_s=180
 keep=0
 outdir=
 verbose=0
@@ -76,6 +82,7 @@ while [ $# -gt 0 ]; do
 	--smp) smp=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
+	--stall) stall_s=$2; shift 2 ;;
 	--env) envs+=("$2"); shift 2 ;;
 	--append) append+=" $2"; shift 2 ;;
 	--outdir) outdir=$2; shift 2 ;;
@@ -90,6 +97,7 @@ done
 [ $# -gt 0 ] || [ $probe = 1 ] || die "usage: run-guest.sh [OPTIONS] [--] COMMAND [ARG...]"
 case "$timeout_s" in ''|*[!0-9]*) die "--timeout wants seconds, got '$timeout_s'" ;; esac
 case "$slack" in ''|*[!0-9]*) die "--slack wants seconds, got '$slack'" ;; esac
+case "$stall_s" in ''|*[!0-9]*) die "--stall wants seconds, got '$stall_s'" ;; esac
 
 # ---- what we need on the host ----------------------------------------------------------------
 
@@ -98,6 +106,8 @@ qemu=$(command -v qemu-system-x86_64 || true)
 # The helpers shared with test/systemd/run-systemd-guest.sh.
 # shellcheck source=test/vm/kernel-image.sh
 . "$srcdir/kernel-image.sh"
+# shellcheck source=test/vm/watchdog.sh
+. "$srcdir/watchdog.sh"
 busybox=$(vm_static_busybox) || skip "no static busybox (apt-get install busybox-static)"
 for t in cpio xz gzip timeout sha256sum; do
 	command -v $t >/dev/null || skip "$t not installed"
@@ -203,7 +213,9 @@ fi
 # ---- the job -----------------------------------------------------------------------------------
 
 results=$(mktemp -d "$cache/run.XXXXXX")
+qemu_pid=
 cleanup() {
+	[ -z "$qemu_pid" ] || kill -KILL "$qemu_pid" 2>/dev/null || true
 	if [ "$keep" = 0 ]; then
 		rm -rf "$results"
 	else
@@ -213,6 +225,10 @@ cleanup() {
 trap cleanup EXIT
 
 cp "$srcdir/guest-stage2.sh" "$results/stage2.sh"
+factor=$(vm_time_factor)
+cmd_limit=$((2 * timeout_s * factor))
+stall_s=$((stall_s * factor))
+slack=$((slack * factor))
 if [ -n "$outdir" ]; then
 	mkdir -p "$outdir" "$results/out"
 	outdir=$(realpath "$outdir")
@@ -221,7 +237,7 @@ fi
 {
 	printf 'JOB_MODULE=%q\n' "$module"
 	printf 'JOB_CWD=%q\n' "$PWD"
-	printf 'JOB_TIMEOUT=%q\n' "$timeout_s"
+	printf 'JOB_TIMEOUT=%q\n' "$cmd_limit"
 	printf 'JOB_CMD=('
 	printf '%q ' "$@"
 	printf ')\n'
@@ -244,7 +260,7 @@ attempt=1
 while :; do
 start=$(date +%s.%N)
 qemu_rc=0
-timeout -s KILL $((timeout_s + slack)) "$qemu" \
+"$qemu" \
 	-machine pc -accel "$accel" "${cpu[@]}" -m "$mem" -smp "$smp" \
 	-nodefaults -no-user-config -display none -no-reboot \
 	-serial "file:$results/console.log" -monitor none \
@@ -254,7 +270,13 @@ timeout -s KILL $((timeout_s + slack)) "$qemu" \
 	-device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
 	-fsdev "local,id=res,path=$results,security_model=none,multidevs=remap" \
 	-device virtio-9p-pci,fsdev=res,mount_tag=results \
-	</dev/null >"$results/qemu.log" 2>&1 || qemu_rc=$?
+	</dev/null >"$results/qemu.log" 2>&1 &
+qemu_pid=$!
+# Boot and the guest's cleanup come on top of the command's own limit.
+vm_watch $qemu_pid "$stall_s" $((cmd_limit + slack)) "$results/stall" "$slack" \
+	"$results/console.log" "$results/output" "$results/timing"
+wait $qemu_pid || qemu_rc=$?
+qemu_pid=
 if [ $attempt = 1 ] && [ ! -f "$results/status" ] && [ $qemu_rc != 137 ] &&
 	grep -q "Oops: int3" "$results/console.log" 2>/dev/null &&
 	! grep -q "\[bus1\]" "$results/console.log"; then
@@ -287,15 +309,18 @@ show() {
 [ -f "$results/output" ] && cat "$results/output"
 
 if [ ! -f "$results/status" ]; then
-	if [ $qemu_rc = 137 ]; then
-		echo "$me: guest timed out after ${elapsed}s" >&2
+	if [ -n "$vm_watch_verdict" ]; then
+		vm_watch_say "$me: the guest" "$stall_s" $((cmd_limit + slack)) "$results/console.log"
+		echo "$me: the guest did not stop by itself within ${slack}s either: killed" >&2
+	elif [ $qemu_rc = 137 ]; then
+		echo "$me: guest killed after ${elapsed}s" >&2
 	else
 		echo "$me: guest died without a result (qemu status $qemu_rc, ${elapsed}s)" >&2
 	fi
 	show qemu.log "qemu"
 	show console.log "guest console"
 	show dmesg "guest dmesg"
-	[ $qemu_rc = 137 ] && exit 124
+	[ -n "$vm_watch_verdict" ] && exit 124
 	exit 1
 fi
 
@@ -347,7 +372,12 @@ if [ "$(cat "$results/debug_locks" 2>/dev/null)" = 0 ]; then
 	fail=1
 fi
 if [ -f "$results/timedout" ]; then
-	echo "$me: command killed after ${timeout_s}s (blocked tasks and CPU backtraces in dmesg)" >&2
+	if [ -n "$vm_watch_verdict" ]; then
+		vm_watch_say "$me: the command" "$stall_s" $((cmd_limit + slack)) "$results/output"
+	else
+		echo "$me: the command ran past its limit of ${cmd_limit}s: stopped" >&2
+	fi
+	echo "$me: (blocked tasks and CPU backtraces in the dmesg below)" >&2
 	status=124
 fi
 

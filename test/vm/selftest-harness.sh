@@ -3,8 +3,9 @@
 #
 # selftest-harness.sh - prove that run-guest.sh reports what it claims to: the command's
 # status (0, 3, 77), a kernel WARN (a module that warns at load; with panic_on_warn too), a
-# module that cannot be unloaded (rmmod failure), and a hung command (timeout). Boots seven
-# guests (~45 s); not part of the default test run. Usage: selftest-harness.sh [CACHE_DIR [KERNEL_TREE]]
+# module that cannot be unloaded (rmmod failure), a command that runs past its limit while it
+# works, and one that makes no progress (test/vm/watchdog.sh). Boots eight guests (~60 s); the
+# kmod suite runs it as kmod-harness. Usage: selftest-harness.sh [CACHE_DIR [KERNEL_TREE]]
 #
 # With KERNEL_TREE (the debug kernel of build-debug-kernel.sh) it boots TREE/vmlinux instead and
 # proves that each debug checker's report fails the run: a clean run passes, then modules that
@@ -156,6 +157,8 @@ check 3 'hello' -- sh -c 'echo hello; exit 3'
 check 77 '' -- sh -c 'exit 77'
 check 1 'logged a warning' --module "$work/kt_warn.ko" -- /bin/true
 check 1 'rmmod failed' --module "$work/kt_stuck.ko" -- /bin/true
-check 124 'killed after' --timeout 3 -- sleep 100
+# The command's own limit (twice --timeout), and a guest that makes no progress at all.
+check 124 'ran past its limit' --timeout 3 -- sh -c 'while :; do echo tick; sleep 0.2; done'
+check 124 'no progress for' --stall 8 -- sleep 1000
 [ $fails = 0 ] || exit 1
 echo "selftest: all passed"
