@@ -16,10 +16,11 @@
 # its output and status, the journal and the kernel log to the read-write results share and
 # powers the guest off (`systemctl poweroff`; the host times that shutdown).
 #
-# Exit status: the scenario's; 124 if the guest did not finish in time; 1 if the guest died
-# without a result, the kernel logged a WARNING/BUG/Oops (or was tainted W, D, L or B) with
-# bus1.ko loaded, insmod failed, or the shutdown after the scenario took longer than 15 s. On
-# failure: the scenario output, the guest's journal and its console.
+# Exit status: the scenario's; 124 if the guest made no progress for --stall seconds or ran
+# past its limits (test/vm/watchdog.sh); 1 if the guest died without a result, the kernel
+# logged a WARNING/BUG/Oops (or was tainted W, D, L or B) with bus1.ko loaded, insmod failed, or
+# the shutdown after the scenario waited for a unit's stop timeout (it took longer than 15 s,
+# times BUS1_TIME_FACTOR). On failure: the scenario output, the guest's journal and its console.
 #
 # Usage: run-systemd-guest.sh [OPTIONS]
 #   --bus bus1|dbus-daemon   the system bus (default bus1)
@@ -42,13 +43,18 @@
 #   --root DIR        the Debian root (default: the output of build-root.sh, built if needed)
 #   --cache DIR       where the vmlinux and the initramfs are cached (default: $BUS1_SYSTEMD_VM_CACHE,
 #                     else ${XDG_CACHE_HOME:-$HOME/.cache}/bus1-systemd-vm)
-#   --timeout SEC     the scenario is killed after SEC seconds (default 420)
-#   --boot-timeout SEC  the guest gets SEC seconds for boot and shutdown on top (default 240)
+#   --timeout SEC     the scenario's budget on an idle reference machine (default 420): it is
+#                     stopped after twice that, times BUS1_TIME_FACTOR, even while it works
+#   --stall SEC       stop the scenario when the guest made no progress (no console, output or
+#                     journal line, qemu idle) for SEC seconds, times BUS1_TIME_FACTOR (default 180)
+#   --boot-timeout SEC  the guest gets SEC seconds (the same way) for boot and shutdown on top
+#                     (default 240)
 #   --smp N, --mem SIZE  guest CPUs and memory (default 2, 1536M)
 #   --outdir DIR      copy the results (output, journal, console, timing) into DIR
 #   --keep            keep the per-run results directory
 #   --verbose         print the journal and console even on success
-# Environment: BUS1_VM_ACCEL=tcg|kvm (default tcg).
+# Environment: BUS1_VM_ACCEL=tcg|kvm (default tcg); BUS1_TIME_FACTOR (tools/time-factor.sh)
+# stretches every time limit, the guest's own (the scenarios' waits, systemd's stop timeout) too.
 
 set -euo pipefail
 
@@ -69,6 +75,7 @@ scenario=$here/scenario-restart.sh
 root=
 cache=${BUS1_SYSTEMD_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bus1-systemd-vm}
 timeout_s=420
+stall_s=180
 boot_s=240
 smp=2
 mem=1536M
@@ -95,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--root) root=$2; shift 2 ;;
 	--cache) cache=$2; shift 2 ;;
 	--timeout) timeout_s=$2; shift 2 ;;
+	--stall) stall_s=$2; shift 2 ;;
 	--boot-timeout) boot_s=$2; shift 2 ;;
 	--smp) smp=$2; shift 2 ;;
 	--mem) mem=$2; shift 2 ;;
@@ -105,7 +113,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case "$bus" in bus1|dbus-daemon) ;; *) die "--bus wants bus1 or dbus-daemon, got '$bus'" ;; esac
-case "$timeout_s$boot_s" in *[!0-9]*) die "--timeout and --boot-timeout want seconds" ;; esac
+case "$timeout_s$boot_s$stall_s" in *[!0-9]*) die "--timeout, --stall and --boot-timeout want seconds" ;; esac
 [ "$(id -u)" = 0 ] || die "must run as root (the root and the guest's files are root's)"
 [ -f "$scenario" ] || die "scenario $scenario not found"
 
@@ -114,6 +122,9 @@ qemu=$(command -v qemu-system-x86_64 || true)
 # The helpers shared with test/vm/run-guest.sh: busybox, kernel, vmlinux, initramfs modules.
 # shellcheck source=test/vm/kernel-image.sh
 . "$here/../vm/kernel-image.sh"
+# shellcheck source=test/vm/watchdog.sh
+. "$here/../vm/watchdog.sh"
+factor=$(vm_time_factor)
 busybox=$(vm_static_busybox) || skip "no static busybox (apt-get install busybox-static)"
 for t in cpio xz gzip timeout meson; do
 	command -v $t >/dev/null || skip "$t not installed"
@@ -225,9 +236,11 @@ install -D -m 755 "$here/guest-run.sh" "$stage/usr/local/libexec/bus1test/guest-
 install -D -m 755 "$here/bus1test-client.py" "$stage/usr/local/libexec/bus1test/bus1test-client.py"
 install -D -m 644 "$here/bus1test.service" "$stage/etc/systemd/system/bus1test.service"
 install -D -m 644 "$here/bus1test.conf" "$stage/etc/dbus-1/system.d/bus1test.conf"
-# A unit that does not stop (a wedged bus ignoring SIGTERM) is killed after 20 s, not 90 s.
+# A unit that does not stop (a wedged bus ignoring SIGTERM) is killed after 20 s, not 90 s
+# (times the time factor: a slow machine must not make a clean stop look wedged).
 mkdir -p "$stage/etc/systemd/system.conf.d"
-printf '[Manager]\nDefaultTimeoutStopSec=20s\n' >"$stage/etc/systemd/system.conf.d/bus1test.conf"
+printf '[Manager]\nDefaultTimeoutStopSec=%ss\n' $((20 * factor)) \
+	>"$stage/etc/systemd/system.conf.d/bus1test.conf"
 [ -z "$module" ] || cp "$module" "$results/bus1.ko"
 [ -z "$files" ] || cp -a "$files" "$results/files"
 {
@@ -238,7 +251,8 @@ printf '[Manager]\nDefaultTimeoutStopSec=20s\n' >"$stage/etc/systemd/system.conf
 	echo "JOB_BUS=$bus"
 	echo "JOB_MODULE=$([ -n "$module" ] && echo 1 || echo 0)"
 	echo "JOB_KVER=$kver"
-	echo "JOB_TIMEOUT=$timeout_s"
+	echo "JOB_TIMEOUT=$((2 * timeout_s * factor))"
+	echo "JOB_TIME_FACTOR=$factor"
 } >"$results/job"
 
 # ---- boot --------------------------------------------------------------------------------------
@@ -260,9 +274,8 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # One boot. Returns with qemu_rc set; poweroff_s = seconds from the status file to qemu's exit
 # ("" when the guest had to be killed after the scenario).
 boot() {
-	local t_status="" deadline
+	local t_status=""
 	start=$(now)
-	deadline=$(($(date +%s) + timeout_s + boot_s))
 	"$qemu" -machine pc -accel "$accel" "${cpu[@]}" -m "$mem" -smp "$smp" "${extra[@]}" \
 		-nodefaults -no-user-config -display none -no-reboot \
 		-serial "file:$results/console.log" -monitor none \
@@ -278,30 +291,24 @@ boot() {
 	qemu_pid=$!
 	poweroff_s=
 	qemu_rc=
-	while kill -0 "$qemu_pid" 2>/dev/null; do
-		if [ -z "$t_status" ] && [ -f "$results/status" ]; then
-			t_status=$(now)
-			# The scenario is done: the shutdown gets 60 s.
-			deadline=$(($(date +%s) + 60))
-		fi
-		if (($(date +%s) >= deadline)); then
-			kill -KILL "$qemu_pid" 2>/dev/null || true
-			break
-		fi
-		sleep 0.2
-	done
+	# The guest (guest-run.sh) stops the scenario when it finds the stop file, saves what it
+	# has and powers off; boot and shutdown get their time on top of the scenario's.
+	vm_watch "$qemu_pid" "$stall_lim" "$all_lim" "$results/stall" "$grace" \
+		"$results/console.log" "$results/output"
 	qemu_rc=0
 	{ wait "$qemu_pid" || qemu_rc=$?; } 2>/dev/null
 	qemu_pid=
 	end=$(now)
-	if [ -z "$t_status" ] && [ -f "$results/status" ]; then
-		t_status=$end
-	fi
+	# The guest writes the status file last, then powers off.
+	[ ! -f "$results/status" ] || t_status=$(stat -c %.3Y "$results/status")
 	if [ -n "$t_status" ] && [ "$qemu_rc" != 137 ]; then
 		poweroff_s=$(secs "$t_status" "$end")
 	fi
 }
 
+stall_lim=$((stall_s * factor))
+all_lim=$((2 * (timeout_s + boot_s) * factor))
+grace=$((60 * factor))
 attempt=1
 while :; do
 	boot
@@ -348,16 +355,22 @@ fi
 [ ! -f "$results/output" ] || cat "$results/output"
 
 if [ ! -f "$results/status" ]; then
-	if [ "$qemu_rc" = 137 ]; then
-		echo "$me: [$bus] guest timed out (${total}s)" >&2
+	if [ -n "$vm_watch_verdict" ]; then
+		vm_watch_say "$me: [$bus] the guest" "$stall_lim" "$all_lim" "$results/output"
+		echo "$me: [$bus] it did not stop by itself within ${grace}s either: killed (${total}s)" >&2
+	elif [ "$qemu_rc" = 137 ]; then
+		echo "$me: [$bus] guest killed (${total}s)" >&2
 	else
 		echo "$me: [$bus] guest died without a result (qemu status $qemu_rc, ${total}s)" >&2
 	fi
 	show init-failed "initramfs"
 	show qemu.log "qemu"
 	show console.log "guest console"
-	[ "$qemu_rc" = 137 ] && exit 124
+	[ -n "$vm_watch_verdict" ] && exit 124
 	exit 1
+fi
+if [ "$vm_watch_verdict" = stalled ] && [ "$(cat "$results/status")" = 124 ]; then
+	vm_watch_say "$me: [$bus] the scenario" "$stall_lim" "$all_lim" "$results/output"
 fi
 
 status=$(cat "$results/status")
@@ -382,12 +395,13 @@ if [ -n "$module" ] || [ $kernel_check = 1 ]; then
 		kernel_fail=1
 	fi
 fi
-# A clean shutdown takes 1-3 s here; one that waits for a unit's stop timeout (20 s) failed.
+# A clean shutdown takes 1-3 s here; one that waits for a unit's stop timeout (20 s, both
+# times the time factor) failed.
 if [ -z "$poweroff_s" ]; then
-	echo "$me: the guest did not power off within 60 s of the scenario's end" >&2
+	echo "$me: the guest did not power off after the scenario's end (killed)" >&2
 	fail=1
-elif awk -v s="$poweroff_s" 'BEGIN { exit !(s > 15) }'; then
-	echo "$me: the shutdown took ${poweroff_s}s (more than 15 s: it waited for a stop timeout)" >&2
+elif awk -v s="$poweroff_s" -v l=$((15 * factor)) 'BEGIN { exit !(s > l) }'; then
+	echo "$me: the shutdown took ${poweroff_s}s (more than $((15 * factor)) s: it waited for a stop timeout)" >&2
 	fail=1
 fi
 [ $kernel_fail = 0 ] || fail=1

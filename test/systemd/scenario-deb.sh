@@ -56,18 +56,18 @@ check_a11y_bus() {
 # What the checks of every boot print, compared across boots: "NAME: rc OUTPUT".
 probe() {
 	local out rc
-	out=$(timeout 30 busctl --timeout=20 list --no-legend 2>&1 | awk '{ print $1 }' |
+	out=$(timeout $((30 * factor)) busctl --timeout=20 list --no-legend 2>&1 | awk '{ print $1 }' |
 		grep -c '^org\.freedesktop\.' 2>&1)
 	echo "busctl-list: well-known org.freedesktop names $out"
-	out=$(timeout 30 loginctl --no-legend list-sessions 2>&1 >/dev/null); rc=$?
+	out=$(timeout $((30 * factor)) loginctl --no-legend list-sessions 2>&1 >/dev/null); rc=$?
 	echo "loginctl: $rc $out"
-	out=$(timeout 30 hostnamectl --static 2>&1); rc=$?
+	out=$(timeout $((30 * factor)) hostnamectl --static 2>&1); rc=$?
 	echo "hostnamectl: $rc $out"
-	out=$(timeout 30 timedatectl show -p Timezone --value 2>&1); rc=$?
+	out=$(timeout $((30 * factor)) timedatectl show -p Timezone --value 2>&1); rc=$?
 	echo "timedatectl: $rc $out"
 	# an unprivileged user asks polkit (the stock policy: not allowed without authentication)
 	# shellcheck disable=SC2016  # ($$ is the user's shell)
-	out=$(timeout 30 runuser -u bus1user -- sh -c 'exec pkcheck --process $$ \
+	out=$(timeout $((30 * factor)) runuser -u bus1user -- sh -c 'exec pkcheck --process $$ \
 		--action-id org.freedesktop.hostname1.set-static-hostname' 2>&1); rc=$?
 	echo "pkcheck: $rc $(echo "$out" | head -n 1)"
 }
@@ -134,7 +134,7 @@ switch() {
 
 wait_running() {
 	local state
-	state=$(timeout 180 systemctl is-system-running --wait 2>&1)
+	state=$(timeout $((180 * factor)) systemctl is-system-running --wait 2>&1)
 	case "$state" in
 	running|degraded) ok "$1: the system came up ($state)" ;;
 	*) fail "$1: is-system-running says '$state'" ;;

@@ -7,7 +7,9 @@
 # (bus1test-client.py), and of the system's state. The checks expect the bus named by $bus
 # (bus1 or dbus-daemon): a scenario that switches buses sets it as it goes.
 #
-# Environment (from the job): JOB_BUS=bus1|dbus-daemon, JOB_MODULE=1 when bus1.ko is loaded.
+# Environment (from the job): JOB_BUS=bus1|dbus-daemon, JOB_MODULE=1 when bus1.ko is loaded,
+# JOB_TIME_FACTOR: how much slower than the reference machine the host is (tools/time-factor.sh);
+# every wait below (wait_for, svc_call) is that many times longer.
 #
 # Output: one "ok NAME" or "FAIL NAME: why" line per check, "#" lines with what was measured
 # (run-suite.sh reads "# time NAME SECONDS"); $fails counts the failed checks.
@@ -19,6 +21,7 @@ bus=${JOB_BUS:-bus1}
 # where the bus1-broker under test is installed (meson install; the Debian package: /usr/bin)
 bus1_broker=${BUS1_BROKER:-/usr/local/bin/bus1-broker}
 module=${JOB_MODULE:-0}
+factor=${JOB_TIME_FACTOR:-1}
 client=/usr/local/libexec/bus1test/bus1test-client.py
 D=/run/bus1test
 mkdir -p "$D"
@@ -37,7 +40,7 @@ bctl() { timeout -k 2 7 busctl --timeout=6 "$@" 2>&1; }
 # (activation under TCG on a busy host takes seconds): retried for up to SECONDS, as long as the
 # bus itself answers.
 svc_call() {
-	local out end=$((SECONDS + $1))
+	local out end=$((SECONDS + $1 * factor))
 	shift
 	while :; do
 		out=$(timeout -k 2 22 busctl --timeout=20 "$@" 2>&1) && { echo "$out"; return 0; }
@@ -52,10 +55,11 @@ dbus_call() { bctl call org.freedesktop.DBus /org/freedesktop/DBus org.freedeskt
 # "s "x"" -> x ; "u 42" -> 42
 value() { sed -n 's/^[a-z] "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' | head -n 1; }
 
-# wait_for SECONDS COMMAND...: run COMMAND every 0.2 s until it succeeds. Status 1 on timeout.
+# wait_for SECONDS COMMAND...: run COMMAND every 0.2 s until it succeeds, for up to SECONDS
+# times the time factor. Status 1 on timeout.
 wait_for() {
 	local end
-	end=$(awk -v a="$(now)" -v b="$1" 'BEGIN { print a + b }')
+	end=$(awk -v a="$(now)" -v b="$1" -v f="$factor" 'BEGIN { print a + b * f }')
 	shift
 	until "$@"; do
 		awk -v a="$(now)" -v b="$end" 'BEGIN { exit !(a >= b) }' && return 1
@@ -213,7 +217,7 @@ check_system() {
 	else
 		fail "$phase: failed units: $(echo "$failed" | awk '{ print $1 }' | tr '\n' ' ')"
 	fi
-	state=$(timeout 60 systemctl is-system-running --wait 2>&1)
+	state=$(timeout $((60 * factor)) systemctl is-system-running --wait 2>&1)
 	if [ "$state" = running ]; then
 		ok "$phase: the system is running"
 	else
@@ -304,7 +308,7 @@ check_clients() {
 restart_and_time() {
 	local name=$1 t0 rc t_ctl
 	t0=$(now)
-	timeout 60 systemctl restart dbus.service
+	timeout $((60 * factor)) systemctl restart dbus.service
 	rc=$?
 	t_ctl=$(since "$t0")
 	if wait_for 20 answers; then

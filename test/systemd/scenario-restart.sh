@@ -81,7 +81,7 @@ phase_replace() {
 
 note "bus: $bus, bus1.ko $([ "$module" = 1 ] && echo loaded || echo "not loaded"), kernel $(uname -r)"
 t0=$(now)
-state=$(timeout 180 systemctl is-system-running --wait 2>&1)
+state=$(timeout $((180 * factor)) systemctl is-system-running --wait 2>&1)
 note "boot: is-system-running says '$state' (waited $(since "$t0")s, uptime $(now)s)"
 failed=$(systemctl list-units --state=failed --no-legend --plain 2>&1)
 [ -z "$failed" ] || note "boot: failed units: $(echo "$failed" | awk '{ print $1 }' | tr '\n' ' ')"

@@ -46,7 +46,7 @@ phase_enable_now() {
 	local pid0 pid1 out rc
 	pid0=$(bus_pid)
 	send_slow enable-now
-	out=$(timeout 60 systemctl enable --now bus1-broker.service 2>&1)
+	out=$(timeout $((60 * factor)) systemctl enable --now bus1-broker.service 2>&1)
 	rc=$?
 	note "enable-now: systemctl said (status $rc): $(echo "$out" | tr '\n' ' ')"
 	if [ $rc = 0 ]; then
@@ -88,7 +88,7 @@ phase_restart() {
 
 phase_disable_now() {
 	local out rc
-	out=$(timeout 60 systemctl disable --now bus1-broker.service 2>&1)
+	out=$(timeout $((60 * factor)) systemctl disable --now bus1-broker.service 2>&1)
 	rc=$?
 	note "disable-now: systemctl said (status $rc): $(echo "$out" | tr '\n' ' ')"
 	if [ $rc = 0 ] && [ ! -e /etc/systemd/system/dbus.service ]; then
@@ -107,7 +107,7 @@ phase_disable_now() {
 }
 
 note "switch: booted on dbus-daemon, bus1-broker installed, bus1.ko $([ "$module" = 1 ] && echo loaded || echo "not loaded"), kernel $(uname -r)"
-state=$(timeout 180 systemctl is-system-running --wait 2>&1)
+state=$(timeout $((180 * factor)) systemctl is-system-running --wait 2>&1)
 case "$state" in
 running) ok "boot: the system came up ($state)" ;;
 *) fail "boot: is-system-running says '$state'" ;;
