@@ -12,14 +12,18 @@
 #   stage_await NAME       wait until stage NAME (of another lane) has passed
 #
 # Every stage appends one record to $STAGE_LOGDIR/stages (default ./build-stages): "NAME LANE
-# START END RESULT", times in microseconds since the run began. A lane that fails leaves
+# START END CPU RESULT", times in microseconds since the run began, CPU the user + system seconds
+# of the processes it ran (those it waited for: a daemon that detached is not counted). A lane that fails leaves
 # $STAGE_LOGDIR/failed, and every lane stops at its next stage when it sees that. The table says for each stage its lane, when
-# it started (minutes:seconds into the run), how long it took and how it ended.
+# it started (minutes:seconds into the run), how long it took, the CPU time it used and how it
+# ended: the machine has two CPUs, so the CPU seconds of all stages over twice the wall time of
+# the run is how full the run kept it.
 
 STAGE_LOGDIR=${STAGE_LOGDIR:-$PWD/build-stages}
 rm -rf "$STAGE_LOGDIR"
 mkdir -p "$STAGE_LOGDIR"
 : >"$STAGE_LOGDIR/stages"
+: >"$STAGE_LOGDIR/lanes"
 stage_t0=${EPOCHREALTIME/[.,]/}
 stage_lane=main
 declare -A lane_pid
@@ -35,18 +39,26 @@ stage_table() {
 	echo "==== run-tests: stages (wall time; lanes run side by side) ===="
 	sort -n -k3 "$STAGE_LOGDIR/stages" | awk -v now="$total" '
 		function mmss(u) { return sprintf("%d:%02d", u / 60000000, (u / 1000000) % 60) }
-		BEGIN { printf "%-24s %-7s %6s %8s  %s\n", "stage", "lane", "start", "seconds", "result" }
+		BEGIN {
+			printf "%-22s %-10s %6s %8s %8s  %s\n", "stage", "lane", "start", "seconds",
+			       "CPU s", "result"
+		}
 		{
-			r = $5; for (i = 6; i <= NF; i++) r = r " " $i
+			r = $6; for (i = 7; i <= NF; i++) r = r " " $i
 			end = $4 == "-" ? now : $4
-			printf "%-24s %-7s %6s %8.1f  %s\n", $1, $2, mmss($3), (end - $3) / 1e6, r
-		}'
-	printf 'total %s (%d s)%s\n' "$(stage_mmss "$total")" $((total / 1000000)) \
-		"${BUS1_TIME_FACTOR:+; time factor $BUS1_TIME_FACTOR (tools/time-factor.sh)}"
+			printf "%-22s %-10s %6s %8.1f %8s  %s\n", $1, $2, mmss($3), (end - $3) / 1e6, $5, r
+			cpu += $5
+		}
+		END {
+			printf "total %s (%d s), %d CPU s: %.0f%% of %d CPUs\n", mmss(now), now / 1e6, cpu,
+			       100 * cpu / (now / 1e6 * ncpu), ncpu
+		}' ncpu="$(nproc)"
+	[ -z "${BUS1_TIME_FACTOR:-}" ] ||
+		echo "time factor $BUS1_TIME_FACTOR (tools/time-factor.sh)"
 }
 
 stage() {
-	local name=$1 rc=0 start
+	local name=$1 rc=0 start cpu
 	shift
 	if [ -e "$STAGE_LOGDIR/failed" ]; then
 		echo "run-tests: not starting $name: $(cat "$STAGE_LOGDIR/failed")" >&2
@@ -55,19 +67,23 @@ stage() {
 	start=$(stage_now)
 	echo "==== run-tests: stage $name ($stage_lane, $(stage_mmss "$start")) ===="
 	# A stage still running when the run ends shows as such.
-	echo "$name $stage_lane $start - running" >"$STAGE_LOGDIR/running.$name"
+	echo "$name $stage_lane $start - - running" >"$STAGE_LOGDIR/running.$name"
 	# In a subshell with errexit on: a failing command inside a function stops the stage (an
-	# `||` here would switch errexit off for all of it).
+	# `||` here would switch errexit off for all of it). Its children's CPU time (`times`, second
+	# line) goes to a file on the way out.
 	set +e
-	(set -e; "$@")
+	(trap 'times >"$STAGE_LOGDIR/times.$name"' EXIT; set -e; "$@")
 	rc=$?
 	set -e
 	rm -f "$STAGE_LOGDIR/running.$name"
+	cpu=$(awk 'NR == 2 {
+		for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] }
+		printf "%.0f", s }' "$STAGE_LOGDIR/times.$name" 2>/dev/null)
 	if [ $rc = 0 ]; then
-		echo "$name $stage_lane $start $(stage_now) ok" >>"$STAGE_LOGDIR/stages"
+		echo "$name $stage_lane $start $(stage_now) ${cpu:-?} ok" >>"$STAGE_LOGDIR/stages"
 		return 0
 	fi
-	echo "$name $stage_lane $start $(stage_now) FAILED (status $rc)" >>"$STAGE_LOGDIR/stages"
+	echo "$name $stage_lane $start $(stage_now) ${cpu:-?} FAILED (status $rc)" >>"$STAGE_LOGDIR/stages"
 	echo "stage $name failed (status $rc)" >>"$STAGE_LOGDIR/failed"
 	echo "run-tests: stage $name failed (status $rc)" >&2
 	exit 1
@@ -81,6 +97,8 @@ lane() {
 	( stage_lane=$name; trap - EXIT; "$fn" ) >"$STAGE_LOGDIR/$name.log" 2>&1 &
 	lane_pid[$name]=$!
 	set +m
+	# For stage_exit of the main lane, which stops every lane, those started by lanes too.
+	echo "$name ${lane_pid[$name]}" >>"$STAGE_LOGDIR/lanes"
 }
 
 lane_wait() {
@@ -106,14 +124,15 @@ stage_await() {
 # On any exit of the main lane: stop the lanes still running, show their output so far, and
 # the table.
 stage_exit() {
-	local rc=$? name
+	local rc=$? name pid
 	trap - EXIT INT TERM
 	set +e
-	for name in "${!lane_pid[@]}"; do
-		kill -TERM -- "-${lane_pid[$name]}" 2>/dev/null
+	while read -r name pid; do
+		kill -0 "$pid" 2>/dev/null || continue
+		kill -TERM -- "-$pid" 2>/dev/null
 		echo "==== run-tests: output of lane $name, stopped (the run ended) ===="
 		tail -n 150 "$STAGE_LOGDIR/$name.log"
-	done
+	done <"$STAGE_LOGDIR/lanes"
 	sleep 1
 	cat "$STAGE_LOGDIR"/running.* >>"$STAGE_LOGDIR/stages" 2>/dev/null
 	stage_table
