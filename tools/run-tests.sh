@@ -9,13 +9,12 @@
 # unit/integration/stress under ASan + UBSan with clang + libFuzzer, and the
 # kernel module suite on a debug kernel (KASAN, lockdep, kmemleak).
 #
-# Four lanes run side by side (tools/stages.sh), so that the guests, which
+# Three lanes run side by side (tools/stages.sh), so that the guests, which
 # mostly keep one CPU busy, and the host work share both CPUs:
 #   main    the host: builds, unit/integration/stress/reference, valgrind, the
 #           Debian packages, fuzzing, ASan + UBSan
-#   guests  the qemu guests on Debian's 6.1 kernel: kmod, native, LSM, the
-#           systemd guest suite and the Debian package suite
-#   guests-6.12  kmod, native and LSM again on Debian's 6.12 kernel
+#   guests  the qemu guests on Debian's 6.1 and 6.12 kernels: kmod, native, LSM,
+#           the systemd guest suite and the Debian package suite
 #   debug   the debug kernel (built at the lowest priority, so it takes the CPU
 #           time the others leave), then the kmod suite on it
 # Every time limit is stretched by BUS1_TIME_FACTOR, measured first
@@ -102,9 +101,8 @@ build_test() {
     meson compile -C build-test
 }
 stage build-test build_test
-# The same guest suites on Debian's 6.12 kernel, in a lane of their own: a
-# second build directory whose bus1.ko is built against 6.12 and whose guests
-# boot it.
+
+# ---- the guest lane ------------------------------------------------------------------------------
 build_6_12() {
     setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12"
     need_suite build-6.12 kmod
@@ -112,13 +110,6 @@ build_6_12() {
     need_suite build-6.12 lsm
     meson compile -C build-6.12
 }
-stage build-6.12 build_6_12
-guests_6_12_lane() {
-    stage guests-6.12 mtest -C build-6.12 --num-processes 1 --suite kmod --suite native \
-        --suite lsm --logbase guestlog
-}
-
-# ---- the guest lane ------------------------------------------------------------------------------
 guest_lane() {
     # The kernel module suite in guests of Debian's 6.1 (each test one boot),
     # and the guest harness's own self-test.
@@ -150,9 +141,13 @@ guest_lane() {
     # behind.
     stage_await build-deb
     stage deb-suite test/systemd/run-deb-suite.sh "$kver_6_1" "$PWD/build-deb"
+    # The same guest suites on Debian's 6.12 kernel: a second build directory
+    # whose bus1.ko is built against 6.12 and whose guests boot it.
+    stage_await build-6.12
+    stage guests-6.12 mtest -C build-6.12 --num-processes 1 --suite kmod --suite native \
+        --suite lsm --logbase guestlog
 }
 lane guests guest_lane
-lane guests-6.12 guests_6_12_lane
 
 # ---- the main lane -------------------------------------------------------------------------------
 # Unit, integration, stress and the reference suite (every dbus-tests case
@@ -170,6 +165,8 @@ stage valgrind bash test/stress/run-under-valgrind.sh build-test integration
 # The Debian packages (debian/): built from the tracked files and checked
 # with lintian, no error and no warning.
 stage build-deb tools/build-deb.sh "$PWD/build-deb"
+
+stage build-6.12 build_6_12
 
 # Fuzzers need clang. A second build directory, instrumented as a whole for
 # libFuzzer's coverage feedback and with ASan + UBSan, keeps the gcc build
@@ -204,5 +201,5 @@ asan() {
 }
 stage asan asan
 
-lane_wait guests guests-6.12 debug
+lane_wait guests debug
 echo "run-tests: all suites passed"
