@@ -126,7 +126,7 @@ qemu=$(command -v qemu-system-x86_64 || true)
 . "$here/../vm/watchdog.sh"
 factor=$(vm_time_factor)
 busybox=$(vm_static_busybox) || skip "no static busybox (apt-get install busybox-static)"
-for t in cpio xz gzip timeout meson; do
+for t in cpio xz gzip meson; do
 	command -v $t >/dev/null || skip "$t not installed"
 done
 if [ -z "$kver" ]; then

@@ -109,7 +109,7 @@ qemu=$(command -v qemu-system-x86_64 || true)
 # shellcheck source=test/vm/watchdog.sh
 . "$srcdir/watchdog.sh"
 busybox=$(vm_static_busybox) || skip "no static busybox (apt-get install busybox-static)"
-for t in cpio xz gzip timeout sha256sum; do
+for t in cpio xz gzip sha256sum; do
 	command -v $t >/dev/null || skip "$t not installed"
 done
 
