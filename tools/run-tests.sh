@@ -102,7 +102,7 @@ build_test() {
 }
 stage build-test build_test
 
-# ---- the guest lane ------------------------------------------------------------------------------
+# ---- the guest lanes ------------------------------------------------------------------------------
 build_6_12() {
     setup build-6.12 -Dwerror=true -Dkernel_version="$kver_6_12"
     need_suite build-6.12 kmod
@@ -110,8 +110,8 @@ build_6_12() {
     need_suite build-6.12 lsm
     meson compile -C build-6.12
 }
-guest_lane() {
-    # The kernel module suite in guests of Debian's 6.1 (each test one boot),
+guest_lane_6_1() {
+    # The kernel module suite in guests of Debian's 6.1 (two boots: test/vm/guest-batch.sh),
     # and the guest harness's own self-test.
     stage kmod-6.1 mtest -C build-test --num-processes 1 --suite kmod --logbase kmodlog
     # The native transport suite: bus1.ko loaded in a qemu guest, the broker on
@@ -133,6 +133,14 @@ guest_lane() {
     # switches the running system to bus1-broker and back as docs/switching.md
     # says (test/systemd/README.md).
     stage systemd test/systemd/run-suite.sh build-test "$kver_6_1"
+}
+guest_lane_6_12() {
+    # The same guest suites on Debian's 6.12 kernel: a second build directory
+    # whose bus1.ko is built against 6.12 and whose guests boot it (the
+    # harness's self-test ran on 6.1).
+    stage_await build-6.12
+    stage guests-6.12 mtest -C build-6.12 --num-processes 1 --suite kmod --suite native \
+        --suite lsm --no-suite harness --logbase guestlog
     # The packages on a booted Debian 12 (test/systemd/run-deb-suite.sh): three
     # boots of one disk: on dbus-daemon, apt-get install (DKMS builds bus1.ko in
     # the guest) and systemctl enable; on bus1-broker (system and user bus,
@@ -141,15 +149,18 @@ guest_lane() {
     # behind.
     stage_await build-deb
     stage deb-suite test/systemd/run-deb-suite.sh "$kver_6_1" "$PWD/build-deb"
-    # The same guest suites on Debian's 6.12 kernel: a second build directory
-    # whose bus1.ko is built against 6.12 and whose guests boot it.
-    stage_await build-6.12
-    stage guests-6.12 mtest -C build-6.12 --num-processes 1 --suite kmod --suite native \
-        --suite lsm --logbase guestlog
 }
-lane guests guest_lane
+lane guests-6.1 guest_lane_6_1
+lane guests-6.12 guest_lane_6_12
 
 # ---- the main lane -------------------------------------------------------------------------------
+# The 6.12 build and the Debian packages first: the 6.12 lane waits for them.
+stage build-6.12 build_6_12
+
+# The Debian packages (debian/): built from the tracked files and checked
+# with lintian, no error and no warning.
+stage build-deb tools/build-deb.sh "$PWD/build-deb"
+
 # Unit, integration, stress and the reference suite (every dbus-tests case
 # against /usr/bin/dbus-daemon and then against bus1-broker; it fails on any
 # case that passes with dbus-daemon only; its per-case table is in
@@ -161,12 +172,6 @@ stage host-tests mtest -C build-test --num-processes 2 \
 # (and the C client programs of the run-session tests) must finish with no
 # memcheck error and no definite or indirect leak.
 stage valgrind bash test/stress/run-under-valgrind.sh build-test integration
-
-# The Debian packages (debian/): built from the tracked files and checked
-# with lintian, no error and no warning.
-stage build-deb tools/build-deb.sh "$PWD/build-deb"
-
-stage build-6.12 build_6_12
 
 # Fuzzers need clang. A second build directory, instrumented as a whole for
 # libFuzzer's coverage feedback and with ASan + UBSan, keeps the gcc build
@@ -201,5 +206,5 @@ asan() {
 }
 stage asan asan
 
-lane_wait guests debug
+lane_wait guests-6.1 guests-6.12 debug
 echo "run-tests: all suites passed"

@@ -638,8 +638,8 @@ static void test_cross_user_exhaustion(void)
 /*
  * The same for bytes. quota_bytes and pool_size are both 256 MiB, so a user's quota alone would
  * let it fill a victim's whole pool; its share of that pool stops it at half (EDQUOT), and the
- * bystander's SEND still fits. Heavy (two 128 MiB floods): run by its own meson test,
- * 'kmod-quota-pool-share'.
+ * bystander's SEND still fits. Heavy (two 128 MiB floods): run on its own, last in the meson test
+ * 'kmod-batch-smp1', after the other cases of test-quota.
  */
 static void test_cross_user_bytes(void)
 {
@@ -805,7 +805,7 @@ static const struct kt_case cases[] = {
 	KT_CASE(test_module_params),
 };
 
-/* Heavy, run only when named (the meson test kmod-quota-pool-share). */
+/* Heavy, run only when named (last in the meson test kmod-batch-smp1). */
 static const struct kt_case heavy[] = {
 	KT_CASE_T(test_cross_user_bytes, 200),
 };
