@@ -80,10 +80,8 @@ double kt_now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int kt_main(const struct kt_case *cases, size_t n_cases, int argc, char **argv)
+unsigned int kt_time_factor(void)
 {
-	const char *only = argc > 1 ? argv[1] : NULL;
-	size_t i, n_run = 0, n_failed = 0;
 	unsigned int factor = 1;
 	const char *e;
 
@@ -97,6 +95,14 @@ int kt_main(const struct kt_case *cases, size_t n_cases, int argc, char **argv)
 	e = getenv("KT_TIMEOUT_FACTOR");
 	if (e && atoi(e) > 1)
 		factor *= atoi(e);
+	return factor;
+}
+
+int kt_main(const struct kt_case *cases, size_t n_cases, int argc, char **argv)
+{
+	const char *only = argc > 1 ? argv[1] : NULL;
+	size_t i, n_run = 0, n_failed = 0;
+	unsigned int factor = kt_time_factor();
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (access("/dev/bus1", F_OK) < 0) {

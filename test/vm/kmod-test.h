@@ -53,6 +53,12 @@ void *kt_map_pool(int fd, size_t size);
 uint64_t kt_rand(void);
 void kt_srand(uint64_t seed);
 double kt_now(void);
+/*
+ * How many times slower than the reference machine this run is: run-guest.sh's time factor
+ * times the suite's own (KT_TIMEOUT_FACTOR, the debug kernel). Every wait that only bounds a
+ * hang is stretched by it, as kt_main() stretches each case's alarm.
+ */
+unsigned int kt_time_factor(void);
 
 /* Failure with any of the listed errnos (where the uAPI leaves the exact errno open). */
 #define CHECK_ERR2(_expr, _e1, _e2) do {					\

@@ -389,7 +389,8 @@ static bool job_wait(struct job *j, int ms)
 
 	if (j->done)
 		return true;
-	if (poll(&pfd, 1, ms) <= 0)
+	/* @ms bounds a hang: a slower machine gets longer (kt_time_factor()) */
+	if (poll(&pfd, 1, ms * (int)kt_time_factor()) <= 0)
 		return false;
 	n = read(j->rfd, &j->res, sizeof(j->res));
 	if (n != sizeof(j->res))
@@ -1069,7 +1070,8 @@ static bool staller_resolve(struct staller *s, struct result *out, int ms)
 
 	if (write(s->cmd_w, "r", 1) != 1)
 		CHECK_FAIL("the stalling child is gone");
-	if (poll(&pfd, 1, ms) <= 0)
+	/* @ms bounds a hang: a slower machine gets longer (kt_time_factor()) */
+	if (poll(&pfd, 1, ms * (int)kt_time_factor()) <= 0)
 		return false;
 	if (read(s->res_r, out, sizeof(*out)) != sizeof(*out))
 		CHECK_FAIL("the stalling child died after the fault was resolved");
