@@ -9,14 +9,16 @@
 # unit/integration/stress under ASan + UBSan with clang + libFuzzer, and the
 # kernel module suite on a debug kernel (KASAN, lockdep, kmemleak).
 #
-# Three lanes run side by side (tools/stages.sh), so that the guests, which
-# mostly keep one CPU busy, and the host work share both CPUs:
-#   main    the host: builds, unit/integration/stress/reference, valgrind, the
-#           Debian packages, fuzzing, ASan + UBSan
-#   guests  the qemu guests on Debian's 6.1 and 6.12 kernels: kmod, native, LSM,
-#           the systemd guest suite and the Debian package suite
-#   debug   the debug kernel (built at the lowest priority, so it takes the CPU
-#           time the others leave), then the kmod suite on it
+# Four lanes run side by side (tools/stages.sh), so that the guests, which
+# mostly keep one CPU busy, and the host work share both CPUs all the time:
+#   main         the host: builds (the 6.12 one and the packages first),
+#                unit/integration/stress/reference, valgrind, fuzzing, ASan + UBSan
+#   guests-6.1   the qemu guests on Debian's 6.1: kmod, native, LSM, then the
+#                systemd guest suite
+#   guests-6.12  the same guest suites on Debian's 6.12, then the Debian package
+#                suite
+#   debug        the debug kernel (built at the lowest priority, so it takes the
+#                CPU time the others leave), then its selftest and kmod suite
 # Every time limit is stretched by BUS1_TIME_FACTOR, measured first
 # (tools/time-factor.sh); a guest is stopped when it makes no progress, not
 # when it is slow (test/vm/watchdog.sh). The run ends with a table of every
