@@ -276,7 +276,8 @@ class Bus:
                                      stderr=self.log_file, env=e, text=True)
         BUSES.append(self)
         self.pid = self.proc.pid
-        ready, _, _ = select.select([self.proc.stdout], [], [], 10)
+        ready, _, _ = select.select([self.proc.stdout], [], [],
+                                     10 * int(os.environ.get("BUS1_TIME_FACTOR", "1")))
         self.address = self.proc.stdout.readline().strip() if ready else ""
         if not self.address:
             self.kill()

@@ -39,7 +39,8 @@ for s in "${suites[@]}"; do args+=(--suite "$s"); done
 BUS_BINARY_OVERRIDE="$dir/bin/bus1-broker" \
 BUS_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=1 --log-file=$dir/logs/vg-stress.%p" \
 PEER_WRAPPER="valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=1 --log-file=$dir/logs/peer.%p" \
-    meson test -C "$build" --num-processes "${VALGRIND_JOBS:-2}" -t 4 --print-errorlogs \
+    meson test -C "$build" --num-processes "${VALGRIND_JOBS:-2}" -t $((4 * ${BUS1_TIME_FACTOR:-1})) \
+    --print-errorlogs \
     --logbase valgrindlog "${args[@]}"
 rc=$?
 
