@@ -53,11 +53,23 @@ static int on_signal(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
 	return 1;
 }
 
+/*
+ * No case expects a timeout: the limit (in µs) only catches a call that hangs, as in
+ * lsm_peer.py: 25 s, the bus's own reply timeout, times BUS1_TIME_FACTOR.
+ */
+static uint64_t call_timeout(void)
+{
+	const char *e = getenv("BUS1_TIME_FACTOR");
+	int factor = e ? atoi(e) : 1;
+
+	return 25000000ULL * (uint64_t)(factor > 1 ? factor : 1);
+}
+
 /* Print the outcome of a call: its error's name, "reply", or why not. */
 static void print_call(struct b1c_bus *bus, struct b1c_message *m, const char *prefix_ok)
 {
 	struct b1c_message *reply = NULL;
-	int r = b1c_bus_call(bus, m, 5000000, &reply);
+	int r = b1c_bus_call(bus, m, call_timeout(), &reply);
 	uint32_t code = 0;
 
 	if (r == B1C_CALL_ERROR)
@@ -110,7 +122,7 @@ static void do_command(struct b1c_bus *bus, char *line)
 		{
 			struct b1c_message *reply = NULL;
 
-			(void)b1c_bus_call(bus, m, 5000000, &reply);
+			(void)b1c_bus_call(bus, m, call_timeout(), &reply);
 			b1c_message_unref(reply);
 		}
 		while (b1c_bus_process(bus) > 0)
