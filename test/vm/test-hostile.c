@@ -2119,9 +2119,10 @@ static void multicast_hol(void)
 	 */
 	p90 = n_in ? lat[(n_in * 9) / 10] : 0;
 	REPORT("T's latency: 90th percentile %.1f ms", p90 * 1000);
-	CHECK(med < 0.02 && med < dur / 20,
-	      "T's median latency %.1f ms is not below 20 ms and 5%% of the multicast's %.1f ms",
-	      med * 1000, dur * 1000);
+	/* 20 ms on an idle machine: the debug kernel on a loaded one is many times slower */
+	CHECK(med < 0.02 * kt_time_factor() && med < dur / 20,
+	      "T's median latency %.1f ms is not below %u ms and 5%% of the multicast's %.1f ms",
+	      med * 1000, 20 * kt_time_factor(), dur * 1000);
 	CHECK(p90 < dur / 4, "T's 90th percentile latency %.1f ms is not below a quarter of the multicast's %.1f ms",
 	      p90 * 1000, dur * 1000);
 	for (i = 1; i < 4; i++) {
