@@ -12,6 +12,7 @@
 #include <linux/lockdep.h>
 #include <linux/log2.h>
 #include <linux/magic.h>
+#include <linux/minmax.h>
 #include <linux/mutex.h>
 #include <linux/net.h>
 #include <linux/rbtree.h>
@@ -215,12 +216,20 @@ enum bus1_gc_type {
 	BUS1_GC_MESSAGE,	/* key: the message */
 };
 
+/*
+ * @parent and @rank: union-find over the edges found, so that every vertex
+ * knows its weakly connected component (its root). @dirty (on a root): the
+ * second view of some vertex of the component differed from the first.
+ */
 struct bus1_gc_vertex {
 	struct hlist_node hnode;
 	struct list_head link;
 	void *key;
+	struct bus1_gc_vertex *parent;
+	unsigned int rank;
 	enum bus1_gc_type type;
 	bool reachable;
+	bool dirty;
 	long count;
 	long inref;
 	size_t n_out;
@@ -270,10 +279,35 @@ static struct bus1_gc_vertex *bus1_gc_vertex(struct bus1_gc *gc, void *key,
 		return NULL;
 	}
 	v->key = key;
+	v->parent = v;
 	v->type = type;
 	hlist_add_head(&v->hnode, &gc->table[hash_ptr(key, gc->bits)]);
 	list_add_tail(&v->link, &gc->vertices);
 	return v;
+}
+
+/* The root of @v's component; halves the path on the way. */
+static struct bus1_gc_vertex *bus1_gc_component(struct bus1_gc_vertex *v)
+{
+	while (v->parent != v) {
+		v->parent = v->parent->parent;
+		v = v->parent;
+	}
+	return v;
+}
+
+/* One component of @a's and @b's, the lower tree under the higher. */
+static void bus1_gc_join(struct bus1_gc_vertex *a, struct bus1_gc_vertex *b)
+{
+	a = bus1_gc_component(a);
+	b = bus1_gc_component(b);
+	if (a == b)
+		return;
+	if (a->rank < b->rank)
+		swap(a, b);
+	b->parent = a;
+	if (a->rank == b->rank)
+		a->rank++;
 }
 
 static int bus1_gc_edge(struct bus1_gc_vertex *from, struct bus1_gc_vertex *to)
@@ -291,6 +325,7 @@ static int bus1_gc_edge(struct bus1_gc_vertex *from, struct bus1_gc_vertex *to)
 	}
 	from->out[from->n_out++] = to;
 	to->inref++;
+	bus1_gc_join(from, to);
 	return 0;
 }
 
@@ -574,19 +609,26 @@ static int bus1_gc_size_table(struct bus1_gc *gc)
 enum {
 	BUS1_GC_DONE,		/* no cycle is possible now */
 	BUS1_GC_SUSPECT,	/* a peer is queued on a socket: look again later */
-	BUS1_GC_RETRY,		/* the graph changed while scanned */
+	BUS1_GC_RETRY,		/* part of the graph changed while scanned */
 };
 
 /*
  * One pass. Garbage peers are returned on @dead (a reference on each file,
  * through the vertices' keys: the caller disconnects them, then frees @gc).
+ *
+ * Whether a vertex is referenced from outside, and what it reaches, depends
+ * only on the counts and edges of its own weakly connected component: every
+ * edge into or out of it was found, and joined, inside that component. So a
+ * component whose second view differs from its first is given up for this
+ * pass (BUS1_GC_RETRY), and the verdicts on all the others stand: another
+ * user's files changing all the time cannot keep a dead peer alive.
  */
 static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size_t *n_deadp)
 {
 	struct bus1_gc_vertex *v, **stack = NULL, **dead;
 	struct bus1_peer *peer;
 	size_t n = 0, n_dead = 0;
-	bool suspect = false;
+	bool suspect = false, changed = false;
 	int r = 0, ok;
 
 	lockdep_assert_held_write(&bus1_gc_rwsem);
@@ -630,15 +672,18 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 		n++;
 	}
 
-	/* the same view a second time, or give up for now */
+	/* the same view a second time, or give up on the component for now */
 	list_for_each_entry(v, &gc->vertices, link) {
+		ok = 1;
 		if (v->type == BUS1_GC_UNIX) {
 			ok = bus1_gc_verify_unix(gc, v);
-			if (ok <= 0)
-				return ok < 0 ? ok : BUS1_GC_RETRY;
+			if (ok < 0)
+				return ok;
 		}
-		if (bus1_gc_count(v) != v->count)
-			return BUS1_GC_RETRY;
+		if (!ok || bus1_gc_count(v) != v->count) {
+			bus1_gc_component(v)->dirty = true;
+			changed = true;
+		}
 	}
 
 	stack = kvmalloc_array(n ?: 1, sizeof(*stack), GFP_KERNEL);
@@ -652,7 +697,7 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 		if (v->count > v->inref)
 			bus1_gc_mark(v, stack);
 	list_for_each_entry(v, &gc->vertices, link) {
-		if (v->type != BUS1_GC_PEER)
+		if (v->type != BUS1_GC_PEER || bus1_gc_component(v)->dirty)
 			continue;
 		if (!v->reachable)
 			dead[n_dead++] = v;
@@ -662,6 +707,8 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 	kvfree(stack);
 	*deadp = dead;
 	*n_deadp = n_dead;
+	if (changed)
+		return BUS1_GC_RETRY;
 	return suspect ? BUS1_GC_SUSPECT : BUS1_GC_DONE;
 }
 

@@ -44,8 +44,15 @@
  * which is safe), and only removed by a receiver holding a reference on
  * the socket, so the socket was referenced from outside. Since reference
  * counts and edges are read at different moments, every socket's queue is
- * scanned twice and every count read twice; the result is used only if
- * both views agree, otherwise the pass is repeated later.
+ * scanned twice and every count read twice. A pass joins the vertices into
+ * weakly connected components as it finds edges; whether a vertex is
+ * referenced from outside and what it reaches depend on its component's
+ * counts and edges alone, so the verdict on a component is used if both
+ * views of that component agree. A component whose views differ is looked
+ * at again in a later pass, and only it: a user whose files change all the
+ * time delays the collection of its own garbage, never another user's
+ * (unless their files are connected, e.g. one's socket is queued on the
+ * other's).
  *
  * When it runs: when a bus1 fd is closed or a unix socket is sent, while any
  * queue holds a unix socket, and then again (with growing delays, 250 ms to
