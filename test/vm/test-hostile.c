@@ -33,6 +33,11 @@
  *   gc_stall: a user who builds a large graph for the collector and makes it run every 20 ms
  *	does not make another user's SEND+RECV sleep in the kernel (the peers that pass no unix
  *	sockets never wait for a pass), and the graph is collected once its builder exits.
+ *   gc_starve: a user whose own graph changes all the time (close(dup()) in two threads) does
+ *	not delay the collection of another user's cycle: it is freed within 1 s (times the
+ *	run's time factor) of its owner's exit.
+ *   gc_unix_latency: under the same attack, a third user's round trips with a unix socket in
+ *	every message: p99 alone and under the attack reported, the worst bounded by 1 s.
  *
  * Every figure a case measures is printed as one "hostile: <case>: ..." line.
  *
@@ -3088,6 +3093,284 @@ static void gc_stall(void)
 	gc_stall_run();
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * 10. One user's graph does not hold up another user's garbage (issue 38). UID_A keeps
+ * GX_GRAPH live structures (a peer whose queue holds a unix socket on which the peer's own fd
+ * is queued; A keeps the fd) and two threads of it loop close(dup(fd)) over GX_CHURN of
+ * those fds: every close asks for a pass, and the counts of A's files change all the time.
+ * UID_B then leaves a cycle behind (cycle_leak's construction with GX_DATA in its pool) and
+ * exits; its Shmem must come back within GX_COLLECT seconds (times the run's time factor).
+ * Meanwhile UID_C does SEND+RECV round trips with a unix socket in every message: the p99 of
+ * its round trips under the attack is held against its p99 alone.
+ */
+
+enum { UID_C = 1002 };
+enum { GX_GRAPH = 1000, GX_CHURN = 16, GX_DATA = 16 * MiB, GX_SECONDS = 4 };
+enum { GX_MAX_RT = 1 << 20 };
+static const double GX_COLLECT = 1.0;
+static int gx_graph = GX_GRAPH;
+
+struct gx_attack {
+	int fds[GX_CHURN];
+	atomic_bool stop;
+	atomic_ulong n;
+};
+
+static void *gx_churn(void *arg)
+{
+	struct gx_attack *a = arg;
+	unsigned long k = 0;
+
+	while (!atomic_load(&a->stop)) {
+		close(dup(a->fds[k % GX_CHURN]));
+		k++;
+	}
+	atomic_fetch_add(&a->n, k);
+	return NULL;
+}
+
+/* Build the graph, say so on a pipe, churn until another one closes. */
+static void gx_attacker(void *arg, struct result *res)
+{
+	static struct gx_attack a;
+	int *ready = arg, i, s[2];
+	struct pollfd pfd;
+	pthread_t t[2];
+	struct hpeer p;
+	uint64_t n;
+
+	close(ready[0]);
+	close(ready[3]);
+	for (i = 0; i < gx_graph; i++) {
+		p.fd = kt_open_peer();
+		p.pool = NULL;
+		n = hp_node(&p, &p, NULL);
+		CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+		send_fd(s[0], p.fd);
+		CHECK_OK(hp_send1(p.fd, n, "x", 1, s[1]));
+		close(s[0]);
+		close(s[1]);
+		if (i < GX_CHURN)
+			a.fds[i] = p.fd;
+	}
+	for (i = 0; i < 2; i++)
+		CHECK(!pthread_create(&t[i], NULL, gx_churn, &a));
+	CHECK_EQ(write(ready[1], "R", 1), 1);
+	pfd = (struct pollfd){ .fd = ready[2], .events = POLLIN };
+	while (poll(&pfd, 1, 1000) == 0)
+		;
+	atomic_store(&a.stop, true);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	res->v[0] = atomic_load(&a.n);
+	res->r = 0;
+}
+
+/* UID_B: GX_DATA in the pool of a peer that holds itself through a unix socket; exit. */
+static void gx_victim(void *arg, struct result *res)
+{
+	struct hpeer p = hp_open();
+	struct bus1_cmd_recv c;
+	uint64_t n;
+	uint8_t *buf;
+	int s[2], i, r;
+
+	n = hp_node(&p, &p, NULL);
+	buf = malloc(CYCLE_DATA);
+	CHECK(buf);
+	memset(buf, 0x5b, CYCLE_DATA);
+	for (i = 0; i < GX_DATA / CYCLE_DATA; i++) {
+		r = hp_send1(p.fd, n, buf, CYCLE_DATA, -1);
+		if (r < 0)
+			CHECK_FAIL("SEND of %d bytes to the own node: %s", CYCLE_DATA, strerror(-r));
+		hp_recv_wait(&p, &c, 1000);
+		CHECK_EQ(c.n_bytes, CYCLE_DATA);
+	}
+	free(buf);
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+	send_fd(s[1], p.fd);
+	r = hp_send1(p.fd, n, "S", 1, s[0]);
+	if (r < 0)
+		CHECK_FAIL("SEND carrying a unix socket: %s", strerror(-r));
+	res->v[0] = kt_meminfo_kb("Shmem");
+	/* exit with everything still open: the kernel closes it */
+}
+
+/* Run the victim; seconds from its exit until its pool's Shmem is back (-1: not in 60 s). */
+static double gx_collect(void)
+{
+	long long sh0 = kt_meminfo_kb("Shmem"), sh = 0;
+	struct job b;
+	double t0;
+
+	b = job_start(UID_B, gx_victim, NULL);
+	if (!job_wait(&b, 60 * 1000))
+		CHECK_FAIL("the victim did not end");
+	CHECK(b.res.v[0] - sh0 >= (long long)GX_DATA / 1024 * 3 / 4,
+	      "the victim's pool held no shmem (%lld kB over the baseline)",
+	      (long long)b.res.v[0] - sh0);
+	t0 = kt_now();
+	while (kt_now() < t0 + 60) {
+		sh = kt_meminfo_kb("Shmem");
+		if (sh - sh0 < GX_DATA / 1024 / 4)
+			return kt_now() - t0;
+		usleep(10 * 1000);
+	}
+	return -1;
+}
+
+/* UID_C: round trips carrying a unix socket for GX_SECONDS; n, p50, p99, worst (us). */
+static void gx_bystander(void *arg, struct result *res)
+{
+	struct hpeer p = hp_open();
+	struct bus1_cmd_recv c;
+	double *lat, t0, end;
+	size_t k = 0;
+	uint64_t n;
+	int s[2];
+
+	lat = calloc(GX_MAX_RT, sizeof(*lat));
+	CHECK(lat);
+	n = hp_node(&p, &p, NULL);
+	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
+	end = kt_now() + GX_SECONDS;
+	while (k < GX_MAX_RT && kt_now() < end) {
+		t0 = kt_now();
+		CHECK_OK(hp_send1(p.fd, n, "8 bytes", 8, s[0]));
+		CHECK_OK(hp_recv(p.fd, 0, &c));
+		lat[k++] = kt_now() - t0;
+		close(hp_fds(&p, &c)[0]);
+		CHECK_OK(hp_slice_release(p.fd, c.offset));
+	}
+	CHECK(k > 0);
+	qsort(lat, k, sizeof(*lat), cmp_double);
+	res->v[0] = k;
+	res->v[1] = (uint64_t)(lat[k / 2] * 1e6);
+	res->v[2] = (uint64_t)(lat[k * 99 / 100] * 1e6);
+	res->v[3] = (uint64_t)(lat[k - 1] * 1e6);
+	free(lat);
+	close(s[0]);
+	close(s[1]);
+	hp_close(&p);
+}
+
+static void gx_report(const char *when, const struct job *j)
+{
+	REPORT("%s: uid %d passing a unix socket in each message: %llu round trips, p50 %.3f ms, p99 %.3f ms, worst %.1f ms",
+	       when, UID_C, (unsigned long long)j->res.v[0], j->res.v[1] / 1000.0,
+	       j->res.v[2] / 1000.0, j->res.v[3] / 1000.0);
+}
+
+static struct job gx_attack_start(int pipes[4])
+{
+	struct rlimit rl0, rl;
+	struct job a;
+	char x;
+
+	CHECK_OK(getrlimit(RLIMIT_NOFILE, &rl0));
+	rl.rlim_cur = rl.rlim_max = (rlim_t)gx_graph + 256 > rl0.rlim_max ? (rlim_t)gx_graph + 256 :
+									     rl0.rlim_max;
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl));
+	CHECK_OK(pipe2(pipes, O_CLOEXEC));
+	CHECK_OK(pipe2(pipes + 2, O_CLOEXEC));
+	a = job_start(UID_A, gx_attacker, pipes);
+	CHECK_OK(setrlimit(RLIMIT_NOFILE, &rl0));
+	close(pipes[1]);
+	close(pipes[2]);
+	if (read(pipes[0], &x, 1) != 1)
+		CHECK_FAIL("the attacker died building its graph");
+	close(pipes[0]);
+	return a;
+}
+
+static void gx_attack_stop(struct job *a, int pipes[4], long long rc0)
+{
+	double t0;
+
+	close(pipes[3]);
+	if (!job_wait(a, 60 * 1000))
+		CHECK_FAIL("the attacker did not end");
+	REPORT("uid %d closed %llu dups", UID_A, (unsigned long long)a->res.v[0]);
+	/* the attacker's graph, now garbage, is collected before the next case */
+	t0 = kt_now();
+	while (refcnt() > rc0 && kt_now() < t0 + 60)
+		usleep(100 * 1000);
+	REPORT("the attacker's garbage collected %.1f s after it exited", kt_now() - t0);
+	CHECK(refcnt() <= rc0, "refcnt %lld 60 s after the attacker exited (before: %lld)",
+	      refcnt(), rc0);
+}
+
+/* B's cycle is collected within GX_COLLECT s while A churns its own graph. */
+static void gc_starve(void)
+{
+	unsigned int factor = kt_time_factor();
+	long long rc0 = refcnt();
+	double alone, attacked;
+	struct job a;
+	int pipes[4];
+
+	if (debug_kernel())
+		gx_graph = 250;
+	alone = gx_collect();
+	REPORT("no attack: uid %d's cycle with %d MiB collected %.2f s after its exit", UID_B,
+	       GX_DATA / MiB, alone);
+	a = gx_attack_start(pipes);
+	REPORT("uid %d: %d live peers each holding itself through a unix socket; 2 threads close(dup()) %d of their fds",
+	       UID_A, gx_graph, GX_CHURN);
+	attacked = gx_collect();
+	REPORT("under attack: uid %d's cycle with %d MiB collected %.2f s after its exit (bound %.1f s)",
+	       UID_B, GX_DATA / MiB, attacked, GX_COLLECT * factor);
+	gx_attack_stop(&a, pipes, rc0);
+	CHECK(alone >= 0, "the cycle was not collected in 60 s without an attack");
+	CHECK(attacked >= 0, "the cycle was not collected in 60 s under the attack");
+	CHECK(attacked <= GX_COLLECT * factor,
+	      "the cycle was collected %.2f s after its owner exited under the attack, bound %.1f s",
+	      attacked, GX_COLLECT * factor);
+}
+
+/* C's round trips with a unix socket in each message stay within 2x of alone (p99). */
+static void gc_unix_latency(void)
+{
+	unsigned int factor = kt_time_factor();
+	long long rc0 = refcnt();
+	struct job a, c0, c;
+	double p99_0, p99, bound;
+	int pipes[4];
+
+	if (debug_kernel())
+		gx_graph = 250;
+	c0 = job_start(UID_C, gx_bystander, NULL);
+	if (!job_wait(&c0, (GX_SECONDS + 60) * 1000 * factor))
+		CHECK_FAIL("the bystander did not end");
+	gx_report("no attack", &c0);
+	a = gx_attack_start(pipes);
+	REPORT("uid %d: %d live peers each holding itself through a unix socket; 2 threads close(dup()) %d of their fds",
+	       UID_A, gx_graph, GX_CHURN);
+	c = job_start(UID_C, gx_bystander, NULL);
+	if (!job_wait(&c, (GX_SECONDS + 60) * 1000 * factor))
+		CHECK_FAIL("the bystander did not end under the attack");
+	gx_report("under attack", &c);
+	gx_attack_stop(&a, pipes, rc0);
+	/*
+	 * 2x of p99 alone, but at least a scheduler tick (4 ms at HZ=250) stretched by the time
+	 * factor: on a TCG guest p99 alone is a fraction of a millisecond, and two CPU-bound
+	 * processes on it make a round trip wait a tick now and then whatever bus1 does.
+	 */
+	p99_0 = c0.res.v[2] / 1e6;
+	p99 = c.res.v[2] / 1e6;
+	bound = 2 * p99_0 > 0.004 * factor ? 2 * p99_0 : 0.004 * factor;
+	/*
+	 * Issue 38's goal, not met yet: a pass still holds the collector's lock for writing
+	 * over every user's graph, and C's SEND and RECV wait for it. Reported, not asserted;
+	 * what is asserted is that the wait stays bounded (a pass is bounded).
+	 */
+	REPORT("p99 under the attack %.3f ms, alone %.3f ms: %s 2x (%.3f ms)", p99 * 1e3,
+	       p99_0 * 1e3, p99 <= bound ? "within" : "NOT within", bound * 1e3);
+	CHECK(c.res.v[3] / 1e6 <= 1.0 * factor,
+	      "a round trip under the attack took %.1f ms, bound %u s", c.res.v[3] / 1e3, factor);
+}
+
 static const struct kt_case cases[] = {
 	KT_CASE_T(cycle_leak, 60),
 	KT_CASE_T(cycle_pair, 60),
@@ -3109,6 +3392,8 @@ static const struct kt_case cases[] = {
 	KT_CASE_T(slice_bound, 120),
 	KT_CASE_T(gc_stall, 200),
 	KT_CASE_T(notify_bound, 180),
+	KT_CASE_T(gc_starve, 200),
+	KT_CASE_T(gc_unix_latency, 200),
 };
 
 int main(int argc, char **argv)
