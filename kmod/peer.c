@@ -1045,10 +1045,15 @@ static int bus1_peer_recv(struct bus1_peer *peer, u64 flags, void __user *uarg)
  * The input half of RECV's flags, shared by RECV and CALL: check them, and
  * release the slice BUS1_RECV_FLAG_RELEASE names, before anything else.
  */
+static bool bus1_peer_recv_flags_valid(u64 flags)
+{
+	return !(flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS |
+			   BUS1_RECV_FLAG_RELEASE | BUS1_RECV_FLAG_MORE));
+}
+
 static int bus1_peer_recv_prepare(struct bus1_peer *peer, const struct bus1_cmd_recv *cmd)
 {
-	if (cmd->flags & ~(BUS1_RECV_FLAG_PEEK | BUS1_RECV_FLAG_NO_FDS |
-			   BUS1_RECV_FLAG_RELEASE | BUS1_RECV_FLAG_MORE))
+	if (!bus1_peer_recv_flags_valid(cmd->flags))
 		return -EINVAL;
 	if (cmd->flags & BUS1_RECV_FLAG_RELEASE)
 		return bus1_peer_release_slice(peer, cmd->offset);
@@ -1120,7 +1125,13 @@ static int bus1_peer_ioctl_call(struct bus1_peer *peer, void __user *uarg)
 
 	if (copy_from_user(&cmd, ucall, sizeof(cmd)))
 		return -EFAULT;
-	if (cmd.flags || cmd.timeout_ns > BUS1_CALL_TIMEOUT_MAX)
+	/*
+	 * Every field is checked before @status is written: one rule for the
+	 * caller, a CALL refused with EINVAL (or EFAULT on reading it) leaves
+	 * @status as it was; every later return has written it.
+	 */
+	if (cmd.flags || cmd.timeout_ns > BUS1_CALL_TIMEOUT_MAX ||
+	    !bus1_peer_recv_flags_valid(cmd.recv.flags))
 		return -EINVAL;
 	/* not sent yet: and a caller whose @status is not writable finds out now */
 	if (put_user(0ULL, &ucall->status))

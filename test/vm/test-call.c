@@ -451,12 +451,16 @@ static void test_call_bad_args(void)
 	call_init(&cmd, &p.c_ns, &v, "x", SEC);
 	cmd.flags = 1;
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
+	/* one rule: a CALL refused with EINVAL leaves @status as it was */
+	CHECK_EQ(cmd.status, 0xdead);
 	call_init(&cmd, &p.c_ns, &v, "x", SEC);
 	cmd.flags = 1ULL << 63;
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
+	CHECK_EQ(cmd.status, 0xdead);
 	call_init(&cmd, &p.c_ns, &v, "x", SEC);
 	cmd.recv.flags = 1ULL << 4;
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
+	CHECK_EQ(cmd.status, 0xdead);
 	/* a RELEASE of no slice fails before the send */
 	call_init(&cmd, &p.c_ns, &v, "x", SEC);
 	cmd.recv.flags = BUS1_RECV_FLAG_RELEASE;
@@ -467,6 +471,7 @@ static void test_call_bad_args(void)
 	CHECK_ERR(call_raw(p.c, &cmd), ENXIO);
 	call_init(&cmd, &p.c_ns, &v, "x", BUS1_CALL_TIMEOUT_MAX + 1);
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
+	CHECK_EQ(cmd.status, 0xdead);
 	call_init(&cmd, &p.c_ns, &v, "x", UINT64_MAX);
 	CHECK_ERR(call_raw(p.c, &cmd), EINVAL);
 	/* SEND's own checks */

@@ -377,8 +377,9 @@ struct bus1_cmd_recv {
  * RECV: nothing is received out of order, nothing is charged twice.
  *
  * Before anything is sent, the command is checked (EINVAL for @flags,
- * @recv.flags or @timeout_ns, EFAULT if it cannot be read or @status not
- * written), and with BUS1_RECV_FLAG_RELEASE in @recv.flags the slice at
+ * @recv.flags or @timeout_ns, EFAULT if it cannot be read: then @status is
+ * left as it was), @status is set to 0 (EFAULT if it cannot be written),
+ * and with BUS1_RECV_FLAG_RELEASE in @recv.flags the slice at
  * @recv.offset is released (if that fails, so does CALL, with nothing
  * sent). Then the SEND runs with all its checks: if it fails, CALL
  * fails with SEND's errno, nothing was sent, nothing waited for and
@@ -394,6 +395,9 @@ struct bus1_cmd_recv {
  * BUS1_MSG_NODE_DESTROY for the caller's handle to its node (the caller
  * holds one: it sent to it). The timeout bounds the wait for a message, not
  * the wait for another thread's RECV on the same peer (one RECV at a time).
+ * close() of the peer's last fd by another thread does not end a CALL (the
+ * CALL holds the file): it waits on for its timeout or a signal;
+ * PEER_DISCONNECT ends it with ESHUTDOWN.
  */
 struct bus1_cmd_call {
 	struct bus1_cmd_send send;
