@@ -30,7 +30,11 @@
  * Decisions, as dbus-daemon makes them: "unconfined" clients are allowed
  * everything; a profile in complain mode is allowed and logged; a requested
  * reply is allowed (the call was); a message to the bus driver is asked
- * against the bus' own label; a message that starts a service asks only the
+ * against the bus' own label, Hello and whatever else comes before it too
+ * (sender ":not.active.yet", as dbus-daemon's): a profile with no rule for
+ * the driver is refused Hello, so its client never gets on the bus (the
+ * bus1 bootstrap Connect, the transport's handshake, is not asked); a
+ * message that starts a service asks only the
  * sender, against the service's AssumedAppArmorLabel=. Messages the driver
  * sends are not mediated. Denials and audited decisions are logged in
  * dbus-daemon's form (apparmor="DENIED" operation="dbus_..." ...), to the

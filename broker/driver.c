@@ -803,6 +803,13 @@ bool driver_is_bootstrap(const struct message *msg)
 	return find_bootstrap_method(msg) != NULL;
 }
 
+bool driver_is_hello(const struct message *msg)
+{
+	const struct driver_method *m = find_bootstrap_method(msg);
+
+	return m && m->fn == driver_method_hello;
+}
+
 int driver_dispatch_bootstrap(struct peer *peer, struct message *msg)
 {
 	const struct driver_method *m = find_bootstrap_method(msg);

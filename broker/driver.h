@@ -36,6 +36,12 @@ struct message;
  */
 bool driver_is_bootstrap(const struct message *msg);
 
+/*
+ * Whether that method is Hello (the bus1 bootstrap is the transport's: no
+ * D-Bus message of the client's, no LSM is asked about it).
+ */
+bool driver_is_hello(const struct message *msg);
+
 /* Handle such a call (unstitched). Return 0 or negative errno. */
 int driver_dispatch_bootstrap(struct peer *peer, struct message *msg);
 

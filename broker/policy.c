@@ -239,6 +239,13 @@ int policy_check(struct bus *bus, struct peer *from,
 				  verdict);
 }
 
+int policy_check_driver_lsm(struct bus *bus, struct peer *from, struct message *m,
+			    struct policy_verdict *verdict)
+{
+	*verdict = (struct policy_verdict){};
+	return policy_check_lsm(bus, from, NULL, false, m, false, verdict);
+}
+
 int policy_check_activation(struct bus *bus, struct peer *from, struct message *m,
 			    struct policy_verdict *verdict)
 {

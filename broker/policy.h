@@ -109,6 +109,18 @@ int policy_check(struct bus *bus, struct peer *from,
 		 struct policy_verdict *verdict);
 
 /*
+ * The LSMs' say, and theirs only, on @m from @from to the bus driver: for
+ * what a connection sends before Hello (Hello itself first), which
+ * dbus-daemon asks SELinux and AppArmor about (the driver's context and
+ * label as the receiver's) before it lets Hello, and nothing else, through
+ * (bus_context_check_security_policy()); its <policy> rules do not apply.
+ * @m carries the sender ":not.active.yet", as in dbus-daemon. Return 1
+ * allowed, 0 denied (logged by the LSM; @verdict set), -ENOMEM.
+ */
+int policy_check_driver_lsm(struct bus *bus, struct peer *from, struct message *m,
+			    struct policy_verdict *verdict);
+
+/*
  * policy_check() for @m, which would start the service of its destination:
  * the send rules decide as if the service owned the name; the LSM asks the
  * sender only, against the label the service will have.

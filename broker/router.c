@@ -885,10 +885,55 @@ int router_resume_activated(struct peer *peer, struct message *msg)
  *  - anything else is shown to monitors as sent by ":not.active.yet"; then
  *    one for org.freedesktop.DBus, whatever its type and flags, gets
  *    AccessDenied (to ":not.active.yet") and the connection stays: Hello may
- *    follow. A signal without destination, or anything for another
+ *    follow. The LSMs are asked first (router_check_unregistered()): their
+ *    denial is logged, and its AccessDenied is theirs. A signal without destination, or anything for another
  *    destination, closes the connection.
  */
 #define ROUTER_INACTIVE_SENDER ":not.active.yet"
+
+/*
+ * A message to the driver before Hello, as dbus-daemon asks its LSMs about
+ * it (bus_context_check_security_policy(), before its "only Hello" rule):
+ * @m (stitched with ":not.active.yet") against the bus' own label and
+ * context. Denied, the connection gets AccessDenied and stays (Hello may
+ * follow; a client whose Hello is refused fails to connect), and monitors
+ * see the message and the error. Return 1 allowed, 0 denied, -errno.
+ */
+static int router_check_unregistered(struct peer *peer, struct message *m)
+{
+	_cleanup_verdict_ struct policy_verdict verdict = {};
+	int r;
+
+	if (!peer->bus->apparmor && !peer->bus->selinux)
+		return 1;
+	r = policy_check_driver_lsm(peer->bus, peer, m, &verdict);
+	if (r)
+		return r;
+	monitor_capture(peer->bus, m, peer, NULL);
+	r = policy_denied(peer->bus, peer, m, &verdict, true);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Hello: asked of the LSMs first. The message the driver handles is
+ * unstitched (it stitches the unique name it allocates).
+ */
+static int router_dispatch_hello(struct peer *peer, struct message *msg)
+{
+	_cleanup_message_ struct message *m = NULL;
+	int r;
+
+	if (peer->bus->apparmor || peer->bus->selinux) {
+		/* Never the sender field the client wrote: it has no name yet. */
+		r = message_stitch_sender(msg, ROUTER_INACTIVE_SENDER, &m);
+		if (r < 0)
+			return r;
+		r = router_check_unregistered(peer, m);
+		if (r <= 0)
+			return r;
+	}
+	return driver_dispatch_bootstrap(peer, msg);
+}
 
 static int router_dispatch_unregistered(struct peer *peer, struct message *msg)
 {
@@ -903,11 +948,15 @@ static int router_dispatch_unregistered(struct peer *peer, struct message *msg)
 	r = message_stitch_sender(msg, ROUTER_INACTIVE_SENDER, &m);
 	if (r < 0)
 		return r;
-	monitor_capture(peer->bus, m, peer, NULL);
 	if (!m->destination || strcmp(m->destination, DC_SERVICE_DBUS)) {
+		monitor_capture(peer->bus, m, peer, NULL);
 		peer_close(peer, "a message other than Hello() before Hello()");
 		return 0;
 	}
+	r = router_check_unregistered(peer, m);
+	if (r <= 0)
+		return r;
+	monitor_capture(peer->bus, m, peer, NULL);
 	return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
 		"Client tried to send a message other than Hello without being registered");
 }
@@ -923,6 +972,8 @@ int router_dispatch(struct peer *peer, struct message *msg)
 	}
 	/* Hello, and the bus1 bootstrap (docs/native-protocol.md), come first. */
 	if (!peer->registered) {
+		if (driver_is_hello(msg))
+			return router_dispatch_hello(peer, msg);
 		if (driver_is_bootstrap(msg))
 			return driver_dispatch_bootstrap(peer, msg);
 		return router_dispatch_unregistered(peer, msg);

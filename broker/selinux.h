@@ -10,7 +10,8 @@
  *  - acquire_svc: may a connection own a name? The name's context is the one
  *    of its <selinux><associate own= context=/>, else the bus' own;
  *  - send_msg: may a message go from one connection to another (or to the
- *    bus driver, whose context is the bus')? Every message between two
+ *    bus driver, whose context is the bus': Hello first, so a context that
+ *    may not send to the bus never gets on it)? Every message between two
  *    connections is asked, replies too; messages from the driver are not,
  *    nor is the start of a service (the service is asked once it is there).
  * A connection's context is its socket's peer label (SO_PEERSEC, from when
