@@ -798,8 +798,12 @@ static int call_driver(struct b1c_bus *bus, const char *member, const char *type
 		r = b1c_bus_call(bus, m, 0, &reply);
 	b1c_message_unref(m);
 	if (r == B1C_CALL_ERROR) {
+		/* AccessDenied (the bus' policy or an LSM's): -EACCES, else -EIO. */
+		const char *name = b1c_message_get_error_name(reply);
+
+		r = name && !strcmp(name, DC_ERROR_ACCESS_DENIED) ? -EACCES : -EIO;
 		b1c_message_unref(reply);
-		return -EIO;
+		return r;
 	}
 	if (r < 0)
 		return r;

@@ -60,7 +60,9 @@ typedef int (*b1c_handler_t)(struct b1c_bus *bus, struct b1c_message *m, void *u
  * ("unix:path=...", several entries tried in order), NULL for
  * $DBUS_SESSION_BUS_ADDRESS. Opens /dev/bus1 (or $BUS1_DEVICE), runs the
  * bootstrap and Hello. -ENOENT without /dev/bus1, -EOPNOTSUPP if the bus
- * has no bus1 transport, -ECONNREFUSED if authentication fails.
+ * has no bus1 transport, -ECONNREFUSED if authentication fails, -EACCES if
+ * the bus refuses Hello with AccessDenied (an LSM's policy: the connection's
+ * label may not talk to the bus driver).
  */
 int b1c_bus_open(struct b1c_bus **busp, const char *address);
 struct b1c_bus *b1c_bus_free(struct b1c_bus *bus);
