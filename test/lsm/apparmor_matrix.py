@@ -47,17 +47,41 @@ AAFS = "/sys/kernel/security/apparmor"
 
 # --------------------------------------------------------------- profiles
 
-# What every client needs besides its case: to run python, and to talk to
-# the bus driver (whose label is the bus', unconfined).
-BASE = """
+# What every client needs besides its case: to run python, and (BASE) to
+# talk to the bus driver (whose label is the bus', unconfined).
+NO_DRIVER = """
   file,
   capability,
   network,
   signal,
   ptrace,
   unix,
-  dbus send bus=session path=/org/freedesktop/DBus peer=(name=org.freedesktop.DBus),
 """
+DRIVER = "  dbus send bus=session path=/org/freedesktop/DBus peer=(name=org.freedesktop.DBus),\n"
+BASE = NO_DRIVER + DRIVER
+
+# The client's rule for the service, in the profiles of the driver cases.
+TO_SVC = """
+  dbus send bus=session path=/org/bus1/Lsm interface=org.bus1.Lsm member=Allowed
+       peer=(label=bus1test-svc),
+  dbus receive bus=session peer=(label=bus1test-svc),
+"""
+
+# The driver cases: profiles without BASE's driver rule (issue 39). Each
+# may call the service, as bus1test-client may.
+DRIVER_PROFILES = {
+    # Nothing for the driver: Hello is denied, the client never gets on.
+    "bus1test-nodriver": (TO_SVC, ""),
+    # No dbus rules at all.
+    "bus1test-nodbus": ("", ""),
+    # Hello and nothing else of the driver's.
+    "bus1test-helloonly": (TO_SVC + """
+  dbus send bus=session path=/org/freedesktop/DBus interface=org.freedesktop.DBus member=Hello
+       peer=(name=org.freedesktop.DBus),
+""", ""),
+    # Nothing for the driver, in complain mode: on, with an ALLOWED record.
+    "bus1test-nodriver-complain": (TO_SVC, ",complain"),
+}
 
 PROFILES = {
     # A service: owns its names, receives anything, sends signals on one path.
@@ -103,8 +127,8 @@ PROFILES = {
 COMPLAIN = "bus1test-complain"
 
 
-def profile_text(name, rules, flags="attach_disconnected"):
-    return "abi <abi/3.0>,\nprofile %s flags=(%s) {%s%s}\n" % (name, flags, BASE, rules)
+def profile_text(name, rules, flags="attach_disconnected", base=BASE):
+    return "abi <abi/3.0>,\nprofile %s flags=(%s) {%s%s}\n" % (name, flags, base, rules)
 
 
 def supply_flag():
@@ -139,6 +163,8 @@ def load_profiles():
     texts = [profile_text(n, r) for n, r in PROFILES.items()]
     texts.append(profile_text(COMPLAIN, PROFILES["bus1test-client"],
                               "attach_disconnected,complain"))
+    texts += [profile_text(n, r, "attach_disconnected" + f, NO_DRIVER)
+              for n, (r, f) in DRIVER_PROFILES.items()]
     for i, text in enumerate(texts):
         path = os.path.join(WORK, "profile-%d" % i)
         with open(path, "w") as f:
@@ -178,9 +204,10 @@ def run_cases(address, uid, bus_dir, native=None, reexec=None):
     out = []
     clients = []
 
-    def client(profile):
-        roles = ("bus1test-svc", "bus1test-client", "bus1test-deaf")
-        c = Client(address, aa_exec(profile), uid, native if profile in roles else None)
+    def client(profile, refusable=False):
+        roles = ("bus1test-svc", "bus1test-client", "bus1test-deaf") + tuple(DRIVER_PROFILES)
+        c = Client(address, aa_exec(profile), uid, native if profile in roles else None,
+                   refusable)
         clients.append(c)
         return c
 
@@ -269,6 +296,34 @@ def run_cases(address, uid, bus_dir, native=None, reexec=None):
         case("direct: a denied call", call(cli, SVC, member="Denied"), AD)
         case("direct: what reached the service", svc.do("seen"),
              [["call", LSM_PATH, LSM_IFACE, "Allowed"]])
+
+        # The driver (issue 39): every message to it is asked against the
+        # bus' own label, Hello first; a client refused Hello is refused at
+        # connect, as dbus-daemon refuses it, with its record.
+        svc.do("seen")
+        nodriver = client("bus1test-nodriver", refusable=True)
+        case("driver: no rule for it, Hello refused at connect", nodriver.connected,
+             "refused: " + AD)
+        nodbus = client("bus1test-nodbus", refusable=True)
+        case("driver: no dbus rules at all, Hello refused at connect", nodbus.connected,
+             "refused: " + AD)
+        hello = client("bus1test-helloonly", refusable=True)
+        case("driver: Hello alone allowed, connected", hello.connected, "connected")
+        if hello.connected == "connected":
+            case("driver: Hello alone allowed, a call to the service", call(hello, SVC),
+                 "reply")
+            case("driver: Hello alone allowed, RequestName denied",
+                 hello.do("own", name="org.bus1.Lsm.ClientName"), AD)
+            case("driver: Hello alone allowed, AddMatch denied",
+                 hello.do("match", rule="type='signal',interface='org.bus1.Lsm'"), AD)
+        nd_complain = client("bus1test-nodriver-complain", refusable=True)
+        case("driver: no rule for it in complain mode, connected", nd_complain.connected,
+             "connected")
+        if nd_complain.connected == "connected":
+            case("driver: complain mode, a call to the service", call(nd_complain, SVC),
+                 "reply")
+        case("driver: what reached the service", svc.do("seen"),
+             [["call", LSM_PATH, LSM_IFACE, "Allowed"]] * 2)
 
         # Activation: the sender is asked against AssumedAppArmorLabel=.
         case("activation: allowed by the assumed label",

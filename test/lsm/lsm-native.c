@@ -3,7 +3,8 @@
  * lsm-native ADDRESS - a native (libbus1-client, /dev/bus1) client of the LSM
  * matrix (apparmor_matrix.py), run under the label of its case. It answers
  * the commands of lsm_peer.py, one a line on stdin, each with one JSON line
- * on stdout ({"result": ...}), after {"ready": UNIQUE-NAME}:
+ * on stdout ({"result": ...}), after {"ready": UNIQUE-NAME} (Hello refused
+ * with AccessDenied: {"ready": null, "refused": ERROR} and it exits):
  *
  *   own NAME                     "reply:CODE" or the error name
  *   call DEST PATH IFACE MEMBER  "reply", the error name, or "timeout"
@@ -106,7 +107,8 @@ static void do_command(struct b1c_bus *bus, char *line)
 	} else if (argc == 2 && !strcmp(argv[0], "match")) {
 		int r = b1c_bus_add_match(bus, argv[1], on_signal, NULL);
 
-		printf("{\"result\": \"%s\"}\n", r < 0 ? strerror(-r) : "reply");
+		printf("{\"result\": \"%s\"}\n", r == -EACCES ? "org.freedesktop.DBus.Error.AccessDenied" :
+					      r < 0 ? strerror(-r) : "reply");
 	} else if (argc == 4 && !strcmp(argv[0], "emit")) {
 		int r = b1c_bus_emit_signal(bus, argv[1], argv[2], argv[3], NULL);
 
@@ -150,6 +152,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	r = b1c_bus_open(&bus, argv[1]);
+	if (r == -EACCES) {
+		/* Hello refused with AccessDenied (an LSM's): as lsm_peer.py says it. */
+		printf("{\"ready\": null, \"refused\": \"org.freedesktop.DBus.Error.AccessDenied\"}\n");
+		return 1;
+	}
 	if (r < 0) {
 		printf("{\"ready\": null, \"why\": \"%s\"}\n", strerror(-r));
 		return 1;

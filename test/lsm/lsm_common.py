@@ -48,9 +48,11 @@ def write_bus_config(bus_dir, svcdir, lsm_xml):
 
 class Client:
     """A client process: lsm_peer.py, or @native (lsm-native), started under
-    @wrap (e.g. aa-exec -p PROFILE --, runcon CONTEXT) as @uid."""
+    @wrap (e.g. aa-exec -p PROFILE --, runcon CONTEXT) as @uid. With
+    @refusable, a Hello the bus refuses is an outcome, not a failure:
+    .connected says "connected" or "refused: ERROR"."""
 
-    def __init__(self, address, wrap, uid, native=None):
+    def __init__(self, address, wrap, uid, native=None, refusable=False):
         argv = list(wrap or [])
         if uid:
             argv += ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
@@ -59,7 +61,10 @@ class Client:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
         self.ready = json.loads(self.proc.stdout.readline() or '{"ready": null}')
-        if not self.ready.get("ready"):
+        refused = self.ready.get("refused")
+        self.connected = "refused: " + refused if refused else "connected"
+        if not self.ready.get("ready") and not (refusable and refused):
+            self.close()
             raise RuntimeError("client %s did not connect: %s" % (wrap, self.ready))
 
     def do(self, op, **kw):
@@ -175,6 +180,14 @@ class Bus:
         return run
 
     def stop(self):
+        # The bus' CPU time (user + system), read while it still runs.
+        self.cpu = 0.0
+        try:
+            with open("/proc/%d/stat" % self.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            self.cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
         self.proc.terminate()
         self.proc.wait(10)
         self.log.close()
@@ -191,11 +204,16 @@ def run_bus(argv, bus_dir, conf, cases, marker, wrap=None, env=None, distinct=No
     then, as one more case, the decision lines it logged (@marker: where a
     line starts), which must be the same on both buses and some. @distinct:
     compare the set of distinct @distinct(line) instead of every line."""
+    start = time.monotonic()
     bus = Bus(argv, conf, bus_dir, wrap, env)
     try:
         out = cases(bus.address, bus.reexec())
     finally:
         bus.stop()
+    # Where a matrix' time goes, bus by bus, with the bus' own CPU time.
+    print("# time: %s (%s): %.1f s, bus CPU %.2f s" % (
+        os.path.basename(argv[0]), os.path.basename(bus_dir), time.monotonic() - start,
+        bus.cpu), flush=True)
     lines = bus.decisions(marker)
     if distinct:
         lines = sorted(set(distinct(line) for line in lines))

@@ -4,7 +4,9 @@ case (aa-exec -p PROFILE). It speaks raw D-Bus (test/integration/rawclient.py)
 so that it needs nothing but python3.
 
   lsm_peer.py ADDRESS              commands on stdin, one JSON object a line,
-                                   each answered by one JSON line on stdout
+                                   each answered by one JSON line on stdout,
+                                   after {"ready": UNIQUE-NAME} (or, Hello
+                                   refused, {"ready": null, "refused": ERROR})
   lsm_peer.py --activated NAME     an activated service: DBUS_STARTER_ADDRESS,
                                    owns NAME, answers every call until the bus
                                    goes away
@@ -33,7 +35,7 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
-from rawclient import (ERROR, FIELD_ERROR_NAME, FIELD_INTERFACE, FIELD_MEMBER,  # noqa: E402
+from rawclient import (ERROR, HelloRefused, FIELD_ERROR_NAME, FIELD_INTERFACE, FIELD_MEMBER,  # noqa: E402
                        FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_DESTINATION, FIELD_SENDER,
                        METHOD_CALL, METHOD_RETURN, SIGNAL, Raw, body_string_array, marshal)
 
@@ -164,6 +166,10 @@ def main():
     try:
         peer = Peer(sys.argv[1])
         print(json.dumps({"ready": peer.raw.name}), flush=True)
+    except HelloRefused as e:
+        # Refused at connect (an LSM denied Hello): the error's name.
+        print(json.dumps({"ready": None, "refused": e.args[0]}), flush=True)
+        return
     except Exception as e:
         print(json.dumps({"ready": None, "why": "%s: %s" % (type(e).__name__, e)}), flush=True)
         return

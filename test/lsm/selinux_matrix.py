@@ -35,7 +35,7 @@ WORK = "/run/bus1-selinux"
 SELINUXFS = "/sys/fs/selinux"
 
 TYPES = ["kernel_t", "bus_t", "client_t", "svc_t", "deaf_t", "other_t", "eaves_t",
-         "clientname_t"]
+         "clientname_t", "nodriver_t"]
 # Initial SIDs, in the kernel's order (all with one context here).
 SIDS = ("kernel security unlabeled fs file file_labels init any_socket port netif netmsg node "
         "igmp_packet icmp_socket tcp_socket sysctl_modprobe sysctl sysctl_fs sysctl_kernel "
@@ -72,6 +72,9 @@ def policy(extra=""):
          "allow svc_t { client_t other_t eaves_t }:dbus send_msg;",
          "allow other_t { svc_t client_t other_t }:dbus send_msg;",
          "allow client_t eaves_t:dbus send_msg;",
+         # May talk to the service (and be answered), not to the bus driver.
+         "allow nodriver_t svc_t:dbus send_msg;",
+         "allow svc_t nodriver_t:dbus send_msg;",
          extra,
          "user system_u roles { system_r };"] +
         ["sid %s %s" % (s, ctx("kernel_t")) for s in SIDS]) + "\n"
@@ -114,9 +117,10 @@ def run_cases(address, uid, enforcing, native, reexec):
     def denied(allowed):
         return AD if enforcing else allowed
 
-    def client(t):
-        roles = ("svc_t", "client_t", "deaf_t")
-        c = Client(address, ["runcon", ctx(t)], uid, native if t in roles else None)
+    def client(t, refusable=False):
+        roles = ("svc_t", "client_t", "deaf_t", "nodriver_t")
+        c = Client(address, ["runcon", ctx(t)], uid, native if t in roles else None,
+                   refusable)
         clients.append(c)
         return c
 
@@ -182,6 +186,18 @@ def run_cases(address, uid, enforcing, native, reexec):
         time.sleep(0.5)
         case("policy load: the rule gone again", call(cli, "org.bus1.Lsm.Deaf"),
              denied("reply"))
+
+        # The driver (issue 39): Hello is asked first, against the bus'
+        # context; denied, the client is refused at connect.
+        nodriver = client("nodriver_t", refusable=True)
+        case("driver: a type that may not send to the bus, Hello",
+             nodriver.connected, "refused: " + AD if enforcing else "connected")
+        if nodriver.connected == "connected":
+            case("driver: that type, a call to the service", call(nodriver, SVC), "reply")
+            case("driver: that type, RequestName",
+                 nodriver.do("own", name="org.bus1.Lsm.NoDriver"), "reply:1")
+        case("driver: what reached the service", svc.do("seen"),
+             [] if enforcing else [["call", LSM_PATH, LSM_IFACE, "Allowed"]])
 
         # Activation is not asked; the started service is, when it has the name.
         case("activation: a service the client may send to",
