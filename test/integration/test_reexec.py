@@ -67,6 +67,7 @@ import rawclient  # noqa: E402
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
                        FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SENDER,
                        METHOD_CALL, METHOD_RETURN, SIGNAL)
+from timefactor import time_factor  # noqa: E402
 
 # What SIGUSR2 does while a client is between AUTH and BEGIN:
 #   "refused"  re-exec refused ("... authenticating"), the next one succeeds
@@ -277,7 +278,7 @@ class Bus:
         BUSES.append(self)
         self.pid = self.proc.pid
         ready, _, _ = select.select([self.proc.stdout], [], [],
-                                     10 * int(os.environ.get("BUS1_TIME_FACTOR", "1")))
+                                     10 * time_factor())
         self.address = self.proc.stdout.readline().strip() if ready else ""
         if not self.address:
             self.kill()

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "client/bus1-client.h"
+#include "time-factor.h"
 
 #define MAX_SEEN 64
 
@@ -60,10 +61,7 @@ static int on_signal(struct b1c_bus *bus, struct b1c_message *m, void *userdata)
  */
 static uint64_t call_timeout(void)
 {
-	const char *e = getenv("BUS1_TIME_FACTOR");
-	int factor = e ? atoi(e) : 1;
-
-	return 25000000ULL * (uint64_t)(factor > 1 ? factor : 1);
+	return 25000000ULL * test_time_factor();
 }
 
 /* Print the outcome of a call: its error's name, "reply", or why not. */

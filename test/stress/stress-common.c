@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "dbus-compat/sasl-client.h"
 #include "stress-common.h"
+#include "time-factor.h"
 
 #define MAX_CHILDREN 64
 
@@ -197,7 +198,7 @@ void sbus_start(struct sbus *bus, const char *binary, const char *config, unsign
 	const char *wrapper = getenv("BUS_WRAPPER");
 	int pipefd[2];
 	uint64_t deadline;
-	int factor;
+	unsigned int factor;
 	size_t n = 0;
 
 	if (!main_pid) {
@@ -282,9 +283,7 @@ void sbus_start(struct sbus *bus, const char *binary, const char *config, unsign
 	 * Valgrind needs time to start, and a busy machine more (BUS1_TIME_FACTOR,
 	 * tools/time-factor.sh): the bound only catches a bus that hangs.
 	 */
-	factor = getenv("BUS1_TIME_FACTOR") ? atoi(getenv("BUS1_TIME_FACTOR")) : 1;
-	if (factor < 1)
-		factor = 1;
+	factor = test_time_factor();
 	deadline = now_usec() + (wrapper && *wrapper ? 60 : 10) * (uint64_t)factor * 1000000ULL;
 	while (n < sizeof(bus->address) - 1 && !memchr(bus->address, '\n', n)) {
 		struct pollfd p = { .fd = pipefd[0], .events = POLLIN };

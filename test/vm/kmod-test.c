@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "kmod-test.h"
+#include "time-factor.h"
 
 static const char *kt_current = "?";
 
@@ -82,16 +83,13 @@ double kt_now(void)
 
 unsigned int kt_time_factor(void)
 {
-	unsigned int factor = 1;
+	unsigned int factor = test_time_factor();
 	const char *e;
 
 	/*
 	 * run-guest.sh's time factor (how much slower than the reference this machine is now),
 	 * times the suite's own (-Dvm_timeout_factor: the debug kernel is several times slower).
 	 */
-	e = getenv("BUS1_TIME_FACTOR");
-	if (e && atoi(e) > 1)
-		factor = atoi(e);
 	e = getenv("KT_TIMEOUT_FACTOR");
 	if (e && atoi(e) > 1)
 		factor *= atoi(e);
