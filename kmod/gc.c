@@ -16,7 +16,7 @@
 #include <linux/mutex.h>
 #include <linux/net.h>
 #include <linux/rbtree.h>
-#include <linux/rwsem.h>
+#include <linux/sched.h>
 #include <linux/skbuff.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -29,7 +29,6 @@
 #include "message.h"
 #include "peer.h"
 
-static DECLARE_RWSEM(bus1_gc_rwsem);
 static DEFINE_MUTEX(bus1_gc_peers_lock);
 static LIST_HEAD(bus1_gc_peers);
 /* unix sockets carried by live messages */
@@ -47,48 +46,6 @@ static atomic_long_t bus1_gc_due = ATOMIC_LONG_INIT(0);
 static atomic_long_t bus1_gc_not_before = ATOMIC_LONG_INIT(0);
 /* delay of the next re-check while a cycle is possible (work item only) */
 static unsigned long bus1_gc_backoff = BUS1_GC_DELAY_MIN;
-
-/**
- * bus1_gc_lock_shared() - enter a section that queues or dequeues files
- *
- * Held for reading around every change of which files are queued; never
- * across a user copy or a wait for anything but bus1's own locks.
- */
-void bus1_gc_lock_shared(void)
-{
-	down_read(&bus1_gc_rwsem);
-}
-
-/**
- * bus1_gc_trylock_shared() - enter it without waiting
- *
- * For a caller that holds a peer lock (which orders after the collector's)
- * and found that it needs the collector excluded after all.
- *
- * Return: true if entered.
- */
-bool bus1_gc_trylock_shared(void)
-{
-	return down_read_trylock(&bus1_gc_rwsem);
-}
-
-/**
- * bus1_gc_unlock_shared() - leave it
- */
-void bus1_gc_unlock_shared(void)
-{
-	up_read(&bus1_gc_rwsem);
-}
-
-/**
- * bus1_gc_assert_excluded() - the caller queues or dequeues a unix socket
- *
- * It must hold bus1_gc_lock_shared(): the collector's graph changes.
- */
-void bus1_gc_assert_excluded(void)
-{
-	lockdep_assert_held(&bus1_gc_rwsem);
-}
 
 static bool bus1_gc_file_is_unix(struct file *f)
 {
@@ -220,6 +177,7 @@ enum bus1_gc_type {
  * @parent and @rank: union-find over the edges found, so that every vertex
  * knows its weakly connected component (its root). @dirty (on a root): the
  * second view of some vertex of the component differed from the first.
+ * @seq: a peer's @unix_seq when its queue was scanned.
  */
 struct bus1_gc_vertex {
 	struct hlist_node hnode;
@@ -232,6 +190,7 @@ struct bus1_gc_vertex {
 	bool dirty;
 	long count;
 	long inref;
+	u64 seq;
 	size_t n_out;
 	size_t max_out;
 	struct bus1_gc_vertex **out;
@@ -259,7 +218,10 @@ static struct bus1_gc_vertex *bus1_gc_find(struct bus1_gc *gc, void *key)
 
 /*
  * The vertex of @key, created if new. For files, the caller passes its own
- * reference, which a new vertex keeps and an existing one drops.
+ * reference, which a new vertex keeps and an existing one drops. A message
+ * is found under its destination's lock, which keeps it alive; a new vertex
+ * takes a reference on it, since nothing stops a RECV from freeing it while
+ * the pass goes on.
  */
 static struct bus1_gc_vertex *bus1_gc_vertex(struct bus1_gc *gc, void *key,
 					     enum bus1_gc_type type)
@@ -278,7 +240,7 @@ static struct bus1_gc_vertex *bus1_gc_vertex(struct bus1_gc *gc, void *key,
 			fput(key);
 		return NULL;
 	}
-	v->key = key;
+	v->key = type == BUS1_GC_MESSAGE ? bus1_message_ref(key) : key;
 	v->parent = v;
 	v->type = type;
 	hlist_add_head(&v->hnode, &gc->table[hash_ptr(key, gc->bits)]);
@@ -498,6 +460,7 @@ static int bus1_gc_scan_peer(struct bus1_gc *gc, struct bus1_gc_vertex *v)
 	int r = 0;
 
 	mutex_lock(&peer->lock);
+	v->seq = peer->unix_seq;
 	for (n = rb_first_cached(&peer->queue.tree); n && !r; n = rb_next(n)) {
 		qn = rb_entry(n, struct bus1_queue_node, rb);
 		entry = container_of(qn, struct bus1_entry, qnode);
@@ -508,6 +471,21 @@ static int bus1_gc_scan_peer(struct bus1_gc *gc, struct bus1_gc_vertex *v)
 	}
 	mutex_unlock(&peer->lock);
 	return r;
+}
+
+/*
+ * Second look at a peer's queue: true if no entry carrying a unix socket
+ * came or went since the first (its @unix_seq moves with every one).
+ */
+static bool bus1_gc_verify_peer(struct bus1_gc_vertex *v)
+{
+	struct bus1_peer *peer = ((struct file *)v->key)->private_data;
+	bool same;
+
+	mutex_lock(&peer->lock);
+	same = peer->unix_seq == v->seq;
+	mutex_unlock(&peer->lock);
+	return same;
 }
 
 static int bus1_gc_ptr_cmp(const void *a, const void *b)
@@ -554,11 +532,11 @@ static int bus1_gc_verify_unix(struct bus1_gc *gc, struct bus1_gc_vertex *v)
 	return r;
 }
 
+/* References on @v's key, minus the collector's own. */
 static long bus1_gc_count(struct bus1_gc_vertex *v)
 {
 	if (v->type == BUS1_GC_MESSAGE)
-		return kref_read(&((struct bus1_message *)v->key)->ref);
-	/* minus the collector's own reference */
+		return kref_read(&((struct bus1_message *)v->key)->ref) - 1;
 	return file_count((struct file *)v->key) - 1;
 }
 
@@ -587,7 +565,7 @@ static int bus1_gc_mark(struct bus1_gc_vertex *root, struct bus1_gc_vertex **sta
 /*
  * A table for about four vertices per queued unix socket (message, socket,
  * what is queued on it): lookups stay short however large a graph a user
- * builds. The counts are stable: changing them takes bus1_gc_rwsem.
+ * builds. The counts are read unlocked: they only size the table.
  */
 static int bus1_gc_size_table(struct bus1_gc *gc)
 {
@@ -631,8 +609,6 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 	bool suspect = false, changed = false;
 	int r = 0, ok;
 
-	lockdep_assert_held_write(&bus1_gc_rwsem);
-
 	/* roots: peers with unix sockets queued */
 	mutex_lock(&bus1_gc_peers_lock);
 	r = bus1_gc_size_table(gc);
@@ -670,6 +646,8 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 			return r;
 		v->count = bus1_gc_count(v);
 		n++;
+		/* a large graph must not hold this CPU from the peers it walks */
+		cond_resched();
 	}
 
 	/* the same view a second time, or give up on the component for now */
@@ -679,11 +657,14 @@ static int bus1_gc_pass(struct bus1_gc *gc, struct bus1_gc_vertex ***deadp, size
 			ok = bus1_gc_verify_unix(gc, v);
 			if (ok < 0)
 				return ok;
+		} else if (v->type == BUS1_GC_PEER) {
+			ok = bus1_gc_verify_peer(v);
 		}
 		if (!ok || bus1_gc_count(v) != v->count) {
 			bus1_gc_component(v)->dirty = true;
 			changed = true;
 		}
+		cond_resched();
 	}
 
 	stack = kvmalloc_array(n ?: 1, sizeof(*stack), GFP_KERNEL);
@@ -717,7 +698,9 @@ static void bus1_gc_free(struct bus1_gc *gc)
 	struct bus1_gc_vertex *v, *t;
 
 	list_for_each_entry_safe(v, t, &gc->vertices, link) {
-		if (v->type != BUS1_GC_MESSAGE)
+		if (v->type == BUS1_GC_MESSAGE)
+			bus1_message_unref(v->key);
+		else
 			fput(v->key);
 		kfree(v->out);
 		kfree(v);
@@ -731,7 +714,7 @@ static void bus1_gc_free(struct bus1_gc *gc)
 static void bus1_gc_work_fn(struct work_struct *work)
 {
 	struct bus1_gc_vertex **dead = NULL;
-	unsigned long start = jiffies;
+	u64 cpu_ns = current->se.sum_exec_runtime;
 	struct bus1_peer *peer;
 	size_t i, n_dead = 0;
 	struct bus1_gc *gc;
@@ -749,14 +732,13 @@ static void bus1_gc_work_fn(struct work_struct *work)
 	}
 	INIT_LIST_HEAD(&gc->vertices);
 
-	down_write(&bus1_gc_rwsem);
 	r = bus1_gc_pass(gc, &dead, &n_dead);
-	up_write(&bus1_gc_rwsem);
 
 	/*
-	 * Nobody can reach a dead peer any more, so nothing changes between
-	 * the pass and here; disconnecting drops its queue, which frees the
-	 * cycle once the collector's own references are put.
+	 * Nobody can reach a dead peer's file any more, so it stays dead
+	 * (a SEND may still queue on it: the disconnect drops that too);
+	 * disconnecting drops its queue, which frees the cycle once the
+	 * collector's own references are put.
 	 */
 	for (i = 0; i < n_dead; i++) {
 		peer = ((struct file *)dead[i]->key)->private_data;
@@ -769,9 +751,13 @@ static void bus1_gc_work_fn(struct work_struct *work)
 	/*
 	 * A user who builds a large graph and kicks the collector all the
 	 * time must not make it take more than a quarter of a CPU: a pass
-	 * that took T is followed by the next one no sooner than 3T later.
+	 * that used T of CPU is followed by the next one no sooner than 3T
+	 * later. CPU time, not wall time: a pass that other tasks preempted
+	 * (the attacker's own threads, say) did not cost more, and delaying
+	 * the next one for it would delay other users' collection.
 	 */
-	atomic_long_set(&bus1_gc_not_before, jiffies + 3 * (jiffies - start));
+	cpu_ns = current->se.sum_exec_runtime - cpu_ns;
+	atomic_long_set(&bus1_gc_not_before, jiffies + 3 * nsecs_to_jiffies(cpu_ns));
 
 	if (r == BUS1_GC_SUSPECT) {
 		bus1_gc_schedule(bus1_gc_backoff);

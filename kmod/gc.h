@@ -31,38 +31,38 @@
  * is not alive can never be reached again by anyone: it is disconnected,
  * which drops its queue and so the references that formed the cycle.
  *
- * Consistency: while the collector scans, it holds bus1_gc_rwsem for
- * writing. Every path that puts an entry whose message carries a unix
- * socket on a queue (staging and commit of such a SEND), or takes entries
- * off a queue that holds one (RECV, reset, disconnect, reclaim), holds it
- * for reading, and never across a user copy, so bus1's side of the graph is
- * frozen. A queue that holds none can only gain one through such a SEND, so
- * a path that finds none under the peer lock (peer->n_unix_entries) runs
- * without it: peers that pass no unix sockets never wait for a pass, however
- * large a graph another user built. The sockets' queues are not: an edge is only ever added
- * there by a sender (that makes the target look referenced from outside,
- * which is safe), and only removed by a receiver holding a reference on
- * the socket, so the socket was referenced from outside. Since reference
- * counts and edges are read at different moments, every socket's queue is
- * scanned twice and every count read twice. A pass joins the vertices into
- * weakly connected components as it finds edges; whether a vertex is
- * referenced from outside and what it reaches depend on its component's
- * counts and edges alone, so the verdict on a component is used if both
- * views of that component agree. A component whose views differ is looked
- * at again in a later pass, and only it: a user whose files change all the
- * time delays the collection of its own garbage, never another user's
- * (unless their files are connected, e.g. one's socket is queued on the
- * other's).
+ * Consistency: nothing stops while the collector scans; it reads the graph
+ * twice and trusts only what both views agree on. A peer's queue changes
+ * under its lock, and every entry carrying a unix socket that comes or goes
+ * bumps the peer's @unix_seq: the second view of a peer is that sequence,
+ * which no change can hide. A socket's queue has no such counter; but an
+ * edge is only ever added there by a sender (that makes the target look
+ * referenced from outside, which is safe), and only removed by a receiver
+ * holding a reference on the socket, so the socket was referenced from
+ * outside. So every socket's queue is scanned twice and compared. The
+ * same holds for the edges of a peer: one is removed by RECV, through the
+ * peer's own fd, or by a reset or disconnect; a sender taking back what it
+ * queued (reclaim) only drops references. Reference counts are read in
+ * each view too. A pass joins the vertices into weakly connected
+ * components as it finds edges; whether a vertex is referenced from
+ * outside and what it reaches depend on its component's counts and edges
+ * alone, so the verdict on a component is used if both views of that
+ * component agree. A component whose views differ is looked at again in a
+ * later pass, and only it: a user whose files change all the time delays
+ * the collection of its own garbage, never another user's (unless their
+ * files are connected, e.g. one's socket is queued on the other's), and no
+ * SEND or RECV ever waits for a pass: the collector holds a peer's lock
+ * only while it walks that peer's queue.
  *
  * When it runs: when a bus1 fd is closed or a unix socket is sent, while any
  * queue holds a unix socket, and then again (with growing delays, 250 ms to
  * 8 s) as long as some bus1 file is found queued on such a socket, since
  * closing the last outside fd of a socket tells bus1 nothing. While no
- * queue holds a unix socket, nothing runs. A pass that took T is followed by
- * the next no sooner than 3T later, however often it is kicked: a user who
- * builds a large graph and closes fds in a loop gets at most a quarter of a
- * CPU of collector work, and the peers that do pass unix sockets are
- * excluded at most a quarter of the time.
+ * queue holds a unix socket, nothing runs. A pass that used T of CPU is
+ * followed by the next no sooner than 3T later, however often it is
+ * kicked: a user who builds a large graph and closes fds in a loop gets at
+ * most a quarter of a CPU of collector work, and the pass yields the CPU
+ * between vertices.
  */
 
 #include <linux/types.h>
@@ -70,10 +70,6 @@
 struct bus1_peer;
 struct file;
 
-void bus1_gc_lock_shared(void);
-bool bus1_gc_trylock_shared(void);
-void bus1_gc_assert_excluded(void);
-void bus1_gc_unlock_shared(void);
 int bus1_gc_check_file(struct file *f);
 void bus1_gc_track(size_t n_unix);
 void bus1_gc_untrack(size_t n_unix);

@@ -213,47 +213,6 @@ static void bus1_peer_mark_destroy(struct bus1_peer *peer, struct bus1_node *nod
 }
 
 /*
- * With @peer locked, make sure the collector is excluded if the peer's queue
- * holds an entry whose message carries a unix socket (@gc: whether this
- * thread holds bus1_gc_lock_shared(); set if it now does). Taking any entry
- * off such a queue changes the collector's graph (gc.h). A queue that holds
- * none can only gain one from a SEND that excludes the collector itself, so
- * the peers that pass no unix sockets never wait for a collector's pass.
- *
- * The collector's lock orders before the peer lock: if it is not free at
- * once, the peer lock is dropped and taken again, so callers re-check what
- * they read under it before.
- */
-static void bus1_peer_exclude_gc(struct bus1_peer *peer, bool *gc)
-{
-	lockdep_assert_held(&peer->lock);
-
-	if (*gc || !peer->n_unix_entries)
-		return;
-	*gc = true;
-	if (bus1_gc_trylock_shared())
-		return;
-	mutex_unlock(&peer->lock);
-	bus1_gc_lock_shared();
-	mutex_lock(&peer->lock);
-}
-
-/* Lock @peer for a change of its queue: see bus1_peer_exclude_gc(). */
-static void bus1_peer_lock_queue(struct bus1_peer *peer, bool *gc)
-{
-	*gc = false;
-	mutex_lock(&peer->lock);
-	bus1_peer_exclude_gc(peer, gc);
-}
-
-/* Undo what bus1_peer_exclude_gc() took (after the peer lock). */
-static void bus1_peer_allow_gc(bool gc)
-{
-	if (gc)
-		bus1_gc_unlock_shared();
-}
-
-/*
  * Reset or disconnect: destroy owned nodes, release held handles, drop the
  * queue and free published slices.
  */
@@ -267,12 +226,10 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	LIST_HEAD(destroy);
 	LIST_HEAD(drop);
 	u64 last_counter;
-	bool gc;
 
-	bus1_peer_lock_queue(peer, &gc);
+	mutex_lock(&peer->lock);
 	if (peer->disconnected) {
 		mutex_unlock(&peer->lock);
-		bus1_peer_allow_gc(gc);
 		return -ESHUTDOWN;
 	}
 	if (disconnect)
@@ -286,8 +243,7 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	 * current counter. Nodes and handles that other threads of the peer
 	 * create while the lock is dropped below come after the flush and
 	 * stay (a disconnected peer gets none). One pass, so a thread that
-	 * keeps creating nodes cannot keep the flush, and the collector
-	 * waiting for bus1_gc_rwsem, going for ever.
+	 * keeps creating nodes cannot keep the flush going for ever.
 	 */
 	last_counter = peer->handle_counter;
 	for (n = rb_first(&peer->handles_by_id); n; n = rb_next(n)) {
@@ -300,8 +256,6 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 		/* no NODE_DESTROY for the peer itself: its queue goes below */
 		bus1_peer_destroy_nodes(peer, &destroy, NULL);
 		mutex_lock(&peer->lock);
-		/* a SEND may have queued a unix socket meanwhile */
-		bus1_peer_exclude_gc(peer, &gc);
 	}
 
 	/*
@@ -337,7 +291,6 @@ static int bus1_peer_flush(struct bus1_peer *peer, bool disconnect)
 	bus1_entry_free_list(&drop);
 	if (disconnect)
 		bus1_gc_remove_peer(peer);
-	bus1_peer_allow_gc(gc);
 	bus1_handle_notify_released(&released, peer);
 	bus1_pool_punch(&peer->pool);
 	/* pollers see EPOLLHUP; a waiting CALL looks again (it skips a flush) */
@@ -506,9 +459,8 @@ static void bus1_peer_reclaim(struct bus1_peer *sender, struct bus1_node *node)
 	struct bus1_entry *entry;
 	struct rb_node *n, *next;
 	LIST_HEAD(drop);
-	bool gc;
 
-	bus1_peer_lock_queue(owner, &gc);
+	mutex_lock(&owner->lock);
 	for (n = rb_first_cached(&owner->queue.tree); n; n = next) {
 		next = rb_next(n);
 		qn = rb_entry(n, struct bus1_queue_node, rb);
@@ -524,7 +476,6 @@ static void bus1_peer_reclaim(struct bus1_peer *sender, struct bus1_node *node)
 	}
 	mutex_unlock(&owner->lock);
 	bus1_entry_free_list(&drop);
-	bus1_peer_allow_gc(gc);
 	bus1_pool_punch(&owner->pool);
 }
 
@@ -978,16 +929,14 @@ static int bus1_peer_recv_complete(struct bus1_peer *peer, struct bus1_recv *rv,
 {
 	LIST_HEAD(drop);
 	size_t i;
-	bool gc;
 	int r;
 
 	r = bus1_peer_recv_deliver(peer, rv, uarg);
 
-	bus1_peer_lock_queue(peer, &gc);
+	mutex_lock(&peer->lock);
 	r = bus1_peer_recv_finish(peer, rv, r, &drop);
 	mutex_unlock(&peer->lock);
 	bus1_entry_free_list(&drop);
-	bus1_peer_allow_gc(gc);
 	if (r < 0)
 		return r;
 
@@ -1010,7 +959,6 @@ static int bus1_peer_recv(struct bus1_peer *peer, u64 flags, void __user *uarg)
 {
 	struct bus1_recv rv;
 	LIST_HEAD(drop);
-	bool gc;
 	int r;
 
 	might_sleep();
@@ -1023,13 +971,12 @@ static int bus1_peer_recv(struct bus1_peer *peer, u64 flags, void __user *uarg)
 		memset(&rv, 0, sizeof(rv));
 		rv.cmd.flags = flags;
 
-		bus1_peer_lock_queue(peer, &gc);
+		mutex_lock(&peer->lock);
 		r = bus1_peer_recv_claim(peer, &rv, &drop);
 		if (r < 0 && rv.entry)
 			r = bus1_peer_recv_finish(peer, &rv, r, &drop);
 		mutex_unlock(&peer->lock);
 		bus1_entry_free_list(&drop);
-		bus1_peer_allow_gc(gc);
 
 		if (r >= 0 && rv.entry)
 			r = bus1_peer_recv_complete(peer, &rv, uarg);

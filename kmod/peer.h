@@ -38,8 +38,9 @@
  * @file and @pool's file and size, which are constant, @waitq and @tx_seq,
  * and @gc_link (the collector's list lock). No code holds two peer locks at
  * once, and none copies from or to user memory, installs an fd or faults
- * under one. The lock order is bus1_gc_rwsem (gc.h) -> peer lock -> node
- * lock; @recv_lock comes before all of them.
+ * under one. The lock order is peer lock -> node lock; @recv_lock comes
+ * before both. The collector (gc.h) takes a peer lock holding none of its
+ * own, so no SEND or RECV ever waits for a pass.
  */
 
 #include <linux/kref.h>
@@ -71,6 +72,8 @@ struct file;
  * @file:		the peer's file (not a reference: it holds the peer)
  * @gc_link:		link into the collector's list of connected peers
  * @n_unix_entries:	queued entries whose message carries a unix socket
+ * @unix_seq:		bumped whenever @n_unix_entries changes: the collector
+ *			compares it between its two views of the queue (gc.h)
  * @recv_lock:		serializes RECV
  * @recv_claim:		the entry a RECV is delivering, or NULL
  * @flush_seq:		number of resets and disconnects so far
@@ -93,6 +96,7 @@ struct bus1_peer {
 	struct file *file;
 	struct list_head gc_link;
 	size_t n_unix_entries;
+	u64 unix_seq;
 	struct mutex recv_lock;	/* one RECV at a time */
 	struct bus1_entry *recv_claim;
 	u64 flush_seq;

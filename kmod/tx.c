@@ -11,7 +11,6 @@
 #include <linux/poll.h>
 #include <linux/sched.h>
 #include <linux/uaccess.h>
-#include "gc.h"
 #include "message.h"
 #include "node.h"
 #include "peer.h"
@@ -68,8 +67,8 @@ int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry)
 	clock = bus1_queue_stage(&peer->queue, &entry->qnode, tx->sender->id, tx->seq,
 				 tx->index++);
 	if (entry->message && entry->message->n_unix) {
-		bus1_gc_assert_excluded();
 		peer->n_unix_entries++;
+		peer->unix_seq++;
 	}
 	mutex_unlock(&peer->lock);
 	bus1_entry_free(superseded);
@@ -246,7 +245,6 @@ int bus1_tx_send(struct bus1_send *send)
 	struct bus1_tx tx;
 	size_t i, n_failed = 0;
 	int r, first_error = 0;
-	bool gc;
 
 	might_sleep();
 	lockdep_assert_not_held(&send->sender->lock);
@@ -293,13 +291,7 @@ int bus1_tx_send(struct bus1_send *send)
 		goto out;
 	}
 
-	/*
-	 * 3. stage and commit; queueing unix sockets changes the collector's
-	 * graph, anything else does not (gc.h)
-	 */
-	gc = send->message->n_unix;
-	if (gc)
-		bus1_gc_lock_shared();
+	/* 3. stage and commit */
 	for (i = 0; i < send->n_dests; i++) {
 		entry = send->entries[i];
 		if (!entry)
@@ -310,8 +302,6 @@ int bus1_tx_send(struct bus1_send *send)
 	}
 	bus1_tx_timestamp(&tx);
 	bus1_tx_commit(&tx);
-	if (gc)
-		bus1_gc_unlock_shared();
 	r = 0;
 
 out:
