@@ -37,7 +37,9 @@
  *	not delay the collection of another user's cycle: it is freed within 1 s (times the
  *	run's time factor) of its owner's exit.
  *   gc_unix_latency: under the same attack, a third user's round trips with a unix socket in
- *	every message: p99 alone and under the attack reported, the worst bounded by 1 s.
+ *	every message stay within 2x of alone (p99; at least a 4 ms tick, times the time factor),
+ *	the worst within 1 s, and sleep in the kernel no more than alone (3 more allowed): its
+ *	SEND and RECV never wait for a pass over another user's graph.
  *
  * Every figure a case measures is printed as one "hostile: <case>: ..." line.
  *
@@ -346,7 +348,7 @@ struct result {
 	int r;			/* 0 or -errno of the call under test */
 	int line;		/* 0, or where a check in the child failed */
 	double t;		/* seconds the call took */
-	uint64_t v[4];		/* case-specific values */
+	uint64_t v[5];		/* case-specific values */
 };
 
 struct job {
@@ -3110,6 +3112,24 @@ enum { GX_GRAPH = 1000, GX_CHURN = 16, GX_DATA = 16 * MiB, GX_SECONDS = 4 };
 enum { GX_MAX_RT = 1 << 20 };
 static const double GX_COLLECT = 1.0;
 static int gx_graph = GX_GRAPH;
+/* the control: the same threads churning pipe fds, no graph (the CPU load alone) */
+static bool gx_control;
+
+/*
+ * On a guest with two CPUs or more, the attacker's threads run on CPU 0 and C on CPU 1: C's
+ * figures then show what bus1 makes it wait for, not that two spinning threads share its CPU
+ * (on the debug kernel that alone made C's p50 six times slower). The collector runs anywhere.
+ */
+static void gx_pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	CHECK_OK(sched_setaffinity(0, sizeof(set), &set));
+}
 
 struct gx_attack {
 	int fds[GX_CHURN];
@@ -3142,7 +3162,11 @@ static void gx_attacker(void *arg, struct result *res)
 
 	close(ready[0]);
 	close(ready[3]);
-	for (i = 0; i < gx_graph; i++) {
+	for (i = 0; gx_control && i < GX_CHURN; i++) {
+		CHECK_OK(pipe2(s, O_CLOEXEC));
+		a.fds[i] = s[0];
+	}
+	for (i = 0; !gx_control && i < gx_graph; i++) {
 		p.fd = kt_open_peer();
 		p.pool = NULL;
 		n = hp_node(&p, &p, NULL);
@@ -3154,6 +3178,7 @@ static void gx_attacker(void *arg, struct result *res)
 		if (i < GX_CHURN)
 			a.fds[i] = p.fd;
 	}
+	gx_pin(0);
 	for (i = 0; i < 2; i++)
 		CHECK(!pthread_create(&t[i], NULL, gx_churn, &a));
 	CHECK_EQ(write(ready[1], "R", 1), 1);
@@ -3224,22 +3249,28 @@ static double gx_collect(void)
 static void gx_bystander(void *arg, struct result *res)
 {
 	struct hpeer p = hp_open();
+	struct rusage ru0, ru1;
 	struct bus1_cmd_recv c;
 	double *lat, t0, end;
-	size_t k = 0;
+	size_t k = 0, slept = 0;
 	uint64_t n;
 	int s[2];
 
 	lat = calloc(GX_MAX_RT, sizeof(*lat));
 	CHECK(lat);
+	gx_pin(1);
 	n = hp_node(&p, &p, NULL);
 	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
 	end = kt_now() + GX_SECONDS;
 	while (k < GX_MAX_RT && kt_now() < end) {
+		getrusage(RUSAGE_THREAD, &ru0);
 		t0 = kt_now();
 		CHECK_OK(hp_send1(p.fd, n, "8 bytes", 8, s[0]));
 		CHECK_OK(hp_recv(p.fd, 0, &c));
 		lat[k++] = kt_now() - t0;
+		/* nothing here waits for anybody but the collector: a sleep is a wait for it */
+		getrusage(RUSAGE_THREAD, &ru1);
+		slept += ru1.ru_nvcsw != ru0.ru_nvcsw;
 		close(hp_fds(&p, &c)[0]);
 		CHECK_OK(hp_slice_release(p.fd, c.offset));
 	}
@@ -3249,6 +3280,7 @@ static void gx_bystander(void *arg, struct result *res)
 	res->v[1] = (uint64_t)(lat[k / 2] * 1e6);
 	res->v[2] = (uint64_t)(lat[k * 99 / 100] * 1e6);
 	res->v[3] = (uint64_t)(lat[k - 1] * 1e6);
+	res->v[4] = slept;
 	free(lat);
 	close(s[0]);
 	close(s[1]);
@@ -3257,9 +3289,9 @@ static void gx_bystander(void *arg, struct result *res)
 
 static void gx_report(const char *when, const struct job *j)
 {
-	REPORT("%s: uid %d passing a unix socket in each message: %llu round trips, p50 %.3f ms, p99 %.3f ms, worst %.1f ms",
+	REPORT("%s: uid %d passing a unix socket in each message: %llu round trips, p50 %.3f ms, p99 %.3f ms, worst %.1f ms, %llu slept in the kernel",
 	       when, UID_C, (unsigned long long)j->res.v[0], j->res.v[1] / 1000.0,
-	       j->res.v[2] / 1000.0, j->res.v[3] / 1000.0);
+	       j->res.v[2] / 1000.0, j->res.v[3] / 1000.0, (unsigned long long)j->res.v[4]);
 }
 
 static struct job gx_attack_start(int pipes[4])
@@ -3329,13 +3361,16 @@ static void gc_starve(void)
 	      attacked, GX_COLLECT * factor);
 }
 
-/* C's round trips with a unix socket in each message stay within 2x of alone (p99). */
+/*
+ * C's round trips with a unix socket in each message stay within 2x of alone (p99), or of C
+ * beside the same threads churning pipes (the control) where the machine makes that slower.
+ */
 static void gc_unix_latency(void)
 {
 	unsigned int factor = kt_time_factor();
 	long long rc0 = refcnt();
-	struct job a, c0, c;
-	double p99_0, p99, bound;
+	struct job a, c0, cc, c;
+	double p99_0, p99_c, p99, bound;
 	int pipes[4];
 
 	if (debug_kernel())
@@ -3344,6 +3379,14 @@ static void gc_unix_latency(void)
 	if (!job_wait(&c0, (GX_SECONDS + 60) * 1000))
 		CHECK_FAIL("the bystander did not end");
 	gx_report("no attack", &c0);
+	gx_control = true;
+	a = gx_attack_start(pipes);
+	cc = job_start(UID_C, gx_bystander, NULL);
+	if (!job_wait(&cc, (GX_SECONDS + 60) * 1000))
+		CHECK_FAIL("the bystander did not end beside the control");
+	gx_report("control (2 threads close(dup()) pipe fds, no graph)", &cc);
+	gx_attack_stop(&a, pipes, rc0);
+	gx_control = false;
 	a = gx_attack_start(pipes);
 	REPORT("uid %d: %d live peers each holding itself through a unix socket; 2 threads close(dup()) %d of their fds",
 	       UID_A, gx_graph, GX_CHURN);
@@ -3355,18 +3398,31 @@ static void gc_unix_latency(void)
 	/*
 	 * 2x of p99 alone, but at least a scheduler tick (4 ms at HZ=250) stretched by the time
 	 * factor: on a TCG guest p99 alone is a fraction of a millisecond, and two CPU-bound
-	 * processes on it make a round trip wait a tick now and then whatever bus1 does.
+	 * processes on it make a round trip wait a tick now and then whatever bus1 does. Where
+	 * the control is slower than alone, 2x of the control: under TCG on the debug kernel,
+	 * two threads spinning on the other CPU made C's p50 3.5x slower with no graph at all
+	 * (C slept 0 times); that is the machine, not the collector.
 	 */
 	p99_0 = c0.res.v[2] / 1e6;
+	p99_c = cc.res.v[2] / 1e6;
 	p99 = c.res.v[2] / 1e6;
-	bound = 2 * p99_0 > 0.004 * factor ? 2 * p99_0 : 0.004 * factor;
+	bound = 2 * (p99_c > p99_0 ? p99_c : p99_0);
+	if (bound < 0.004 * factor)
+		bound = 0.004 * factor;
+	REPORT("p99 under the attack %.3f ms, alone %.3f ms, beside the control %.3f ms: %s 2x (%.3f ms)",
+	       p99 * 1e3, p99_0 * 1e3, p99_c * 1e3, p99 <= bound ? "within" : "NOT within",
+	       bound * 1e3);
+	CHECK(p99 <= bound, "C's p99 under the attack is %.3f ms, alone %.3f ms, control %.3f ms, bound %.3f ms",
+	      p99 * 1e3, p99_0 * 1e3, p99_c * 1e3, bound * 1e3);
 	/*
-	 * Issue 38's goal, not met yet: a pass still holds the collector's lock for writing
-	 * over every user's graph, and C's SEND and RECV wait for it. Reported, not asserted;
-	 * what is asserted is that the wait stays bounded (a pass is bounded).
+	 * What p99 hardly shows on an idle machine: a SEND or RECV that waits for a pass sleeps.
+	 * C's only wait left is its own peer lock while the collector walks C's one-entry queue,
+	 * a few microseconds twice a pass (a collector that excluded every user made C sleep
+	 * 33 times in 42,000 round trips on 6.1).
 	 */
-	REPORT("p99 under the attack %.3f ms, alone %.3f ms: %s 2x (%.3f ms)", p99 * 1e3,
-	       p99_0 * 1e3, p99 <= bound ? "within" : "NOT within", bound * 1e3);
+	CHECK(c.res.v[4] <= c0.res.v[4] + 3,
+	      "C slept in the kernel in %llu round trips under the attack, %llu alone",
+	      (unsigned long long)c.res.v[4], (unsigned long long)c0.res.v[4]);
 	CHECK(c.res.v[3] / 1e6 <= 1.0 * factor,
 	      "a round trip under the attack took %.1f ms, bound %u s", c.res.v[3] / 1e3, factor);
 }
