@@ -38,7 +38,7 @@ sys.path.insert(0, HERE)
 
 import lsm_common  # noqa: E402
 from lsm_common import (AD, DAEMON, LSM_IFACE, LSM_PATH, PEER, PY, SIGNAL_PATH, SVC,  # noqa: E402
-                        Client, call, compare, write_bus_config)
+                        Client, before_hello, call, compare, write_bus_config)
 
 WORK = "/run/bus1-lsm"
 # Bound over apparmorfs' features for the guest's life: outside WORK.
@@ -324,6 +324,18 @@ def run_cases(address, uid, bus_dir, native=None, reexec=None):
                  "reply")
         case("driver: what reached the service", svc.do("seen"),
              [["call", LSM_PATH, LSM_IFACE, "Allowed"]] * 2)
+        # A message to the driver before Hello is asked of the profile
+        # first (denied: AccessDenied with a record); allowed, the bus' own
+        # rule refuses it (AccessDenied, no record) and Hello may follow.
+        case("driver: GetId before Hello, no rule for the driver",
+             before_hello(address, aa_exec("bus1test-nodriver"), uid),
+             "GetId: %s, then Hello: %s" % (AD, AD))
+        case("driver: GetId before Hello, Hello alone allowed",
+             before_hello(address, aa_exec("bus1test-helloonly"), uid),
+             "GetId: %s, then Hello: reply" % AD)
+        case("driver: GetId before Hello, the driver allowed",
+             before_hello(address, aa_exec("bus1test-client"), uid),
+             "GetId: %s, then Hello: reply" % AD)
 
         # Activation: the sender is asked against AssumedAppArmorLabel=.
         case("activation: allowed by the assumed label",

@@ -8,10 +8,14 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from timefactor import time_factor  # noqa: E402
+
 PEER = os.path.join(HERE, "lsm_peer.py")
 PY = "/usr/bin/python3"
 DAEMON = "/usr/bin/dbus-daemon"
@@ -86,6 +90,21 @@ class Client:
         except BrokenPipeError:
             pass
         self.proc.wait(10)
+
+
+def before_hello(address, wrap, uid):
+    """A socket client under @wrap as @uid that calls GetId before Hello,
+    then Hello: "GetId: OUTCOME, then Hello: OUTCOME"."""
+    argv = list(wrap or [])
+    if uid:
+        argv += ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"]
+    p = subprocess.run(argv + [PY, PEER, "--before-hello", address], stdout=subprocess.PIPE,
+                       text=True, timeout=120 * time_factor())
+    try:
+        r = json.loads(p.stdout)
+    except ValueError:
+        return "client failed: %r" % p.stdout
+    return "GetId: %s, then Hello: %s" % (r["before_hello"], r["then_hello"])
 
 
 def call(c, dest, member="Allowed", path=LSM_PATH, iface=LSM_IFACE):

@@ -7,6 +7,8 @@ so that it needs nothing but python3.
                                    each answered by one JSON line on stdout,
                                    after {"ready": UNIQUE-NAME} (or, Hello
                                    refused, {"ready": null, "refused": ERROR})
+  lsm_peer.py --before-hello ADDRESS  GetId to the driver before Hello, then
+                                   Hello: one JSON line of their outcomes
   lsm_peer.py --activated NAME     an activated service: DBUS_STARTER_ADDRESS,
                                    owns NAME, answers every call until the bus
                                    goes away
@@ -160,9 +162,27 @@ def serve_activated(name):
     peer.reader.join()
 
 
+def before_hello(address):
+    """GetId to the driver before Hello, then Hello: each one's outcome (an
+    error's name, "reply", or "closed")."""
+    raw = Raw(address, hello=False)
+    out = {}
+    for key, member in (("before_hello", "GetId"), ("then_hello", "Hello")):
+        try:
+            m = raw.wait_reply(raw.call(D, P, I, member), CALL_TIMEOUT)
+            out[key] = m[3].get(FIELD_ERROR_NAME) if m[0] == ERROR else "reply"
+        except (EOFError, OSError):
+            out[key] = "closed"
+    raw.close()
+    return out
+
+
 def main():
     if sys.argv[1] == "--activated":
         serve_activated(sys.argv[2])
+        return
+    if sys.argv[1] == "--before-hello":
+        print(json.dumps(before_hello(sys.argv[2])), flush=True)
         return
     try:
         peer = Peer(sys.argv[1])

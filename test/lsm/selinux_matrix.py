@@ -29,7 +29,7 @@ sys.path.insert(0, HERE)
 
 import lsm_common  # noqa: E402
 from lsm_common import (AD, DAEMON, LSM_IFACE, LSM_PATH, PEER, PY, SIGNAL_PATH, SVC,  # noqa: E402
-                        Client, call, compare, write_bus_config)
+                        Client, before_hello, call, compare, write_bus_config)
 
 WORK = "/run/bus1-selinux"
 SELINUXFS = "/sys/fs/selinux"
@@ -198,6 +198,15 @@ def run_cases(address, uid, enforcing, native, reexec):
                  nodriver.do("own", name="org.bus1.Lsm.NoDriver"), "reply:1")
         case("driver: what reached the service", svc.do("seen"),
              [] if enforcing else [["call", LSM_PATH, LSM_IFACE, "Allowed"]])
+        # A message to the driver before Hello is asked of the policy first
+        # (denied: AccessDenied with a record); allowed, the bus' own rule
+        # refuses it (AccessDenied, no record) and Hello may follow.
+        case("driver: GetId before Hello, a type that may not send to the bus",
+             before_hello(address, ["runcon", ctx("nodriver_t")], uid),
+             "GetId: %s, then Hello: %s" % (AD, AD if enforcing else "reply"))
+        case("driver: GetId before Hello, a type that may",
+             before_hello(address, ["runcon", ctx("client_t")], uid),
+             "GetId: %s, then Hello: reply" % AD)
 
         # Activation is not asked; the started service is, when it has the name.
         case("activation: a service the client may send to",
