@@ -348,7 +348,8 @@ void bus1_entry_unlink(struct bus1_entry *entry, bool publish)
 	if (bus1_queue_node_is_queued(&entry->qnode)) {
 		bus1_queue_remove(&peer->queue, &entry->qnode);
 		if (entry->message && entry->message->n_unix) {
-			peer->n_unix_entries--;
+			/* read unlocked by the collector to pick its roots */
+			WRITE_ONCE(peer->n_unix_entries, peer->n_unix_entries - 1);
 			peer->unix_seq++;
 		}
 	}

@@ -67,7 +67,8 @@ int bus1_tx_stage(struct bus1_tx *tx, struct bus1_entry *entry)
 	clock = bus1_queue_stage(&peer->queue, &entry->qnode, tx->sender->id, tx->seq,
 				 tx->index++);
 	if (entry->message && entry->message->n_unix) {
-		peer->n_unix_entries++;
+		/* read unlocked by the collector to pick its roots */
+		WRITE_ONCE(peer->n_unix_entries, peer->n_unix_entries + 1);
 		peer->unix_seq++;
 	}
 	mutex_unlock(&peer->lock);
