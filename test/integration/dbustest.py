@@ -13,6 +13,7 @@ import dbus.lowlevel
 from dbus.mainloop.glib import DBusGMainLoop
 
 from glibloop import pump, wait_for  # noqa: F401 (for the tests)
+from timefactor import time_factor
 
 DBusGMainLoop(set_as_default=True)
 
@@ -49,11 +50,11 @@ class Client:
                 return dbus.lowlevel.HANDLER_RESULT_HANDLED
         return dbus.lowlevel.HANDLER_RESULT_NOT_YET_HANDLED
 
-    def call(self, dest, path, iface, member, sig="", args=(), timeout=5.0):
+    def call(self, dest, path, iface, member, sig="", args=(), timeout=5.0 * time_factor()):
         return self.conn.call_blocking(dest, path, iface, member, sig, args,
                                        timeout=timeout)
 
-    def acall(self, dest, path, iface, member, sig="", args=(), timeout=5.0):
+    def acall(self, dest, path, iface, member, sig="", args=(), timeout=5.0 * time_factor()):
         """Call without blocking the GLib loop (the callee may be in this
         process); returns the reply's value(s) or raises DBusException."""
         res = []

@@ -6,6 +6,8 @@ import time
 
 from gi.repository import GLib
 
+from timefactor import time_factor
+
 
 def pump(seconds=0.0):
     """Run the GLib loop for @seconds (at least one non-blocking pass)."""
@@ -19,7 +21,7 @@ def pump(seconds=0.0):
         time.sleep(0.005)
 
 
-def wait_for(pred, timeout=5.0, what="condition"):
+def wait_for(pred, timeout=5.0 * time_factor(), what="condition"):
     """Run the loop until pred() holds; AssertionError after @timeout s."""
     ctx = GLib.MainContext.default()
     end = time.monotonic() + timeout

@@ -8,6 +8,12 @@ import os
 import socket
 import struct
 
+from timefactor import time_factor
+
+# The default bound of a send or a wait: it only catches a bus that hangs, so a slow machine
+# (valgrind beside qemu guests) stretches it.
+TIMEOUT = 5.0 * time_factor()
+
 FIELD_PATH, FIELD_INTERFACE, FIELD_MEMBER, FIELD_ERROR_NAME = 1, 2, 3, 4
 FIELD_REPLY_SERIAL, FIELD_DESTINATION, FIELD_SENDER, FIELD_SIGNATURE = 5, 6, 7, 8
 FIELD_UNIX_FDS = 9
@@ -197,7 +203,7 @@ class HelloRefused(Exception):
 class Raw:
     def __init__(self, address=None, negotiate_fds=True, hello=True, auth=True):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(5)
+        self.sock.settimeout(TIMEOUT)
         self.sock.connect(socket_path(address or os.environ["DBUS_SESSION_BUS_ADDRESS"]))
         self.serial = 0
         self.buf = b""
@@ -246,7 +252,7 @@ class Raw:
         self.send_raw(marshal(SIGNAL, self.next_serial(), fields, sig, args), fds)
         return self.serial
 
-    def recv(self, timeout=5):
+    def recv(self, timeout=TIMEOUT):
         """Next message as parse() tuple; raises EOFError if the bus closed."""
         self.sock.settimeout(timeout)
         while True:
@@ -267,13 +273,13 @@ class Raw:
                 raise EOFError("bus closed the connection")
             self.buf += msg
 
-    def wait_reply(self, serial, timeout=5):
+    def wait_reply(self, serial, timeout=TIMEOUT):
         while True:
             m = self.recv(timeout)
             if m[0] in (METHOD_RETURN, ERROR) and m[3].get(FIELD_REPLY_SERIAL) == serial:
                 return m
 
-    def is_closed(self, timeout=5):
+    def is_closed(self, timeout=TIMEOUT):
         """True once the bus closed the connection (drains pending input)."""
         try:
             while True:
