@@ -12,7 +12,7 @@ REPEAT times (default 5), rotating the order. Printed: median calls/s and
 bus CPU per call with their spread, and the on/off ratios paired per
 repetition.
 
-- apparmor: on is <apparmor mode="enabled"/>, off mode="disabled". A call
+- apparmor: on is <apparmor mode="required"/>, off mode="disabled". A call
   costs two label queries (the caller's send, the service's receive; the
   reply is a requested one). The dbus flag and the labels are supplied as
   for apparmor_matrix.py.
@@ -42,7 +42,7 @@ def labels(lsm, on):
     """(bus wrapper, service wrapper, caller wrapper, <apparmor> mode)."""
     if lsm == "apparmor":
         return ([], am.aa_exec("bus1test-bench-svc"), am.aa_exec("bus1test-bench-client"),
-                "enabled" if on else "disabled")
+                "required" if on else "disabled")
     bus = ["runcon", sm.ctx("bus_t")] + ([] if on else NO_SELINUXFS)
     return bus, ["runcon", sm.ctx("svc_t")], ["runcon", sm.ctx("client_t")], None
 
