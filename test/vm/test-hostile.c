@@ -3338,7 +3338,7 @@ static void gc_starve(void)
 {
 	unsigned int factor = kt_time_factor();
 	long long rc0 = refcnt();
-	double alone, attacked;
+	double alone, attacked, bound;
 	struct job a;
 	int pipes[4];
 
@@ -3358,14 +3358,20 @@ static void gc_starve(void)
 	REPORT("uid %d: %d live peers each holding itself through a unix socket; 2 threads close(dup()) %d of their fds",
 	       UID_A, gx_graph, GX_CHURN);
 	attacked = gx_collect();
-	REPORT("under attack: uid %d's cycle with %d MiB collected %.2f s after its exit (bound %.1f s)",
+	REPORT("under attack: uid %d's cycle with %d MiB collected %.2f s after its exit (bound %.1f s or 4x without)",
 	       UID_B, GX_DATA / MiB, attacked, GX_COLLECT * factor);
 	gx_attack_stop(&a, pipes, rc0);
 	CHECK(alone >= 0, "the cycle was not collected in 60 s without an attack");
 	CHECK(attacked >= 0, "the cycle was not collected in 60 s under the attack");
-	CHECK(attacked <= GX_COLLECT * factor,
-	      "the cycle was collected %.2f s after its owner exited under the attack, bound %.1f s",
-	      attacked, GX_COLLECT * factor);
+	/*
+	 * 1 s times the factor measured at the start of the run, or 4x the collection without
+	 * the attack where the machine is slower now than that factor says (the debug guest in
+	 * the middle of a loaded test command: 16x slower than alone, the factor said 2).
+	 */
+	bound = GX_COLLECT * factor > 4 * alone ? GX_COLLECT * factor : 4 * alone;
+	CHECK(attacked <= bound,
+	      "the cycle was collected %.2f s after its owner exited under the attack, %.2f s without, bound %.1f s",
+	      attacked, alone, bound);
 }
 
 /*
