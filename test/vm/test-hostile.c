@@ -35,7 +35,8 @@
  *	sockets never wait for a pass), and the graph is collected once its builder exits.
  *   gc_starve: a user whose own graph changes all the time (close(dup()) in two threads) does
  *	not delay the collection of another user's cycle: it is freed within 1 s (times the
- *	run's time factor) of its owner's exit.
+ *	run's time factor, or 4x its collection without the attack on a machine slower now than
+ *	that factor says) of its owner's exit.
  *   gc_unix_latency: under the same attack, a third user's round trips with a unix socket in
  *	every message stay within 2x of alone (p99; at least a 4 ms tick, times the time factor),
  *	the worst within 1 s, and sleep in the kernel no more than alone (3 more allowed): its
