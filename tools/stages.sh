@@ -24,6 +24,7 @@ rm -rf "$STAGE_LOGDIR"
 mkdir -p "$STAGE_LOGDIR"
 : >"$STAGE_LOGDIR/stages"
 : >"$STAGE_LOGDIR/lanes"
+: >"$STAGE_LOGDIR/shown"
 stage_t0=${EPOCHREALTIME/[.,]/}
 stage_lane=main
 declare -A lane_pid
@@ -109,6 +110,7 @@ lane_wait() {
 		unset "lane_pid[$name]"
 		echo "==== run-tests: output of lane $name (status $rc) ===="
 		cat "$STAGE_LOGDIR/$name.log"
+		echo "$name" >>"$STAGE_LOGDIR/shown"
 		[ $rc = 0 ] || failed+=" $name"
 	done
 	[ -z "$failed" ] || { echo "run-tests: lane(s)$failed failed" >&2; exit 1; }
@@ -121,16 +123,22 @@ stage_await() {
 	done
 }
 
-# On any exit of the main lane: stop the lanes still running, show their output so far, and
-# the table.
+# On any exit of the main lane: stop the lanes still running, show their output so far, the
+# end of the output of every lane that ended but was not waited for (a lane that failed while
+# the main lane went on: its failure is in there), and the table.
 stage_exit() {
 	local rc=$? name pid
 	trap - EXIT INT TERM
 	set +e
 	while read -r name pid; do
-		kill -0 "$pid" 2>/dev/null || continue
-		kill -TERM -- "-$pid" 2>/dev/null
-		echo "==== run-tests: output of lane $name, stopped (the run ended) ===="
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM -- "-$pid" 2>/dev/null
+			echo "==== run-tests: output of lane $name, stopped (the run ended) ===="
+		elif ! grep -qx "$name" "$STAGE_LOGDIR/shown" 2>/dev/null; then
+			echo "==== run-tests: output of lane $name, ended (not shown before) ===="
+		else
+			continue
+		fi
 		tail -n 150 "$STAGE_LOGDIR/$name.log"
 	done <"$STAGE_LOGDIR/lanes"
 	sleep 1
