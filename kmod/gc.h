@@ -54,15 +54,22 @@
  * SEND or RECV ever waits for a pass: the collector holds a peer's lock
  * only while it walks that peer's queue.
  *
- * When it runs: when a bus1 fd is closed or a unix socket is sent, while any
- * queue holds a unix socket, and then again (with growing delays, 250 ms to
- * 8 s) as long as some bus1 file is found queued on such a socket, since
- * closing the last outside fd of a socket tells bus1 nothing. While no
- * queue holds a unix socket, nothing runs. A pass that used T of CPU is
- * followed by the next no sooner than 3T later, however often it is
- * kicked: a user who builds a large graph and closes fds in a loop gets at
- * most a quarter of a CPU of collector work, and the pass yields the CPU
- * between vertices.
+ * When it runs: a close of a peer's fd while the peer's queue holds a unix
+ * socket hints that peer, and about 100 ms later it is looked at on its own
+ * (a quick look: a pass from that peer alone, given up past 128 vertices),
+ * in the middle of a full pass if one is running, so that a close never
+ * waits for a pass over other users' graphs. A round of quick looks takes
+ * at most 32 peers, 4 of one user, in the order they were closed. A full
+ * pass, from every peer whose queue holds a unix socket, runs about 100 ms
+ * after a unix socket is sent or a quick look left something unsettled,
+ * and then again (with growing delays, 250 ms to 8 s) as long as some bus1
+ * file is found queued on such a socket, since closing the last outside fd
+ * of a socket tells bus1 nothing. While no queue holds a unix socket,
+ * nothing runs. A full pass that used T of CPU is followed by the next no
+ * sooner than 3T later, however often it is asked for, and so is a round of
+ * quick looks (and 100 ms at least): a user who builds a large graph and
+ * closes fds in a loop gets at most about a quarter of a CPU of collector
+ * work, and a pass yields the CPU between vertices.
  */
 
 #include <linux/types.h>
@@ -74,6 +81,7 @@ int bus1_gc_check_file(struct file *f);
 void bus1_gc_track(size_t n_unix);
 void bus1_gc_untrack(size_t n_unix);
 void bus1_gc_kick(void);
+void bus1_gc_closed(struct bus1_peer *peer);
 void bus1_gc_add_peer(struct bus1_peer *peer);
 void bus1_gc_remove_peer(struct bus1_peer *peer);
 void bus1_gc_exit(void);

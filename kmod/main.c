@@ -121,7 +121,7 @@ static int bus1_fop_open(struct inode *inode, struct file *file)
 /* Every close of an fd: the last outside reference may be gone (gc.h). */
 static int bus1_fop_flush(struct file *file, fl_owner_t id)
 {
-	bus1_gc_kick();
+	bus1_gc_closed(file->private_data);
 	return 0;
 }
 

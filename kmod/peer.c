@@ -50,6 +50,7 @@ struct bus1_peer *bus1_peer_new(void)
 	mutex_init(&peer->lock);
 	mutex_init(&peer->recv_lock);
 	INIT_LIST_HEAD(&peer->gc_link);
+	INIT_LIST_HEAD(&peer->gc_hint_link);
 	init_waitqueue_head(&peer->waitq);
 	bus1_queue_init(&peer->queue, &peer->lock);
 	peer->handles_by_id = RB_ROOT;
@@ -80,6 +81,7 @@ static void bus1_peer_free(struct kref *ref)
 	WARN_ON(!RB_EMPTY_ROOT(&peer->handles_by_id));
 	WARN_ON(!RB_EMPTY_ROOT(&peer->handles_by_node));
 	WARN_ON(!list_empty(&peer->gc_link));
+	WARN_ON(!list_empty(&peer->gc_hint_link));
 	WARN_ON(peer->n_unix_entries);
 	bus1_queue_deinit(&peer->queue);
 	bus1_pool_deinit(&peer->pool);

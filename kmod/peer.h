@@ -36,11 +36,11 @@
  *
  * Locking: @lock protects everything in the peer except @ref, @id, @user,
  * @file and @pool's file and size, which are constant, @waitq and @tx_seq,
- * and @gc_link (the collector's list lock). No code holds two peer locks at
- * once, and none copies from or to user memory, installs an fd or faults
- * under one. The lock order is peer lock -> node lock; @recv_lock comes
- * before both. The collector (gc.h) takes a peer lock holding none of its
- * own, so no SEND or RECV ever waits for a pass.
+ * and @gc_link and @gc_hint_link (the collector's list lock). No code holds
+ * two peer locks at once, and none copies from or to user memory, installs
+ * an fd or faults under one. The lock order is peer lock -> node lock;
+ * @recv_lock comes before both. The collector (gc.h) takes a peer lock
+ * holding none of its own, so no SEND or RECV ever waits for a pass.
  */
 
 #include <linux/kref.h>
@@ -71,6 +71,8 @@ struct file;
  * @handle_counter:	last handle counter value used
  * @file:		the peer's file (not a reference: it holds the peer)
  * @gc_link:		link into the collector's list of connected peers
+ * @gc_hint_link:	link into the collector's list of peers to look at
+ *			first, on their own (an fd of theirs was closed)
  * @n_unix_entries:	queued entries whose message carries a unix socket
  * @unix_seq:		bumped whenever @n_unix_entries changes: the collector
  *			compares it between its two views of the queue (gc.h)
@@ -95,6 +97,7 @@ struct bus1_peer {
 	u64 handle_counter;
 	struct file *file;
 	struct list_head gc_link;
+	struct list_head gc_hint_link;
 	size_t n_unix_entries;
 	u64 unix_seq;
 	struct mutex recv_lock;	/* one RECV at a time */
