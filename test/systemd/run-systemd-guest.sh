@@ -271,7 +271,9 @@ cpu=()
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
-# One boot. Returns with qemu_rc set; poweroff_s = seconds from the status file to qemu's exit
+# One boot (mitigations=off: as in test/vm/run-guest.sh, the kernel's Spectre mitigations cost a
+# third of a syscall-bound loop under TCG, and nothing a test asserts depends on them).
+# Returns with qemu_rc set; poweroff_s = seconds from the status file to qemu's exit
 # ("" when the guest had to be killed after the scenario).
 boot() {
 	local t_status=""
@@ -280,7 +282,7 @@ boot() {
 		-nodefaults -no-user-config -display none -no-reboot \
 		-serial "file:$results/console.log" -monitor none \
 		-kernel "$kernel" -initrd "$kcache/initramfs.gz" \
-		-append "console=ttyS0 quiet loglevel=4 panic=-1 printk.time=1 systemd.show_status=auto systemd.firstboot=off TERM=dumb" \
+		-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off printk.time=1 systemd.show_status=auto systemd.firstboot=off TERM=dumb" \
 		-fsdev "local,id=sysroot,path=$root,security_model=none,readonly=on,multidevs=remap" \
 		-device virtio-9p-pci,fsdev=sysroot,mount_tag=sysroot \
 		-fsdev "local,id=modules,path=$moddir,security_model=none,readonly=on,multidevs=remap" \
