@@ -18,7 +18,7 @@
 #   guests-6.12  the same guest suites on Debian's 6.12, then the Debian package
 #                suite
 #   debug        the debug kernel (built at the lowest priority, so it takes the
-#                CPU time the others leave), then its kmod suite and selftest
+#                CPU time the others leave), then its selftest and kmod suite
 # Every time limit is stretched by BUS1_TIME_FACTOR, measured first
 # (tools/time-factor.sh); a guest is stopped when it makes no progress, not
 # when it is slow (test/vm/watchdog.sh). The run ends with a table of every
@@ -80,14 +80,14 @@ debug_build() {
     meson compile -C build-debug
 }
 debug_selftest() { test/vm/selftest-harness.sh build-debug/test/vm/vm-cache "$(debug_tree)"; }
+debug_selftest_lane() { stage debug-selftest debug_selftest; }
 debug_lane() {
     stage debug-kernel nice -n 19 test/vm/build-debug-kernel.sh
     stage debug-build debug_build
-    # The suite first, then the harness's proof: one after the other, since the suite's
-    # figures (the collector's, the stalls') suffer from every guest beside it, and the lane
-    # still ends well before the others.
+    # The harness's proof and the suite need only the kernel: side by side.
+    lane debug-self debug_selftest_lane
     stage debug-kmod mtest -C build-debug --num-processes 1 --suite kmod --logbase kmodlog
-    stage debug-selftest debug_selftest
+    lane_wait debug-self
 }
 lane debug debug_lane
 
