@@ -15,13 +15,14 @@
 # the guest boots if that is greater (the run's other lanes, or other load, came since).
 
 # vm_time_factor: the factor, checked: the greater of BUS1_TIME_FACTOR (default 1) and a new
-# measurement (about a second of every CPU; BUS1_VM_REMEASURE=0 skips it).
+# measurement (time-factor.sh --quick: about a quarter of a second of every CPU;
+# BUS1_VM_REMEASURE=0 skips it).
 vm_time_factor() {
 	local f=${BUS1_TIME_FACTOR:-1} now tf
 	tf=$(dirname "${BASH_SOURCE[0]}")/../../tools/time-factor.sh
 	case $f in *[!0-9]* | '' | 0*) f=1 ;; esac
 	if [ "${BUS1_VM_REMEASURE:-1}" != 0 ] && [ -x "$tf" ]; then
-		now=$(BUS1_TIME_FACTOR='' "$tf" 2>/dev/null) || now=1
+		now=$(BUS1_TIME_FACTOR='' "$tf" --quick 2>/dev/null) || now=1
 		case $now in *[!0-9]* | '' | 0*) now=1 ;; esac
 		if ((now > f)); then
 			echo "watchdog: the machine is slower now than at the start of the run: time factor $now, not $f" >&2
