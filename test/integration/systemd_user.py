@@ -111,8 +111,12 @@ class UserManager:
                         " ".join(argv))
         argv = [bus] + ["--config-file=" + self.config if a == "--session" else a
                         for a in argv[1:] if a != "--syslog-only"]
-        self.add_dropin(UNIT, "[Service]\nExecStart=\nExecStart=%s\nStandardError=append:%s\n" % (
-            " ".join(argv), self.bus_log))
+        # bus1-broker-alias from the build, not from the install's libexec
+        alias = os.path.join(unit_build, "bus1-broker-alias")
+        self.add_dropin(UNIT, "[Service]\nExecStart=\nExecStart=%s\nStandardError=append:%s\n"
+                        "ExecStartPost=\nExecStartPost=-/bin/sh %s pin user\n"
+                        "ExecStopPost=\nExecStopPost=-/bin/sh %s unpin user\n" % (
+                            " ".join(argv), self.bus_log, alias, alias))
         self.env = dict(os.environ, XDG_RUNTIME_DIR=self.run, HOME=os.path.join(tmp, "home"),
                         XDG_CONFIG_HOME=os.path.join(tmp, "config"))
         for k in ("DBUS_SESSION_BUS_ADDRESS", "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID",

@@ -32,6 +32,13 @@ for their signals and for the driver's NameOwnerChanged):
   crash     SIGKILL: nothing is handed over, the client sees its connection
             close, the socket unit still listens and the next client gets
             a new bus
+  disable   "systemctl --user disable" while the bus runs (its daemon-reload
+            included): the running bus keeps the name dbus.service (the
+            runtime link bus1-broker-alias made at its start), so the
+            manager stays on it (it owns org.freedesktop.systemd1), and
+            clients keep their names; enabled again, the cases above go on;
+            at the end, disable and stop: the runtime link goes with the bus
+            and dbus.service is no longer bus1-broker.service
 And neither A nor B ever sees a NameOwnerChanged about its names, nor a
 disconnect, before "stop".
 
@@ -302,6 +309,25 @@ def run(um):
         check(um.main_pid() == pid, "%s: the same process" % what)
     check(not um.bus_lines("re-exec refused"), "no re-exec was refused")
 
+    # disable while the bus runs (docs/switching.md, Undo): until it stops, the
+    # bus keeps the name dbus.service, and the manager stays on it
+    pin = os.path.join(um.run, "systemd", "user.control", "dbus.service")
+    check(os.path.realpath(pin) == os.path.realpath(os.path.join(um.units, UNIT)),
+          "the running bus made the runtime link dbus.service -> %s" % UNIT)
+    check("org.freedesktop.systemd1" in rawclient.body_string_array(a.driver("ListNames")[4]),
+          "the manager is on the bus (org.freedesktop.systemd1)")
+    um.ctl("disable", UNIT)
+    check(not os.path.lexists(os.path.join(um.units, "dbus.service")),
+          "disable: the alias link is gone")
+    check(um.prop("Id", "dbus.service") == UNIT and
+          um.prop("ActiveState", "dbus.service") == "active" and um.main_pid() == pid,
+          "disable: after its daemon-reload dbus.service is still the running %s" % UNIT)
+    time.sleep(1)
+    check("org.freedesktop.systemd1" in rawclient.body_string_array(a.driver("ListNames")[4]),
+          "disable: the manager stays on the bus")
+    check(bus_state(b, a, b) == state0, "disable: same GetId, names and owners")
+    um.ctl("enable", UNIT)
+
     # reload (ExecReload=)
     r = um.ctl("reload", UNIT, check_rc=False)
     check(r.returncode == 0, "systemctl reload succeeds (%s)" % r.stderr.strip())
@@ -334,6 +360,16 @@ def run(um):
     check(len(um.bus_lines("fd store: resumed")) == resumed_before,
           "crash: nothing was taken from the store")
     d.close()
+
+    # disable, then stop (what "disable --now" does): the runtime link goes
+    # with the bus, and dbus.socket no longer starts bus1-broker
+    um.ctl("disable", UNIT)
+    check(os.path.islink(pin), "disable: the runtime link stays while the bus runs")
+    um.ctl("stop", UNIT)
+    check(not os.path.lexists(pin), "stop after disable: the runtime link is gone")
+    check(um.prop("Id", "dbus.service") != UNIT,
+          "stop after disable: dbus.service is no longer %s (%s)" % (
+              UNIT, um.prop("Id", "dbus.service")))
 
 
 def main():

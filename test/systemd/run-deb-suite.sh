@@ -8,8 +8,10 @@
 #            bus1.ko in the guest, against the host's headers of KVER), `systemctl enable` and
 #            `systemctl --global enable bus1-broker.service`
 #   bus1     bus1-broker as the system and the user's bus, bus1.ko loaded, the same checks; an
-#            upgrade to a higher version under live clients; `systemctl disable` (both)
-#   back     dbus-daemon again, the same checks; `apt-get purge` leaves nothing behind
+#            upgrade to a higher version under live clients; `systemctl disable` (both) while
+#            the buses run, and `apt-get remove` while they run: systemd stays on them
+#   back     dbus-daemon again (system, session and accessibility buses), the same checks;
+#            `apt-get purge` leaves nothing behind
 # Fails if any boot fails; prints the boot times of the reference and of bus1-broker.
 #
 # Usage: run-deb-suite.sh KVER [DEBDIR]

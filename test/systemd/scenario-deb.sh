@@ -15,10 +15,16 @@
 #   bus1     on bus1-broker: bus1.ko loaded by modules-load.d, /dev/bus1 with mode 0666 and open
 #            in the bus, the same checks with the same results and no failed unit the reference
 #            did not have; bus1user's session bus is bus1-broker, and so is its accessibility
-#            bus (at-spi2-core's launcher in the package's unit); an upgrade (`apt-get install` of debs-v2) while clients hold a name
-#            and a call is in flight drops nobody; then `systemctl disable` (both)
-#   back     on dbus-daemon again, the same checks; `apt-get purge` of every package unloads
-#            bus1.ko and leaves no file behind in the root or in /lib/modules
+#            bus (at-spi2-core's launcher in the package's unit); an upgrade (`apt-get install`
+#            of debs-v2, the units reloaded before the hand-over: no "changed on disk" warning)
+#            while clients hold a name and a call is in flight drops nobody; then, with
+#            bus1user's session running, `systemctl disable` (both) while the buses run: PID 1,
+#            logind and bus1user's `systemd --user` stay on their buses; enabled again, then
+#            `apt-get remove` of bus1-broker and bus1-dkms while the buses run: the same, the
+#            alias links are gone, bus1.ko stays loaded (in use)
+#   back     after the reboot, on dbus-daemon again: the same checks, bus1user's session and
+#            accessibility buses are dbus-daemon's; `apt-get purge` of every package leaves no
+#            file behind in the root or in /lib/modules
 #
 # Output and exit status as scenario-restart.sh (the checks are in scenario-lib.sh).
 
@@ -121,6 +127,48 @@ file_list() {
 		-o -path /var/tmp -o -path /usr/src -o -path /home/bus1user \) -prune -o -print | sort
 }
 module_list() { find "/usr/lib/modules/$kver" | sort; }
+
+# systemd_on_bus system|user PHASE: systemd (PID 1, or bus1user's manager) is on its bus:
+# busctl lists org.freedesktop.systemd1 with a pid (not only as activatable), and it answers
+# there.
+systemd_on_bus() {
+	local who=$1 what=$2 pid run=() scope=--system
+	[ "$who" = user ] && run=(as_user) && scope=--user
+	pid=$("${run[@]}" timeout $((30 * factor)) busctl $scope --timeout=20 list --no-legend 2>&1 |
+		awk '$1 == "org.freedesktop.systemd1" { print $2 }')
+	case $pid in
+	[0-9]*) ;;
+	*) fail "$what: $who's systemd is not on its bus (org.freedesktop.systemd1: '$pid')"; return ;;
+	esac
+	if "${run[@]}" timeout $((30 * factor)) busctl $scope --timeout=20 get-property \
+		org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager \
+		Version >/dev/null 2>&1; then
+		ok "$what: $who's systemd is on its bus and answers there (pid $pid)"
+	else
+		fail "$what: $who's systemd (pid $pid) does not answer on its bus"
+	fi
+}
+
+# After a way out taken while bus1-broker serves (PHASE): PID 1, logind, new clients and
+# bus1user's manager are still on the running buses, which systemd still calls dbus.service.
+check_still_served() {
+	local phase=$1 pid id
+	pid=$(bus_pid)
+	id=$(systemctl show -p Id --value dbus.service)
+	if [ "$id" = bus1-broker.service ] && [ "$pid" = "$bus_pid0" ]; then
+		ok "$phase: dbus.service is still the running bus1-broker.service (pid $pid)"
+	else
+		fail "$phase: dbus.service is '$id' with pid '$pid', not bus1-broker.service with pid $bus_pid0"
+	fi
+	systemd_on_bus system "$phase"
+	check_new_clients "$phase"
+	if timeout $((30 * factor)) loginctl --no-legend list-sessions >/dev/null 2>&1; then
+		ok "$phase: loginctl answers"
+	else
+		fail "$phase: loginctl does not answer"
+	fi
+	systemd_on_bus user "$phase"
+}
 
 # switch PHASE enable|disable: the system bus and every user's, as docs/switching.md says.
 switch() {
@@ -231,30 +279,77 @@ phase_bus1() {
 	pid1=$(bus_pid)
 	[ "$pid1" != "$pid0" ] && ok "upgrade: the postinst restarted the bus (pid $pid0 -> $pid1)" ||
 		fail "upgrade: the bus was not restarted (pid $pid0)"
+	if echo "$out" | grep -q "changed on disk"; then
+		fail "upgrade: systemd warned: $(echo "$out" | grep "changed on disk" | head -n 1)"
+	else
+		ok "upgrade: the units were reloaded before the hand-over (no \"changed on disk\")"
+	fi
 	after_phase upgrade
 	kill "$pid_a" "$pid_b" 2>/dev/null
 
-	switch bus1 disable
+	# the ways out while the buses run: bus1user's session up, its bus started
+	systemctl start "user@$uid.service"
+	wait_for 30 as_user busctl --user --timeout=5 call org.freedesktop.DBus /org/freedesktop/DBus \
+		org.freedesktop.DBus GetId >/dev/null 2>&1 ||
+		fail "bus1: bus1user's session bus does not answer"
+	bus_pid0=$(bus_pid)
+	switch disable-live disable
+	check_still_served disable-live
+	switch disable-live enable
+	out=$(apt-get remove -y -q bus1-broker bus1-dkms 2>&1) ||
+		fail "remove: apt-get remove failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
+	note "remove: $(echo "$out" | grep -i -E "warn|error|bus1" | tr '\n' ' ')"
+	check_still_served remove
+	out=$(ls -l /etc/systemd/system/dbus.service /etc/systemd/user/dbus.service \
+		/etc/systemd/user/at-spi-dbus-bus.service 2>/dev/null)
+	if [ -z "$out" ]; then
+		ok "remove: no alias link is left in /etc/systemd"
+	else
+		fail "remove: alias links left: $(echo "$out" | tr '\n' ' ')"
+	fi
+	if [ -e /sys/module/bus1 ]; then
+		ok "remove: bus1.ko stays loaded while the bus holds it"
+	else
+		fail "remove: bus1.ko was unloaded under the running bus"
+	fi
+	systemctl stop "user@$uid.service"
 }
 
 phase_back() {
-	local out rc left
+	local out rc left uid
 	bus=dbus-daemon
 	wait_running back
 	boot_time back
 	check_bus_process back
 	check_probes back
 	check_failed_units back
+	systemd_on_bus system back
+	uid=$(id -u bus1user)
+	systemctl start "user@$uid.service"
+	if wait_for 30 as_user busctl --user --timeout=5 call org.freedesktop.DBus /org/freedesktop/DBus \
+		org.freedesktop.DBus GetId >/dev/null 2>&1; then
+		out=$(as_user systemctl --user show -p MainPID --value dbus.service)
+		if [ "$(bus_exe "$out")" = /usr/bin/dbus-daemon ]; then
+			ok "back: bus1user's session bus is dbus-daemon (pid $out)"
+		else
+			fail "back: bus1user's dbus.service runs '$(bus_exe "$out")'"
+		fi
+	else
+		fail "back: bus1user's session bus does not answer"
+	fi
+	systemd_on_bus user back
+	check_a11y_bus back /usr/bin/dbus-daemon
+	systemctl stop "user@$uid.service"
+	if [ ! -e /sys/module/bus1 ]; then
+		ok "back: bus1.ko is not loaded (bus1-dkms was removed)"
+	else
+		fail "back: bus1.ko is loaded after bus1-dkms was removed"
+	fi
 	out=$(apt-get purge -y -q "${packages[@]}" 2>&1); rc=$?
 	if [ $rc = 0 ]; then
 		ok "back: apt-get purge of ${packages[*]}"
 	else
 		fail "back: apt-get purge failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
-	fi
-	if [ ! -e /sys/module/bus1 ]; then
-		ok "back: the purge unloaded bus1.ko"
-	else
-		fail "back: bus1.ko is still loaded after the purge"
 	fi
 	left=$(file_list | comm -13 $S/files-before - | tr '\n' ' ')
 	if [ -z "$left" ]; then
