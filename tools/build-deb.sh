@@ -33,7 +33,8 @@ git -C "$src" ls-files -z --cached --others --exclude-standard |
 	exit 1
 }
 changes=$(ls "$work"/*.changes)
-debs=$(sed -n '/^Files:/,$p' "$changes" | awk 'NF == 5 { print $5 }')
+# The packages (the Files: of the .changes also list the .buildinfo, copied below with it).
+debs=$(sed -n '/^Files:/,$p' "$changes" | awk 'NF == 5 && $5 ~ /\.deb$/ { print $5 }')
 for f in $debs $(basename "$changes") $(cd "$work" && ls ./*.buildinfo); do
 	cp "$work/$f" "$out/"
 done
