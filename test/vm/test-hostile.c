@@ -3143,7 +3143,13 @@ enum { UID_C = 1002 };
 enum { GX_GRAPH = 1000, GX_CHURN = 16, GX_DATA = 16 * MiB, GX_SECONDS = 4 };
 /* the wide attack: so many other peers' fds on each churned peer's socket */
 enum { GX_WIDE = 200 };
-enum { GX_MAX_RT = 1 << 20 };
+/*
+ * C's round trips per phase: GX_SECONDS, and at least GX_MIN_RT (within 60 s), so that its
+ * p99 is not the worst of a few dozen: the debug guest beside the other lanes of the test
+ * command managed 55-70 in 4 s, where one preempted round trip made the p99 (227.8 ms against
+ * 102.8 beside the control).
+ */
+enum { GX_MAX_RT = 1 << 20, GX_MIN_RT = 300 };
 static const double GX_COLLECT = 1.0;
 static int gx_graph = GX_GRAPH;
 /* the control: the same threads churning pipe fds, no graph (the CPU load alone) */
@@ -3312,8 +3318,9 @@ static void gx_bystander(void *arg, struct result *res)
 	gx_pin(1);
 	n = hp_node(&p, &p, NULL);
 	CHECK_OK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s));
-	end = kt_now() + GX_SECONDS;
-	while (k < GX_MAX_RT && kt_now() < end) {
+	t0 = kt_now();
+	end = t0 + GX_SECONDS;
+	while (k < GX_MAX_RT && (kt_now() < end || (k < GX_MIN_RT && kt_now() < end + 60))) {
 		getrusage(RUSAGE_THREAD, &ru0);
 		t0 = kt_now();
 		CHECK_OK(hp_send1(p.fd, n, "8 bytes", 8, s[0]));
