@@ -128,6 +128,22 @@ file_list() {
 }
 module_list() { find "/usr/lib/modules/$kver" | sort; }
 
+# check_user_bus PHASE EXE: bus1user's session bus answers, and its dbus.service runs EXE.
+check_user_bus() {
+	local phase=$1 want=$2 pid
+	if wait_for 30 as_user busctl --user --timeout=5 call org.freedesktop.DBus /org/freedesktop/DBus \
+		org.freedesktop.DBus GetId >/dev/null 2>&1; then
+		pid=$(as_user systemctl --user show -p MainPID --value dbus.service)
+		if [ "$(bus_exe "$pid")" = "$want" ]; then
+			ok "$phase: bus1user's session bus is ${want##*/} (pid $pid)"
+		else
+			fail "$phase: bus1user's dbus.service runs '$(bus_exe "$pid")'"
+		fi
+	else
+		fail "$phase: bus1user's session bus does not answer"
+	fi
+}
+
 # systemd_on_bus system|user PHASE: systemd (PID 1, or bus1user's manager) is on its bus:
 # busctl lists org.freedesktop.systemd1 with a pid (not only as activatable), and it answers
 # there.
@@ -249,17 +265,7 @@ phase_bus1() {
 	# bus1user's session: its own systemd --user, whose dbus.service is the package's
 	uid=$(id -u bus1user)
 	systemctl start "user@$uid.service"
-	if wait_for 30 as_user busctl --user --timeout=5 call org.freedesktop.DBus /org/freedesktop/DBus \
-		org.freedesktop.DBus GetId >/dev/null 2>&1; then
-		out=$(as_user systemctl --user show -p MainPID --value dbus.service)
-		if [ "$(bus_exe "$out")" = /usr/bin/bus1-broker ]; then
-			ok "bus1: bus1user's session bus is bus1-broker (pid $out)"
-		else
-			fail "bus1: bus1user's dbus.service runs '$(bus_exe "$out")'"
-		fi
-	else
-		fail "bus1: bus1user's session bus does not answer"
-	fi
+	check_user_bus bus1 /usr/bin/bus1-broker
 	out=$(as_user systemctl --user show -p Id --value at-spi-dbus-bus.service 2>&1)
 	[ "$out" = bus1-broker-at-spi.service ] &&
 		ok "bus1: bus1user's accessibility bus unit is bus1-broker-at-spi.service" ||
@@ -326,17 +332,7 @@ phase_back() {
 	systemd_on_bus system back
 	uid=$(id -u bus1user)
 	systemctl start "user@$uid.service"
-	if wait_for 30 as_user busctl --user --timeout=5 call org.freedesktop.DBus /org/freedesktop/DBus \
-		org.freedesktop.DBus GetId >/dev/null 2>&1; then
-		out=$(as_user systemctl --user show -p MainPID --value dbus.service)
-		if [ "$(bus_exe "$out")" = /usr/bin/dbus-daemon ]; then
-			ok "back: bus1user's session bus is dbus-daemon (pid $out)"
-		else
-			fail "back: bus1user's dbus.service runs '$(bus_exe "$out")'"
-		fi
-	else
-		fail "back: bus1user's session bus does not answer"
-	fi
+	check_user_bus back /usr/bin/dbus-daemon
 	systemd_on_bus user back
 	check_a11y_bus back /usr/bin/dbus-daemon
 	systemctl stop "user@$uid.service"
