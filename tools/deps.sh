@@ -12,7 +12,7 @@ set -euo pipefail
 deb=(debhelper dh-dkms dkms dpkg-dev fakeroot lintian pkgconf)
 build=(meson ninja-build gcc pkg-config libexpat1-dev libsystemd-dev libdbus-1-dev
        libapparmor-dev libaudit-dev libselinux1-dev linux-headers-amd64 make kmod)
-test=(clang libclang-rt-14-dev dbus dbus-bin dbus-daemon dbus-tests dbus-broker
+test=(clang libclang-rt-14-dev ccache dbus dbus-bin dbus-daemon dbus-tests dbus-broker
       libglib2.0-dev libglib2.0-bin python3-dbus python3-gi systemd
       qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils zstd valgrind procps strace
       linux-source-6.12 flex bison bc libelf-dev libssl-dev mmdebstrap sparse

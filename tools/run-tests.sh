@@ -45,6 +45,15 @@ newest_kernel() {
 kver_6_1=$(newest_kernel '6.1.*-amd64')
 kver_6_12=$(newest_kernel '6.12.*+deb12-amd64')
 
+# The host builds go through ccache (meson puts it in front of the compiler when it is on PATH;
+# the fuzz build names it in CC): a warm run rebuilds its four build directories and the
+# packages from the cache. It lives under ~/.cache/bus1-* like the other caches, so a fresh run
+# starts without it, and it is content-addressed: a hit is the object the compiler would give.
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/bus1-ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-2G}
+ccache=
+command -v ccache >/dev/null && ccache="ccache "
+
 # How much slower than the reference machine this one is now: every time
 # limit (meson's, the guests', the scenarios') is stretched by it.
 BUS1_TIME_FACTOR=$(tools/time-factor.sh)
@@ -181,7 +190,7 @@ stage valgrind bash test/stress/run-under-valgrind.sh build-test integration
 fuzz_build() {
     local opts=(-Dwerror=true -Dfuzz_seconds="${FUZZ_SECONDS:-60}" -Db_sanitize=address,undefined
                 -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link -Dkmod=disabled)
-    CC=clang setup build-fuzz "${opts[@]}"
+    CC="${ccache}clang" setup build-fuzz "${opts[@]}"
     meson compile -C build-fuzz
 }
 stage fuzz-build fuzz_build
