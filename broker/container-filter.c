@@ -121,6 +121,9 @@ static int filter_parse_option(struct container_filter *f, struct filter_rule *r
 	else if (!strcmp(opt, "--sloppy-names")) {
 		f->sloppy_names = true;
 		return 2;
+	} else if (!strcmp(opt, "--log")) {
+		f->log = true;
+		return 2;
 	} else
 		return 1;
 	opt = strchr(opt, '=') + 1;
@@ -187,7 +190,7 @@ int container_filter_new(struct container_filter **fp, const char *const *option
 		if (r) {
 			if (r > 0 && asprintf(errtextp, "Filter option '%s' is not understood "
 					      "(xdg-dbus-proxy's --see=, --talk=, --own=, "
-					      "--call=, --broadcast=, --sloppy-names)",
+					      "--call=, --broadcast=, --sloppy-names, --log)",
 					      options[i]) < 0)
 				r = -ENOMEM;
 			container_filter_unref(f);

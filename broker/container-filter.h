@@ -9,7 +9,10 @@
  * "--own=NAME" (NAME may end in ".*": the name and everything below it),
  * "--call=NAME=RULE" and "--broadcast=NAME=RULE" (RULE is
  * [INTERFACE.MEMBER][@PATH], "*" for any member, "/PATH/ *" for a subtree),
- * and "--sloppy-names". Every connection of such an instance is then held
+ * "--sloppy-names" and "--log" (Flatpak passes it when session-bus logging
+ * is on: the bus logs what the filter refuses the instance's connections,
+ * rate-limited, container_log_refusal()). Every connection of such an
+ * instance is then held
  * to them exactly as a client behind Debian 12's xdg-dbus-proxy (0.1.4 with
  * its security fixes) is; docs/containers-reference.md part B has the facts
  * this follows, docs/containers.md what a user needs.
@@ -78,6 +81,7 @@ struct filter_rule {
 struct container_filter {
 	unsigned int n_refs;
 	bool sloppy_names;		/* NameOwnerChanged of every unique name passes */
+	bool log;			/* --log: refusals are logged */
 	struct filter_rule *rules;	/* [0]: org.freedesktop.DBus at TALK */
 	size_t n_rules;
 	char **options;			/* as given, for the re-exec and GetInstanceInfo */

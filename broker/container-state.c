@@ -6,6 +6,7 @@
  */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "broker/bus.h"
@@ -17,7 +18,7 @@
 #include "util/macro.h"
 
 /* 2: the filter and what each of its connections learned (container-filter.h). */
-#define CONTAINER_STATE_VERSION 2
+#define CONTAINER_STATE_VERSION 3
 
 void container_registry_serialize(const struct container_registry *reg, struct state_writer *w,
 				  uint32_t (*index)(const void *peer))
@@ -32,6 +33,7 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 	state_put_u64(w, reg->n_instances);
 	list_for_each_entry(c, &reg->instances, link) {
 		state_put_u64(w, c->id);
+		state_put_str(w, c->path);	/* version 3 */
 		state_put_str(w, c->type);
 		state_put_str(w, c->name);
 		state_put_bytes(w, c->metadata, c->n_metadata);
@@ -105,6 +107,12 @@ bool container_registry_state_read(struct state_reader *r, struct container_regi
 		struct container_state *c = &st->v[i];
 
 		c->id = state_get_u64(r);
+		if (version >= 3) {
+			c->path = state_get_str(r);
+			if (!c->path || strncmp(c->path, CONTAINER_PATH_PREFIX,
+						strlen(CONTAINER_PATH_PREFIX)))
+				r->error = true;
+		}
 		c->type = state_get_str(r);
 		c->name = state_get_str(r);
 		c->metadata = state_get_bytes(r, &c->n_metadata);
@@ -153,11 +161,19 @@ void container_registry_state_deinit(struct container_registry_state *st)
 static int container_restore_one(struct container_registry *reg, const struct container_state *s,
 				 struct peer *const *peers)
 {
+	_cleanup_free_ char *old_path = NULL;
 	struct container *c;
 	int r;
 
-	r = container_new(reg, s->id, s->type, s->name, s->metadata, s->n_metadata, s->creds,
-			  s->n_creds, (uid_t)s->creator_uid, s->stop_on_disconnect, &c);
+	/* A bus before version 3 counted: its instances keep the paths their clients know. */
+	if (!s->path && asprintf(&old_path, CONTAINER_PATH_PREFIX "%llu",
+				 (unsigned long long)s->id) < 0)
+		return -ENOMEM;
+	if (container_find(reg, s->path ? s->path : old_path))
+		return -EINVAL;		/* twice: not a state we wrote */
+	r = container_new(reg, s->id, s->path ? s->path : old_path, s->type, s->name,
+			  s->metadata, s->n_metadata, s->creds, s->n_creds,
+			  (uid_t)s->creator_uid, s->stop_on_disconnect, &c);
 	if (r < 0)
 		return r;
 	c->creator = s->creator_index != UINT32_MAX ? peers[s->creator_index] : NULL;

@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "broker/bus.h"
 #include "broker/connection.h"
@@ -81,7 +82,20 @@ struct container *container_find(struct container_registry *reg, const char *pat
 	return NULL;
 }
 
-/* InstanceRemoved(o), broadcast by the driver. */
+/*
+ * Who may learn that an instance ended: a connection without a filter (it
+ * may ask GetInstanceInfo of any instance anyway; every creator is one, as
+ * a contained connection cannot call AddServer). A filtered connection sees
+ * no other sandbox, as behind xdg-dbus-proxy, which passes no
+ * InstanceRemoved at all.
+ */
+static bool container_may_know(const struct peer *to, const void *data)
+{
+	(void)data;
+	return !to->filter_view;
+}
+
+/* InstanceRemoved(o), broadcast by the driver to those who may know (above). */
 static void container_announce_removed(struct container *c)
 {
 	struct bus *bus = c->registry->bus;
@@ -99,7 +113,44 @@ static void container_announce_removed(struct container *c)
 		log_warn("cannot build InstanceRemoved: %s", strerror(-r));
 		return;
 	}
-	router_broadcast_from_driver(bus, m);
+	router_broadcast_from_driver_to(bus, m, container_may_know, c);
+}
+
+static uint64_t container_now_usec(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void container_log_refusal(struct container *c, const struct peer *p, const struct message *m,
+			   const char *what, const char *name)
+{
+	uint64_t now;
+
+	if (!c || !c->filter || !c->filter->log)
+		return;
+	now = container_now_usec();
+	if (now - c->log_window_usec >= CONTAINER_LOG_WINDOW_USEC) {
+		if (c->n_not_logged)
+			log_info("container %s (%s %s): %u more refusals were not logged", c->path,
+				 c->type, c->name, c->n_not_logged);
+		c->log_window_usec = now;
+		c->n_logged = 0;
+		c->n_not_logged = 0;
+	}
+	if (c->n_logged >= CONTAINER_LOG_BURST) {
+		c->n_not_logged++;
+		return;
+	}
+	c->n_logged++;
+	log_info("container %s (%s %s): filter %s %s from %s to %s: path=%s interface=%s "
+		 "member=%s", c->path, c->type, c->name, what,
+		 m->type == DC_MESSAGE_SIGNAL ? "signal" :
+		 m->type == DC_MESSAGE_METHOD_CALL ? "call" : "reply",
+		 peer_name(p), name ? name : "(none)", m->path ? m->path : "(none)",
+		 m->interface ? m->interface : "(none)", m->member ? m->member : "(none)");
 }
 
 size_t container_n_calls(const struct container *c)
@@ -345,7 +396,7 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 				 peer_name(creator), peer_loginfo(creator), (unsigned)creator->uid,
 				 (long long)lim->max_containers_per_user) < 0 ? NULL : text);
 
-	r = container_new(reg, id, type, name, metadata, n_metadata, creds, n_creds,
+	r = container_new(reg, id, NULL, type, name, metadata, n_metadata, creds, n_creds,
 			  creator->uid, stop_on_disconnect, &c);
 	if (r < 0)
 		return r;
@@ -360,11 +411,41 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 	return 0;
 }
 
-int container_new(struct container_registry *reg, uint64_t id, const char *type,
-		  const char *name, const void *metadata, size_t n_metadata, const void *creds,
-		  size_t n_creds, uid_t creator_uid, bool stop_on_disconnect, struct container **cp)
+/*
+ * A new instance's path: CONTAINER_PATH_PREFIX and 32 random hex digits, so
+ * that a path tells nothing (how many instances came before, which exist)
+ * and cannot be guessed to ask about another sandbox's instance.
+ */
+static int container_make_path(struct container_registry *reg, char **pathp)
+{
+	static const char hex[] = "0123456789abcdef";
+	char digits[CONTAINER_PATH_RANDOM_BYTES * 2 + 1];
+	uint8_t rnd[CONTAINER_PATH_RANDOM_BYTES];
+
+	do {
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return -EIO;
+		for (size_t i = 0; i < sizeof(rnd); i++) {
+			digits[2 * i] = hex[rnd[i] >> 4];
+			digits[2 * i + 1] = hex[rnd[i] & 0xf];
+		}
+		digits[sizeof(digits) - 1] = '\0';
+		free(*pathp);
+		if (asprintf(pathp, CONTAINER_PATH_PREFIX "%s", digits) < 0) {
+			*pathp = NULL;
+			return -ENOMEM;
+		}
+	} while (container_find(reg, *pathp));
+	return 0;
+}
+
+int container_new(struct container_registry *reg, uint64_t id, const char *path,
+		  const char *type, const char *name, const void *metadata, size_t n_metadata,
+		  const void *creds, size_t n_creds, uid_t creator_uid, bool stop_on_disconnect,
+		  struct container **cp)
 {
 	struct container *c = calloc(1, sizeof(*c));
+	int r;
 
 	if (!c)
 		return -ENOMEM;
@@ -373,10 +454,17 @@ int container_new(struct container_registry *reg, uint64_t id, const char *type,
 	c->creator_uid = creator_uid;
 	c->stop_on_disconnect = stop_on_disconnect;
 	list_init(&c->members);
+	if (path) {
+		c->path = strdup(path);
+	} else {
+		r = container_make_path(reg, &c->path);
+		if (r < 0) {
+			free(c);
+			return r;
+		}
+	}
 	list_append(&reg->instances, &c->link);
 	reg->n_instances++;
-	if (asprintf(&c->path, CONTAINER_PATH_PREFIX "%llu", (unsigned long long)id) < 0)
-		c->path = NULL;
 	c->type = strdup(type);
 	c->name = strdup(name);
 	c->metadata = malloc(n_metadata ? n_metadata : 1);

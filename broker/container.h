@@ -14,12 +14,16 @@
  * only the bus listens on, and only processes of the creator's uid may
  * connect to it (SO_PEERCRED at accept, EXTERNAL only).
  *
- * Each instance has an object path, /org/freedesktop/DBus/Containers1/c<N>
- * (N counts AddServer calls, never reused), a type (an interface-like name,
+ * Each instance has an object path, /org/freedesktop/DBus/Containers1/c<32
+ * random hex digits> (the draft's c<N> would tell a sandbox how many came
+ * before it, and let it guess others'), a type (an interface-like name,
  * e.g. org.flatpak), a name (e.g. the app id), opaque metadata (a{sv},
  * returned as given) and the credentials of its creator at creation. It
  * ends once it no longer listens (StopListening, StopInstance, its creator
- * gone) and its last connection has gone; InstanceRemoved is broadcast then.
+ * gone) and its last connection has gone; InstanceRemoved is broadcast then,
+ * to the connections that may know of it: every connection without a
+ * filter (a filtered connection learns of no other sandbox, as behind
+ * xdg-dbus-proxy).
  * StopInstance also closes its connections; so does the creator's
  * disconnection when AddServer asked for it (StopOnDisconnect).
  *
@@ -61,12 +65,13 @@ struct listener;
 struct peer;
 
 #define CONTAINER_PATH_PREFIX "/org/freedesktop/DBus/Containers1/c"
+#define CONTAINER_PATH_RANDOM_BYTES 16
 
 struct container {
 	struct container_registry *registry;
 	struct list_node link;		/* in registry->instances */
-	uint64_t id;
-	char *path;			/* /org/freedesktop/DBus/Containers1/c<id> */
+	uint64_t id;			/* AddServer's count: the order of creation */
+	char *path;			/* CONTAINER_PATH_PREFIX, random hex digits */
 	char *type;
 	char *name;
 	void *metadata;			/* a{sv}, marshalled at offset 0, native endian */
@@ -82,7 +87,15 @@ struct container {
 	struct container_filter *filter;	/* NULL: <policy> only, as in the draft */
 	bool stop_on_disconnect;
 	bool closing;			/* StopInstance closes its members: no end yet */
+	/* --log: refusals logged in the current window, and those left out */
+	uint64_t log_window_usec;
+	unsigned int n_logged;
+	unsigned int n_not_logged;
 };
+
+/* --log: at most this many lines per instance in any window of this length. */
+#define CONTAINER_LOG_BURST 10
+#define CONTAINER_LOG_WINDOW_USEC (10ULL * 1000 * 1000)
 
 struct container_registry {
 	struct bus *bus;
@@ -124,12 +137,23 @@ int container_accept(struct container *c, int fd);
 
 /*
  * An instance in @reg without socket, creator or members (copying what it
- * is given): container_add()'s and the re-exec's (container-state.c).
- * Return 0 (*@cp set) or -ENOMEM (nothing left behind).
+ * is given): container_add()'s (@path NULL: a new random one) and the
+ * re-exec's (container-state.c: the path it had).
+ * Return 0 (*@cp set) or negative errno (nothing left behind).
  */
-int container_new(struct container_registry *reg, uint64_t id, const char *type,
-		  const char *name, const void *metadata, size_t n_metadata, const void *creds,
-		  size_t n_creds, uid_t creator_uid, bool stop_on_disconnect, struct container **cp);
+int container_new(struct container_registry *reg, uint64_t id, const char *path,
+		  const char *type, const char *name, const void *metadata, size_t n_metadata,
+		  const void *creds, size_t n_creds, uid_t creator_uid, bool stop_on_disconnect,
+		  struct container **cp);
+
+/*
+ * The filter of @p's instance refused @m (@what: "denied", "hidden", ...,
+ * @name: the name it was for): logged if the filter has "--log", at most
+ * CONTAINER_LOG_BURST lines per CONTAINER_LOG_WINDOW_USEC per instance, and
+ * then once how many were left out. A flooding sandbox cannot flood the log.
+ */
+void container_log_refusal(struct container *c, const struct peer *p, const struct message *m,
+			   const char *what, const char *name);
 
 /* The calls @c's connections await a reply to, together (max_replies_per_container). */
 size_t container_n_calls(const struct container *c);
@@ -155,6 +179,7 @@ int container_write_creator_creds(const struct container *c, struct dc_writer *w
  */
 struct container_state {
 	uint64_t id;
+	const char *path;		/* version 3; before: c<id> */
 	const char *type;
 	const char *name;
 	const void *metadata;

@@ -264,8 +264,14 @@ void router_send_from_driver(struct bus *bus, struct peer *to, struct message *m
  * policy, each receiver must be allowed to get it (silently skipped if not,
  * as in dbus-daemon); @recipient != NULL means the others eavesdrop.
  */
+struct router_audience {
+	bool (*may_know)(const struct peer *to, const void *data);
+	const void *data;
+};
+
 static int router_collect_matches(struct bus *bus, struct message *msg, struct peer *sender,
-				  struct peer *recipient, struct destset *set)
+				  struct peer *recipient, const struct router_audience *audience,
+				  struct destset *set)
 {
 	struct match_message mm;
 	struct list_node result;
@@ -288,6 +294,8 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 			continue;
 		/* dbus-daemon skips receivers that cannot take fds, silently. */
 		if (msg->n_fds && !c->unix_fds)
+			continue;
+		if (audience && !audience->may_know(c, audience->data))
 			continue;
 		/* A container's filter first (xdg-dbus-proxy sits before the bus' policy). */
 		if (c->filter_view && (recipient || !policy_filter_broadcast(c, sender, msg)))
@@ -325,20 +333,35 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 	return r < 0 ? r : 0;
 }
 
-void router_broadcast_from_driver(struct bus *bus, struct message *msg)
+static void router_broadcast_driver_signal(struct bus *bus, struct message *msg,
+					   const struct router_audience *audience)
 {
 	struct destset set;
 	int r;
 
 	destset_init(&set);
 	monitor_capture(bus, msg, NULL, NULL);
-	r = router_collect_matches(bus, msg, NULL, NULL, &set);
+	r = router_collect_matches(bus, msg, NULL, NULL, audience, &set);
 	if (r >= 0)
 		r = router_deliver(&set, msg);
 	if (r < 0)
 		log_warn("cannot broadcast %s: %s", msg->member ? msg->member : "signal",
 			 strerror(-r));
 	destset_deinit(&set);
+}
+
+void router_broadcast_from_driver(struct bus *bus, struct message *msg)
+{
+	router_broadcast_driver_signal(bus, msg, NULL);
+}
+
+void router_broadcast_from_driver_to(struct bus *bus, struct message *msg,
+				     bool (*may_know)(const struct peer *to, const void *data),
+				     const void *data)
+{
+	const struct router_audience audience = { .may_know = may_know, .data = data };
+
+	router_broadcast_driver_signal(bus, msg, &audience);
 }
 
 /* ------------------------------------------------------------- name events */
@@ -560,7 +583,7 @@ static int router_broadcast(struct peer *peer, struct message *m)
 
 	destset_init(&set);
 	monitor_capture(bus, m, peer, NULL);
-	r = router_collect_matches(bus, m, peer, NULL, &set);
+	r = router_collect_matches(bus, m, peer, NULL, NULL, &set);
 	if (r >= 0)
 		r = router_deliver(&set, m);
 	destset_deinit(&set);
@@ -614,10 +637,17 @@ static int router_filter_refuse(struct peer *peer, struct message *m, int verdic
 				const char *name, bool to_unique)
 {
 	_cleanup_message_ struct message *reply = NULL;
+	static const char *const what[] = {
+		[FILTER_DENY] = "denied", [FILTER_HIDE] = "hid the name of",
+		[FILTER_FAKE_FALSE] = "hid the owner asked for in",
+		[FILTER_FAKE_NO_OWNER] = "hid the owner asked for in", [FILTER_DROP] = "dropped",
+	};
 	const char *path = peer->container ? peer->container->path : "?";
 	struct message_builder b;
 	int r;
 
+	if (verdict > FILTER_PASS && verdict < (int)ARRAY_SIZE(what) && what[verdict])
+		container_log_refusal(peer->container, peer, m, what[verdict], name);
 	/* Like xdg-dbus-proxy: what expects no reply vanishes. */
 	if (!message_expects_reply(m))
 		return 0;
@@ -832,7 +862,7 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 	}
 
 	destset_init(&set);
-	r = router_collect_matches(bus, m, peer, target, &set);
+	r = router_collect_matches(bus, m, peer, target, NULL, &set);
 	if (r >= 0)
 		r = router_deliver(&set, m);
 	destset_deinit(&set);

@@ -89,6 +89,15 @@ void router_send_from_driver(struct bus *bus, struct peer *to, struct message *m
 /* Broadcast a signal made by the bus (NameOwnerChanged) to matching rules and monitors. */
 void router_broadcast_from_driver(struct bus *bus, struct message *msg);
 
+/*
+ * The same, to the matching receivers for which @may_know(receiver, @data)
+ * is true only (InstanceRemoved: not to sandboxes that may not know the
+ * instance). Monitors see it all the same.
+ */
+void router_broadcast_from_driver_to(struct bus *bus, struct message *msg,
+				     bool (*may_know)(const struct peer *to, const void *data),
+				     const void *data);
+
 /* The name registry's event callback (NameOwnerChanged, NameAcquired, NameLost). */
 void router_name_event(void *userdata, const struct name_event *event);
 

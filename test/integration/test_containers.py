@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import re
 import time
 
 import dbus
@@ -26,11 +27,13 @@ import glibloop  # noqa: E402
 import rawclient  # noqa: E402
 from rawclient import FIELD_MEMBER, FIELD_SENDER, Raw  # noqa: E402
 from test_driver_parity import bus  # noqa: E402
+from test_policy_parity import drain  # noqa: E402
 
 D, P = "org.freedesktop.DBus", "/org/freedesktop/DBus"
 C1 = "org.freedesktop.DBus.Containers1"
 E = "org.freedesktop.DBus.Error."
 failures = []
+PATH_RE = re.compile(r"^/org/freedesktop/DBus/Containers1/c[0-9a-f]{32}$")
 
 
 def check(ok, what):
@@ -99,8 +102,8 @@ def identity(address, tmp):
     path, sock, addr = add_server(a, metadata={"app-id": "org.example.App",
                                                "n": dbus.UInt32(7)})
     sock = bytes(sock).rstrip(b"\0").decode()
-    check(str(path) == "/org/freedesktop/DBus/Containers1/c0", "AddServer: the first "
-          "instance is /org/freedesktop/DBus/Containers1/c0 (%s)" % path)
+    check(PATH_RE.match(str(path)) is not None, "AddServer: the instance's path is "
+          "/org/freedesktop/DBus/Containers1/c and 32 random hex digits (%s)" % path)
     check(sock.startswith(os.path.join(tmp, "dbus-1", "containers", "dbus-")) and
           stat.S_ISSOCK(os.stat(sock).st_mode), "AddServer: a socket in "
           "$XDG_RUNTIME_DIR/dbus-1/containers (%s)" % sock)
@@ -387,8 +390,9 @@ def reexec(binary, tmp):
         check(connect_fails(str(addr2)) and connect_fails(str(addr3)),
               "the stopped ones still take nobody")
         nxt, _, _ = add_server(a)
-        check(str(nxt) == "/org/freedesktop/DBus/Containers1/c3",
-              "paths go on counting where they were (%s)" % nxt)
+        check(PATH_RE.match(str(nxt)) is not None and
+              str(nxt) not in (str(path), str(stopped), str(orphan)),
+              "a new instance after it gets a new random path (%s)" % nxt)
         driver(a).StopInstance(path)
         check(wait(lambda: error_of(driver(inside, D).GetId) != "ok" and
                    error_of(driver(new, D).GetId) != "ok"),
@@ -398,6 +402,58 @@ def reexec(binary, tmp):
               "the stopped one ends with its last member")
         a.close()
     check("re-exec refused" not in open(log).read(), "no re-exec was refused")
+
+
+def sandboxes_apart(binary, tmp):
+    """What a sandbox learns of the others (issue 41): instance paths count
+    nothing; InstanceRemoved of another instance reaches unfiltered
+    connections and the instance's creator, never a filtered member of
+    another instance (behind xdg-dbus-proxy it learns neither); and "--log"
+    in Filter logs the instance's refusals, at most 10 lines per 10 s."""
+    log = os.path.join(tmp, "apart.log")
+    with bus(binary, tmp, "apart", '<policy context="default"><allow user="*"/></policy>',
+             args=["--containers"], log=log) as address:
+        host = connect(address)
+        paths = [str(add_server(host, "org.example.N%d" % i)[0]) for i in range(4)]
+        check(all(PATH_RE.match(p) for p in paths) and len(set(paths)) == 4,
+              "four instances: four random paths, no count in them (%s)" % paths[:2])
+        seen = Removed(address)
+        opts = dbus.Array(["--talk=org.example.Talk", "--log"], "s")
+        path_a, _, addr_a = add_server(host, "org.example.A", args={"Filter": opts})
+        check(PATH_RE.match(str(path_a)) is not None,
+              "AddServer accepts --log in Filter (Flatpak's session-bus logging)")
+        inside = Raw(str(addr_a))
+        inside.call(D, P, D, "AddMatch", "s", ("type='signal'",))
+        inside.wait_reply(inside.serial)
+        unfiltered_member = Raw(str(add_server(host, "org.example.U")[2]))
+        unfiltered_member.call(D, P, D, "AddMatch", "s", ("type='signal'",))
+        unfiltered_member.wait_reply(unfiltered_member.serial)
+        path_b, _, _ = add_server(host, "org.example.B")
+        driver(host).StopInstance(path_b)
+        check(wait(lambda: str(path_b) in seen.pump(0.2)),
+              "an unfiltered subscriber gets InstanceRemoved of another instance")
+        removed = [x for x in drain(inside, 1.0)
+                   if x == "closed" or x[3].get(FIELD_MEMBER) == "InstanceRemoved"]
+        check(removed == [], "a filtered member of another instance, matching every signal, "
+              "gets no InstanceRemoved (%d)" % len(removed))
+        removed = [x for x in drain(unfiltered_member, 0.5)
+                   if x == "closed" or x[3].get(FIELD_MEMBER) == "InstanceRemoved"]
+        check(len(removed) == 1, "a member of an unfiltered instance gets it, as in the draft "
+              "(%d)" % len(removed))
+        unfiltered_member.close()
+        # --log: 30 refused calls, at most 10 lines in the window.
+        for i in range(30):
+            inside.wait_reply(inside.call("org.example.Hidden", "/", "org.example.X",
+                                          "Secret%d" % i))
+        time.sleep(0.3)
+        lines = [x for x in open(log).read().splitlines()
+                 if "container %s" % path_a in x and "filter" in x]
+        check(len(lines) == 10 and "Secret0" in lines[0] and "org.example.Hidden" in lines[0],
+              "--log: the first 10 of 30 refusals are logged, naming the call (%d: %s)" %
+              (len(lines), lines[:1]))
+        host.close()
+        seen.conn.close()
+        inside.close()
 
 
 def raw_answer(c, dest, member, sig="", args=()):
@@ -482,6 +538,7 @@ def main():
         # The program itself: a re-exec would leave a wrapper (valgrind) behind.
         reexec(sys.argv[1], tmp)
         reexec_filter(sys.argv[1], tmp)
+        sandboxes_apart(binary, tmp)
         check(os.listdir(os.path.join(tmp, "dbus-1", "containers")) == [],
               "no socket file left once the buses exited")
     print("FAIL: %d" % len(failures) if failures else "all container checks passed")

@@ -53,12 +53,12 @@ static void test_refused(void)
 {
 	static const char *const bad[] = {
 		"--see=:1.5", "--talk=org", "--own=org..foo", "--talk=", "--call=org.foo",
-		"--broadcast=org.foo", "--frobnicate", "--log", "--filter",
+		"--broadcast=org.foo", "--frobnicate", "--log=x", "--filter",
 	};
 	static const char *const good[] = {
 		"--see=org.foo", "--talk=org.foo.*", "--own=org.foo", "--call=org.foo=*",
 		"--call==x", "--call=org..bad=@/x", "--broadcast=org.foo.*=a.b@/c/*",
-		"--sloppy-names",
+		"--sloppy-names", "--log",
 	};
 	const char *many[FILTER_MAX_OPTIONS + 1];
 	struct container_filter *f = NULL;
@@ -173,6 +173,14 @@ static void test_rules(void)
 		struct container_filter *f = compile(&opt, 1);
 
 		CHECK(f->sloppy_names && f->n_rules == 1 && f->n_options == 1);
+		container_filter_unref(f);
+	}
+	{
+		const char *opt = "--log";
+		struct container_filter *f = compile(&opt, 1);
+
+		/* a flag: no rule, kept among the options (they cross a re-exec) */
+		CHECK(f->log && !f->sloppy_names && f->n_rules == 1 && f->n_options == 1);
 		container_filter_unref(f);
 	}
 }
