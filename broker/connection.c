@@ -751,6 +751,26 @@ static const struct peer_transport_ops connection_ops = {
 	.registered = connection_registered,
 };
 
+/*
+ * The kernel refused some optional credentials of a new connection: it goes
+ * on without them (socket_creds_query()). Said for the 1st, 10th, 100th, ...
+ * such connection only: a kernel that always refuses must not flood the log.
+ */
+static void connection_log_degraded(const struct socket_creds *creds)
+{
+	static unsigned long long n, next = 1;
+
+	if (++n < next)
+		return;
+	next *= 10;
+	log_warn("connection %llu whose credentials the kernel refused in part (pid %d uid %u): "
+		 "without its%s%s%s (%s)", n, (int)creds->pid, (unsigned int)creds->uid,
+		 creds->failed & SOCKET_CREDS_NO_LABEL ? " security label (SO_PEERSEC)" : "",
+		 creds->failed & SOCKET_CREDS_NO_GROUPS ? " groups (SO_PEERGROUPS)" : "",
+		 creds->failed & SOCKET_CREDS_NO_PIDFD ? " pidfd (SO_PEERPIDFD)" : "",
+		 strerror(creds->failed_errno));
+}
+
 static int connection_new(struct peer **peerp, struct socket_transport *sockets, int fd,
 			  const uint8_t *nonce, unsigned int mechs)
 {
@@ -777,6 +797,8 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 	}
 	/* The peer keeps them: a native client's pidfd may change (peer_set_pid()). */
 	socket_take_creds(conn->socket, &creds);
+	if (creds.failed)
+		connection_log_degraded(&creds);
 	if (nonce) {
 		memcpy(conn->nonce, nonce, ADDRESS_NONCE_LEN);
 		conn->nonce_left = ADDRESS_NONCE_LEN;

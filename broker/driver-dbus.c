@@ -481,7 +481,8 @@ int driver_write_credentials(struct dc_writer *w, struct peer *peer)
 
 	if (peer->uid != (uid_t)-1)
 		driver_asv_u(w, "UnixUserID", (uint32_t)peer->uid);
-	if (cr) {
+	/* SO_PEERGROUPS failed at connect: no UnixGroupIDs, as dbus-daemon then. */
+	if (cr && !cr->groups_unknown) {
 		/* The primary group first, then the supplementary ones, no duplicates. */
 		_cleanup_free_ uint32_t *gids = calloc(cr->n_groups + 1, sizeof(*gids));
 		size_t n = 0;

@@ -22,6 +22,7 @@ enum {
 	PEER_STATE_ANONYMOUS = 1 << 3,
 	PEER_STATE_SOCKET_IDENTITY = 1 << 4,
 	PEER_STATE_HAVE_CREDS = 1 << 5,
+	PEER_STATE_GROUPS_UNKNOWN = 1 << 6,	/* SO_PEERGROUPS failed at accept */
 };
 
 static int peer_serialize(struct peer *p, struct state_writer *w)
@@ -35,7 +36,8 @@ static int peer_serialize(struct peer *p, struct state_writer *w)
 			 (p->unix_fds ? PEER_STATE_UNIX_FDS : 0) |
 			 (p->anonymous ? PEER_STATE_ANONYMOUS : 0) |
 			 (p->socket_identity ? PEER_STATE_SOCKET_IDENTITY : 0) |
-			 (p->creds.have_creds ? PEER_STATE_HAVE_CREDS : 0));
+			 (p->creds.have_creds ? PEER_STATE_HAVE_CREDS : 0) |
+			 (p->creds.groups_unknown ? PEER_STATE_GROUPS_UNKNOWN : 0));
 	state_put_u32(w, (uint32_t)p->creds.pid);
 	state_put_u32(w, (uint32_t)p->creds.uid);
 	state_put_u32(w, (uint32_t)p->creds.gid);
@@ -222,6 +224,7 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 {
 	struct socket_creds creds = {
 		.have_creds = st->flags & PEER_STATE_HAVE_CREDS,
+		.groups_unknown = st->flags & PEER_STATE_GROUPS_UNKNOWN,
 		.pid = st->creds_pid,
 		.uid = st->creds_uid,
 		.gid = st->creds_gid,

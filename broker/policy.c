@@ -358,7 +358,7 @@ int policy_setup_peer(struct peer *peer)
 	if (!bus->policy)
 		return 0;
 
-	if (peer->socket_identity) {
+	if (peer->socket_identity && !cr->groups_unknown) {
 		/* The primary group first, then the supplementary ones. */
 		gids = calloc(cr->n_groups + 1, sizeof(*gids));
 		if (!gids)
@@ -368,6 +368,7 @@ int policy_setup_peer(struct peer *peer)
 			if (cr->groups[i] != cr->gid)
 				gids[n++] = (uint32_t)cr->groups[i];
 	} else if (peer->uid != (uid_t)-1) {
+		/* No groups of its socket (or SO_PEERGROUPS failed): the user database's. */
 		r = groups_from_user_db(peer->uid, &gids, &n);
 		if (r < 0)
 			return r;

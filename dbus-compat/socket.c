@@ -114,6 +114,19 @@ void socket_creds_deinit(struct socket_creds *creds)
 	creds->pidfd = safe_close(creds->pidfd);
 }
 
+/* An optional credential failed with @err: without it (socket_creds_query()). */
+static int creds_degrade(struct socket_creds *creds, unsigned int what, int err)
+{
+	if (err == -ENOMEM)
+		return err;
+	if (!creds->failed)
+		creds->failed_errno = -err;
+	creds->failed |= what;
+	if (what == SOCKET_CREDS_NO_GROUPS)
+		creds->groups_unknown = true;
+	return 0;
+}
+
 static int query_peersec(struct socket_creds *creds, int fd)
 {
 	socklen_t len = 64;
@@ -201,8 +214,13 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 	creds->gid = uc.gid;
 
 	r = query_peersec(creds, fd);
-	if (r >= 0)
+	if (r < 0)
+		r = creds_degrade(creds, SOCKET_CREDS_NO_LABEL, r);
+	if (r >= 0) {
 		r = query_peergroups(creds, fd);
+		if (r < 0)
+			r = creds_degrade(creds, SOCKET_CREDS_NO_GROUPS, r);
+	}
 	if (r < 0) {
 		socket_creds_deinit(creds);
 		return r;
@@ -224,9 +242,7 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 		}
 	} else if (errno != ESRCH && errno != ENODATA) {
 		/* ESRCH: the peer already exited; that is "absent" too. */
-		r = -errno;
-		socket_creds_deinit(creds);
-		return r;
+		(void)creds_degrade(creds, SOCKET_CREDS_NO_PIDFD, -errno);
 	}
 	return 0;
 }

@@ -136,6 +136,13 @@ enum {
  *		lacks it pidfd_open() of @pid right away; -1 if neither works
  *		(old kernel, or the peer is gone)
  */
+/* The optional credentials a kernel refused with an unexpected error (socket_creds_query()). */
+enum {
+	SOCKET_CREDS_NO_LABEL = 1 << 0,		/* SO_PEERSEC */
+	SOCKET_CREDS_NO_GROUPS = 1 << 1,	/* SO_PEERGROUPS */
+	SOCKET_CREDS_NO_PIDFD = 1 << 2,		/* SO_PEERPIDFD */
+};
+
 struct socket_creds {
 	bool have_creds;
 	pid_t pid;
@@ -143,8 +150,11 @@ struct socket_creds {
 	gid_t gid;
 	gid_t *groups;
 	size_t n_groups;
+	bool groups_unknown;	/* SO_PEERGROUPS failed: @groups says nothing */
 	char *label;
 	int pidfd;
+	unsigned int failed;	/* SOCKET_CREDS_NO_*: what failed, and why: */
+	int failed_errno;	/* the first failure's errno */
 };
 
 /**
@@ -155,6 +165,10 @@ struct socket_creds {
  * SO_PEERSEC, SO_PEERGROUPS and SO_PEERPIDFD are optional (absent on the
  * kernel or without an LSM); SO_PEERCRED is required on a unix socket. A
  * socket of another family (TCP) has no credentials (@have_creds false).
+ * An optional one that fails otherwise (a kernel change, an LSM that
+ * refuses) degrades the credentials, as dbus-daemon does: no label, groups
+ * unknown (@groups_unknown), no pidfd, each noted in @failed. It never
+ * fails the connection.
  *
  * Return: 0, or negative errno (SO_PEERCRED failed, -ENOMEM).
  */
