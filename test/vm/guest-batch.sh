@@ -36,13 +36,15 @@ for entry in "$@"; do
 	esac
 	[ $n -lt $# ] || break
 	# Everything but PID 1 (run-guest's stage 2) and this script. A process still dying may
-	# hold the module for a moment: rmmod gets 10 s before a reference counts as leaked.
+	# hold the module for a moment: rmmod gets 10 s (times the machine's slowness,
+	# BUS1_TIME_FACTOR) before a reference counts as leaked.
 	kill -KILL -1 2>/dev/null
-	for ((i = 0; i < 100; i++)); do
+	tries=$((100 * ${BUS1_TIME_FACTOR:-1}))
+	for ((i = 0; i < tries; i++)); do
 		rmmod "$name" 2>/dev/null && break
 		sleep 0.1
 	done
-	if ((i == 100)) && ! rmmod "$name"; then
+	if ((i == tries)) && ! rmmod "$name"; then
 		echo "==== guest-batch: FAIL rmmod $name after $(basename "$prog") (a leaked reference)"
 		exit 1
 	fi

@@ -124,7 +124,7 @@ else
 	dump_tasks
 	kill -KILL $cmd 2>/dev/null
 	# Something stuck in the kernel cannot be killed: then do not try to unload either.
-	if wait_job $cmd 10; then
+	if wait_job $cmd $((10 * ${JOB_TIME_FACTOR:-1})); then
 		echo $job_rc >$R/status
 	else
 		echo 124 >$R/status
@@ -156,7 +156,9 @@ if [ -n "$JOB_MODULE" ]; then
 	leak_scan kmemleak-loaded
 	name=$(basename "$JOB_MODULE" .ko)
 	rmmod "$name" >>$R/output 2>&1 &
-	if wait_job $! 30; then
+	# 30 s on the reference machine, stretched like every limit (a loaded machine made a
+	# debug kernel's rmmod take longer).
+	if wait_job $! $((30 * ${JOB_TIME_FACTOR:-1})); then
 		echo $job_rc >$R/rmmod
 	else
 		dump_tasks

@@ -240,6 +240,7 @@ fi
 	printf 'JOB_MODULE=%q\n' "$module"
 	printf 'JOB_CWD=%q\n' "$PWD"
 	printf 'JOB_TIMEOUT=%q\n' "$cmd_limit"
+	printf 'JOB_TIME_FACTOR=%q\n' "$factor"
 	printf 'JOB_CMD=('
 	printf '%q ' "$@"
 	printf ')\n'
