@@ -2,16 +2,20 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # run-deb-suite.sh - the Debian packages on a real Debian 12 booted with systemd
-# (scenario-deb.sh): three boots of one disk (run-systemd-guest.sh --disk), each one going on
+# (scenario-deb.sh): five boots of one disk (run-systemd-guest.sh --disk), each one going on
 # from what the previous one left:
-#   install  dbus-daemon (the reference checks), `apt-get install` of the packages (DKMS builds
-#            bus1.ko in the guest, against the host's headers of KVER), `systemctl enable` and
-#            `systemctl --global enable bus1-broker.service`
+#   install  dbus-daemon (the reference checks), `apt-get install` of Debian's dbus-broker (the
+#            system's bus from then on), then of the packages (DKMS builds bus1.ko in the
+#            guest, against the host's headers of KVER), `systemctl enable --force` and
+#            `systemctl --global enable --force bus1-broker.service`
 #   bus1     bus1-broker as the system and the user's bus, bus1.ko loaded, the same checks; an
 #            upgrade to a higher version under live clients; `systemctl disable` (both) while
-#            the buses run, and `apt-get remove` while they run: systemd stays on them
-#   back     dbus-daemon again (system, session and accessibility buses), the same checks;
+#            the buses run: systemd stays on them
+#   off      dbus-broker again after the reboot (system and session); enabled again
+#   again    bus1-broker; `apt-get remove` while the buses run: systemd stays on them
+#   back     dbus-broker again after the reboot (system, session and accessibility buses);
 #            `apt-get purge` leaves nothing behind
+# Only the first boot builds bus1.ko.
 # Fails if any boot fails; prints the boot times of the reference and of bus1-broker.
 #
 # Usage: run-deb-suite.sh KVER [DEBDIR]
@@ -59,7 +63,16 @@ dpkg-deb -R "$files/debs/"bus1-broker_*.deb "$work/v2"
 sed -i "s/^Version: .*/Version: $v1+bus1test1/" "$work/v2/DEBIAN/control"
 dpkg-deb -b -Zxz "$work/v2" "$files/debs-v2/bus1-broker_${v1}+bus1test1_amd64.deb" >/dev/null
 
-# One disk for the three boots: the overlay's upper layer.
+# Debian's dbus-broker, the version the host has (tools/deps.sh installs it): the guest has no
+# network.
+mkdir -p "$files/other"
+v=$(dpkg-query -W -f='${Version}' dbus-broker 2>/dev/null) ||
+	{ echo "$me: dbus-broker is not installed on the host (tools/deps.sh test)" >&2; exit 1; }
+(cd "$files/other" && apt-get download -q "dbus-broker=$v" >/dev/null 2>&1) ||
+	cp "/var/cache/apt/archives/dbus-broker_${v/:/%3a}_amd64.deb" "$files/other/" 2>/dev/null ||
+	{ echo "$me: cannot get dbus-broker $v (apt-get download failed, not in apt's cache)" >&2; exit 1; }
+
+# One disk for the five boots: the overlay's upper layer.
 truncate -s 4G "$work/disk.img"
 mkfs.ext4 -q -F "$work/disk.img"
 
@@ -67,7 +80,7 @@ root=$("$here/build-root.sh")
 declare -A status secs
 suite_start=$(date +%s)
 fail=0
-for phase in install bus1 back; do
+for phase in install bus1 off again back; do
 	echo "==== $me: $phase ($kver) ===="
 	t0=$(date +%s)
 	rc=0
@@ -90,7 +103,7 @@ time_of() {
 count() { grep -c "$1" "$resdir/$2/output" 2>/dev/null || true; }
 echo
 echo "==== $me: summary ($kver) ===="
-for phase in install bus1 back; do
+for phase in install bus1 off again back; do
 	if [ -z "${status[$phase]+x}" ]; then
 		result="not run"
 	elif [ "${status[$phase]}" = 0 ]; then
@@ -103,7 +116,7 @@ for phase in install bus1 back; do
 	printf '%-8s %-8s %5ss  %s ok, %s failed\n' "$phase" "$result" "${secs[$phase]:--}" \
 		"${n_ok:-0}" "${n_fail:-0}"
 done
-echo "boot to default target (systemd-analyze, guest): dbus-daemon $(time_of install boot-reference)s, bus1-broker $(time_of bus1 boot-bus1)s, dbus-daemon again $(time_of back boot-back)s"
+echo "boot to default target (systemd-analyze, guest): dbus-daemon $(time_of install boot-reference)s, bus1-broker $(time_of bus1 boot-bus1)s, dbus-broker $(time_of off boot-off)s"
 echo "total wall time: $(($(date +%s) - suite_start))s"
 [ -z "$keep_results" ] || echo "results (output, journal, console) in $resdir"
 exit $fail

@@ -1,17 +1,22 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# scenario-deb.sh - the Debian packages on a booted system, in three boots of the same disk
+# scenario-deb.sh - the Debian packages on a booted system, in five boots of the same disk
 # (run-deb-suite.sh; JOB_PHASE says which boot this is). The packages are in
 # /bus1test/files/debs, the upgrade (the same bus1-broker with a higher version) in
-# /bus1test/files/debs-v2. What a boot must carry to the next one is in /var/lib/bus1test.
+# /bus1test/files/debs-v2, Debian's dbus-broker in /bus1test/files/other. What a boot must carry
+# to the next one is in /var/lib/bus1test. Each boot checks that PID 1, logind, bus1user's
+# `systemd --user` and its accessibility bus are reachable, not only is-system-running (which
+# says "running" on a system without a bus).
 #
 #   install  on dbus-daemon: the reference checks (busctl, loginctl, hostnamectl, timedatectl,
 #            pkcheck as bus1user, the failed units, the boot time, bus1user's accessibility bus
-#            served by dbus-daemon); the file lists of the root
-#            and of /lib/modules; `apt-get install ./*.deb` (DKMS builds bus1.ko), which
-#            switches nothing; `systemctl enable` and `systemctl --global enable
-#            bus1-broker.service`
+#            served by dbus-daemon); `apt-get install` of dbus-broker, whose postinst enables
+#            its aliases (the system bus and users' are dbus-broker's from the next boot on);
+#            the file lists of the root and of /lib/modules; `apt-get install ./*.deb` (DKMS
+#            builds bus1.ko), which switches nothing and records dbus-broker as the system's
+#            bus; `systemctl enable bus1-broker.service` refuses over dbus-broker's alias, and
+#            `enable --force` (and `--global enable --force`) switches, as docs/switching.md says
 #   bus1     on bus1-broker: bus1.ko loaded by modules-load.d, /dev/bus1 with mode 0666 and open
 #            in the bus, the same checks with the same results and no failed unit the reference
 #            did not have; bus1user's session bus is bus1-broker, and so is its accessibility
@@ -19,12 +24,15 @@
 #            of debs-v2, the units reloaded before the hand-over: no "changed on disk" warning)
 #            while clients hold a name and a call is in flight drops nobody; then, with
 #            bus1user's session running, `systemctl disable` (both) while the buses run: PID 1,
-#            logind and bus1user's `systemd --user` stay on their buses; enabled again, then
-#            `apt-get remove` of bus1-broker and bus1-dkms while the buses run: the same, the
-#            alias links are gone, bus1.ko stays loaded (in use)
-#   back     after the reboot, on dbus-daemon again: the same checks, bus1user's session and
-#            accessibility buses are dbus-daemon's; `apt-get purge` of every package leaves no
-#            file behind in the root or in /lib/modules
+#            logind and bus1user's `systemd --user` stay on their buses until the reboot
+#   off      after a disable and a reboot: dbus-broker again (its aliases came back when the
+#            disabled bus stopped), system and session bus; `systemctl enable --force` again
+#   again    on bus1-broker: `apt-get remove` of bus1-broker and bus1-dkms while the buses
+#            run: PID 1, logind and bus1user's manager stay on them, the aliases are
+#            dbus-broker's again, bus1.ko stays loaded (in use)
+#   back     after the removal and a reboot: dbus-broker serves the system, session and
+#            accessibility buses; `apt-get purge` of every package leaves no file behind in
+#            the root or in /lib/modules
 #
 # Output and exit status as scenario-restart.sh (the checks are in scenario-lib.sh).
 
@@ -43,20 +51,23 @@ export DEBIAN_FRONTEND=noninteractive
 as_user() { runuser -u bus1user -- env XDG_RUNTIME_DIR=/run/user/1000 "$@"; }
 
 # The accessibility bus of bus1user's session (org.a11y.Bus of at-spi2-core, activated on the
-# session bus): the program that serves it must be $2, by inode (bus1-broker-at-spi.service
-# runs bus1-broker bind-mounted at /usr/bin/dbus-daemon).
+# session bus): the program that serves it must be one of the programs given, by inode
+# (bus1-broker-at-spi.service runs bus1-broker bind-mounted at /usr/bin/dbus-daemon).
 check_a11y_bus() {
-	local phase=$1 want=$2 addr pid
+	local phase=$1 addr pid want
+	shift
 	addr=$(as_user busctl --user --timeout=30 call org.a11y.Bus /org/a11y/bus org.a11y.Bus \
 		GetAddress 2>&1 | value)
 	pid=$(as_user busctl --address="$addr" --timeout=10 call org.freedesktop.DBus \
 		/org/freedesktop/DBus org.freedesktop.DBus GetConnectionUnixProcessID s \
 		org.freedesktop.DBus 2>&1 | value)
-	if [ -n "$pid" ] && [ "$(stat -L -c %d:%i "/proc/$pid/exe" 2>&1)" = "$(stat -c %d:%i "$want")" ]; then
-		ok "$phase: bus1user's accessibility bus ($addr) is served by $want (pid $pid)"
-	else
-		fail "$phase: bus1user's accessibility bus '$addr' is served by pid '$pid' ($(readlink "/proc/$pid/exe" 2>&1)), not $want"
-	fi
+	for want in "$@"; do
+		if [ -n "$pid" ] && [ "$(stat -L -c %d:%i "/proc/$pid/exe" 2>&1)" = "$(stat -c %d:%i "$want")" ]; then
+			ok "$phase: bus1user's accessibility bus ($addr) is served by $want (pid $pid)"
+			return
+		fi
+	done
+	fail "$phase: bus1user's accessibility bus '$addr' is served by pid '$pid' ($(readlink "/proc/$pid/exe" 2>&1)), not $*"
 }
 
 # What the checks of every boot print, compared across boots: "NAME: rc OUTPUT".
@@ -186,14 +197,51 @@ check_still_served() {
 	systemd_on_bus user "$phase"
 }
 
-# switch PHASE enable|disable: the system bus and every user's, as docs/switching.md says.
+# switch PHASE enable|disable [--force]: the system bus and every user's, as
+# docs/switching.md says.
 switch() {
-	if systemctl "$2" bus1-broker.service >/dev/null 2>&1 &&
-		systemctl --global "$2" bus1-broker.service >/dev/null 2>&1; then
-		ok "$1: systemctl $2 and systemctl --global $2 bus1-broker.service"
+	local phase=$1 out
+	shift
+	if out=$(systemctl "$@" bus1-broker.service 2>&1 &&
+		systemctl --global "$@" bus1-broker.service 2>&1); then
+		ok "$phase: systemctl $* and systemctl --global $* bus1-broker.service"
 	else
-		fail "$1: systemctl $2 bus1-broker.service failed"
+		fail "$phase: systemctl $* bus1-broker.service failed: $(echo "$out" | tr '\n' ' ')"
 	fi
+}
+
+# check_aliases PHASE UNIT: the system's and the users' dbus.service aliases in /etc both name
+# UNIT.
+check_aliases() {
+	local phase=$1 unit=$2 sys usr
+	sys=$(readlink /etc/systemd/system/dbus.service)
+	usr=$(readlink /etc/systemd/user/dbus.service)
+	if [ "${sys##*/}" = "$unit" ] && [ "${usr##*/}" = "$unit" ]; then
+		ok "$phase: the system's and the users' dbus.service are $unit"
+	else
+		fail "$phase: dbus.service aliases are '$sys' (system) and '$usr' (users), not $unit"
+	fi
+}
+
+# The boots on dbus-broker (PHASE): the system bus, bus1user's session and accessibility buses,
+# PID 1 and bus1user's manager on their buses, the probes as on dbus-daemon.
+check_dbus_broker_boot() {
+	local phase=$1 uid
+	bus=dbus-broker
+	wait_running "$phase"
+	boot_time "$phase"
+	check_bus_process "$phase"
+	check_probes "$phase"
+	check_failed_units "$phase"
+	systemd_on_bus system "$phase"
+	check_new_clients "$phase"
+	uid=$(id -u bus1user)
+	systemctl start "user@$uid.service"
+	check_user_bus "$phase" /usr/bin/dbus-broker-launch
+	systemd_on_bus user "$phase"
+	# at-spi-bus-launcher runs dbus-broker-launch where the session bus is dbus-broker
+	check_a11y_bus "$phase" /usr/bin/dbus-broker-launch
+	systemctl stop "user@$uid.service"
 }
 
 wait_running() {
@@ -216,6 +264,14 @@ phase_install() {
 	systemctl start user@1000.service
 	check_a11y_bus reference /usr/bin/dbus-daemon
 	systemctl stop user@1000.service
+	# a system whose bus is dbus-broker (from the next boot on): its postinst enables the aliases
+	out=$(apt-get install -y -q $F/other/dbus-broker_*.deb 2>&1); rc=$?
+	if [ $rc = 0 ]; then
+		ok "install: apt-get install of dbus-broker"
+	else
+		fail "install: apt-get install of dbus-broker failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
+	fi
+	check_aliases dbus-broker dbus-broker.service
 	file_list >$S/files-before
 	module_list >$S/modules-before
 	t0=$SECONDS
@@ -235,13 +291,28 @@ phase_install() {
 	else
 		fail "install: no bus1.ko for $kver after the install: $(dkms status 2>&1 | tr '\n' ' ')"
 	fi
+	# (the running dbus.service stays dbus-daemon's until the reboot, dbus-broker's alias or not)
 	if [ "$(bus_exe "$(bus_pid)")" = /usr/bin/dbus-daemon ] &&
 		[ "$(systemctl is-enabled bus1-broker.service 2>&1)" = disabled ]; then
 		ok "install: installing switched nothing (dbus-daemon serves, bus1-broker.service disabled)"
 	else
 		fail "install: after the install dbus.service runs '$(bus_exe "$(bus_pid)")', bus1-broker.service is '$(systemctl is-enabled bus1-broker.service 2>&1)'"
 	fi
-	switch install enable
+	check_aliases install dbus-broker.service
+	out=$(cat /var/lib/bus1-broker/previous-system /var/lib/bus1-broker/previous-user 2>&1)
+	if [ "$(echo "$out" | sed 's|.*/||' | sort -u)" = dbus-broker.service ]; then
+		ok "install: the package recorded dbus-broker as the system's and the users' bus"
+	else
+		fail "install: the package recorded '$(echo "$out" | tr '\n' ' ')', not dbus-broker.service"
+	fi
+	# docs/switching.md: over dbus-broker's alias, a plain enable refuses; --force switches
+	if out=$(systemctl enable bus1-broker.service 2>&1); then
+		fail "install: systemctl enable bus1-broker.service replaced dbus-broker's alias without --force"
+	else
+		ok "install: systemctl enable bus1-broker.service refuses over dbus-broker's alias: $(echo "$out" | head -n 1)"
+	fi
+	switch install enable --force
+	check_aliases install bus1-broker.service
 }
 
 phase_bus1() {
@@ -301,17 +372,37 @@ phase_bus1() {
 	bus_pid0=$(bus_pid)
 	switch disable-live disable
 	check_still_served disable-live
-	switch disable-live enable
+	systemctl stop "user@$uid.service"
+}
+
+# After a disable and a reboot: the bus the system had, and the switch again.
+phase_off() {
+	check_dbus_broker_boot off
+	switch off enable --force
+	check_aliases off bus1-broker.service
+}
+
+# bus1-broker again, and the package removed under it.
+phase_again() {
+	local uid out
+	bus=bus1
+	module=1
+	wait_running again
+	check_bus_process again
+	check_new_clients again
+	uid=$(id -u bus1user)
+	systemctl start "user@$uid.service"
+	check_user_bus again /usr/bin/bus1-broker
+	bus_pid0=$(bus_pid)
 	out=$(apt-get remove -y -q bus1-broker bus1-dkms 2>&1) ||
 		fail "remove: apt-get remove failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
 	note "remove: $(echo "$out" | grep -i -E "warn|error|bus1" | tr '\n' ' ')"
 	check_still_served remove
-	out=$(ls -l /etc/systemd/system/dbus.service /etc/systemd/user/dbus.service \
-		/etc/systemd/user/at-spi-dbus-bus.service 2>/dev/null)
-	if [ -z "$out" ]; then
-		ok "remove: no alias link is left in /etc/systemd"
+	check_aliases remove dbus-broker.service
+	if [ ! -e /etc/systemd/user/at-spi-dbus-bus.service ]; then
+		ok "remove: the accessibility bus alias is gone"
 	else
-		fail "remove: alias links left: $(echo "$out" | tr '\n' ' ')"
+		fail "remove: /etc/systemd/user/at-spi-dbus-bus.service is left"
 	fi
 	if [ -e /sys/module/bus1 ]; then
 		ok "remove: bus1.ko stays loaded while the bus holds it"
@@ -322,20 +413,8 @@ phase_bus1() {
 }
 
 phase_back() {
-	local out rc left uid
-	bus=dbus-daemon
-	wait_running back
-	boot_time back
-	check_bus_process back
-	check_probes back
-	check_failed_units back
-	systemd_on_bus system back
-	uid=$(id -u bus1user)
-	systemctl start "user@$uid.service"
-	check_user_bus back /usr/bin/dbus-daemon
-	systemd_on_bus user back
-	check_a11y_bus back /usr/bin/dbus-daemon
-	systemctl stop "user@$uid.service"
+	local out rc left
+	check_dbus_broker_boot back
 	if [ ! -e /sys/module/bus1 ]; then
 		ok "back: bus1.ko is not loaded (bus1-dkms was removed)"
 	else
@@ -347,6 +426,7 @@ phase_back() {
 	else
 		fail "back: apt-get purge failed: $(echo "$out" | tail -n 10 | tr '\n' ' ')"
 	fi
+	check_aliases purge dbus-broker.service
 	left=$(file_list | comm -13 $S/files-before - | tr '\n' ' ')
 	if [ -z "$left" ]; then
 		ok "back: no file left in the root that was not there before the install"
@@ -365,6 +445,8 @@ note "deb: phase $phase, kernel $kver"
 case "$phase" in
 install) phase_install ;;
 bus1) phase_bus1 ;;
+off) phase_off ;;
+again) phase_again ;;
 back) phase_back ;;
 *) fail "unknown phase $phase" ;;
 esac

@@ -119,7 +119,11 @@ check_bus_process() {
 	local phase=$1 pid exe want
 	pid=$(bus_pid)
 	exe=$(bus_exe "$pid")
-	[ "$bus" = bus1 ] && want=$bus1_broker || want=/usr/bin/dbus-daemon
+	case $bus in
+	bus1) want=$bus1_broker ;;
+	dbus-broker) want=/usr/bin/dbus-broker-launch ;;
+	*) want=/usr/bin/dbus-daemon ;;
+	esac
 	if [ "$exe" = "$want" ]; then
 		ok "$phase: dbus.service runs $want (pid $pid)"
 		note "$phase: listening socket in pid $pid: $(listen_fds "$pid")"
