@@ -221,6 +221,10 @@ class Raw:
             self.name = body_strings(reply[4])[0]
 
     def send_raw(self, data, fds=()):
+        # A send is bounded as a hang only: not by the last recv()'s short timeout, which the
+        # socket keeps (a loaded machine's bus under valgrind was slower than a drain's 0.1 s
+        # to take a 32 KiB call).
+        self.sock.settimeout(TIMEOUT)
         if fds:
             self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
                                         array.array("i", fds))])
