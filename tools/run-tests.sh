@@ -49,8 +49,12 @@ kver_6_12=$(newest_kernel '6.12.*+deb12-amd64')
 # the fuzz build names it in CC): a warm run rebuilds its four build directories and the
 # packages from the cache. It lives under ~/.cache/bus1-* like the other caches, so a fresh run
 # starts without it, and it is content-addressed: a hit is the object the compiler would give.
+# Paths below the clone are hashed relative to it, and the build directory's path not at all
+# (meson's debug builds have -g): a new clone elsewhere hits what an older one compiled.
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/bus1-ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-2G}
+export CCACHE_BASEDIR=$PWD
+export CCACHE_NOHASHDIR=1
 ccache=
 command -v ccache >/dev/null && ccache="ccache "
 
