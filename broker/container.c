@@ -10,7 +10,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include "broker/bus.h"
 #include "broker/connection.h"
@@ -25,6 +24,7 @@
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/sasl.h"
+#include "util/clock.h"
 #include "util/macro.h"
 
 int container_registry_new(struct container_registry **regp, struct bus *bus)
@@ -116,14 +116,6 @@ static void container_announce_removed(struct container *c)
 	router_broadcast_from_driver_to(bus, m, container_may_know, c);
 }
 
-static uint64_t container_now_usec(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 void container_log_refusal(struct container *c, const struct peer *p, const struct message *m,
 			   const char *what, const char *name)
 {
@@ -131,7 +123,7 @@ void container_log_refusal(struct container *c, const struct peer *p, const stru
 
 	if (!c || !c->filter || !c->filter->log)
 		return;
-	now = container_now_usec();
+	now = now_usec();
 	if (now - c->log_window_usec >= CONTAINER_LOG_WINDOW_USEC) {
 		if (c->n_not_logged)
 			log_info("container %s (%s %s): %u more refusals were not logged", c->path,
