@@ -5,6 +5,7 @@
  */
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -442,6 +443,9 @@ void bus_flush_now(struct bus *bus)
 			again |= t->ops->flush(t);
 	} while (again || !list_is_empty(&bus->overflow_list));
 	bus_free_dead(bus);
+	/* A flood drained: its memory goes back to the system, not to the heap's free lists. */
+	if (bus->users && user_registry_drained(bus->users))
+		malloc_trim(0);
 }
 
 static int bus_flush_cb(sd_event_source *s, void *userdata)

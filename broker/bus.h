@@ -130,6 +130,7 @@ struct bus {
 	struct list_node monitors;	/* peers that called BecomeMonitor */
 	struct list_node dead_list;	/* closed peers, freed after dispatch */
 	struct list_node overflow_list;	/* peers to close for not reading */
+	struct peer *dispatching;	/* whose message is being routed: the actor */
 	uint64_t next_id;		/* unique names are :1.<id>, never reused */
 	uint32_t serial;		/* of the last message the bus sent */
 

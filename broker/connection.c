@@ -38,6 +38,7 @@
  * @entry:	the socket's write-queue entry
  * @msg:	the (shared) message; one reference per delivery
  * @peer:	the destination, whose counters are charged
+ * @charge:	what it costs @peer's user, and for which actor
  * @iov:	header and body of @msg
  *
  * @sockets:	the transport, whose cache keeps it once freed
@@ -46,6 +47,7 @@ struct delivery {
 	struct socket_entry entry;
 	struct message *msg;
 	struct peer *peer;
+	struct queue_charge charge;
 	struct socket_transport *sockets;
 	struct iovec iov[2];
 	struct delivery *next_free;
@@ -118,9 +120,7 @@ static void delivery_release(struct socket_entry *entry)
 	peer->n_queued_bytes -= size;
 	peer->n_queued_fds -= d->msg->n_fds;
 	peer->n_queued_msgs--;
-	peer_uncharge(peer, USER_SLOT_BYTES, size);
-	if (d->msg->n_fds)
-		peer_uncharge(peer, USER_SLOT_FDS, d->msg->n_fds);
+	peer_uncharge_queued(peer, &d->charge);
 	message_unref(d->msg);
 	delivery_recycle(&d->sockets->deliveries, d);
 }
@@ -131,7 +131,7 @@ static void connection_update_events(struct connection *conn)
 
 	if (conn->closed || !conn->io)
 		return;
-	events = conn->eof ? 0 : EPOLLIN;
+	events = conn->eof || conn->peer->input_paused ? 0 : EPOLLIN;
 	/*
 	 * A pending flush tries the write first; EPOLLOUT is only needed when
 	 * the kernel did not take everything (saves two epoll_ctl() per message).
@@ -180,6 +180,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 	struct connection *conn = container_of(transport, struct connection, transport);
 	struct peer *peer = conn->peer;
 	struct delivery *d;
+	struct queue_charge charge;
 	size_t size = message_get_size(msg);
 	int r;
 
@@ -200,17 +201,18 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		if (connection_queue_full(peer, size, msg->n_fds))
 			return PEER_E_QUOTA;
 	}
-	if (peer_charge_message(peer, size, msg->n_fds))
-		return PEER_E_QUOTA;
+	r = peer_charge_queued(peer, msg, &charge);
+	if (r)
+		return r;
 
 	d = delivery_alloc(&conn->sockets->deliveries);
 	if (!d) {
-		peer_uncharge(peer, USER_SLOT_BYTES, size);
-		peer_uncharge(peer, USER_SLOT_FDS, msg->n_fds);
+		peer_uncharge_queued(peer, &charge);
 		return -ENOMEM;
 	}
 	d->msg = message_ref(msg);
 	d->peer = peer;
+	d->charge = charge;
 	d->sockets = conn->sockets;
 	message_get_iovec(msg, d->iov);
 	d->entry = (struct socket_entry){
@@ -228,8 +230,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		/* release is not called on failure: undo by hand. */
 		peer->n_queued_bytes -= size;
 		peer->n_queued_fds -= msg->n_fds;
-		peer_uncharge(peer, USER_SLOT_BYTES, size);
-		peer_uncharge(peer, USER_SLOT_FDS, msg->n_fds);
+		peer_uncharge_queued(peer, &d->charge);
 		message_unref(d->msg);
 		delivery_recycle(&conn->sockets->deliveries, d);
 		return r < 0 ? r : PEER_E_QUOTA;
@@ -614,6 +615,7 @@ static void connection_watch_pending_fds(struct connection *conn)
 static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct connection *conn = userdata;
+	bool hangup;
 	int i, r;
 
 	if (revents & EPOLLOUT) {
@@ -622,8 +624,14 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 			return 0;
 	}
 
-	if (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-		for (i = 0; i < CONNECTION_READ_BUDGET && !conn->eof; i++) {
+	/*
+	 * Paused (PEER_ANSWER_BACKLOG), the input waits until the peer reads;
+	 * a hang-up is still read, to the end.
+	 */
+	hangup = revents & (EPOLLHUP | EPOLLERR);
+	if (hangup || ((revents & EPOLLIN) && !conn->peer->input_paused)) {
+		for (i = 0; i < CONNECTION_READ_BUDGET && !conn->eof &&
+			    (hangup || !conn->peer->input_paused); i++) {
 			size_t before = socket_get_buffered_bytes(conn->socket);
 
 			r = socket_dispatch_read(conn->socket);

@@ -252,6 +252,18 @@ void peer_set_output(struct peer *peer, struct peer_transport *output)
 	peer->output = output;
 }
 
+/* Route @msg with @peer as the actor of everything it makes the bus queue. */
+static int peer_route_as_actor(struct peer *peer, struct message *msg)
+{
+	struct peer *outer = peer->bus->dispatching;
+	int r;
+
+	peer->bus->dispatching = peer;
+	r = router_dispatch(peer, msg);
+	peer->bus->dispatching = outer;
+	return r;
+}
+
 int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed)
 {
 	int r = parsed;
@@ -273,7 +285,7 @@ int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed)
 			peer->peak_dispatching_bytes = peer->n_dispatching_bytes;
 		if (peer->n_dispatching_fds > peer->peak_dispatching_fds)
 			peer->peak_dispatching_fds = peer->n_dispatching_fds;
-		r = router_dispatch(peer, msg);
+		r = peer_route_as_actor(peer, msg);
 		peer->n_dispatching_bytes -= size;
 		peer->n_dispatching_fds -= n_fds_in;
 	}
@@ -303,7 +315,7 @@ void peer_uncharge(struct peer *peer, enum user_slot slot, uint64_t amount)
 		return;
 	if (amount > c->amount)
 		amount = c->amount;
-	user_counters_uncharge(&c->user->counters, slot, amount);
+	user_uncharge(c->user, slot, amount);
 	c->amount -= amount;
 }
 
@@ -318,6 +330,66 @@ int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds)
 	if (r)
 		peer_uncharge(peer, USER_SLOT_BYTES, bytes);
 	return r;
+}
+
+/*
+ * What the bus holds for a queued message besides its bytes: the message
+ * object (one per message, but each receiver is charged for it: a multicast
+ * costs more than its bytes too), the queue entry and the allocator's
+ * headers.
+ */
+#define PEER_MESSAGE_OVERHEAD (sizeof(struct message) + 192)
+
+static uint64_t peer_actor_key(const struct peer *p)
+{
+	return user_actor_key(p->owner.id, p->container ? p->container->id : 0);
+}
+
+int peer_charge_queued(struct peer *peer, const struct message *msg, struct queue_charge *qc)
+{
+	struct peer *actor = peer->bus->dispatching;
+	bool fair;
+	int r;
+
+	*qc = (struct queue_charge){
+		.bytes = message_get_size(msg) + PEER_MESSAGE_OVERHEAD,
+		.fds = msg->n_fds,
+		.answer = actor == peer,
+	};
+	if (!peer->user)
+		return 0;
+	fair = actor && !qc->answer && msg->destination && msg->sender &&
+	       strcmp(msg->sender, DC_SERVICE_DBUS) != 0;
+	r = user_actor_charge(peer->user, actor ? peer_actor_key(actor) : 0, qc->bytes, qc->fds,
+			      fair, &qc->actor);
+	if (r)
+		return r < 0 ? r : PEER_E_QUOTA;
+	if (peer_charge_message(peer, qc->bytes, qc->fds)) {
+		user_actor_uncharge(qc->actor, qc->bytes, qc->fds);
+		qc->actor = NULL;
+		return PEER_E_QUOTA;
+	}
+	if (qc->answer) {
+		peer->n_answer_bytes += qc->bytes;
+		if (peer->n_answer_bytes > PEER_ANSWER_BACKLOG)
+			peer->input_paused = true;
+	}
+	return 0;
+}
+
+void peer_uncharge_queued(struct peer *peer, struct queue_charge *qc)
+{
+	if (peer->user) {
+		peer_uncharge(peer, USER_SLOT_BYTES, qc->bytes);
+		peer_uncharge(peer, USER_SLOT_FDS, qc->fds);
+	}
+	user_actor_uncharge(qc->actor, qc->bytes, qc->fds);
+	if (qc->answer) {
+		peer->n_answer_bytes -= qc->bytes;
+		if (peer->n_answer_bytes <= PEER_ANSWER_BACKLOG / 2)
+			peer->input_paused = false;
+	}
+	*qc = (struct queue_charge){};
 }
 
 void peer_overflow(struct peer *peer)

@@ -113,6 +113,7 @@ struct peer {
 	bool anonymous;			/* authenticated with ANONYMOUS */
 	bool closed;			/* peer_close() ran */
 	bool overflow;			/* does not read: closed after this dispatch */
+	bool input_paused;		/* too many answers unread: PEER_ANSWER_BACKLOG */
 
 	/* statistics (Debug.Stats); the output queue's are kept by the transport */
 	uint64_t n_incoming;
@@ -120,6 +121,7 @@ struct peer {
 	size_t n_queued_bytes;		/* output queued, not yet written */
 	size_t n_queued_fds;
 	size_t n_queued_msgs;
+	uint64_t n_answer_bytes;	/* queued answers to its own messages (charged size) */
 	uint64_t peak_queued_bytes;
 	uint64_t peak_queued_fds;
 	size_t n_dispatching_bytes;	/* its message being routed now */
@@ -220,6 +222,48 @@ int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds);
 
 /* Mark @peer to be disconnected because it does not read its output. */
 void peer_overflow(struct peer *peer);
+
+/*
+ * What one message queued for a peer costs: its bytes as the bus holds them
+ * (the wire size and PEER_MESSAGE_OVERHEAD: the message and queue entry
+ * objects, so that a flood of small errors is not counted at a quarter of
+ * its weight), its fds, the actor it is charged for (user.h), and whether it
+ * answers the peer itself (it counts in peer->n_answer_bytes).
+ */
+struct queue_charge {
+	struct user_actor *actor;
+	uint64_t bytes;
+	uint64_t fds;
+	bool answer;
+};
+
+/*
+ * Answers (errors, replies, signals the bus queues for a peer while routing
+ * that peer's own message) it has not read beyond this many bytes: the bus
+ * stops reading its input (peer->input_paused) until they are down to half.
+ * A client that sends and never reads makes no more of them, and costs the
+ * bus no CPU, however long it keeps sending.
+ */
+#define PEER_ANSWER_BACKLOG (1024 * 1024)
+
+/**
+ * peer_charge_queued() - charge @msg, about to be queued for @peer
+ * @peer:	the receiver, whose user pays
+ * @msg:	the message
+ * @qc:		the charge, for peer_uncharge_queued() when it leaves the queue
+ *
+ * The actor is the peer whose message the bus is routing (bus->dispatching),
+ * if any. Its fair share (user.h) is enforced for a message from another
+ * peer to one destination, whose refusal its sender learns about (an error
+ * for a call, a disconnection of the receiver that does not read otherwise);
+ * not for what the bus itself sends, nor for answers to the actor itself,
+ * which PEER_ANSWER_BACKLOG bounds.
+ *
+ * Return: 0, PEER_E_QUOTA (over the user's quota or the actor's share:
+ * nothing charged), or -ENOMEM.
+ */
+int peer_charge_queued(struct peer *peer, const struct message *msg, struct queue_charge *qc);
+void peer_uncharge_queued(struct peer *peer, struct queue_charge *qc);
 
 /*
  * Who the peer is, for logs and error texts, as dbus-daemon writes it:

@@ -902,9 +902,16 @@ static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 
 int router_resume_activated(struct peer *peer, struct message *msg)
 {
+	struct peer *outer = peer->bus->dispatching;
+	int r;
+
 	if (peer->closed)
 		return 0;
-	return router_unicast(peer, msg, true);
+	/* The caller is the actor of its own message, whoever's activation ends now. */
+	peer->bus->dispatching = peer;
+	r = router_unicast(peer, msg, true);
+	peer->bus->dispatching = outer;
+	return r;
 }
 
 /*

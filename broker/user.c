@@ -115,6 +115,9 @@ int user_registry_ref_user(struct user_registry *reg, struct user **userp, uid_t
 	u->uid = uid;
 	u->n_refs = 1;
 	user_counters_init(&u->counters, &reg->limits);
+	if (u->counters.max[USER_SLOT_BYTES] > USER_BYTES_CAP)
+		u->counters.max[USER_SLOT_BYTES] = USER_BYTES_CAP;
+	hmap_init(&u->actors);
 	r = hmap_insert(&reg->users, &u->node, uid_hash(uid));
 	if (r < 0) {
 		free(u);
@@ -138,6 +141,9 @@ struct user *user_unref(struct user *user)
 	for (size_t i = 0; i < _USER_SLOT_N; i++)
 		if (user->counters.used[i])
 			abort(); /* every charge holds a reference */
+	if (hmap_size(&user->actors))
+		abort(); /* so does every actor */
+	hmap_deinit(&user->actors);
 	hmap_remove(&user->registry->users, &user->node);
 	free(user);
 	return NULL;
@@ -155,6 +161,11 @@ int user_charge(struct user_charge *charge, struct user *user, enum user_slot sl
 	r = user_counters_charge(&user->counters, slot, amount);
 	if (r)
 		return r;
+	if (slot == USER_SLOT_BYTES) {
+		user->registry->bytes_used += amount;
+		if (user->registry->bytes_used > user->registry->bytes_peak)
+			user->registry->bytes_peak = user->registry->bytes_used;
+	}
 	if (!charge->user) {
 		charge->user = user_ref(user);
 		charge->slot = slot;
@@ -163,11 +174,108 @@ int user_charge(struct user_charge *charge, struct user *user, enum user_slot sl
 	return 0;
 }
 
+void user_uncharge(struct user *user, enum user_slot slot, uint64_t amount)
+{
+	user_counters_uncharge(&user->counters, slot, amount);
+	if (slot == USER_SLOT_BYTES)
+		user->registry->bytes_used -= amount;
+}
+
+bool user_registry_drained(struct user_registry *reg)
+{
+	if (reg->bytes_peak - reg->bytes_used < 4 * 1024 * 1024 ||
+	    reg->bytes_used > reg->bytes_peak / 4)
+		return false;
+	reg->bytes_peak = reg->bytes_used;
+	return true;
+}
+
 void user_charge_release(struct user_charge *charge)
 {
 	if (!charge->user)
 		return;
-	user_counters_uncharge(&charge->user->counters, charge->slot, charge->amount);
+	user_uncharge(charge->user, charge->slot, charge->amount);
 	charge->user = user_unref(charge->user);
 	charge->amount = 0;
+}
+
+static uint64_t actor_hash(uint64_t key)
+{
+	return hash_bytes(&key, sizeof(key));
+}
+
+struct user_actor *user_find_actor(struct user *user, uint64_t key)
+{
+	hmap_for_each_hash(n, &user->actors, actor_hash(key)) {
+		struct user_actor *a = container_of(n, struct user_actor, node);
+
+		if (a->key == key)
+			return a;
+	}
+	return NULL;
+}
+
+/*
+ * May an actor holding @held, one of @n actors at @user (itself included),
+ * add @amount? See the DOC in user.h; computed in 128 bits, so that no
+ * product overflows.
+ */
+static bool user_fair_share(const struct user *user, uint64_t held, uint64_t amount, size_t n)
+{
+	const struct user_counters *c = &user->counters;
+	uint64_t left = c->used[USER_SLOT_BYTES] < c->max[USER_SLOT_BYTES] ?
+			c->max[USER_SLOT_BYTES] - c->used[USER_SLOT_BYTES] : 0;
+
+	return ((unsigned __int128)held + amount) * (n + 1) <=
+	       (unsigned __int128)left + held;
+}
+
+int user_actor_charge(struct user *user, uint64_t key, uint64_t bytes, uint64_t fds, bool fair,
+		      struct user_actor **actorp)
+{
+	struct user_actor *a;
+	int r;
+
+	*actorp = NULL;
+	if (!key)
+		return 0;
+	a = user_find_actor(user, key);
+	if (fair && !user_fair_share(user, a ? a->bytes : 0, bytes,
+				     hmap_size(&user->actors) + !a))
+		return USER_E_QUOTA;
+	if (!a) {
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		a->key = key;
+		r = hmap_insert(&user->actors, &a->node, actor_hash(key));
+		if (r < 0) {
+			free(a);
+			return r;
+		}
+		a->user = user_ref(user);
+	}
+	a->n_refs++;
+	a->bytes += bytes;
+	a->fds += fds;
+	*actorp = a;
+	return 0;
+}
+
+void user_actor_uncharge(struct user_actor *a, uint64_t bytes, uint64_t fds)
+{
+	struct user *user;
+
+	if (!a)
+		return;
+	if (bytes > a->bytes || fds > a->fds || !a->n_refs)
+		abort(); /* an accounting bug, never a client's doing */
+	a->bytes -= bytes;
+	a->fds -= fds;
+	if (--a->n_refs)
+		return;
+	user = a->user;
+	hmap_remove(&user->actors, &a->node);
+	free(a);
+	user_unref(user);
 }

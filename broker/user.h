@@ -28,6 +28,26 @@
  * A charge over the limit fails with USER_E_QUOTA and changes nothing; the
  * caller maps it to org.freedesktop.DBus.Error.LimitsExceeded (or disconnects
  * the offender for queued bytes, as dbus-daemon does).
+ *
+ * Whatever a configuration says, a user's BYTES never exceed USER_BYTES_CAP:
+ * the largest queue one connection may have (BUS_QUEUE_BYTES_CAP), so one
+ * message of any size the bus takes still fits, and no uid can make the bus
+ * hold gigabytes (session.conf's 1000000000 per connection would).
+ *
+ * Actors. Messages queued for a user's connections are charged to that user
+ * (as a socket's receive queue is its reader's) and recorded, inside it, per
+ * actor: the connection whose message is being routed, or its container
+ * instance as a whole (a key, user_actor_key()). An actor's fair share of a
+ * user's BYTES is what keeps the others able to reach that user: an actor
+ * holding s may add x while
+ *
+ *	(s + x) * (n + 1) <= r + s
+ *
+ * where r is what the user has left and n the number of actors holding
+ * anything there, this one included. With k actors taking all they may, each
+ * ends at limit / 2k: together they never hold more than half of the user's
+ * quota, however many connections a flooder opens, and a newcomer always
+ * finds room.
  */
 
 #include <stdbool.h>
@@ -70,18 +90,32 @@ void user_counters_uncharge(struct user_counters *c, enum user_slot slot, uint64
 
 struct user_registry;
 
+/* Whatever a configuration sets, a user's BYTES limit is at most this. */
+#define USER_BYTES_CAP (256ULL * 1024 * 1024)
+
 struct user {
 	struct user_registry *registry;
 	struct hmap_node node;
 	unsigned long n_refs;
 	uid_t uid;
 	struct user_counters counters;
+	struct hmap actors;		/* struct user_actor: who holds its BYTES/FDS */
 };
 
 struct user_registry {
 	struct hmap users;
 	struct user_limits limits;
+	uint64_t bytes_used;		/* BYTES of all users */
+	uint64_t bytes_peak;		/* their most since user_registry_drained() said yes */
 };
+
+/*
+ * Whether the users' BYTES fell to a quarter of their peak, and by 4 MiB or
+ * more, since the last time this said so: the moment to give the freed
+ * memory back to the system (malloc_trim()), which a heap fragmented by a
+ * flood would otherwise keep.
+ */
+bool user_registry_drained(struct user_registry *reg);
 
 /* @limits NULL: session defaults. */
 int user_registry_new(struct user_registry **regp, const struct user_limits *limits);
@@ -119,5 +153,57 @@ struct user_charge {
  */
 int user_charge(struct user_charge *charge, struct user *user, enum user_slot slot,
 		uint64_t amount);
+/* Return @amount of @slot to @user (what user_charge() took). */
+void user_uncharge(struct user *user, enum user_slot slot, uint64_t amount);
 /* Return the whole charge (no-op on an unused one). */
 void user_charge_release(struct user_charge *charge);
+
+/**
+ * struct user_actor - what one actor has queued at one user
+ * @user:	the user (a reference)
+ * @node:	in user->actors
+ * @key:	user_actor_key() of the actor
+ * @n_refs:	the deliveries that hold it
+ * @bytes:	their bytes (as charged: with the bus's overhead)
+ * @fds:	their fds
+ */
+struct user_actor {
+	struct user *user;
+	struct hmap_node node;
+	uint64_t key;
+	unsigned long n_refs;
+	uint64_t bytes;
+	uint64_t fds;
+};
+
+/*
+ * The key of an actor: a container instance (@instance_id != 0) as a whole,
+ * else the connection ":1.@unique_id". 0: no actor (the bus itself).
+ */
+static inline uint64_t user_actor_key(uint64_t unique_id, uint64_t instance_id)
+{
+	return instance_id ? (instance_id | (1ULL << 63)) : unique_id;
+}
+
+/**
+ * user_actor_charge() - record @bytes and @fds queued at @user for actor @key
+ * @user:	the receiving user
+ * @key:	user_actor_key(); 0 records nothing (*@actorp = NULL)
+ * @bytes:	bytes queued
+ * @fds:	fds queued
+ * @fair:	enforce the actor's fair share of @user's BYTES (see DOC)
+ * @actorp:	the actor, with a reference for this charge
+ *
+ * Only the actor's part is recorded here: the user's counters are charged by
+ * the caller (user_charge()), after this succeeded.
+ *
+ * Return: 0, USER_E_QUOTA (over the fair share: nothing recorded), -ENOMEM.
+ */
+int user_actor_charge(struct user *user, uint64_t key, uint64_t bytes, uint64_t fds, bool fair,
+		      struct user_actor **actorp);
+
+/* Undo one user_actor_charge() of @bytes and @fds; drops its reference. */
+void user_actor_uncharge(struct user_actor *actor, uint64_t bytes, uint64_t fds);
+
+/* The actor @key of @user, if it holds anything there. */
+struct user_actor *user_find_actor(struct user *user, uint64_t key);

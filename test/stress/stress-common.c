@@ -814,6 +814,17 @@ uint64_t rc_ping(struct rc *c)
 	return now_usec() - t0;
 }
 
+uint64_t rc_echo_call(struct rc *c, const char *peer, int timeout_ms)
+{
+	DBusMessage *m = dbus_message_new_method_call(peer, "/", STRESS_IFACE, "Echo");
+	uint64_t t0 = now_usec();
+	DBusMessage *r = rc_call(c, m, timeout_ms);
+
+	CHECK(!msg_error(r), "Echo failed: %s", msg_error(r));
+	dbus_message_unref(r);
+	return now_usec() - t0;
+}
+
 long rc_bus_stat(struct rc *c, const char *key)
 {
 	DBusMessage *r = rc_call(c, dbus_message_new_method_call(DRIVER, DRIVER_PATH,

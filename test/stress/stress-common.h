@@ -148,6 +148,8 @@ DBusMessage *driver_call_new(const char *member);
 DBusMessage *rc_driver_call(struct rc *c, const char *member, const char *arg);
 /* Driver round trip (GetId) that must succeed; returns its latency in usec. */
 uint64_t rc_ping(struct rc *c);
+/* Round trip to an echo peer (fork_echo_peer()) that must succeed; its latency in usec. */
+uint64_t rc_echo_call(struct rc *c, const char *peer, int timeout_ms);
 /* GetStats of the driver: the value of the uint32 entry @key (-1 if absent). */
 long rc_bus_stat(struct rc *c, const char *key);
 bool rc_name_has_owner(struct rc *c, const char *name);

@@ -22,18 +22,6 @@
 
 static struct sbus bus;
 
-/* Round trip to the echo peer. */
-static uint64_t echo_call(struct rc *c, const char *peer)
-{
-	DBusMessage *m = dbus_message_new_method_call(peer, "/", STRESS_IFACE, "Echo");
-	uint64_t t0 = now_usec();
-	DBusMessage *r = rc_call(c, m, CALL_TIMEOUT_MS);
-
-	CHECK(!msg_error(r), "Echo failed: %s", msg_error(r));
-	dbus_message_unref(r);
-	return now_usec() - t0;
-}
-
 static uint64_t driver_ping(struct rc *c)
 {
 	uint64_t t0 = now_usec();
@@ -140,7 +128,7 @@ static void measure(struct rc *by, const char *peer, struct lat *drv, struct lat
 		long rss;
 
 		lat_add(drv, driver_ping(by));
-		lat_add(echo, echo_call(by, peer));
+		lat_add(echo, rc_echo_call(by, peer, CALL_TIMEOUT_MS));
 		rss = proc_status_kb(bus.pid, "VmRSS");
 		if (rss > *peak_rss)
 			*peak_rss = rss;

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The flood of issue 41: eight connections that never read send 4 KiB
+ * NO_REPLY_EXPECTED calls, as fast as the bus takes them, at a service that
+ * never reads. The service's queue fills, every further call is refused, and
+ * each refusal is an error the bus queues back to a flooder that does not
+ * read either. With the session limits (--session: a user may queue 1 GB)
+ * nothing in the configuration stops that before gigabytes.
+ *
+ * Asserts: the bus's RSS levels off (the flooders' uid gets its share, not
+ * the configured maximum), a bystander of another actor keeps its round-trip
+ * latency, and when the flood ends and the queues drain the RSS comes back
+ * down. Prints the RSS curve (the figures of issue 41 at 2, 12 and 40 s).
+ *
+ *   test-flood-share BUS_BINARY [CONFIG]   (STRESS_FLOOD_SECONDS=N, default 8)
+ */
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "stress-common.h"
+
+#define N_FLOODERS 8
+#define PAYLOAD 4096
+#define CALL_TIMEOUT_MS 5000
+
+static struct sbus bus;
+
+/* 4 KiB NO_REPLY_EXPECTED calls at @dest as fast as the bus reads; never read. */
+static pid_t fork_flooder(struct rc *c, const char *dest)
+{
+	pid_t pid = fork();
+	static char payload[PAYLOAD];
+	const char *p = payload;
+	DBusMessage *m;
+
+	CHECK(pid >= 0, "fork");
+	if (pid > 0) {
+		stress_track_child(pid);
+		return pid;
+	}
+	memset(payload, 'f', sizeof(payload) - 1);
+	m = dbus_message_new_method_call(dest, "/", STRESS_IFACE, "Flood");
+	dbus_message_append_args(m, DBUS_TYPE_STRING, &p, DBUS_TYPE_INVALID);
+	dbus_message_set_no_reply(m, TRUE);
+	for (;;) {
+		char *data = NULL;
+		int len = 0;
+
+		dbus_message_set_serial(m, ++c->serial ? c->serial : ++c->serial);
+		CHECK(dbus_message_marshal(m, &data, &len), "marshal");
+		if (rc_write(c, data, (size_t)len, NULL, 0) < 0)
+			_exit(0);
+		dbus_free(data);
+	}
+}
+
+/* Round trips for @usec; returns the peak bus RSS sampled meanwhile (KiB). */
+static long measure(struct rc *by, const char *peer, struct lat *l, uint64_t usec)
+{
+	uint64_t end = now_usec() + usec;
+	long peak = 0;
+
+	while (now_usec() < end) {
+		long rss;
+
+		lat_add(l, rc_echo_call(by, peer, CALL_TIMEOUT_MS));
+		rss = proc_status_kb(bus.pid, "VmRSS");
+		if (rss > peak)
+			peak = rss;
+		usleep(5000);
+	}
+	return peak;
+}
+
+int main(int argc, char **argv)
+{
+	const char *env = getenv("STRESS_FLOOD_SECONDS");
+	uint64_t seconds = env ? strtoul(env, NULL, 10) : 8;
+	struct rc by, echo, service, fl[N_FLOODERS];
+	struct lat idle = {}, flood = {};
+	char echo_name[64], service_name[64];
+	pid_t pids[N_FLOODERS];
+	long rss_idle, rss_peak = 0, rss_after, rss_mid = 0, rss_last = 0, at[3] = { 0, 0, 0 };
+	uint64_t marks[3] = { 2, 12, 40 }, t0;
+	int k = 0;
+
+	sbus_start(&bus, argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL, 0);
+	rc_open(&by, &bus, false);
+	rc_open(&echo, &bus, false);
+	snprintf(echo_name, sizeof(echo_name), "%s", echo.name);
+	fork_echo_peer(&echo);
+	rc_close(&echo);
+	/* After the fork: the echo peer holds no copy of these (their end is their close). */
+	rc_open(&service, &bus, false);
+	for (int i = 0; i < N_FLOODERS; i++)
+		rc_open(&fl[i], &bus, false);
+	snprintf(service_name, sizeof(service_name), "%s", service.name);
+
+	rss_idle = proc_status_kb(bus.pid, "VmRSS");
+	measure(&by, echo_name, &idle, 1000000);
+
+	t0 = now_usec();
+	for (int i = 0; i < N_FLOODERS; i++) {
+		pids[i] = fork_flooder(&fl[i], service_name);
+		rc_close(&fl[i]);
+	}
+	printf("flood-share: %d non-readers, %d B no-reply calls at a non-reader, %llu s\n",
+	       N_FLOODERS, PAYLOAD, (unsigned long long)seconds);
+	while (now_usec() - t0 < seconds * 1000000) {
+		long peak = measure(&by, echo_name, &flood, 1000000);
+		uint64_t s = (now_usec() - t0 + 500000) / 1000000;
+
+		if (peak > rss_peak)
+			rss_peak = peak;
+		if (s <= seconds / 2)
+			rss_mid = peak;
+		rss_last = peak;
+		printf("  %2llu s: bus VmRSS %ld KiB\n", (unsigned long long)s, peak);
+		while (k < 3 && s >= marks[k])
+			at[k++] = peak;
+	}
+	CHECK(sbus_alive(&bus), "the bus died under the flood");
+
+	/* The flood ends: the flooders go, the service reads its queue. */
+	for (int i = 0; i < N_FLOODERS; i++)
+		kill(pids[i], SIGKILL);
+	for (int i = 0; i < N_FLOODERS; i++)
+		waitpid(pids[i], NULL, 0);
+	while (rc_fill(&service, 200) > 0)
+		service.len = 0;
+	CHECK(!service.eof, "the service was disconnected");
+	rc_ping(&by);
+	usleep(300000);
+	rss_after = proc_status_kb(bus.pid, "VmRSS");
+
+	lat_print("bystander call to echo peer, idle", &idle);
+	lat_print("bystander call to echo peer, under flood", &flood);
+	printf("  bus VmRSS idle %ld KiB; under flood 2 s %ld, 12 s %ld, 40 s %ld, peak %ld; "
+	       "after drain %ld KiB\n", rss_idle, at[0], at[1], at[2], rss_peak, rss_after);
+
+	/*
+	 * The flooders' uid may hold at most USER_BYTES_CAP (256 MiB) however
+	 * they split it, and its actors half of that (user.h); each flooder's
+	 * unread errors pause it at 1 MiB (PEER_ANSWER_BACKLOG). Allow the
+	 * heap's own slack on top.
+	 */
+	CHECK_MEM(rss_peak < rss_idle + 224 * 1024, "the flood grew the bus to %ld KiB", rss_peak);
+	/* It levelled off: the last second holds what the middle one did (+8 MiB). */
+	CHECK_MEM(rss_last < rss_mid + 8 * 1024, "still growing: %ld KiB at %llu s, %ld at the end",
+		  rss_mid, (unsigned long long)(seconds / 2), rss_last);
+	/* And the memory went back to the system once the queues drained. */
+	CHECK_MEM(rss_after < rss_idle + 32 * 1024, "%ld KiB after the drain (idle: %ld)",
+		  rss_after, rss_idle);
+
+	rc_close(&service);
+	rc_close(&by);
+	sbus_stop(&bus);
+	lat_free(&idle);
+	lat_free(&flood);
+	printf("ok\n");
+	return 0;
+}
