@@ -61,6 +61,7 @@ struct act_entry {
 	struct message *msg;
 	size_t size;			/* charged to activation->n_bytes */
 	bool auto_start;
+	bool charged;			/* ops->charge() took it: ops->uncharge() at free */
 };
 
 struct child;

@@ -112,8 +112,21 @@ static void entry_free(struct activation *a, struct act_entry *e)
 	list_unlink(&e->link);
 	a->n_entries--;
 	a->n_bytes -= e->size;
+	if (e->charged)
+		a->ops->uncharge(a->userdata, e->sender, message_get_size(e->msg), e->msg->n_fds);
 	message_unref(e->msg);
 	free(e);
+}
+
+/* Charge @e's message to its sender's user (see ops->charge). 0 or 1 (refused). */
+static int entry_charge(struct activation *a, struct act_entry *e)
+{
+	if (!e->sender || !a->ops->charge)
+		return 0;
+	if (a->ops->charge(a->userdata, e->sender, message_get_size(e->msg), e->msg->n_fds))
+		return 1;
+	e->charged = true;
+	return 0;
 }
 
 void act_child_free(struct child *c)
@@ -465,11 +478,26 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 	e->msg = message_ref(msg);
 	e->size = size;
 	e->auto_start = auto_start;
+	if (entry_charge(a, e)) {
+		_cleanup_free_ char *text = NULL;
+
+		message_unref(e->msg);
+		free(e);
+		if (asprintf(&text, "The messages of this user waiting for activations exceed "
+			     "its share, activation of %s failed", name) < 0)
+			return -ENOMEM;
+		CAPTURE();
+		send_error(a, sender, msg, DC_ERROR_LIMITS_EXCEEDED, text);
+		return 0;
+	}
 
 	p = act_pending_find(a, name);
 	if (!p) {
 		r = act_pending_new(a, name, service, &p);
 		if (r < 0) {
+			if (e->charged)
+				a->ops->uncharge(a->userdata, sender, message_get_size(msg),
+						 msg->n_fds);
 			message_unref(e->msg);
 			free(e);
 			return r;
@@ -731,6 +759,8 @@ int activation_restore_entry(struct activation *a, const char *name, void *sende
 	e->msg = message_ref(msg);
 	e->size = auto_start ? message_get_size(msg) : 0;
 	e->auto_start = auto_start;
+	/* It waited before the re-exec: it waits on, over its share or not. */
+	(void)entry_charge(a, e);
 	list_append(&p->entries, &e->link);
 	a->n_entries++;
 	a->n_bytes += e->size;

@@ -19,6 +19,10 @@
  *  - the pending queue is full (max_pending_service_starts entries over all
  *    names, or ACTIVATION_QUEUE_BYTES_MAX bytes of queued messages):
  *    LimitsExceeded;
+ *  - the caller's own share of it is (ops->charge() refuses: the broker
+ *    charges each waiting message, its bytes and its fds to the caller's
+ *    user, so that one uid neither fills the queue for everyone nor parks
+ *    fds at a name nobody claims beyond its quota): LimitsExceeded;
  *  - N has no .service file (on a miss the directories are rescanned, as
  *    dbus-daemon does, when one of them changed since the last scan):
  *    ServiceUnknown;
@@ -141,6 +145,10 @@ void activation_error_deinit(struct activation_error *err);
  *		a facility for dbus-daemon's security messages). May be NULL.
  * @loginfo:	who @sender is, for log lines: uid=U pid=P comm="..." as
  *		dbus-daemon writes it, or NULL. May be NULL.
+ * @charge:	a message of @sender (not NULL) of @bytes with @n_fds is
+ *		about to wait in the queue: 0, or non-zero if @sender's user
+ *		may not have it wait (nothing charged). May be NULL.
+ * @uncharge:	that message left the queue (delivered, answered, dropped).
  */
 struct activation_ops {
 	void (*send)(void *userdata, void *to, struct message *msg);
@@ -151,6 +159,8 @@ struct activation_ops {
 	uint32_t (*next_serial)(void *userdata);
 	void (*log)(void *userdata, int priority, const char *text);
 	const char *(*loginfo)(void *userdata, void *sender);
+	int (*charge)(void *userdata, void *sender, size_t bytes, size_t n_fds);
+	void (*uncharge)(void *userdata, void *sender, size_t bytes, size_t n_fds);
 };
 
 /**

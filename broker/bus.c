@@ -153,6 +153,33 @@ static bool bus_activation_send_to_systemd(void *userdata, struct message *msg)
 	return true;
 }
 
+/*
+ * A message waiting for an activation is charged to its sender's user: one
+ * of its ACTIVATIONS, its bytes and its fds (peer.c's records return them
+ * whatever happens to the entry or the peer).
+ */
+static int bus_activation_charge(void *userdata, void *sender, size_t bytes, size_t n_fds)
+{
+	struct peer *peer = sender;
+
+	if (peer_charge(peer, USER_SLOT_ACTIVATIONS, 1))
+		return 1;
+	if (peer_charge_message(peer, bytes, n_fds)) {
+		peer_uncharge(peer, USER_SLOT_ACTIVATIONS, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static void bus_activation_uncharge(void *userdata, void *sender, size_t bytes, size_t n_fds)
+{
+	struct peer *peer = sender;
+
+	peer_uncharge(peer, USER_SLOT_ACTIVATIONS, 1);
+	peer_uncharge(peer, USER_SLOT_BYTES, bytes);
+	peer_uncharge(peer, USER_SLOT_FDS, n_fds);
+}
+
 static void bus_activation_capture(void *userdata, void *sender, struct message *msg)
 {
 	monitor_capture(userdata, msg, sender, NULL);
@@ -189,6 +216,8 @@ static const struct activation_ops bus_activation_ops = {
 	.next_serial = bus_activation_next_serial,
 	.log = bus_activation_log,
 	.loginfo = bus_activation_loginfo,
+	.charge = bus_activation_charge,
+	.uncharge = bus_activation_uncharge,
 };
 
 void bus_config_reloaded(struct bus *bus)
@@ -274,8 +303,12 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 		user_limits_init_system(&ulimits);
 	else
 		user_limits_init_session(&ulimits);
-	if (config)
+	if (config) {
 		ulimits.max[USER_SLOT_CONNECTIONS] = (uint64_t)config->limits.max_connections_per_user;
+		if (config->limits.max_pending_service_starts > 0)
+			user_limits_set_activations(
+				&ulimits, (uint64_t)config->limits.max_pending_service_starts);
+	}
 	r = user_registry_new(&bus->users, &ulimits);
 	if (r < 0)
 		return r;

@@ -17,6 +17,7 @@ void user_limits_init_session(struct user_limits *l)
 	l->max[USER_SLOT_NAMES] = 50000;
 	l->max[USER_SLOT_REPLIES] = 50000;
 	l->max[USER_SLOT_CONNECTIONS] = 100000;
+	user_limits_set_activations(l, 512);
 }
 
 void user_limits_init_system(struct user_limits *l)
@@ -28,6 +29,13 @@ void user_limits_init_system(struct user_limits *l)
 	l->max[USER_SLOT_NAMES] = 512;
 	l->max[USER_SLOT_REPLIES] = 128;
 	l->max[USER_SLOT_CONNECTIONS] = 256;
+	user_limits_set_activations(l, 512);
+}
+
+void user_limits_set_activations(struct user_limits *l, uint64_t max_pending)
+{
+	l->max[USER_SLOT_ACTIVATIONS] = max_pending <= 64 ? max_pending :
+					MAX(max_pending / 2, (uint64_t)64);
 }
 
 void user_counters_init(struct user_counters *c, const struct user_limits *limits)

@@ -24,6 +24,11 @@
  *   NAMES         50000 max_names_per_connection 512
  *   REPLIES       50000 max_replies_per_conn     128
  *   CONNECTIONS   100000 max_connections_per_user 256
+ *   ACTIVATIONS   messages waiting for activations: half of
+ *                 max_pending_service_starts, but at least 64 of them
+ *                 (all of them if it is smaller), so that one uid never
+ *                 fills the queue for all and one user sees dbus-daemon's
+ *                 limit (the bus sets it, user_limits_set_activations())
  *
  * A charge over the limit fails with USER_E_QUOTA and changes nothing; the
  * caller maps it to org.freedesktop.DBus.Error.LimitsExceeded (or disconnects
@@ -63,6 +68,7 @@ enum user_slot {
 	USER_SLOT_NAMES,
 	USER_SLOT_REPLIES,
 	USER_SLOT_CONNECTIONS,
+	USER_SLOT_ACTIVATIONS,
 	_USER_SLOT_N,
 };
 
@@ -76,6 +82,8 @@ struct user_limits {
 
 void user_limits_init_session(struct user_limits *l);
 void user_limits_init_system(struct user_limits *l);
+/* ACTIVATIONS from max_pending_service_starts (see the table above). */
+void user_limits_set_activations(struct user_limits *l, uint64_t max_pending);
 
 /* A set of counters with limits (per user, or per connection if wanted). */
 struct user_counters {

@@ -51,6 +51,9 @@ struct fake {
 	const char *owned[8];		/* names that "have an owner" */
 	size_t n_owned;
 	bool verbose;
+	/* ops->charge: every sender may have 1000 messages wait, ->limited 2 */
+	void *limited;
+	long n_charged, n_limited, n_fds;
 };
 
 static char tmpdir[256];
@@ -117,7 +120,32 @@ static void fake_log(void *userdata, int priority, const char *text)
 		fprintf(stderr, "  [log %d] %s\n", priority, text);
 }
 
+static int fake_charge(void *userdata, void *sender, size_t bytes, size_t n_fds)
+{
+	struct fake *f = userdata;
+
+	CHECK(sender && bytes > 0);
+	if (sender == f->limited && f->n_limited == 2)
+		return 1;
+	f->n_limited += sender == f->limited;
+	f->n_charged++;
+	f->n_fds += (long)n_fds;
+	return 0;
+}
+
+static void fake_uncharge(void *userdata, void *sender, size_t bytes, size_t n_fds)
+{
+	struct fake *f = userdata;
+
+	CHECK(f->n_charged > 0);
+	f->n_limited -= sender == f->limited;
+	f->n_charged--;
+	f->n_fds -= (long)n_fds;
+}
+
 static const struct activation_ops fake_ops = {
+	.charge = fake_charge,
+	.uncharge = fake_uncharge,
 	.send = fake_send,
 	.deliver = fake_deliver,
 	.send_to_systemd = fake_send_to_systemd,
@@ -688,6 +716,53 @@ static void test_queue_order_and_limit(void)
 	printf("ok queue-order, sender-gone, queue-limit\n");
 }
 
+/* Each waiting message is charged to its sender, and returned however it leaves. */
+static void test_charges(void)
+{
+	struct fake f;
+	struct message *m[4], *start;
+	int a, b;
+
+	service("org.example.Charged", "/bin/sh -c 'exec sleep 5'", NULL);
+	fake_init(&f);
+	f.limited = &a;
+	for (int i = 0; i < 4; i++)
+		m[i] = make_call("org.example.Charged", ":1.10", 300 + i, 0);
+	start = make_start("org.example.Charged", ":1.11", 310);
+
+	CHECK_EQ(activation_start(f.act, &a, m[0], "org.example.Charged", true), 0);
+	CHECK_EQ(activation_start(f.act, &a, start, "org.example.Charged", false), 0);
+	CHECK_EQ(f.n_charged, 2);
+	/* Over a's share: refused, with the error; b still gets in. */
+	CHECK_EQ(activation_start(f.act, &a, m[1], "org.example.Charged", true), 0);
+	CHECK_STR(check_error(&f, 0, &a, 301, DC_ERROR_LIMITS_EXCEEDED),
+		  "The messages of this user waiting for activations exceed its share, "
+		  "activation of org.example.Charged failed");
+	CHECK_EQ(activation_start(f.act, &b, m[2], "org.example.Charged", true), 0);
+	CHECK_EQ(activation_n_pending(f.act), 3);
+	CHECK_EQ(f.n_charged, 3);
+	fake_clear(&f);
+
+	/* Gone: a's messages are returned to it. */
+	activation_sender_gone(f.act, &a);
+	CHECK_EQ(f.n_charged, 1);
+	CHECK_EQ(f.n_limited, 0);
+	CHECK_EQ(activation_start(f.act, &a, m[3], "org.example.Charged", true), 0);
+	CHECK_EQ(f.n_charged, 2);
+	/* Delivered: returned too. */
+	activation_name_acquired(f.act, "org.example.Charged");
+	CHECK_EQ(f.n_outs, 2);
+	CHECK_EQ(f.n_charged, 0);
+	CHECK_EQ(f.n_fds, 0);
+	fake_clear(&f);
+
+	for (int i = 0; i < 4; i++)
+		message_unref(m[i]);
+	message_unref(start);
+	fake_deinit(&f);
+	printf("ok charges\n");
+}
+
 static void test_environment(void)
 {
 	struct fake f;
@@ -1217,6 +1292,7 @@ int main(int argc, char **argv)
 	test_same_exec();
 	test_timeout();
 	test_queue_order_and_limit();
+	test_charges();
 	test_environment();
 	test_systemd();
 	test_rescan_and_list();
