@@ -358,8 +358,7 @@ int peer_charge_queued(struct peer *peer, const struct message *msg, struct queu
 	};
 	if (!peer->user)
 		return 0;
-	fair = actor && !qc->answer && msg->destination && msg->sender &&
-	       strcmp(msg->sender, DC_SERVICE_DBUS) != 0;
+	fair = actor && !qc->answer && msg->type == DC_MESSAGE_METHOD_CALL;
 	r = user_actor_charge(peer->user, actor ? peer_actor_key(actor) : 0, qc->bytes, qc->fds,
 			      fair, &qc->actor);
 	if (r)

@@ -253,11 +253,12 @@ struct queue_charge {
  * @qc:		the charge, for peer_uncharge_queued() when it leaves the queue
  *
  * The actor is the peer whose message the bus is routing (bus->dispatching),
- * if any. Its fair share (user.h) is enforced for a message from another
- * peer to one destination, whose refusal its sender learns about (an error
- * for a call, a disconnection of the receiver that does not read otherwise);
- * not for what the bus itself sends, nor for answers to the actor itself,
- * which PEER_ANSWER_BACKLOG bounds.
+ * if any. Its fair share (user.h) is enforced for a method call of another
+ * peer, whose refusal is a LimitsExceeded to its caller. Not for replies,
+ * errors and signals, whose refusal would disconnect a receiver that may be
+ * reading (the actor's broadcasts to another, stuck connection of the same
+ * user could have used the share up), nor for answers to the actor itself,
+ * which PEER_ANSWER_BACKLOG bounds: they are charged and recorded only.
  *
  * Return: 0, PEER_E_QUOTA (over the user's quota or the actor's share:
  * nothing charged), or -ENOMEM.
