@@ -53,6 +53,8 @@ int driver_reply_s(struct driver_call *c, const char *s);
 int driver_reply_b(struct driver_call *c, bool v);
 /* One entry of an a{sv} reply. */
 void driver_asv_u(struct dc_writer *w, const char *key, uint32_t v);
+void driver_asv_t(struct dc_writer *w, const char *key, uint64_t v);
+void driver_asv_b(struct dc_writer *w, const char *key, bool v);
 void driver_asv_s(struct dc_writer *w, const char *key, const char *v);
 
 /* The caller runs as the bus' user or root. */
@@ -109,5 +111,7 @@ int driver_method_ping(struct driver_call *c);
 int driver_method_get_stats(struct driver_call *c);
 int driver_method_get_connection_stats(struct driver_call *c);
 int driver_method_get_all_match_rules(struct driver_call *c);
+int driver_method_list_connection_stats(struct driver_call *c);
+int driver_method_get_user_stats(struct driver_call *c);
 int driver_method_bus1_connect(struct driver_call *c);
 int driver_method_bus1_get_direct_handle(struct driver_call *c);

@@ -159,24 +159,39 @@ int driver_lookup_conn(struct driver_call *c, const char *what, const char **nam
 	return 0;
 }
 
-void driver_asv_u(struct dc_writer *w, const char *key, uint32_t v)
+/* One {sv} entry whose value is of the basic @type, passed as dc_writer_write() takes it. */
+static void driver_asv(struct dc_writer *w, const char *key, const char *type, ...)
 {
+	va_list ap;
+
 	dc_writer_open(w, '{', NULL);
 	dc_writer_write(w, "s", key);
-	dc_writer_open(w, 'v', "u");
-	dc_writer_write(w, "u", v);
+	dc_writer_open(w, 'v', type);
+	va_start(ap, type);
+	dc_writer_writev(w, type, ap);
+	va_end(ap);
 	dc_writer_close(w);
 	dc_writer_close(w);
 }
 
+void driver_asv_u(struct dc_writer *w, const char *key, uint32_t v)
+{
+	driver_asv(w, key, "u", v);
+}
+
+void driver_asv_t(struct dc_writer *w, const char *key, uint64_t v)
+{
+	driver_asv(w, key, "t", v);
+}
+
+void driver_asv_b(struct dc_writer *w, const char *key, bool v)
+{
+	driver_asv(w, key, "b", (int)v);
+}
+
 void driver_asv_s(struct dc_writer *w, const char *key, const char *v)
 {
-	dc_writer_open(w, '{', NULL);
-	dc_writer_write(w, "s", key);
-	dc_writer_open(w, 'v', "s");
-	dc_writer_write(w, "s", v);
-	dc_writer_close(w);
-	dc_writer_close(w);
+	driver_asv(w, key, "s", v);
 }
 
 /* ------------------------------------------------------------ Properties */
@@ -288,6 +303,9 @@ static const struct driver_method stats_methods[] = {
 	{ "GetStats", "", "a{sv}", driver_method_get_stats, 0 },
 	{ "GetConnectionStats", "s", "a{sv}", driver_method_get_connection_stats, 0 },
 	{ "GetAllMatchRules", "", "a{sas}", driver_method_get_all_match_rules, 0 },
+	/* bus1-broker's own (driver-stats.c), after dbus-daemon's. */
+	{ "ListConnectionStats", "uu", "ua(sa{sv})", driver_method_list_connection_stats, 0 },
+	{ "GetUserStats", "", "a(ua{sv})", driver_method_get_user_stats, 0 },
 	{}
 };
 

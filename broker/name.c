@@ -53,6 +53,7 @@ struct name_registry *name_registry_free(struct name_registry *reg)
 		abort();
 	hmap_deinit(&reg->names);
 	hmap_deinit(&reg->uniques);
+	free(reg->by_id);
 	free(reg->restored);
 	free(reg);
 	return NULL;
@@ -86,6 +87,123 @@ static void emit(struct name_registry *reg, enum name_event_type type, const cha
 		reg->event_fn(reg->userdata, &ev);
 }
 
+/* ------------------------------------------------------- unique names by id */
+
+/* Room for one more place in reg->by_id: 0 or -ENOMEM (nothing changed). */
+static int by_id_reserve(struct name_registry *reg)
+{
+	struct name_id_slot *p;
+	size_t cap;
+
+	if (reg->n_by_id < reg->cap_by_id)
+		return 0;
+	cap = reg->cap_by_id ? reg->cap_by_id * 2 : 64;
+	p = reallocarray(reg->by_id, cap, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	reg->by_id = p;
+	reg->cap_by_id = cap;
+	return 0;
+}
+
+/* Append @owner (after by_id_reserve()); an id out of order is sorted later. */
+static void by_id_append(struct name_registry *reg, struct name_owner *owner)
+{
+	if (reg->n_by_id && reg->by_id[reg->n_by_id - 1].id >= owner->id)
+		reg->by_id_unsorted = true;
+	owner->id_pos = reg->n_by_id;
+	reg->by_id[reg->n_by_id++] = (struct name_id_slot){ owner->id, owner };
+}
+
+/* Drop the holes, keeping the order; every owner learns its new place. */
+static void by_id_compact(struct name_registry *reg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < reg->n_by_id; i++) {
+		if (!reg->by_id[i].owner)
+			continue;
+		reg->by_id[n] = reg->by_id[i];
+		reg->by_id[n].owner->id_pos = n;
+		n++;
+	}
+	reg->n_by_id = n;
+	reg->n_by_id_holes = 0;
+	/* After a crowd left: halve an array three quarters empty. */
+	if (reg->cap_by_id > 256 && n < reg->cap_by_id / 4) {
+		struct name_id_slot *p = reallocarray(reg->by_id, reg->cap_by_id / 2, sizeof(*p));
+
+		if (p) {
+			reg->by_id = p;
+			reg->cap_by_id /= 2;
+		}
+	}
+}
+
+/*
+ * Leave a hole: a page that stopped there still finds its way on. Compacted
+ * once the holes outnumber the owners (and NAME_LIST_SLACK): O(n) work
+ * after n removals at least, so each costs O(1) amortized.
+ */
+static void by_id_remove(struct name_registry *reg, struct name_owner *owner)
+{
+	reg->by_id[owner->id_pos].owner = NULL;
+	reg->n_by_id_holes++;
+	if (reg->n_by_id_holes > NAME_LIST_SLACK &&
+	    reg->n_by_id_holes > reg->n_by_id - reg->n_by_id_holes)
+		by_id_compact(reg);
+}
+
+static int cmp_id_slot(const void *a, const void *b)
+{
+	const struct name_id_slot *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* In order again after ids came out of order (a restore): O(n log n), once. */
+static void by_id_sort(struct name_registry *reg)
+{
+	if (!reg->by_id_unsorted)
+		return;
+	by_id_compact(reg);
+	qsort(reg->by_id, reg->n_by_id, sizeof(*reg->by_id), cmp_id_slot);
+	for (size_t i = 0; i < reg->n_by_id; i++)
+		reg->by_id[i].owner->id_pos = i;
+	reg->by_id_unsorted = false;
+}
+
+size_t name_registry_list_uniques(struct name_registry *reg, uint64_t from,
+				  struct name_owner **owners, size_t max, uint64_t *nextp)
+{
+	size_t lo = 0, hi, end, n = 0;
+
+	by_id_sort(reg);
+	/* The first place whose id is >= @from (holes keep theirs). */
+	hi = reg->n_by_id;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (reg->by_id[mid].id < from)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	end = MIN(reg->n_by_id, lo + 2 * max + NAME_LIST_SLACK);
+	for (; lo < end; lo++) {
+		if (!reg->by_id[lo].owner)
+			continue;
+		if (n == max)
+			break;
+		owners[n++] = reg->by_id[lo].owner;
+	}
+	/* Where this page stopped: an owner not taken, or a hole that keeps its id. */
+	*nextp = lo < reg->n_by_id ? reg->by_id[lo].id : 0;
+	return n;
+}
+
+/* ------------------------------------------------------------ unique names */
+
 int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner)
 {
 	uint64_t h = hash_str(owner->unique_name);
@@ -95,9 +213,13 @@ int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner
 		return -EALREADY;
 	if (name_registry_find_unique(reg, owner->unique_name))
 		return -EEXIST;
+	r = by_id_reserve(reg);
+	if (r < 0)
+		return r;
 	r = hmap_insert(&reg->uniques, &owner->unique_node, h);
 	if (r < 0)
 		return r;
+	by_id_append(reg, owner);
 	owner->registry = reg;
 	emit(reg, NAME_EVENT_OWNER_CHANGED, owner->unique_name, NULL, owner);
 	emit(reg, NAME_EVENT_ACQUIRED, owner->unique_name, NULL, owner);
@@ -110,6 +232,7 @@ void name_registry_remove_unique(struct name_registry *reg, struct name_owner *o
 	if (owner->registry != reg)
 		return;
 	hmap_remove(&reg->uniques, &owner->unique_node);
+	by_id_remove(reg, owner);
 	owner->registry = NULL;
 	emit(reg, NAME_EVENT_LOST, owner->unique_name, owner, NULL);
 	emit(reg, NAME_EVENT_OWNER_CHANGED, owner->unique_name, owner, NULL);
@@ -489,12 +612,22 @@ static int name_registry_restore_name(struct name_registry *reg, const char *str
 
 int name_registry_restore_unique(struct name_registry *reg, struct name_owner *owner)
 {
+	int r;
+
 	if (owner->registry)
 		return -EALREADY;
 	if (name_registry_find_unique(reg, owner->unique_name))
 		return -EEXIST;
+	r = by_id_reserve(reg);
+	if (r < 0)
+		return r;
+	r = hmap_insert(&reg->uniques, &owner->unique_node, hash_str(owner->unique_name));
+	if (r < 0)
+		return r;
+	/* In the state's order, which is accept order: sorted by _done(). */
+	by_id_append(reg, owner);
 	owner->registry = reg;
-	return hmap_insert(&reg->uniques, &owner->unique_node, hash_str(owner->unique_name));
+	return 0;
 }
 
 static int name_registry_restore_ownership(struct name_registry *reg,
@@ -540,6 +673,8 @@ void name_registry_restore_done(struct name_registry *reg)
 	list_for_each_entry_safe(name, tmp, &reg->name_list, registry_link)
 		if (list_is_empty(&name->queue))
 			name_free(name);
+	/* Here rather than in the first page someone asks for. */
+	by_id_sort(reg);
 }
 
 void name_registry_serialize(struct name_registry *reg, struct state_writer *w)

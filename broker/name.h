@@ -61,6 +61,8 @@
  * receiver's (as for any signal).
  *
  * Lookups by name are O(1) (hash map); ListQueuedOwners is O(queue length).
+ * The unique names are also kept in order of their id, for a caller that
+ * pages through the connections (name_registry_list_uniques()).
  * The registry does not check policy or the per-connection name limit: the
  * caller does that before calling name_registry_request(). (dbus-daemon counts
  * the unique name as one of the connection's names and checks
@@ -122,6 +124,7 @@ struct name_owner {
 	struct hmap_node unique_node;   /* in registry->uniques */
 	struct list_node ownerships;    /* struct name_ownership.owner_link, acquisition order */
 	size_t n_ownerships;            /* names owned or queued for */
+	size_t id_pos;                  /* its place in registry->by_id, while indexed */
 };
 
 /* One well-known name with at least one owner (it is freed with its last). */
@@ -164,9 +167,27 @@ struct name_event {
 
 typedef void (*name_event_fn)(void *userdata, const struct name_event *event);
 
+/* One place of the registry's array of unique names by id; owner NULL: a hole. */
+struct name_id_slot {
+	uint64_t id;
+	struct name_owner *owner;
+};
+
 struct name_registry {
 	struct hmap names;          /* struct name by string */
 	struct hmap uniques;        /* struct name_owner by unique_name */
+	/*
+	 * The same owners by increasing id. Hello hands out ids in increasing
+	 * order, so a new one is appended; one that leaves becomes a hole that
+	 * keeps its id (a page may stop at it), until the holes outnumber the
+	 * owners and the array is compacted: O(1) amortized either way. A
+	 * restore appends in the state's order and sorts once at the end.
+	 */
+	struct name_id_slot *by_id;
+	size_t n_by_id;             /* places used, holes included */
+	size_t n_by_id_holes;
+	size_t cap_by_id;
+	bool by_id_unsorted;        /* an id came out of order: sort before a lookup */
 	struct list_node name_list; /* all struct name, creation order (ListNames) */
 	size_t n_names;
 	size_t n_ownerships;        /* queue entries of all names (Debug.Stats) */
@@ -238,6 +259,27 @@ bool name_owner_is_primary(const struct name_owner *owner, const char *str);
  */
 struct name_owner *name_registry_next_unique(struct name_registry *reg,
 					     struct name_owner *prev);
+
+/* How many places one page may look at beyond twice its @max owners (holes). */
+#define NAME_LIST_SLACK 16
+
+/**
+ * name_registry_list_uniques() - a page of the unique names, by id
+ * @reg:	the registry
+ * @from:	the first id wanted
+ * @owners:	filled with up to @max owners whose id is >= @from, increasing
+ * @max:	how many at most, 1 or more (with 0, *@nextp is the first id, maybe 0)
+ * @nextp:	the id to ask for next, 0 when there is none left
+ *
+ * O(log n + @max), whatever the number of names: a binary search for @from,
+ * then at most 2 * @max + NAME_LIST_SLACK places (holes left by names gone
+ * included: a page that meets a long run of them ends early, with *@nextp
+ * where it stopped). Only after ids were added out of order (a restore not
+ * yet done, or a test) does it sort first, once. Return: how many were
+ * filled.
+ */
+size_t name_registry_list_uniques(struct name_registry *reg, uint64_t from,
+				  struct name_owner **owners, size_t max, uint64_t *nextp);
 
 const char *name_error_string(int code);
 

@@ -348,6 +348,93 @@ static void test_many(void)
 	name_registry_free(reg);
 }
 
+/* Page through @reg from @from, @max at a time: the ids seen, in order, into @ids. */
+static size_t page_all(struct name_registry *reg, uint64_t from, size_t max, uint64_t *ids,
+		       size_t *pagesp)
+{
+	struct name_owner *page[64];
+	uint64_t next = from;
+	size_t n = 0, got;
+
+	*pagesp = 0;
+	do {
+		got = name_registry_list_uniques(reg, next, page, max, &next);
+		CHECK(got <= max);
+		for (size_t i = 0; i < got; i++)
+			ids[n++] = page[i]->id;
+		++*pagesp;
+		CHECK(*pagesp < 100000);
+	} while (next);
+	return n;
+}
+
+static void test_by_id(void)
+{
+	enum { N = 3000 };
+	static struct name_owner owners[N];
+	static uint64_t ids[N];
+	struct name_owner *page[8];
+	struct name_registry *reg;
+	uint64_t next;
+	size_t n, pages;
+
+	CHECK_EQ(name_registry_new(&reg, NULL, NULL), 0);
+	CHECK_EQ(name_registry_list_uniques(reg, 0, page, 8, &next), 0);
+	CHECK_EQ(next, 0);
+	/* Out of order (as a restore adds them): sorted for the first page. */
+	for (unsigned int i = 0; i < N; i++) {
+		name_owner_init(&owners[i], (i * 7919u) % N);
+		CHECK_EQ(name_registry_add_unique(reg, &owners[i]), 0);
+	}
+	n = page_all(reg, 0, 7, ids, &pages);
+	CHECK_EQ(n, N);
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ(ids[i], i);
+	CHECK_EQ(pages, (N + 6) / 7);
+	n = page_all(reg, 2990, 64, ids, &pages);
+	CHECK_EQ(n, 10);
+	CHECK_EQ(ids[0], 2990);
+	CHECK_EQ(name_registry_list_uniques(reg, N, page, 8, &next), 0);
+	CHECK_EQ(next, 0);
+
+	/* A long run of holes: pages end early, nobody is skipped or seen twice. */
+	for (unsigned int i = 0; i < N; i++)
+		if (owners[i].id >= 100 && owners[i].id < 1400)
+			name_registry_remove_unique(reg, &owners[i]);
+	CHECK_EQ(name_registry_list_uniques(reg, 99, page, 2, &next), 1);
+	CHECK_EQ(page[0]->id, 99);
+	CHECK(next > 99 && next <= 1400);
+	n = page_all(reg, 0, 5, ids, &pages);
+	CHECK_EQ(n, N - 1300);
+	for (size_t i = 1; i < n; i++)
+		CHECK(ids[i] > ids[i - 1]);
+	/* The holes outnumbered the owners once: compacted, still in order. */
+	for (unsigned int i = 0; i < N; i++)
+		if (owners[i].id >= 1400 && owners[i].id % 3)
+			name_registry_remove_unique(reg, &owners[i]);
+	CHECK(reg->n_by_id_holes <= reg->n_by_id - reg->n_by_id_holes);
+	n = page_all(reg, 0, 3, ids, &pages);
+	for (size_t i = 1; i < n; i++)
+		CHECK(ids[i] > ids[i - 1]);
+	/* Ids handed out in order (Hello) are appended. */
+	for (unsigned int i = 0; i < N; i++)
+		if (owners[i].registry)
+			name_registry_remove_unique(reg, &owners[i]);
+	for (unsigned int i = 0; i < N; i++) {
+		name_owner_init(&owners[i], N + i);
+		CHECK_EQ(name_registry_add_unique(reg, &owners[i]), 0);
+	}
+	CHECK(!reg->by_id_unsorted);
+	n = page_all(reg, N + 10, 64, ids, &pages);
+	CHECK_EQ(n, N - 10);
+	CHECK_EQ(ids[0], N + 10);
+	for (unsigned int i = 0; i < N; i++)
+		name_registry_remove_unique(reg, &owners[i]);
+	CHECK_EQ(name_registry_list_uniques(reg, 0, page, 8, &next), 0);
+	CHECK_EQ(next, 0);
+	name_registry_free(reg);
+}
+
 int main(void)
 {
 	test_validation();
@@ -355,6 +442,7 @@ int main(void)
 	test_sequences();
 	test_all_flags();
 	test_many();
+	test_by_id();
 	printf("name: ok\n");
 	return 0;
 }
