@@ -356,17 +356,18 @@ int peer_charge_queued(struct peer *peer, const struct message *msg, struct queu
 		.fds = msg->n_fds,
 		.answer = actor == peer,
 	};
-	if (!peer->user)
-		return 0;
-	fair = actor && !qc->answer && msg->type == DC_MESSAGE_METHOD_CALL;
-	r = user_actor_charge(peer->user, actor ? peer_actor_key(actor) : 0, qc->bytes, qc->fds,
-			      fair, &qc->actor);
-	if (r)
-		return r < 0 ? r : PEER_E_QUOTA;
-	if (peer_charge_message(peer, qc->bytes, qc->fds)) {
-		user_actor_uncharge(qc->actor, qc->bytes, qc->fds);
-		qc->actor = NULL;
-		return PEER_E_QUOTA;
+	/* A peer without a user (ANONYMOUS, TCP) has no quota, but its answers count. */
+	if (peer->user) {
+		fair = actor && !qc->answer && msg->type == DC_MESSAGE_METHOD_CALL;
+		r = user_actor_charge(peer->user, actor ? peer_actor_key(actor) : 0, qc->bytes,
+				      qc->fds, fair, &qc->actor);
+		if (r)
+			return r < 0 ? r : PEER_E_QUOTA;
+		if (peer_charge_message(peer, qc->bytes, qc->fds)) {
+			user_actor_uncharge(qc->actor, qc->bytes, qc->fds);
+			qc->actor = NULL;
+			return PEER_E_QUOTA;
+		}
 	}
 	if (qc->answer) {
 		peer->n_answer_bytes += qc->bytes;
