@@ -61,24 +61,6 @@ static void handler_vec_free(struct handler_vec *hv)
 	free(hv->v);
 }
 
-static int read_all(int fd, void *p, size_t n)
-{
-	while (n) {
-		ssize_t k = read(fd, p, n);
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (k == 0)
-			return -ECONNRESET;
-		p = (char *)p + k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* --------------------------------------------------------------- transport */
 
 static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
@@ -960,7 +942,7 @@ static int socket_read_message(int sock, struct message **msgp)
 	size_t size;
 	int r;
 
-	r = read_all(sock, hdr, sizeof(hdr));
+	r = io_read_all(sock, hdr, sizeof(hdr));
 	if (r < 0)
 		return r;
 	if (message_frame_size(hdr, sizeof(hdr), &size) || size > 1024 * 1024)
@@ -969,7 +951,7 @@ static int socket_read_message(int sock, struct message **msgp)
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, hdr, sizeof(hdr));
-	r = read_all(sock, buf + sizeof(hdr), size - sizeof(hdr));
+	r = io_read_all(sock, buf + sizeof(hdr), size - sizeof(hdr));
 	if (r < 0)
 		return r;
 	r = message_new_from_data(msgp, buf, size, NULL, 0);

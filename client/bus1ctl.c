@@ -9,6 +9,8 @@
  *     list                                         ListNames
  *     introspect DEST PATH                         print the introspection XML
  *     name                                         print the unique name
+ *     top [--once] [--interval SEC] [--rows N]     what the bus holds, per uid and
+ *                                                  connection (over the socket)
  *
  * Arguments are basic types only (y b n q i u x t d s o g); b takes
  * true/false/1/0. Replies are printed one value per line, busctl-like.
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bus1-client.h"
+#include "bus1ctl-top.h"
 
 static const char *arg_address;
 static uint64_t arg_timeout;
@@ -332,7 +335,31 @@ static void usage(void)
 	      "  monitor [RULE...]\n"
 	      "  list\n"
 	      "  introspect DEST PATH\n"
-	      "  name\n", stderr);
+	      "  name\n"
+	      "  top [--once] [--interval SEC] [--rows N]\n", stderr);
+}
+
+static int do_top(int argc, char **argv)
+{
+	double interval = 2;
+	unsigned int count = 0;
+	size_t rows = 20;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--once")) {
+			count = 1;
+		} else if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
+			interval = strtod(argv[++i], NULL);
+			if (!(interval > 0 && interval < 3600))
+				interval = 2;
+		} else if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
+			rows = strtoul(argv[++i], NULL, 10);
+		} else {
+			usage();
+			return -EINVAL;
+		}
+	}
+	return bus1ctl_top(arg_address, interval, count, rows);
 }
 
 int main(int argc, char **argv)
@@ -372,6 +399,10 @@ int main(int argc, char **argv)
 	cmd = argv[optind++];
 	argc -= optind;
 	argv += optind;
+
+	/* top reads the broker's statistics: the socket is enough, no /dev/bus1 needed. */
+	if (!strcmp(cmd, "top"))
+		return do_top(argc, argv) < 0 ? 1 : 0;
 
 	r = b1c_bus_open(&bus, arg_address);
 	if (r < 0) {

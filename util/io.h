@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 /*
  * Send all @n bytes of @p on the stream socket @fd, retrying on EINTR and
@@ -30,6 +31,30 @@ static inline int io_send_all(int fd, const void *p, size_t n)
 			return -errno;
 		}
 		s += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * Read exactly @n bytes from @fd, retrying on EINTR and short reads.
+ * Return: 0, -ECONNRESET at end of file, or negative errno.
+ */
+static inline int io_read_all(int fd, void *p, size_t n)
+{
+	char *d = p;
+
+	while (n) {
+		ssize_t k = read(fd, d, n);
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		d += k;
 		n -= (size_t)k;
 	}
 	return 0;

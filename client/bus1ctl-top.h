@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stddef.h>
+
+/*
+ * bus1ctl top: print what the bus at @address (NULL: $DBUS_SESSION_BUS_ADDRESS)
+ * holds, per uid and per connection (the @max_rows with the most queued),
+ * @count times (0: until interrupted), every @interval seconds. Over the
+ * bus socket, without /dev/bus1. 0, or negative errno (the error printed).
+ */
+int bus1ctl_top(const char *address, double interval, unsigned int count, size_t max_rows);
