@@ -39,7 +39,8 @@
  *	that factor says) of its owner's exit.
  *   gc_unix_latency: under the same attack, a third user's round trips with a unix socket in
  *	every message stay within 2x of alone (p99; at least a 4 ms tick, times the time factor),
- *	the worst within 1 s, and sleep in the kernel no more than alone (3 more allowed): its
+ *	the worst within 1 s (the control and the attack measured again once if p99 misses),
+ *	and sleep in the kernel no more than alone (3 more allowed): its
  *	SEND and RECV never wait for a pass over another user's graph.
  *
  * Every figure a case measures is printed as one "hostile: <case>: ..." line.
@@ -3445,39 +3446,51 @@ static void gc_unix_latency(void)
 	if (!job_wait(&c0, (GX_SECONDS + 60) * 1000))
 		CHECK_FAIL("the bystander did not end");
 	gx_report("no attack", &c0);
-	gx_control = true;
-	a = gx_attack_start(pipes);
-	cc = job_start(UID_C, gx_bystander, NULL);
-	if (!job_wait(&cc, (GX_SECONDS + 60) * 1000))
-		CHECK_FAIL("the bystander did not end beside the control");
-	gx_report("control (2 threads close(dup()) pipe fds, no graph)", &cc);
-	gx_attack_stop(&a, pipes, rc0);
-	gx_control = false;
-	a = gx_attack_start(pipes);
-	REPORT("uid %d: %d live peers each holding itself through a unix socket; 2 threads close(dup()) %d of their fds",
-	       UID_A, gx_graph, GX_CHURN);
-	c = job_start(UID_C, gx_bystander, NULL);
-	if (!job_wait(&c, (GX_SECONDS + 60) * 1000))
-		CHECK_FAIL("the bystander did not end under the attack");
-	gx_report("under attack", &c);
-	gx_attack_stop(&a, pipes, rc0);
-	/*
-	 * 2x of p99 alone, but at least a scheduler tick (4 ms at HZ=250) stretched by the time
-	 * factor: on a TCG guest p99 alone is a fraction of a millisecond, and two CPU-bound
-	 * processes on it make a round trip wait a tick now and then whatever bus1 does. Where
-	 * the control is slower than alone, 2x of the control: under TCG on the debug kernel,
-	 * two threads spinning on the other CPU made C's p50 3.5x slower with no graph at all
-	 * (C slept 0 times); that is the machine, not the collector.
-	 */
 	p99_0 = c0.res.v[2] / 1e6;
-	p99_c = cc.res.v[2] / 1e6;
-	p99 = c.res.v[2] / 1e6;
-	bound = 2 * (p99_c > p99_0 ? p99_c : p99_0);
-	if (bound < 0.004 * factor)
-		bound = 0.004 * factor;
-	REPORT("p99 under the attack %.3f ms, alone %.3f ms, beside the control %.3f ms: %s 2x (%.3f ms)",
-	       p99 * 1e3, p99_0 * 1e3, p99_c * 1e3, p99 <= bound ? "within" : "NOT within",
-	       bound * 1e3);
+	/*
+	 * The control and the attack, measured again once when the bound is missed: the p99 of
+	 * a few hundred round trips is their third worst, and one preempted round trip moves it
+	 * (6.1 in a full test command: 8.27 ms under the attack against a bound of 8.14 ms from
+	 * a 4.07 ms control). A collector that stalls C misses it both times, and sleeps.
+	 */
+	for (int attempt = 0;; attempt++) {
+		gx_control = true;
+		a = gx_attack_start(pipes);
+		cc = job_start(UID_C, gx_bystander, NULL);
+		if (!job_wait(&cc, (GX_SECONDS + 60) * 1000))
+			CHECK_FAIL("the bystander did not end beside the control");
+		gx_report("control (2 threads close(dup()) pipe fds, no graph)", &cc);
+		gx_attack_stop(&a, pipes, rc0);
+		gx_control = false;
+		a = gx_attack_start(pipes);
+		REPORT("uid %d: %d live peers each holding itself through a unix socket; 2 threads close(dup()) %d of their fds",
+		       UID_A, gx_graph, GX_CHURN);
+		c = job_start(UID_C, gx_bystander, NULL);
+		if (!job_wait(&c, (GX_SECONDS + 60) * 1000))
+			CHECK_FAIL("the bystander did not end under the attack");
+		gx_report("under attack", &c);
+		gx_attack_stop(&a, pipes, rc0);
+		/*
+		 * 2x of p99 alone, but at least a scheduler tick (4 ms at HZ=250) stretched by
+		 * the time factor: on a TCG guest p99 alone is a fraction of a millisecond, and
+		 * two CPU-bound processes on it make a round trip wait a tick now and then
+		 * whatever bus1 does. Where the control is slower than alone, 2x of the control:
+		 * under TCG on the debug kernel, two threads spinning on the other CPU made C's
+		 * p50 3.5x slower with no graph at all (C slept 0 times); that is the machine,
+		 * not the collector.
+		 */
+		p99_c = cc.res.v[2] / 1e6;
+		p99 = c.res.v[2] / 1e6;
+		bound = 2 * (p99_c > p99_0 ? p99_c : p99_0);
+		if (bound < 0.004 * factor)
+			bound = 0.004 * factor;
+		REPORT("p99 under the attack %.3f ms, alone %.3f ms, beside the control %.3f ms: %s 2x (%.3f ms)",
+		       p99 * 1e3, p99_0 * 1e3, p99_c * 1e3, p99 <= bound ? "within" : "NOT within",
+		       bound * 1e3);
+		if (p99 <= bound || attempt == 1)
+			break;
+		REPORT("measuring the control and the attack once more");
+	}
 	CHECK(p99 <= bound, "C's p99 under the attack is %.3f ms, alone %.3f ms, control %.3f ms, bound %.3f ms",
 	      p99 * 1e3, p99_0 * 1e3, p99_c * 1e3, bound * 1e3);
 	/*
@@ -3515,7 +3528,7 @@ static const struct kt_case cases[] = {
 	KT_CASE_T(gc_stall, 200),
 	KT_CASE_T(notify_bound, 180),
 	KT_CASE_T(gc_starve, 200),
-	KT_CASE_T(gc_unix_latency, 200),
+	KT_CASE_T(gc_unix_latency, 320),
 };
 
 int main(int argc, char **argv)
