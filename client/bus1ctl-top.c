@@ -3,7 +3,8 @@
  * bus1ctl top: what the bus holds, per uid and per connection, from the
  * driver's Debug.Stats (GetStats, GetUserStats, ListConnectionStats; see
  * bus1-broker(1), STATISTICS). It talks plain D-Bus over the bus socket, so
- * it works with or without bus1.ko: the statistics are the broker's.
+ * it works with or without bus1.ko: the statistics are the broker's. Below
+ * them, what bus1.ko holds per uid when it is loaded (bus1ctl-top-kernel.c).
  */
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "bus1ctl-top.h"
+#include "bus1ctl-top-kernel.h"
 #include "dbus-compat/address.h"
 #include "dbus-compat/marshal.h"
 #include "dbus-compat/message.h"
@@ -347,7 +349,7 @@ static int snapshot_take(struct top_bus *bus, struct top_snapshot *s)
 
 /* ------------------------------------------------------------- printing */
 
-static const char *human(uint64_t v, char *buf, size_t n)
+const char *top_human(uint64_t v, char *buf, size_t n)
 {
 	if (v >= 10ULL << 30)
 		snprintf(buf, n, "%" PRIu64 "G", v >> 30);
@@ -386,8 +388,8 @@ static void snapshot_print(struct top_snapshot *s, size_t max_rows)
 		printf("%-8" PRIu32 " %6" PRIu64 " %9s %9s %6" PRIu64 " %7" PRIu64 " %7" PRIu64
 		       " %6" PRIu64 " %6" PRIu64 "  %s %" PRIu64 "%%\n",
 		       s->uids[i], dict_u(d, "Connections"),
-		       human(dict_u(d, "Bytes"), b1, sizeof(b1)),
-		       human(dict_u(d, "MaxBytes"), b2, sizeof(b2)), dict_u(d, "FDs"),
+		       top_human(dict_u(d, "Bytes"), b1, sizeof(b1)),
+		       top_human(dict_u(d, "MaxBytes"), b2, sizeof(b2)), dict_u(d, "FDs"),
 		       dict_u(d, "MatchRules"), dict_u(d, "BusNames"), dict_u(d, "Actors"),
 		       dict_u(d, "ActivationMessages"), dict_s(d, "ClosestQuota"),
 		       dict_u(d, "ClosestQuotaPercent"));
@@ -403,9 +405,9 @@ static void snapshot_print(struct top_snapshot *s, size_t max_rows)
 		printf("%-12s %-6" PRIu64 " %-8" PRIu64 " %9s %6" PRIu64 " %6" PRIu64 " %9s %7"
 		       PRIu64 " %5" PRIu64 " %7" PRIu64 " %5" PRIu64 " %s\n",
 		       s->conns[i].name, dict_u(d, "UnixUserID"), dict_u(d, "ProcessID"),
-		       human(dict_u(d, "OutgoingBytes"), b1, sizeof(b1)),
+		       top_human(dict_u(d, "OutgoingBytes"), b1, sizeof(b1)),
 		       dict_u(d, "OutgoingMessages"), dict_u(d, "OutgoingFDs"),
-		       human(dict_u(d, "AnswerBytes"), b3, sizeof(b3)), dict_u(d, "MatchRules"),
+		       top_human(dict_u(d, "AnswerBytes"), b3, sizeof(b3)), dict_u(d, "MatchRules"),
 		       dict_u(d, "BusNames"), dict_u(d, "PendingReplies"),
 		       dict_u(d, "ActivationMessages"),
 		       dict_u(d, "InputPaused") ? "paused" : "-");
@@ -446,6 +448,7 @@ int bus1ctl_top(const char *address, double interval, unsigned int count, size_t
 			if (count != 1 && isatty(STDOUT_FILENO))
 				fputs("\033[H\033[2J", stdout);
 			snapshot_print(&s, max_rows);
+			top_kernel_print(stdout);
 			fflush(stdout);
 		}
 		snapshot_free(&s);

@@ -23,6 +23,7 @@
 #include <linux/module.h>
 #include <linux/poll.h>
 #include <linux/sizes.h>
+#include "debugfs.h"
 #include "gc.h"
 #include "uapi/linux/bus1.h"
 #include "peer.h"
@@ -192,13 +193,13 @@ static struct miscdevice bus1_misc = {
 	.mode		= 0666,
 };
 
-static const char * const bus1_stat_names[BUS1_STAT_N] = {
+const char * const bus1_stat_names[BUS1_STAT_N] = {
 	[BUS1_STAT_PEERS]	= "peers",
 	[BUS1_STAT_NODES]	= "nodes",
 	[BUS1_STAT_HANDLES]	= "handles",
 	[BUS1_STAT_MESSAGES]	= "messages",
 	[BUS1_STAT_ENTRIES]	= "entries",
-	[BUS1_STAT_SHARES]	= "pool shares",
+	[BUS1_STAT_SHARES]	= "pool_shares",
 };
 
 static void bus1_stats_destroy(void)
@@ -267,13 +268,17 @@ static int __init bus1_modinit(void)
 		}
 	}
 	r = misc_register(&bus1_misc);
-	if (r < 0)
+	if (r < 0) {
 		bus1_stats_destroy();
-	return r;
+		return r;
+	}
+	bus1_debugfs_init();
+	return 0;
 }
 
 static void __exit bus1_modexit(void)
 {
+	bus1_debugfs_exit();
 	misc_deregister(&bus1_misc);
 	bus1_gc_exit();
 	bus1_stats_destroy();

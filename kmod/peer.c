@@ -62,6 +62,7 @@ struct bus1_peer *bus1_peer_new(void)
 		peer->user = NULL;
 		goto err;
 	}
+	atomic_inc(&peer->user->peers);
 	r = bus1_pool_init(&peer->pool, &peer->lock);
 	if (r < 0)
 		goto err;
@@ -85,6 +86,8 @@ static void bus1_peer_free(struct kref *ref)
 	WARN_ON(peer->n_unix_entries);
 	bus1_queue_deinit(&peer->queue);
 	bus1_pool_deinit(&peer->pool);
+	if (peer->user)
+		atomic_dec(&peer->user->peers);
 	bus1_user_unref(peer->user);
 	mutex_destroy(&peer->recv_lock);
 	mutex_destroy(&peer->lock);

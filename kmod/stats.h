@@ -26,6 +26,8 @@ enum bus1_stat {
 };
 
 extern struct percpu_counter bus1_stats[BUS1_STAT_N];
+/* What each counter counts, for messages and debugfs (debugfs.h). */
+extern const char * const bus1_stat_names[BUS1_STAT_N];
 
 static inline void bus1_stat_inc(enum bus1_stat stat)
 {

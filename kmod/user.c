@@ -7,6 +7,7 @@
 #include <linux/mutex.h>
 #include <linux/refcount.h>
 #include <linux/slab.h>
+#include <linux/uidgid.h>
 #include "user.h"
 
 static DEFINE_MUTEX(bus1_user_lock);
@@ -74,6 +75,7 @@ static void bus1_user_free(struct bus1_user *user)
 	WARN_ON(atomic64_read(&user->handles));
 	WARN_ON(atomic64_read(&user->fds));
 	WARN_ON(atomic64_read(&user->objects));
+	WARN_ON(atomic_read(&user->peers));
 	kfree(user);
 }
 
@@ -184,3 +186,66 @@ void bus1_user_uncharge_objects(struct bus1_user *user, unsigned int n)
 {
 	WARN_ON(atomic64_sub_return(n, &user->objects) < 0);
 }
+
+/*
+ * The seq_file walk of the user tree: the header line, then the users in uid
+ * order. The tree's mutex is held from start to stop; seq_file copies to the
+ * reader only after stop. A reader that comes back for more starts again from
+ * the first user and skips what it has seen, so a tree that changed between
+ * two reads may show a user twice or not at all: this is a snapshot for an
+ * operator, not a consistent one.
+ */
+static void *bus1_user_seq_start(struct seq_file *m, loff_t *pos)
+{
+	struct rb_node *node;
+	loff_t i;
+
+	mutex_lock(&bus1_user_lock);
+	if (!*pos)
+		return SEQ_START_TOKEN;
+	node = rb_first(&bus1_user_tree);
+	for (i = 1; node && i < *pos; i++)
+		node = rb_next(node);
+	return node;
+}
+
+static void *bus1_user_seq_next(struct seq_file *m, void *v, loff_t *pos)
+{
+	++*pos;
+	if (v == SEQ_START_TOKEN)
+		return rb_first(&bus1_user_tree);
+	return rb_next(v);
+}
+
+static void bus1_user_seq_stop(struct seq_file *m, void *v)
+{
+	mutex_unlock(&bus1_user_lock);
+}
+
+static int bus1_user_seq_show(struct seq_file *m, void *v)
+{
+	struct bus1_user *user;
+
+	lockdep_assert_held(&bus1_user_lock);
+	if (v == SEQ_START_TOKEN) {
+		seq_puts(m, "uid peers bytes messages handles fds objects\n");
+		return 0;
+	}
+	user = rb_entry(v, struct bus1_user, rb);
+	seq_printf(m, "%u %d %lld %lld %lld %lld %lld\n",
+		   from_kuid_munged(seq_user_ns(m), user->uid),
+		   atomic_read(&user->peers),
+		   (long long)atomic64_read(&user->bytes),
+		   (long long)atomic64_read(&user->messages),
+		   (long long)atomic64_read(&user->handles),
+		   (long long)atomic64_read(&user->fds),
+		   (long long)atomic64_read(&user->objects));
+	return 0;
+}
+
+const struct seq_operations bus1_user_seq_ops = {
+	.start	= bus1_user_seq_start,
+	.next	= bus1_user_seq_next,
+	.stop	= bus1_user_seq_stop,
+	.show	= bus1_user_seq_show,
+};

@@ -40,6 +40,7 @@
 #include <linux/bug.h>
 #include <linux/kref.h>
 #include <linux/rbtree.h>
+#include <linux/seq_file.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 
@@ -68,6 +69,8 @@ struct bus1_charge {
  * @fds:	fds in flight
  * @objects:	nodes and handles held by the user's peers, and
  *		NODE_DESTROY notifications queued for them
+ * @peers:	peers the user opened that are not freed yet (for the
+ *		operator, debugfs.h; nothing is limited by it)
  */
 struct bus1_user {
 	struct kref ref;
@@ -78,6 +81,7 @@ struct bus1_user {
 	atomic64_t handles;
 	atomic64_t fds;
 	atomic64_t objects;
+	atomic_t peers;
 };
 
 /* Quota defaults, module parameters (main.c). */
@@ -90,6 +94,8 @@ extern unsigned int bus1_quota_objects;
 struct bus1_user *bus1_user_ref_by_uid(kuid_t uid);
 struct bus1_user *bus1_user_ref(struct bus1_user *user);
 struct bus1_user *bus1_user_unref(struct bus1_user *user);
+/* Every user, one line each, for debugfs (debugfs.h). */
+extern const struct seq_operations bus1_user_seq_ops;
 /* Add @c to the sum @sum (the caller serializes). */
 static inline void bus1_charge_add(struct bus1_charge *sum, const struct bus1_charge *c)
 {

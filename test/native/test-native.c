@@ -1060,6 +1060,24 @@ static void test_bus1ctl(void)
 		    !strstr(buf, "\"seen-by-bus1ctl\""))
 			CHECK_FAIL("bus1ctl monitor output:\n%s", buf);
 	}
+
+	/* bus1ctl top shows bus1.ko's per-user usage below the broker's: root's peers (the
+	 * broker's, ours, the service's) in the kernel's table. */
+	{
+		char top[16384];
+		const char *k, *row;
+		unsigned int uid;
+		unsigned long long peers;
+
+		snprintf(cmd, sizeof(cmd), "%s top --once 2>&1", ctl);
+		CHECK(run_cmd(cmd, top, sizeof(top)) == 0);
+		k = strstr(top, "\nbus1.ko: ");
+		if (!k || strncmp(k, "\nbus1.ko: peers ", 16) || !(row = strstr(k, "\nKUID ")))
+			CHECK_FAIL("bus1ctl top has no kernel section:\n%s", top);
+		row = strstr(row + 1, "\n0 ");
+		if (!row || sscanf(row + 1, "%u %llu", &uid, &peers) != 2 || peers < 3)
+			CHECK_FAIL("bus1ctl top: no kernel row of uid 0 with 3 peers:\n%s", top);
+	}
 	stop_service(bus, SVC_NAME, svc);
 	b1c_bus_free(bus);
 }

@@ -7,7 +7,9 @@
  * another user able to send to it and receive from it, and every counter returns to zero.
  * test_pool_share_rule and test_cross_user_bytes: a user other than a pool's owner may occupy at
  * most as many bytes of that pool as stay free (so at most half of what was free), then gets
- * EDQUOT; everybody else still finds room.
+ * EDQUOT; everybody else still finds room. test_debugfs_users: what each user holds is readable
+ * by root in /sys/kernel/debug/bus1/users (and the object counters in .../objects), and by no one
+ * else.
  */
 
 #include <fcntl.h>
@@ -793,6 +795,155 @@ static void test_module_params(void)
 	b1_peer_free(b);
 }
 
+#define DEBUGFS_USERS "/sys/kernel/debug/bus1/users"
+#define DEBUGFS_OBJECTS "/sys/kernel/debug/bus1/objects"
+
+struct debugfs_user {
+	long long peers, bytes, messages, handles, fds, objects;
+};
+
+/* The row of @uid in DEBUGFS_USERS, checking the header; false if it has none. */
+static bool read_debugfs_user(uid_t uid, struct debugfs_user *u)
+{
+	char line[256];
+	bool found = false;
+	FILE *f = fopen(DEBUGFS_USERS, "re");
+
+	if (!f)
+		CHECK_FAIL("%s: %m", DEBUGFS_USERS);
+	CHECK(fgets(line, sizeof(line), f));
+	CHECK_EQ(strcmp(line, "uid peers bytes messages handles fds objects\n"), 0);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned int row_uid;
+		struct debugfs_user r;
+
+		if (sscanf(line, "%u %lld %lld %lld %lld %lld %lld", &row_uid, &r.peers, &r.bytes,
+			   &r.messages, &r.handles, &r.fds, &r.objects) != 7)
+			CHECK_FAIL("%s: bad line '%s'", DEBUGFS_USERS, line);
+		if (row_uid == uid) {
+			CHECK(!found);
+			*u = r;
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static long long read_debugfs_object(const char *name)
+{
+	char line[128], key[64];
+	long long v, found = -1;
+	FILE *f = fopen(DEBUGFS_OBJECTS, "re");
+
+	if (!f)
+		CHECK_FAIL("%s: %m", DEBUGFS_OBJECTS);
+	while (fgets(line, sizeof(line), f)) {
+		CHECK_EQ(sscanf(line, "%63s %lld", key, &v), 2);
+		if (!strcmp(key, name))
+			found = v;
+	}
+	fclose(f);
+	CHECK(found >= 0);
+	return found;
+}
+
+/* A user whose last peer and message are gone leaves the file (at once, or after a peer's last
+ * reference is dropped elsewhere): a row that stays is a leaked reference. */
+static void expect_no_debugfs_user(uid_t uid)
+{
+	double end = kt_now() + 2.0 * kt_time_factor();
+	struct debugfs_user u;
+
+	while (read_debugfs_user(uid, &u)) {
+		CHECK_EQ(u.messages, 0);
+		CHECK_EQ(u.bytes, 0);
+		if (kt_now() > end)
+			CHECK_FAIL("uid %u still has a row, %lld peers", uid, u.peers);
+		usleep(10000);
+	}
+}
+
+/*
+ * The operator's view: a peer held open by uid 4250 and a message in flight from uid 4251 (whose
+ * peer is gone) show in their rows, the charge leaves the row at the dequeue, and a user with
+ * nothing left has no row. Only root reads the files.
+ */
+static void test_debugfs_users(void)
+{
+	struct b1_peer *a = kt_peer(), *b = kt_peer();
+	struct debugfs_user u;
+	uint64_t na, b_na;
+	int ready[2], hold[2], status;
+	pid_t pid;
+	char c;
+
+	kt_node(a, b, &na, &b_na);
+	CHECK(read_debugfs_user(0, &u));
+	CHECK(u.peers >= 2);
+	/* a's node and handle, b's handle */
+	CHECK(u.objects >= 3);
+	CHECK(read_debugfs_object("peers") >= 2);
+	CHECK(read_debugfs_object("nodes") >= 1);
+	CHECK(!read_debugfs_user(4250, &u));
+
+	CHECK_OK(pipe2(ready, O_CLOEXEC));
+	CHECK_OK(pipe2(hold, O_CLOEXEC));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct b1_peer *p;
+
+		close(ready[0]);
+		close(hold[1]);
+		if (setresuid(4250, 4250, 0) < 0 || b1_peer_new(&p) < 0)
+			_exit(1);
+		if (write(ready[1], "r", 1) != 1 || read(hold[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	CHECK_EQ(read(ready[0], &c, 1), 1);
+	CHECK(read_debugfs_user(4250, &u));
+	CHECK_EQ(u.peers, 1);
+	CHECK_EQ(u.messages, 0);
+	close(hold[1]);
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(ready[0]);
+
+	/* Its peer closed with the child: the user goes with the peer's last reference. */
+	expect_no_debugfs_user(4250);
+
+	CHECK_EQ(send_as(4251, a, na), 0);
+	CHECK(read_debugfs_user(4251, &u));
+	CHECK_EQ(u.messages, 1);
+	/* one byte of data: an 8-byte slice (PEER_QUERY's rule) */
+	CHECK_EQ(u.bytes, 8);
+	CHECK_EQ(u.fds, 0);
+	CHECK_EQ(drain(a, 0), 1);
+	expect_no_debugfs_user(4251);
+
+	/* Root's only: a user's usage says what it does. */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (setresuid(4252, 4252, 4252) < 0)
+			_exit(100);
+		fd = open(DEBUGFS_USERS, O_RDONLY | O_CLOEXEC);
+		_exit(fd < 0 ? errno : 0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status));
+	CHECK_EQ(WEXITSTATUS(status), EACCES);
+
+	b1_peer_free(a);
+	b1_peer_free(b);
+}
+
 static const struct kt_case cases[] = {
 	KT_CASE(test_messages),
 	KT_CASE_T(test_bytes, 120),
@@ -803,6 +954,7 @@ static const struct kt_case cases[] = {
 	KT_CASE_T(test_cross_user_exhaustion, 200),
 	KT_CASE(test_pool_share_rule),
 	KT_CASE(test_module_params),
+	KT_CASE(test_debugfs_users),
 };
 
 /* Heavy, run only when named (last in the meson test kmod-batch-smp1). */
