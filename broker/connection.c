@@ -74,6 +74,8 @@ struct delivery_cache {
  * @dispatching_input: true while connection_io() dispatches a connection's
  *		input: it flushes the bus when done, so queueing then needs no
  *		deferred flush (which would cost two sd-event updates per message)
+ * @poller:	every connection's socket, in one epoll set (poller.h); made
+ *		with the first connection, on the loop the bus is attached to
  */
 struct socket_transport {
 	struct bus_transport transport;
@@ -81,6 +83,7 @@ struct socket_transport {
 	struct list_node flush_list;
 	struct delivery_cache deliveries;
 	bool dispatching_input;
+	struct poller *poller;
 };
 
 static struct delivery *delivery_alloc(struct delivery_cache *cache)
@@ -129,7 +132,7 @@ static void connection_update_events(struct connection *conn)
 {
 	uint32_t events;
 
-	if (conn->closed || !conn->io)
+	if (conn->closed || !conn->watch.added)
 		return;
 	events = conn->eof || conn->peer->input_paused ? 0 : EPOLLIN;
 	/*
@@ -138,10 +141,8 @@ static void connection_update_events(struct connection *conn)
 	 */
 	if (socket_wants_write(conn->socket) && !list_node_is_linked(&conn->flush_link))
 		events |= EPOLLOUT;
-	if (events != conn->io_events) {
-		if (sd_event_source_set_io_events(conn->io, events) >= 0)
-			conn->io_events = events;
-	}
+	/* On failure it keeps the old events and is tried again at the next change. */
+	(void)poller_modify(conn->sockets->poller, &conn->watch, events);
 }
 
 /*
@@ -612,16 +613,15 @@ static void connection_watch_pending_fds(struct connection *conn)
 		log_warn("cannot arm pending_fd_timeout for a connection");
 }
 
-static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void connection_io_work(struct connection *conn, uint32_t revents)
 {
-	struct connection *conn = userdata;
 	bool hangup;
 	int i, r;
 
 	if (revents & EPOLLOUT) {
 		connection_flush(conn);
 		if (conn->closed)
-			return 0;
+			return;
 	}
 
 	/*
@@ -639,10 +639,10 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 				conn->eof = true;
 			} else if (r > 0) {
 				peer_close(conn->peer, "protocol error");
-				return 0;
+				return;
 			} else if (r < 0) {
 				peer_close(conn->peer, "read failed");
-				return 0;
+				return;
 			}
 
 			if (!conn->peer->authenticated) {
@@ -665,18 +665,18 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 		}
 		if (conn->eof) {
 			peer_close(conn->peer, NULL);
-			return 0;
+			return;
 		}
 		if (conn->peer->authenticated)
 			connection_watch_pending_fds(conn);
 	}
 	connection_update_events(conn);
-	return 0;
+	return;
 
 out:
 	if (r < 0)
 		peer_close(conn->peer, strerror(-r));
-	return 0;
+	return;
 }
 
 /*
@@ -684,17 +684,31 @@ out:
  * deferred flush would cost a second sd-event iteration (and epoll_wait())
  * per wakeup; batching across the messages of one read batch is kept.
  */
-static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+static void connection_io(struct poller_watch *w, uint32_t revents)
 {
-	struct connection *conn = userdata;
+	struct connection *conn = container_of(w, struct connection, watch);
 	struct socket_transport *sockets = conn->sockets;
 
 	sockets->dispatching_input = true;
-	connection_io_work(s, fd, revents, userdata);
+	connection_io_work(conn, revents);
 	sockets->dispatching_input = false;
 	/* @conn may be freed from here on. */
 	bus_flush_now(sockets->bus);
-	return 0;
+}
+
+/* Its socket joins the transport's poller (made now if this is the first). */
+static int connection_watch(struct connection *conn)
+{
+	struct socket_transport *sockets = conn->sockets;
+	int r;
+
+	if (!sockets->poller) {
+		r = poller_new(&sockets->poller, sockets->bus->event);
+		if (r < 0)
+			return r;
+	}
+	return poller_add(sockets->poller, &conn->watch, socket_get_fd(conn->socket), EPOLLIN,
+			  connection_io);
 }
 
 static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *userdata)
@@ -733,7 +747,8 @@ static void connection_close(struct peer_transport *transport)
 	struct connection *conn = container_of(transport, struct connection, transport);
 
 	conn->closed = true;
-	conn->io = sd_event_source_disable_unref(conn->io);
+	if (conn->sockets->poller)
+		poller_remove(conn->sockets->poller, &conn->watch);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
 	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
 	close_and_free_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
@@ -834,11 +849,9 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 		return r;
 	conn->peer = peer;
 
-	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket), EPOLLIN,
-			    connection_io, conn);
+	r = connection_watch(conn);
 	if (r < 0)
 		goto fail;
-	conn->io_events = EPOLLIN;
 
 	r = connection_arm_auth_timer(conn);
 	if (r < 0)
@@ -994,13 +1007,11 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 	if (r < 0)
 		return r;
 	conn->peer = peer;
-	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket), EPOLLIN,
-			    connection_io, conn);
+	r = connection_watch(conn);
 	if (r < 0) {
 		peer_close(peer, NULL);
 		return r;
 	}
-	conn->io_events = EPOLLIN;
 	*peerp = peer;
 	return 0;
 }
@@ -1071,6 +1082,7 @@ struct socket_transport *socket_transport_free(struct socket_transport *sockets)
 	if (!sockets)
 		return NULL;
 	bus_remove_transport(&sockets->transport);
+	sockets->poller = poller_free(sockets->poller);
 	/* The peers are gone: no entry is in use any more. */
 	while (sockets->deliveries.free_list) {
 		struct delivery *d = sockets->deliveries.free_list;
