@@ -150,6 +150,26 @@ void raise_nofile(unsigned long n)
 	CHECK(rl.rlim_cur >= n, "RLIMIT_NOFILE hard limit %lu < %lu", (unsigned long)rl.rlim_max, n);
 }
 
+size_t fit_connections(size_t want, unsigned long *bus_nofile)
+{
+	struct rlimit rl;
+
+	*bus_nofile = 2 * want + 256;
+	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
+	if (rl.rlim_max < *bus_nofile) {
+		struct rlimit more = { rl.rlim_cur, *bus_nofile };
+
+		if (setrlimit(RLIMIT_NOFILE, &more) < 0) {
+			*bus_nofile = rl.rlim_max;
+			want = (*bus_nofile - 64) / 2 - 2;
+			printf("RLIMIT_NOFILE hard limit %lu: %zu connections\n",
+			       (unsigned long)rl.rlim_max, want);
+		}
+	}
+	raise_nofile(want + 64);
+	return want;
+}
+
 void stress_track_child(pid_t pid)
 {
 	CHECK(n_children < MAX_CHILDREN, "too many children");

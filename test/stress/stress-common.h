@@ -57,6 +57,13 @@ uint64_t now_usec(void);
 
 /* Raise our own RLIMIT_NOFILE soft limit to at least @n (up to the hard limit). */
 void raise_nofile(unsigned long n);
+/*
+ * How many of @want connections this process and a bus may hold: the bus needs two fds per
+ * connection (its socket and pidfd) and some of its own, in *@bus_nofile for sbus_start();
+ * without CAP_SYS_RESOURCE the hard limit cannot be raised, and fewer fit (9966 at 20000).
+ * Raises this process's soft limit for them.
+ */
+size_t fit_connections(size_t want, unsigned long *bus_nofile);
 
 /* Remember a forked helper so the exit handler kills it. */
 void stress_track_child(pid_t pid);

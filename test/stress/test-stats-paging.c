@@ -267,31 +267,12 @@ int main(int argc, char **argv)
 	uint64_t cpu0, t_paging;
 	struct rc bystander, pager;
 	unsigned long bus_nofile;
-	struct rlimit rl;
 	struct sbus bus;
 	size_t left;
 	pid_t pid;
 	int status, r;
 
-	n_conns = env ? strtoul(env, NULL, 10) : 10000;
-	/*
-	 * The bus holds two fds per connection (its socket and pidfd) and a few
-	 * of its own. Without CAP_SYS_RESOURCE the hard limit cannot be
-	 * raised: as many connections as it allows (9966 at 20000).
-	 */
-	bus_nofile = 2 * n_conns + 256;
-	CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
-	if (rl.rlim_max < bus_nofile) {
-		struct rlimit want = { rl.rlim_cur, bus_nofile };
-
-		if (setrlimit(RLIMIT_NOFILE, &want) < 0) {
-			bus_nofile = rl.rlim_max;
-			n_conns = (bus_nofile - 64) / 2 - 2;
-			printf("RLIMIT_NOFILE hard limit %lu: %zu connections\n",
-			       (unsigned long)rl.rlim_max, n_conns);
-		}
-	}
-	raise_nofile(n_conns + 64);
+	n_conns = fit_connections(env ? strtoul(env, NULL, 10) : 10000, &bus_nofile);
 	sbus_start(&bus, argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL, bus_nofile);
 	rc_open(&bystander, &bus, false);
 	rc_open(&pager, &bus, false);
