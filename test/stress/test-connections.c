@@ -5,7 +5,7 @@
  * then each installs a match rule, one of them sends a broadcast signal that
  * every other must receive, each makes a driver call that must be answered;
  * the bus's memory with all of them is printed. Every phase must end within
- * 60 s: a loop that re-polls every busy connection per message it reads
+ * 60 s (times BUS1_TIME_FACTOR): a loop that re-polls every busy connection per message it reads
  * (one sd-event source per connection) did not, at 9,800.
  * After they all close, the bus counts no connection, match or name of
  * theirs any more.
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "stress-common.h"
+#include "time-factor.h"
 
 static struct rc *conns;
 static struct pollfd *pfds;
@@ -26,7 +27,7 @@ static size_t n_conns;
 /* Poll every connection until @done(i) holds for all; @step(i) reads. */
 static void drive_all(const char *what, int (*step)(size_t i), int timeout_s)
 {
-	uint64_t deadline = now_usec() + (uint64_t)timeout_s * 1000000;
+	uint64_t deadline = now_usec() + (uint64_t)timeout_s * test_time_factor() * 1000000;
 	size_t left;
 
 	for (;;) {
