@@ -521,6 +521,8 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
 	size_t n = 0;
 	int r;
 
+	/* The next program opens its log windows afresh: what they left out is told now. */
+	log_limits_flush(&bus->log_limits);
 	bus_serialize(bus, w);
 	native_serialize(broker->native, w);
 	listener_serialize_all(&broker->listeners, w);

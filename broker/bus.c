@@ -251,6 +251,7 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	list_init(&bus->monitors);
 	list_init(&bus->dead_list);
 	list_init(&bus->overflow_list);
+	log_limits_init(&bus->log_limits);
 	bus->uid = getuid();
 	bus->pid = getpid();
 	bus->pidfd = -1;
@@ -348,6 +349,8 @@ void bus_deinit(struct bus *bus)
 	bus_free_dead(bus);
 	/* Their sockets go too (their files removed), as dbus-daemon's at exit. */
 	bus->containers = container_registry_free(bus->containers);
+	/* After every source of its lines (peers, instances) told what it left out. */
+	log_limits_deinit(&bus->log_limits);
 	bus->flush = sd_event_source_disable_unref(bus->flush);
 	bus->reply_timer = sd_event_source_disable_unref(bus->reply_timer);
 	bus->event = NULL;
@@ -376,6 +379,7 @@ int bus_attach(struct bus *bus, sd_event *event)
 	int r;
 
 	bus->event = event;
+	log_limits_attach(&bus->log_limits, event);
 	/* Child sources of activated services. */
 	r = activation_attach(bus->activation, event);
 	if (r < 0)
@@ -508,6 +512,12 @@ void bus_serialize(const struct bus *bus, struct state_writer *w)
 	state_put_u32(w, bus->stats_serial);
 	state_put_u32(w, bus->conn_stats_serial);
 	state_put_u32(w, (uint32_t)bus->uid);
+	/* Version 2: Debug.Stats' counts of refusals. */
+	state_put_u64(w, bus->refusals.n[REFUSAL_LIMITS]);
+	state_put_u64(w, bus->refusals.n[REFUSAL_POLICY]);
+	state_put_u64(w, bus->refusals.n[REFUSAL_DROPPED]);
+	state_put_u64(w, bus->refusals.n[REFUSAL_QUEUE_FULL]);
+	state_put_u64(w, bus->log_limits.n_suppressed);
 }
 
 bool bus_state_read(struct state_reader *r, struct bus_state *st)
@@ -528,6 +538,13 @@ bool bus_state_read(struct state_reader *r, struct bus_state *st)
 	st->stats_serial = state_get_u32(r);
 	st->conn_stats_serial = state_get_u32(r);
 	st->uid = (uid_t)state_get_u32(r);
+	if (version >= 2) {
+		st->refusals.n[REFUSAL_LIMITS] = state_get_u64(r);
+		st->refusals.n[REFUSAL_POLICY] = state_get_u64(r);
+		st->refusals.n[REFUSAL_DROPPED] = state_get_u64(r);
+		st->refusals.n[REFUSAL_QUEUE_FULL] = state_get_u64(r);
+		st->n_log_suppressed = state_get_u64(r);
+	}
 	if (!r->error && (!st->guid || strlen(st->guid) != 32))
 		r->error = true;
 	return !r->error;
@@ -546,4 +563,6 @@ void bus_restore_state(struct bus *bus, const struct bus_state *st)
 	bus->stats_serial = st->stats_serial;
 	bus->conn_stats_serial = st->conn_stats_serial;
 	bus->uid = st->uid;
+	bus->refusals = st->refusals;
+	bus->log_limits.n_suppressed = st->n_log_suppressed;
 }

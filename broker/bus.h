@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-event.h>
+#include "broker/log-limit.h"
+#include "broker/user.h"
 #include "conf/config.h"
 #include "util/list.h"
 #include "util/macro.h"
@@ -165,6 +167,8 @@ struct bus {
 	unsigned int peak_matches_per_conn;
 	uint32_t stats_serial;		/* GetStats calls so far */
 	uint32_t conn_stats_serial;	/* GetConnectionStats calls so far */
+	struct refusal_counts refusals;	/* of every connection (peer_count_refusal()) */
+	struct log_limits log_limits;	/* the log lines clients cause (log-limit.h) */
 };
 
 /**
@@ -246,7 +250,7 @@ uint32_t bus_next_serial(struct bus *bus);
 struct state_reader;
 struct state_writer;
 
-#define BUS_STATE_VERSION 1u
+#define BUS_STATE_VERSION 2u
 
 struct bus_state {
 	const char *guid;
@@ -260,6 +264,8 @@ struct bus_state {
 	uint32_t stats_serial;
 	uint32_t conn_stats_serial;
 	uid_t uid;
+	struct refusal_counts refusals;	/* version 2 */
+	uint64_t n_log_suppressed;	/* version 2 */
 };
 
 void bus_serialize(const struct bus *bus, struct state_writer *w);

@@ -10,6 +10,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 #include "broker/bus.h"
 #include "broker/connection.h"
@@ -24,7 +25,6 @@
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/sasl.h"
-#include "util/clock.h"
 #include "util/macro.h"
 
 int container_registry_new(struct container_registry **regp, struct bus *bus)
@@ -42,6 +42,10 @@ int container_registry_new(struct container_registry **regp, struct bus *bus)
 static void container_free(struct container *c)
 {
 	struct peer *p, *tmp;
+
+	/* What its limits left out is told while its name is there to tell it. */
+	log_limit_deinit(&c->filter_log);
+	log_limit_deinit(&c->refusal_log);
 
 	list_for_each_entry_safe(p, tmp, &c->members, container_link) {
 		list_unlink(&p->container_link);
@@ -116,27 +120,35 @@ static void container_announce_removed(struct container *c)
 	router_broadcast_from_driver_to(bus, m, container_may_know, c);
 }
 
+static const struct ratelimit_rule container_filter_log_rule = {
+	.interval_usec = CONTAINER_LOG_WINDOW_USEC,
+	.burst = CONTAINER_LOG_BURST,
+};
+
+static void container_filter_log_report(struct log_limit *l, uint64_t n_missed)
+{
+	struct container *c = container_of(l, struct container, filter_log);
+
+	log_info("container %s (%s %s): %llu more refusals were not logged", c->path, c->type,
+		 c->name, (unsigned long long)n_missed);
+}
+
+static void container_refusal_log_report(struct log_limit *l, uint64_t n_missed)
+{
+	struct container *c = container_of(l, struct container, refusal_log);
+
+	/* Beside the refusals' own lines: the same level and facility. */
+	log_printf(LOG_AUTH | LOG_NOTICE, "%llu more refusals of container instance %s (%s %s) "
+		   "were not logged", (unsigned long long)n_missed, c->path, c->type, c->name);
+}
+
 void container_log_refusal(struct container *c, const struct peer *p, const struct message *m,
 			   const char *what, const char *name)
 {
-	uint64_t now;
-
 	if (!c || !c->filter || !c->filter->log)
 		return;
-	now = now_usec();
-	if (now - c->log_window_usec >= CONTAINER_LOG_WINDOW_USEC) {
-		if (c->n_not_logged)
-			log_info("container %s (%s %s): %u more refusals were not logged", c->path,
-				 c->type, c->name, c->n_not_logged);
-		c->log_window_usec = now;
-		c->n_logged = 0;
-		c->n_not_logged = 0;
-	}
-	if (c->n_logged >= CONTAINER_LOG_BURST) {
-		c->n_not_logged++;
+	if (!log_limit_pass(&c->registry->bus->log_limits, &c->filter_log))
 		return;
-	}
-	c->n_logged++;
 	log_info("container %s (%s %s): filter %s %s from %s to %s: path=%s interface=%s "
 		 "member=%s", c->path, c->type, c->name, what,
 		 m->type == DC_MESSAGE_SIGNAL ? "signal" :
@@ -446,6 +458,8 @@ int container_new(struct container_registry *reg, uint64_t id, const char *path,
 	c->creator_uid = creator_uid;
 	c->stop_on_disconnect = stop_on_disconnect;
 	list_init(&c->members);
+	log_limit_init(&c->filter_log, &container_filter_log_rule, container_filter_log_report);
+	log_limit_init(&c->refusal_log, &peer_refusal_log_rule, container_refusal_log_report);
 	if (path) {
 		c->path = strdup(path);
 	} else {

@@ -54,6 +54,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "broker/log-limit.h"
 #include "util/list.h"
 
 struct bus;
@@ -87,10 +88,8 @@ struct container {
 	struct container_filter *filter;	/* NULL: <policy> only, as in the draft */
 	bool stop_on_disconnect;
 	bool closing;			/* StopInstance closes its members: no end yet */
-	/* --log: refusals logged in the current window, and those left out */
-	uint64_t log_window_usec;
-	unsigned int n_logged;
-	unsigned int n_not_logged;
+	struct log_limit filter_log;	/* --log: the lines of its filter's refusals */
+	struct log_limit refusal_log;	/* its members' refusals: one actor (peer.h) */
 };
 
 /* --log: at most this many lines per instance in any window of this length. */

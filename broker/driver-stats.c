@@ -82,6 +82,14 @@
  *  - GetUserStats: per uid, what is used of every quota and its limit, how
  *    many actors hold its queued bytes and the largest share, and the quota
  *    closest to its limit. O(users + actors).
+ *  - What the bus refused (user.h, enum refusal), cumulative uint64 counts:
+ *    RefusedLimits, RefusedPolicy (messages answered with LimitsExceeded,
+ *    AccessDenied) and DroppedMessages (messages for it not delivered) per
+ *    connection, the same per uid (of its connections while the uid has
+ *    any) and for the bus; QueueFullDisconnects (connections closed for a
+ *    full queue) per uid and for the bus; LogLinesSuppressed (log lines of
+ *    refusals and of container filters left out by their rate limit,
+ *    log-limit.h) for the bus. The log is rate-limited; these are not.
  */
 
 /*
@@ -131,6 +139,17 @@ void driver_stats_matches_changed(struct bus *bus, struct peer *peer)
 		bus->peak_matches_per_conn = mine;
 }
 
+/* The counts of enum refusal (@disconnects: QueueFullDisconnects too). */
+static void write_refusals(struct dc_writer *w, const struct refusal_counts *rc,
+			   bool disconnects)
+{
+	driver_asv_t(w, "RefusedLimits", rc->n[REFUSAL_LIMITS]);
+	driver_asv_t(w, "RefusedPolicy", rc->n[REFUSAL_POLICY]);
+	driver_asv_t(w, "DroppedMessages", rc->n[REFUSAL_DROPPED]);
+	if (disconnects)
+		driver_asv_t(w, "QueueFullDisconnects", rc->n[REFUSAL_QUEUE_FULL]);
+}
+
 int driver_method_get_stats(struct driver_call *c)
 {
 	struct bus *bus = c->bus;
@@ -156,6 +175,9 @@ int driver_method_get_stats(struct driver_call *c)
 					hmap_size(&bus->names->uniques)));
 	driver_asv_u(w, "PeakBusNames", bus->peak_names);
 	driver_asv_u(w, "PeakBusNamesPerConnection", bus->peak_names_per_conn);
+	/* bus1-broker's own keys. */
+	write_refusals(w, &bus->refusals, true);
+	driver_asv_t(w, "LogLinesSuppressed", bus->log_limits.n_suppressed);
 	dc_writer_close(w);
 	return driver_reply_send(c, &b);
 }
@@ -211,6 +233,8 @@ static void write_conn_stats(struct bus *bus, struct dc_writer *w, struct peer *
 	driver_asv_u(w, "PendingReplies", clamp_u32(peer->replies.n_pending));
 	driver_asv_u(w, "ActivationMessages",
 		     clamp_u32(peer->charges[USER_SLOT_ACTIVATIONS].amount));
+	/* It is disconnected once its queue is full: no count of its own. */
+	write_refusals(w, &peer->refusals, false);
 }
 
 int driver_method_get_connection_stats(struct driver_call *c)
@@ -316,6 +340,7 @@ static void write_user_stats(struct dc_writer *w, const struct user *user)
 		  (uc->used[closest] ? 100 : 0);
 	driver_asv_s(w, "ClosestQuota", user_slot_names[closest][0]);
 	driver_asv_u(w, "ClosestQuotaPercent", clamp_u32(percent));
+	write_refusals(w, &user->refusals, true);
 }
 
 int driver_method_get_user_stats(struct driver_call *c)

@@ -57,6 +57,11 @@ static int peer_serialize(struct peer *p, struct state_writer *w)
 	state_put_u64(w, p->peak_dispatching_fds);
 	state_put_u32(w, p->peak_names);
 	state_put_u32(w, p->peak_matches);
+	/* Version 2: Debug.Stats' counts of refusals. */
+	state_put_u64(w, p->refusals.n[REFUSAL_LIMITS]);
+	state_put_u64(w, p->refusals.n[REFUSAL_POLICY]);
+	state_put_u64(w, p->refusals.n[REFUSAL_DROPPED]);
+	state_put_u64(w, p->refusals.n[REFUSAL_QUEUE_FULL]);
 
 	r = connection_serialize(conn, w);
 	if (r < 0)
@@ -99,7 +104,8 @@ uint32_t peer_state_index(const void *peer)
 	return p->closed ? UINT32_MAX : p->state_index;
 }
 
-static void peer_state_read(struct state_reader *r, struct peer_state *p, size_t n_names)
+static void peer_state_read(struct state_reader *r, struct peer_state *p, size_t n_names,
+			    uint32_t version)
 {
 	size_t n;
 
@@ -132,6 +138,12 @@ static void peer_state_read(struct state_reader *r, struct peer_state *p, size_t
 	p->peak_dispatching_fds = state_get_u64(r);
 	p->peak_names = state_get_u32(r);
 	p->peak_matches = state_get_u32(r);
+	if (version >= 2) {
+		p->refusals.n[REFUSAL_LIMITS] = state_get_u64(r);
+		p->refusals.n[REFUSAL_POLICY] = state_get_u64(r);
+		p->refusals.n[REFUSAL_DROPPED] = state_get_u64(r);
+		p->refusals.n[REFUSAL_QUEUE_FULL] = state_get_u64(r);
+	}
 	if (p->flags & PEER_STATE_MONITOR && !(p->flags & PEER_STATE_REGISTERED))
 		r->error = true;
 
@@ -161,7 +173,7 @@ bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, si
 	*statesp = v;
 	*np = n;
 	for (size_t i = 0; i < n && !r->error; i++)
-		peer_state_read(r, &v[i], n_names);
+		peer_state_read(r, &v[i], n_names, version);
 	return !r->error;
 }
 
@@ -264,6 +276,11 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 	p->peak_dispatching_fds = st->peak_dispatching_fds;
 	p->peak_names = st->peak_names;
 	p->peak_matches = st->peak_matches;
+	/* Its user's counts start again from those of its connections. */
+	p->refusals = st->refusals;
+	if (p->user)
+		for (size_t i = 0; i < _REFUSAL_N; i++)
+			p->user->refusals.n[i] += st->refusals.n[i];
 	/* The rules of the configuration loaded now (it may have changed). */
 	r = policy_setup_peer(p);
 	if (r < 0)

@@ -35,7 +35,7 @@ struct peer;
 struct state_reader;
 struct state_writer;
 
-#define PEER_STATE_VERSION 1u
+#define PEER_STATE_VERSION 2u
 
 struct peer_state {
 	uint32_t flags;			/* PEER_STATE_* (peer-state.c) */
@@ -57,6 +57,7 @@ struct peer_state {
 	uint64_t peak_dispatching_fds;
 	uint32_t peak_names;
 	uint32_t peak_matches;
+	struct refusal_counts refusals;	/* version 2 */
 
 	struct connection_state conn;
 	struct match_owner_state matches;

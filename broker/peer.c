@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <syslog.h>
 #include <unistd.h>
 #include "broker/apparmor.h"
 #include "broker/bus.h"
@@ -22,6 +23,22 @@
 #include "conf/policy.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
+
+const struct ratelimit_rule peer_refusal_log_rule = {
+	.interval_usec = PEER_REFUSAL_LOG_WINDOW_USEC,
+	.burst = PEER_REFUSAL_LOG_BURST,
+};
+
+static void peer_refusal_log_report(struct log_limit *l, uint64_t n_missed)
+{
+	struct peer *peer = container_of(l, struct peer, refusal_log);
+	const char *info = peer_loginfo(peer);
+
+	/* Beside the refusals' own lines: the same level and facility. */
+	log_printf(LOG_AUTH | LOG_NOTICE, "%llu more refusals of %s (%s) were not logged",
+		   (unsigned long long)n_missed,
+		   peer->registered ? peer_name(peer) : "(inactive)", info ? info : "");
+}
 
 int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transport,
 	     struct socket_creds *creds)
@@ -36,6 +53,7 @@ int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transp
 		return -ENOMEM;
 	}
 	peer->bus = bus;
+	log_limit_init(&peer->refusal_log, &peer_refusal_log_rule, peer_refusal_log_report);
 	list_init(&peer->bus_link);
 	list_init(&peer->monitor_link);
 	list_init(&peer->container_link);
@@ -70,6 +88,8 @@ struct peer *peer_free(struct peer *peer)
 {
 	if (!peer)
 		return NULL;
+	/* First: telling what it left out names it. */
+	log_limit_deinit(&peer->refusal_log);
 	list_unlink(&peer->dead_link);
 	list_unlink(&peer->bus_link);
 	list_unlink(&peer->monitor_link);
@@ -396,9 +416,23 @@ void peer_overflow(struct peer *peer)
 {
 	if (peer->overflow || peer->closed)
 		return;
+	peer_count_refusal(peer, REFUSAL_QUEUE_FULL);
 	peer->overflow = true;
 	list_append(&peer->bus->overflow_list, &peer->overflow_link);
 	bus_schedule_flush(peer->bus);
+}
+
+void peer_count_refusal(struct peer *peer, enum refusal what)
+{
+	peer->refusals.n[what]++;
+	if (peer->user)
+		peer->user->refusals.n[what]++;
+	peer->bus->refusals.n[what]++;
+}
+
+struct log_limit *peer_refusal_log(struct peer *peer)
+{
+	return peer->container ? &peer->container->refusal_log : &peer->refusal_log;
 }
 
 void peer_set_pid(struct peer *peer, pid_t pid)

@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "broker/log-limit.h"
 #include "broker/match.h"
 #include "broker/name.h"
 #include "broker/reply.h"
@@ -130,6 +131,8 @@ struct peer {
 	uint64_t peak_dispatching_fds;
 	unsigned int peak_names;	/* unique name + names owned or queued for */
 	unsigned int peak_matches;
+	struct refusal_counts refusals;	/* also counted for its user and the bus */
+	struct log_limit refusal_log;	/* its refusals' lines, outside a container */
 
 	uint32_t state_index;		/* its place in the state written (peer-state.h) */
 };
@@ -222,6 +225,21 @@ int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds);
 
 /* Mark @peer to be disconnected because it does not read its output. */
 void peer_overflow(struct peer *peer);
+
+/* Count @what for @peer, its user and the bus (Debug.Stats). */
+void peer_count_refusal(struct peer *peer, enum refusal what);
+
+/*
+ * The log lines of refusals are limited per actor, as its share is
+ * (user.h): at most this many per window for one connection, or for a
+ * container instance as a whole, whatever its connections do.
+ */
+#define PEER_REFUSAL_LOG_BURST 10
+#define PEER_REFUSAL_LOG_WINDOW_USEC (5ULL * 1000 * 1000)
+extern const struct ratelimit_rule peer_refusal_log_rule;
+
+/* The log limit of @peer's actor: its container instance's, or its own. */
+struct log_limit *peer_refusal_log(struct peer *peer);
 
 /*
  * What one message queued for a peer costs: its bytes as the bus holds them

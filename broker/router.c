@@ -72,18 +72,32 @@ int destset_add(struct destset *set, struct peer *peer)
 /* ------------------------------------------------------------------ policy */
 
 /*
- * A message its policy rejected: like dbus-daemon, the bus logs it at its
- * security level when it was addressed to the receiver (an LSM logged its
- * own decision), and answers @peer with AccessDenied, or, when @peer is NULL
- * (a broadcast, a message of the driver), lets only monitors see that error.
+ * A refusal of a message of @actor, logged at the bus' security level as
+ * dbus-daemon logs it, but at most a burst of lines per window per actor
+ * (its connection, or its container instance as a whole:
+ * peer_refusal_log()): a flood of refusals cannot fill the journal, and how
+ * many lines were left out is logged after the window.
+ */
+static void router_log_refusal(struct peer *actor, const char *text)
+{
+	if (log_limit_pass(&actor->bus->log_limits, peer_refusal_log(actor)))
+		log_printf(LOG_AUTH | LOG_NOTICE, "%s", text);
+}
+
+/*
+ * A message its policy rejected: like dbus-daemon, the bus logs it when it
+ * was addressed to the receiver (@actor: whose refusal it is; NULL for a
+ * broadcast or an eavesdropped copy, not logged; an LSM logged its own
+ * decision), and answers @peer with AccessDenied, or, when @peer is NULL (a
+ * broadcast, a message of the driver), lets only monitors see that error.
  */
 static int policy_denied(struct bus *bus, struct peer *peer, struct message *m,
-			 const struct policy_verdict *verdict, bool addressed)
+			 const struct policy_verdict *verdict, struct peer *actor)
 {
 	_cleanup_message_ struct message *err = NULL;
 
-	if (addressed && !verdict->lsm)
-		log_printf(LOG_AUTH | LOG_NOTICE, "%s", verdict->text);
+	if (actor && !verdict->lsm)
+		router_log_refusal(actor, verdict->text);
 	if (peer)
 		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s", verdict->text);
 	if (list_is_empty(&bus->monitors))
@@ -105,7 +119,7 @@ static int router_queue_full(struct peer *peer, struct peer *target, struct mess
 
 	if (!text)
 		return -ENOMEM;
-	log_printf(LOG_AUTH | LOG_NOTICE, "%s", text);
+	router_log_refusal(peer, text);
 	return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED, "%s", text);
 }
 
@@ -237,10 +251,28 @@ static bool router_driver_denied(struct bus *bus, struct peer *to, struct messag
 	r = policy_check(bus, NULL, NULL, to, msg, msg->reply_serial != 0, false, &verdict);
 	if (r > 0)
 		return false;
-	/* Out of memory: not delivered either, rather than let it pass. */
+	/*
+	 * Out of memory: not delivered either, rather than let it pass. The
+	 * actor is the connection whose message made the bus send it, if any.
+	 */
 	if (r == 0)
-		(void)policy_denied(bus, NULL, msg, &verdict, true);
+		(void)policy_denied(bus, NULL, msg, &verdict, bus->dispatching ?: to);
 	return true;
+}
+
+/*
+ * Count an error of the bus to @to as a refusal of its message: every
+ * LimitsExceeded and AccessDenied the bus answers with passes here,
+ * whichever part of it refused (router, driver, activation).
+ */
+static void router_count_answer(struct peer *to, const struct message *msg)
+{
+	if (msg->type != DC_MESSAGE_ERROR || !msg->error_name)
+		return;
+	if (!strcmp(msg->error_name, DC_ERROR_LIMITS_EXCEEDED))
+		peer_count_refusal(to, REFUSAL_LIMITS);
+	else if (!strcmp(msg->error_name, DC_ERROR_ACCESS_DENIED))
+		peer_count_refusal(to, REFUSAL_POLICY);
 }
 
 void router_send_from_driver(struct bus *bus, struct peer *to, struct message *msg)
@@ -250,8 +282,11 @@ void router_send_from_driver(struct bus *bus, struct peer *to, struct message *m
 	monitor_capture(bus, msg, NULL, to);
 	if (to->closed || to->monitor)
 		return;
-	if (router_driver_denied(bus, to, msg))
+	router_count_answer(to, msg);
+	if (router_driver_denied(bus, to, msg)) {
+		peer_count_refusal(to, REFUSAL_DROPPED);
 		return;
+	}
 	r = peer_queue(to, msg);
 	if (r == PEER_E_QUOTA)
 		peer_overflow(to);
@@ -315,7 +350,7 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 				break;
 			if (r == 0) {
 				/* Not delivered, silently; monitors see the error. */
-				(void)policy_denied(bus, NULL, msg, &verdict, false);
+				(void)policy_denied(bus, NULL, msg, &verdict, NULL);
 				continue;
 			}
 		}
@@ -620,7 +655,7 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 				return r;
 			if (r == 0) {
 				router_capture(resumed, bus, m, peer, NULL);
-				return policy_denied(bus, peer, m, &verdict, true);
+				return policy_denied(bus, peer, m, &verdict, peer);
 			}
 		}
 		return activation_start(bus->activation, peer, m, m->destination, true);
@@ -785,6 +820,10 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 				 int why)
 {
 	switch (why) {
+	case UNICAST_SIGNAL_FDS:
+		/* As dbus-daemon: the receiver cannot take it, and nobody is told. */
+		peer_count_refusal(target, REFUSAL_DROPPED);
+		return 0;
 	case UNICAST_CALL_FDS:
 		return router_send_error(peer, m, DC_ERROR_NOT_SUPPORTED,
 			"Tried to send message with Unix file descriptors to a client "
@@ -833,7 +872,7 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 		if (r == 0) {
 			if (slot)
 				reply_slot_free(slot);
-			return policy_denied(peer->bus, peer, m, &verdict, true);
+			return policy_denied(peer->bus, peer, m, &verdict, peer);
 		}
 	}
 
@@ -947,7 +986,7 @@ static int router_check_unregistered(struct peer *peer, struct message *m)
 	if (r)
 		return r;
 	monitor_capture(peer->bus, m, peer, NULL);
-	r = policy_denied(peer->bus, peer, m, &verdict, true);
+	r = policy_denied(peer->bus, peer, m, &verdict, peer);
 	return r < 0 ? r : 0;
 }
 
@@ -1051,7 +1090,7 @@ int router_dispatch(struct peer *peer, struct message *msg)
 			if (r == 0) {
 				if (late)
 					monitor_capture(peer->bus, m, peer, NULL);
-				return policy_denied(peer->bus, peer, m, &verdict, true);
+				return policy_denied(peer->bus, peer, m, &verdict, peer);
 			}
 		}
 		r = driver_dispatch(peer, m);

@@ -96,6 +96,24 @@ void user_counters_init(struct user_counters *c, const struct user_limits *limit
 int user_counters_charge(struct user_counters *c, enum user_slot slot, uint64_t amount);
 void user_counters_uncharge(struct user_counters *c, enum user_slot slot, uint64_t amount);
 
+/*
+ * What the bus refused or did not deliver, counted alike for a connection,
+ * for its user and for the bus (Debug.Stats): cumulative, never lowered, so
+ * that an operator sees who meets the limits and the policy without reading
+ * the log (which rate-limits its lines of them).
+ */
+enum refusal {
+	REFUSAL_LIMITS,		/* a message of it answered with LimitsExceeded */
+	REFUSAL_POLICY,		/* a message of it answered with AccessDenied */
+	REFUSAL_DROPPED,	/* a message for it not delivered, and nobody told */
+	REFUSAL_QUEUE_FULL,	/* it was disconnected: its queue was full for a message */
+	_REFUSAL_N,
+};
+
+struct refusal_counts {
+	uint64_t n[_REFUSAL_N];
+};
+
 struct user_registry;
 
 /* Whatever a configuration sets, a user's BYTES limit is at most this. */
@@ -108,6 +126,7 @@ struct user {
 	uid_t uid;
 	struct user_counters counters;
 	struct hmap actors;		/* struct user_actor: who holds its BYTES/FDS */
+	struct refusal_counts refusals;	/* of its connections, while it exists */
 };
 
 struct user_registry {

@@ -362,6 +362,24 @@ const char *top_human(uint64_t v, char *buf, size_t n)
 	return buf;
 }
 
+/* A count in 7 characters (below 10^15): thousands (K), then millions (M). */
+static const char *count_short(uint64_t v, char *buf, size_t n)
+{
+	if (v >= 1000000000ULL)
+		snprintf(buf, n, "%" PRIu64 "M", v / 1000000);
+	else if (v >= 10000000)
+		snprintf(buf, n, "%" PRIu64 "K", v / 1000);
+	else
+		snprintf(buf, n, "%" PRIu64, v);
+	return buf;
+}
+
+/* What the bus refused of a connection, a uid or all: for limits and by policy. */
+static uint64_t refused(const struct top_dict *d)
+{
+	return dict_u(d, "RefusedLimits") + dict_u(d, "RefusedPolicy");
+}
+
 static int cmp_conn(const void *a, const void *b)
 {
 	const struct top_conn *x = a, *y = b;
@@ -371,45 +389,72 @@ static int cmp_conn(const void *a, const void *b)
 	return vx < vy ? 1 : vx > vy ? -1 : strcmp(x->name, y->name);
 }
 
-static void snapshot_print(struct top_snapshot *s, size_t max_rows)
+/*
+ * The bus line: its connections, rules and names, and what it refused (with
+ * *@since: how many more than at the previous refresh), dropped,
+ * disconnected and left out of its log, those three only when any.
+ */
+static void print_bus_line(const struct top_dict *d, const uint64_t *since)
+{
+	uint64_t dropped = dict_u(d, "DroppedMessages");
+	uint64_t disconnected = dict_u(d, "QueueFullDisconnects");
+	uint64_t suppressed = dict_u(d, "LogLinesSuppressed");
+
+	printf("bus: %" PRIu64 " connections (%" PRIu64 " incomplete), %" PRIu64
+	       " match rules, %" PRIu64 " names; %" PRIu64 " refused (%" PRIu64 " limits, %"
+	       PRIu64 " policy)", dict_u(d, "ActiveConnections"),
+	       dict_u(d, "IncompleteConnections"), dict_u(d, "MatchRules"),
+	       dict_u(d, "BusNames"), refused(d), dict_u(d, "RefusedLimits"),
+	       dict_u(d, "RefusedPolicy"));
+	/* A bus restarted since: its counts began again. */
+	if (since)
+		printf(" +%" PRIu64, refused(d) >= *since ? refused(d) - *since : refused(d));
+	if (dropped)
+		printf(", %" PRIu64 " dropped", dropped);
+	if (disconnected)
+		printf(", %" PRIu64 " disconnected with a full queue", disconnected);
+	if (suppressed)
+		printf(", %" PRIu64 " log lines left out", suppressed);
+	printf("\n\n");
+}
+
+static void snapshot_print(struct top_snapshot *s, size_t max_rows, const uint64_t *since)
 {
 	char b1[16], b2[16], b3[16];
 
-	printf("bus: %" PRIu64 " connections (%" PRIu64 " incomplete), %" PRIu64
-	       " match rules, %" PRIu64 " names\n\n",
-	       dict_u(&s->bus, "ActiveConnections"), dict_u(&s->bus, "IncompleteConnections"),
-	       dict_u(&s->bus, "MatchRules"), dict_u(&s->bus, "BusNames"));
+	print_bus_line(&s->bus, since);
 
-	printf("%-8s %6s %9s %9s %6s %7s %7s %6s %6s  %s\n", "UID", "CONNS", "BYTES",
-	       "MAXBYTES", "FDS", "MATCHES", "NAMES", "ACTORS", "ACTIV", "CLOSEST");
+	printf("%-8s %6s %9s %9s %6s %7s %7s %6s %6s %7s  %s\n", "UID", "CONNS", "BYTES",
+	       "MAXBYTES", "FDS", "MATCHES", "NAMES", "ACTORS", "ACTIV", "REFUSED", "CLOSEST");
 	for (size_t i = 0; i < s->n_users; i++) {
 		const struct top_dict *d = &s->users[i];
 
 		printf("%-8" PRIu32 " %6" PRIu64 " %9s %9s %6" PRIu64 " %7" PRIu64 " %7" PRIu64
-		       " %6" PRIu64 " %6" PRIu64 "  %s %" PRIu64 "%%\n",
+		       " %6" PRIu64 " %6" PRIu64 " %7s  %s %" PRIu64 "%%\n",
 		       s->uids[i], dict_u(d, "Connections"),
 		       top_human(dict_u(d, "Bytes"), b1, sizeof(b1)),
 		       top_human(dict_u(d, "MaxBytes"), b2, sizeof(b2)), dict_u(d, "FDs"),
 		       dict_u(d, "MatchRules"), dict_u(d, "BusNames"), dict_u(d, "Actors"),
-		       dict_u(d, "ActivationMessages"), dict_s(d, "ClosestQuota"),
-		       dict_u(d, "ClosestQuotaPercent"));
+		       dict_u(d, "ActivationMessages"), count_short(refused(d), b3, sizeof(b3)),
+		       dict_s(d, "ClosestQuota"), dict_u(d, "ClosestQuotaPercent"));
 	}
 
 	qsort(s->conns, s->n_conns, sizeof(*s->conns), cmp_conn);
-	printf("\n%-12s %-6s %-8s %9s %6s %6s %9s %7s %5s %7s %5s %s\n", "CONNECTION", "UID",
-	       "PID", "OUT", "OUTMSG", "OUTFD", "ANSWERS", "MATCHES", "NAMES", "PENDING",
-	       "ACTIV", "STATE");
+	printf("\n%-12s %-6s %-8s %7s %6s %6s %7s %7s %5s %7s %5s %7s %s\n", "CONNECTION",
+	       "UID", "PID", "OUT", "OUTMSG", "OUTFD", "ANSWERS", "MATCHES", "NAMES", "PENDING",
+	       "ACTIV", "REFUSED", "STATE");
 	for (size_t i = 0; i < s->n_conns && i < max_rows; i++) {
 		const struct top_dict *d = &s->conns[i].d;
+		char b4[16];
 
-		printf("%-12s %-6" PRIu64 " %-8" PRIu64 " %9s %6" PRIu64 " %6" PRIu64 " %9s %7"
-		       PRIu64 " %5" PRIu64 " %7" PRIu64 " %5" PRIu64 " %s\n",
+		printf("%-12s %-6" PRIu64 " %-8" PRIu64 " %7s %6" PRIu64 " %6" PRIu64 " %7s %7"
+		       PRIu64 " %5" PRIu64 " %7" PRIu64 " %5" PRIu64 " %7s %s\n",
 		       s->conns[i].name, dict_u(d, "UnixUserID"), dict_u(d, "ProcessID"),
 		       top_human(dict_u(d, "OutgoingBytes"), b1, sizeof(b1)),
 		       dict_u(d, "OutgoingMessages"), dict_u(d, "OutgoingFDs"),
 		       top_human(dict_u(d, "AnswerBytes"), b3, sizeof(b3)), dict_u(d, "MatchRules"),
 		       dict_u(d, "BusNames"), dict_u(d, "PendingReplies"),
-		       dict_u(d, "ActivationMessages"),
+		       dict_u(d, "ActivationMessages"), count_short(refused(d), b4, sizeof(b4)),
 		       dict_u(d, "InputPaused") ? "paused" : "-");
 	}
 	if (s->n_conns > max_rows)
@@ -418,6 +463,7 @@ static void snapshot_print(struct top_snapshot *s, size_t max_rows)
 
 int bus1ctl_top(const char *address, double interval, unsigned int count, size_t max_rows)
 {
+	uint64_t last_refused = 0;	/* live: the bus' refusals at the previous refresh */
 	struct top_bus bus;
 	int r;
 
@@ -447,7 +493,8 @@ int bus1ctl_top(const char *address, double interval, unsigned int count, size_t
 		if (r == 0) {
 			if (count != 1 && isatty(STDOUT_FILENO))
 				fputs("\033[H\033[2J", stdout);
-			snapshot_print(&s, max_rows);
+			snapshot_print(&s, max_rows, count != 1 && i ? &last_refused : NULL);
+			last_refused = refused(&s.bus);
 			top_kernel_print(stdout);
 			fflush(stdout);
 		}

@@ -2,17 +2,27 @@
 """`bus1ctl top --once` on a live bus (over its socket, no /dev/bus1): the
 uid's row and every connection's row show what the bus holds for them, as
 Debug.Stats reports it: matches, names, the queue of a client that does not
-read, and its share of the uid's bytes.
+read, and its share of the uid's bytes; and what the bus refused them (the
+REFUSED columns, the bus line's totals, and live, how many since the
+previous refresh).
 
   test_bus1ctl_top.py BUS1CTL"""
 
 import os
+import queue
+import re
 import subprocess
 import sys
+import threading
 import time
 
 from dbustest import ADDRESS, Client, eq, run
-from rawclient import Raw
+from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,
+                       FIELD_MEMBER, FIELD_PATH, METHOD_CALL, Raw, marshal)
+from timefactor import time_factor
+
+BUS_LINE = re.compile(r"^bus: .* names; (\d+) refused \((\d+) limits, (\d+) policy\)"
+                      r"(?: \+(\d+))?")
 
 BUS1CTL = sys.argv.pop(1)
 
@@ -35,6 +45,28 @@ def rows(out, header):
     return table
 
 
+def refuse(raw, dest, n):
+    """A call of @raw at @dest, which does not read, then @n more with its serial:
+    the bus refuses each with AccessDenied, as dbus-daemon does. Their errors."""
+    serial = raw.next_serial()
+    for _ in range(n + 1):
+        raw.send_raw(marshal(METHOD_CALL, serial, {
+            FIELD_PATH: "/", FIELD_INTERFACE: "org.bus1.Test.Top", FIELD_MEMBER: "Twice",
+            FIELD_DESTINATION: dest}))
+    errors = []
+    while len(errors) < n:
+        m = raw.recv()
+        if m[0] == ERROR:
+            errors.append(m[3].get(FIELD_ERROR_NAME))
+    return errors
+
+
+def bus_line(out):
+    """(refused, limits, policy, refused since the previous refresh or None)."""
+    m = next(filter(None, map(BUS_LINE.match, out.splitlines())))
+    return tuple(int(x) if x is not None else None for x in m.groups())
+
+
 def test_top_once():
     a = Client()
     a.add_match("type='signal',interface='org.bus1.Test.Top'")
@@ -46,6 +78,9 @@ def test_top_once():
     for _ in range(500):
         src.call(sink.name, "/", "org.bus1.Test.Top", "Queued", "s", ("x" * 4000,), flags=1)
     time.sleep(0.3)
+    refuser = Raw()
+    eq(refuse(refuser, sink.name, 7), ["org.freedesktop.DBus.Error.AccessDenied"] * 7,
+       "calls with the serial of a pending one")
 
     rc, out, err = top("--once", "--rows", "100")
     eq(rc, 0, "bus1ctl top: " + err)
@@ -61,8 +96,50 @@ def test_top_once():
     eq(conns[a.conn.get_unique_name()][8], "2", "a's names (unique and well-known)")
     # The fullest first.
     eq(rows(out, "CONNECTION")[0][0], sink.name, "sorted by what is queued")
+    # What the bus refused: the refuser's row, its uid's, the bus' line (not live: no +N).
+    eq(rows(out, "CONNECTION")[0][-1], "-", "the last column is the state")
+    eq(conns[refuser.name][11], "7", "the refuser's REFUSED")
+    eq(conns[sink.name][11], "0", "the sink's REFUSED")
+    assert int(me[9]) >= 7, me                    # the uid's REFUSED
+    total, limits, policy, since = bus_line(out)
+    assert policy >= 7 and total == limits + policy and since is None, out.splitlines()[0]
+    refuser.close()
     sink.close()
     src.close()
+
+
+def test_top_live():
+    """Refreshed: the bus line tells how many were refused since the previous refresh."""
+    sink = Raw()
+    refuser = Raw()
+    p = subprocess.Popen([BUS1CTL, "--address", ADDRESS, "top", "--interval", "0.2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in p.stdout], daemon=True).start()
+    seen = []
+
+    def next_bus_line():
+        while True:
+            line = lines.get(timeout=10 * time_factor())
+            if BUS_LINE.match(line):
+                seen.append(bus_line(line))
+                return seen[-1]
+    try:
+        first = next_bus_line()
+        eq(first[3], None, "no +N before a previous refresh")
+        eq(refuse(refuser, sink.name, 3), ["org.freedesktop.DBus.Error.AccessDenied"] * 3,
+           "three refusals")
+        while next_bus_line()[0] < first[0] + 3:
+            pass
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+        refuser.close()
+        sink.close()
+    # Each refresh's +N is the growth of the total since the one before it.
+    for prev, cur in zip(seen, seen[1:]):
+        eq(cur[3], cur[0] - prev[0], "+N of %s after %s" % (cur, prev))
+    eq(sum(x[3] for x in seen[1:]), 3, "the refreshes' +N add up to the refusals")
 
 
 def test_bad_arguments():
@@ -72,4 +149,4 @@ def test_bad_arguments():
 
 
 if __name__ == "__main__":
-    run([test_top_once, test_bad_arguments])
+    run([test_top_once, test_top_live, test_bad_arguments])

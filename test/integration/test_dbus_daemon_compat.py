@@ -145,7 +145,11 @@ CONN_STATS_KEYS = sorted([
 # bus1-broker's own keys after dbus-daemon's (docs/bus1-broker.1, STATISTICS): it may add
 # these (UnixUserID and ProcessID when known), never lose one of dbus-daemon's.
 CONN_STATS_OWN_KEYS = {"UnixUserID", "ProcessID", "AnswerBytes", "InputPaused",
-                       "PendingReplies", "ActivationMessages"}
+                       "PendingReplies", "ActivationMessages", "RefusedLimits", "RefusedPolicy",
+                       "DroppedMessages"}
+# GetStats: what the bus refused, and the log lines it left out (uint64 counts).
+GET_STATS_OWN_KEYS = {"RefusedLimits", "RefusedPolicy", "DroppedMessages",
+                      "QueueFullDisconnects", "LogLinesSuppressed"}
 # The values compared (ListMemPool* and byte counts depend on the implementation).
 G = ["ActiveConnections", "IncompleteConnections", "BusNames", "PeakBusNames",
      "PeakBusNamesPerConnection", "MatchRules", "PeakMatchRules", "PeakMatchRulesPerConnection"]
@@ -158,11 +162,13 @@ def check_stats(binary):
 
     def get_stats(c):
         s = drv(c, "GetStats", iface=STATS)
-        if sorted(str(k) for k in s) != GET_STATS_KEYS:
+        own = GET_STATS_OWN_KEYS if binary != DD else set()
+        if sorted(str(k) for k in s) != sorted(set(GET_STATS_KEYS) | own):
             raise AssertionError("GetStats keys: %s" % sorted(str(k) for k in s))
         for k, v in s.items():
-            if not isinstance(v, dbus.UInt32):
-                raise AssertionError("GetStats %s is not a uint32: %r" % (k, v))
+            if not isinstance(v, dbus.UInt64 if str(k) in own else dbus.UInt32):
+                raise AssertionError("GetStats %s is not a uint%d: %r" % (
+                    k, 64 if str(k) in own else 32, v))
         if int(s["Serial"]) != n_get[0]:
             raise AssertionError("GetStats Serial %d, expected %d" % (s["Serial"], n_get[0]))
         n_get[0] += 1

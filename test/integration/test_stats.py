@@ -22,9 +22,10 @@ DAEMON_KEYS = {
     "Serial", "MatchRules", "PeakMatchRules", "BusNames", "PeakBusNames", "UniqueName",
     "IncomingMessages", "IncomingBytes", "IncomingFDs", "PeakIncomingBytes", "PeakIncomingFDs",
     "OutgoingMessages", "OutgoingBytes", "OutgoingFDs", "PeakOutgoingBytes", "PeakOutgoingFDs"}
-# bus1-broker's (UnixUserID and ProcessID when known).
+# bus1-broker's (UnixUserID and ProcessID when known); the counts of refusals are uint64.
 OWN_KEYS = {"UnixUserID", "ProcessID", "AnswerBytes", "InputPaused", "PendingReplies",
-            "ActivationMessages"}
+            "ActivationMessages", "RefusedLimits", "RefusedPolicy", "DroppedMessages"}
+REFUSAL_KEYS = {"RefusedLimits", "RefusedPolicy", "DroppedMessages"}
 SLOTS = ["Bytes", "FDs", "MatchRules", "BusNames", "PendingReplies", "Connections",
          "ActivationMessages"]
 N_CONNS = 300
@@ -59,9 +60,11 @@ def check_conn_keys(s, what):
     keys = {str(k) for k in s}
     assert DAEMON_KEYS <= keys, "%s: dbus-daemon keys missing: %s" % (what, DAEMON_KEYS - keys)
     assert keys - DAEMON_KEYS <= OWN_KEYS, "%s: unknown keys %s" % (what, keys - DAEMON_KEYS)
-    for k in OWN_KEYS - {"InputPaused"}:
+    for k in OWN_KEYS - {"InputPaused"} - REFUSAL_KEYS:
         if k in s:
             assert isinstance(s[k], dbus.UInt32), (what, k, s[k])
+    for k in REFUSAL_KEYS:
+        assert isinstance(s[k], dbus.UInt64), (what, k, s[k])
     assert isinstance(s["InputPaused"], dbus.Boolean), (what, s["InputPaused"])
 
 
@@ -131,6 +134,8 @@ def test_user_stats():
     assert isinstance(s["LargestActorBytes"], dbus.UInt64)
     assert str(s["ClosestQuota"]) in SLOTS, s["ClosestQuota"]
     assert 0 <= int(s["ClosestQuotaPercent"]) <= 100, s["ClosestQuotaPercent"]
+    for k in REFUSAL_KEYS | {"QueueFullDisconnects"}:
+        assert isinstance(s[k], dbus.UInt64), (k, s[k])
     # Connections: the uid's registered connections, as ListConnectionStats sees them
     # (connections of the tests before may still be on their way out: asked until the
     # two agree).
