@@ -935,29 +935,6 @@ static int socket_send_with_fd(int sock, const struct message *msg, int fd)
 	return 0;
 }
 
-static int socket_read_message(int sock, struct message **msgp)
-{
-	uint8_t hdr[16];
-	_cleanup_free_ uint8_t *buf = NULL;
-	size_t size;
-	int r;
-
-	r = io_read_all(sock, hdr, sizeof(hdr));
-	if (r < 0)
-		return r;
-	if (message_frame_size(hdr, sizeof(hdr), &size) || size > 1024 * 1024)
-		return -EBADMSG;
-	buf = malloc(size);
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, hdr, sizeof(hdr));
-	r = io_read_all(sock, buf + sizeof(hdr), size - sizeof(hdr));
-	if (r < 0)
-		return r;
-	r = message_new_from_data(msgp, buf, size, NULL, 0);
-	return r > 0 ? -EBADMSG : r;
-}
-
 static int bootstrap(struct b1c_bus *bus)
 {
 	struct message_builder b;
@@ -994,7 +971,7 @@ static int bootstrap(struct b1c_bus *bus)
 			return r;
 	}
 
-	r = socket_read_message(bus->sock, &reply);
+	r = message_read_blocking(bus->sock, 1024 * 1024, &reply);
 	if (r < 0)
 		return r;
 	if (reply->type == DC_MESSAGE_ERROR) {

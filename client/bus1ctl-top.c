@@ -23,7 +23,6 @@
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
 #include "dbus-compat/sasl-client.h"
-#include "util/io.h"
 #include "util/macro.h"
 
 #define STATS_IFACE "org.freedesktop.DBus.Debug.Stats"
@@ -33,32 +32,6 @@ struct top_bus {
 	int fd;
 	uint32_t serial;
 };
-
-static int top_read(struct top_bus *bus, struct message **msgp)
-{
-	uint8_t hdr[16];
-	uint8_t *buf;
-	size_t size;
-	int r;
-
-	r = io_read_all(bus->fd, hdr, sizeof(hdr));
-	if (r < 0)
-		return r;
-	if (message_frame_size(hdr, sizeof(hdr), &size) || size > TOP_MAX_MESSAGE)
-		return -EBADMSG;
-	buf = malloc(size);
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, hdr, sizeof(hdr));
-	r = io_read_all(bus->fd, buf + sizeof(hdr), size - sizeof(hdr));
-	if (r == 0) {
-		r = message_new_from_data(msgp, buf, size, NULL, 0);
-		if (r > 0)
-			r = -EBADMSG;
-	}
-	free(buf);
-	return r;
-}
 
 /*
  * Call @member of the driver (@iface) with @sig and its arguments; the
@@ -70,7 +43,6 @@ static int top_call(struct top_bus *bus, const char *iface, const char *member,
 {
 	struct message_builder b;
 	struct message *call = NULL;
-	struct iovec iov[2];
 	uint32_t serial = ++bus->serial;
 	va_list ap;
 	int r;
@@ -90,17 +62,14 @@ static int top_call(struct top_bus *bus, const char *iface, const char *member,
 	message_builder_deinit(&b);
 	if (r < 0)
 		return r;
-	message_get_iovec(call, iov);
-	r = io_send_all(bus->fd, iov[0].iov_base, iov[0].iov_len);
-	if (r == 0 && iov[1].iov_len)
-		r = io_send_all(bus->fd, iov[1].iov_base, iov[1].iov_len);
+	r = message_write_blocking(bus->fd, call);
 	message_unref(call);
 	if (r < 0)
 		return r;
 	for (;;) {
 		struct message *m = NULL;
 
-		r = top_read(bus, &m);
+		r = message_read_blocking(bus->fd, TOP_MAX_MESSAGE, &m);
 		if (r < 0)
 			return r;
 		if (m->reply_serial != serial) {

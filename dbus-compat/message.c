@@ -12,6 +12,7 @@
 #include "dbus-compat/message.h"
 #include "dbus-compat/signature.h"
 #include "dbus-compat/validate.h"
+#include "util/io.h"
 #include "util/macro.h"
 
 /* Codes up to this one have a fixed type (libdbus rejects other types). */
@@ -913,4 +914,39 @@ int message_new_error(struct message **ret, const struct message *call, const ch
 	k = message_builder_seal(&b, serial, ret);
 	message_builder_deinit(&b);
 	return k;
+}
+
+int message_write_blocking(int fd, const struct message *m)
+{
+	struct iovec iov[2];
+	int r;
+
+	message_get_iovec(m, iov);
+	r = io_send_all(fd, iov[0].iov_base, iov[0].iov_len);
+	if (r == 0 && iov[1].iov_len)
+		r = io_send_all(fd, iov[1].iov_base, iov[1].iov_len);
+	return r;
+}
+
+int message_read_blocking(int fd, size_t max_size, struct message **ret)
+{
+	uint8_t hdr[16];
+	_cleanup_free_ uint8_t *buf = NULL;
+	size_t size;
+	int r;
+
+	r = io_read_all(fd, hdr, sizeof(hdr));
+	if (r < 0)
+		return r;
+	if (message_frame_size(hdr, sizeof(hdr), &size) || size > max_size)
+		return -EBADMSG;
+	buf = malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, hdr, sizeof(hdr));
+	r = io_read_all(fd, buf + sizeof(hdr), size - sizeof(hdr));
+	if (r < 0)
+		return r;
+	r = message_new_from_data(ret, buf, size, NULL, 0);
+	return r > 0 ? -EBADMSG : r;
 }

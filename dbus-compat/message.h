@@ -237,6 +237,16 @@ static inline bool message_expects_reply(const struct message *m)
  */
 void message_get_iovec(const struct message *m, struct iovec iov[2]);
 
+/*
+ * For blocking clients (bus1ctl, the native client's bootstrap; the bus
+ * never blocks): write all of @m to the stream socket @fd, or read one whole
+ * message of at most @max_size bytes from it, without fds. 0 or negative
+ * errno: -EBADMSG for what is not a message or is larger, -ECONNRESET at the
+ * end of the stream.
+ */
+int message_write_blocking(int fd, const struct message *m);
+int message_read_blocking(int fd, size_t max_size, struct message **ret);
+
 /**
  * message_get_body_reader() - a reader over the body, with its signature
  *
