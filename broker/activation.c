@@ -107,17 +107,6 @@ oom:
 	return -ENOMEM;
 }
 
-static void entry_free(struct activation *a, struct act_entry *e)
-{
-	list_unlink(&e->link);
-	a->n_entries--;
-	a->n_bytes -= e->size;
-	if (e->charged)
-		a->ops->uncharge(a->userdata, e->sender, message_get_size(e->msg), e->msg->n_fds);
-	message_unref(e->msg);
-	free(e);
-}
-
 /* Charge @e's message to its sender's user (see ops->charge). 0 or 1 (refused). */
 static int entry_charge(struct activation *a, struct act_entry *e)
 {
@@ -127,6 +116,25 @@ static int entry_charge(struct activation *a, struct act_entry *e)
 		return 1;
 	e->charged = true;
 	return 0;
+}
+
+/* Return what entry_charge() took, if it took anything. */
+static void entry_uncharge(struct activation *a, struct act_entry *e)
+{
+	if (!e->charged)
+		return;
+	a->ops->uncharge(a->userdata, e->sender, message_get_size(e->msg), e->msg->n_fds);
+	e->charged = false;
+}
+
+static void entry_free(struct activation *a, struct act_entry *e)
+{
+	list_unlink(&e->link);
+	a->n_entries--;
+	a->n_bytes -= e->size;
+	entry_uncharge(a, e);
+	message_unref(e->msg);
+	free(e);
 }
 
 void act_child_free(struct child *c)
@@ -495,9 +503,7 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 	if (!p) {
 		r = act_pending_new(a, name, service, &p);
 		if (r < 0) {
-			if (e->charged)
-				a->ops->uncharge(a->userdata, sender, message_get_size(msg),
-						 msg->n_fds);
+			entry_uncharge(a, e);
 			message_unref(e->msg);
 			free(e);
 			return r;

@@ -272,18 +272,6 @@ void peer_set_output(struct peer *peer, struct peer_transport *output)
 	peer->output = output;
 }
 
-/* Route @msg with @peer as the actor of everything it makes the bus queue. */
-static int peer_route_as_actor(struct peer *peer, struct message *msg)
-{
-	struct peer *outer = peer->bus->dispatching;
-	int r;
-
-	peer->bus->dispatching = peer;
-	r = router_dispatch(peer, msg);
-	peer->bus->dispatching = outer;
-	return r;
-}
-
 int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed)
 {
 	int r = parsed;
@@ -305,7 +293,7 @@ int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed)
 			peer->peak_dispatching_bytes = peer->n_dispatching_bytes;
 		if (peer->n_dispatching_fds > peer->peak_dispatching_fds)
 			peer->peak_dispatching_fds = peer->n_dispatching_fds;
-		r = peer_route_as_actor(peer, msg);
+		r = router_dispatch(peer, msg);
 		peer->n_dispatching_bytes -= size;
 		peer->n_dispatching_fds -= n_fds_in;
 	}

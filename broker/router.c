@@ -939,18 +939,33 @@ static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 	return router_unicast_deliver(peer, target, m, slot, r == UNICAST_UNREQUESTED);
 }
 
-int router_resume_activated(struct peer *peer, struct message *msg)
+/*
+ * Run @route on @msg with @peer as the actor of everything it makes the bus
+ * queue (bus->dispatching, user.h's actors), whoever's turn it was: a
+ * resumed call is its caller's, not the activated service's.
+ */
+static int router_as_actor(struct peer *peer, struct message *msg,
+			   int (*route)(struct peer *peer, struct message *msg))
 {
 	struct peer *outer = peer->bus->dispatching;
 	int r;
 
-	if (peer->closed)
-		return 0;
-	/* The caller is the actor of its own message, whoever's activation ends now. */
 	peer->bus->dispatching = peer;
-	r = router_unicast(peer, msg, true);
+	r = route(peer, msg);
 	peer->bus->dispatching = outer;
 	return r;
+}
+
+static int router_unicast_resumed(struct peer *peer, struct message *msg)
+{
+	return router_unicast(peer, msg, true);
+}
+
+int router_resume_activated(struct peer *peer, struct message *msg)
+{
+	if (peer->closed)
+		return 0;
+	return router_as_actor(peer, msg, router_unicast_resumed);
 }
 
 /*
@@ -1037,7 +1052,7 @@ static int router_dispatch_unregistered(struct peer *peer, struct message *msg)
 		"Client tried to send a message other than Hello without being registered");
 }
 
-int router_dispatch(struct peer *peer, struct message *msg)
+static int router_dispatch_message(struct peer *peer, struct message *msg)
 {
 	_cleanup_message_ struct message *m = NULL;
 	int r;
@@ -1099,4 +1114,9 @@ int router_dispatch(struct peer *peer, struct message *msg)
 		return r;
 	}
 	return router_unicast(peer, m, false);
+}
+
+int router_dispatch(struct peer *peer, struct message *msg)
+{
+	return router_as_actor(peer, msg, router_dispatch_message);
 }

@@ -67,7 +67,10 @@ void destset_init(struct destset *set);
 void destset_deinit(struct destset *set);
 int destset_add(struct destset *set, struct peer *peer);
 
-/* Route one parsed message from @peer. Return 0 or negative errno (fatal). */
+/*
+ * Route one parsed message from @peer, the actor of everything it makes the
+ * bus queue. Return 0 or negative errno (fatal).
+ */
 int router_dispatch(struct peer *peer, struct message *msg);
 
 /*
