@@ -23,9 +23,9 @@
  * knows no transport by name; a part that needs one finds it by its table
  * (socket_transport_of(), native_of_bus()).
  *
- * The loop: sd-event. The socket connections share one io source (their
- * sockets are in a poller, poller.h, dispatched in batches), the bus1
- * transport has one for all native clients. Input is read and
+ * The loop: one epoll set (sd-event). Every socket connection has one io
+ * source (edge-triggered: connection.c), the bus1 transport one for all
+ * native clients. Input is read and
  * dispatched at once (routing is synchronous); output is queued on the
  * destinations. A socket connection's io callback flushes every transport
  * when its input is dispatched (bus_flush_now()), so that all messages a

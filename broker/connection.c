@@ -74,8 +74,6 @@ struct delivery_cache {
  * @dispatching_input: true while connection_io() dispatches a connection's
  *		input: it flushes the bus when done, so queueing then needs no
  *		deferred flush (which would cost two sd-event updates per message)
- * @poller:	every connection's socket, in one epoll set (poller.h); made
- *		with the first connection, on the loop the bus is attached to
  */
 struct socket_transport {
 	struct bus_transport transport;
@@ -83,7 +81,6 @@ struct socket_transport {
 	struct list_node flush_list;
 	struct delivery_cache deliveries;
 	bool dispatching_input;
-	struct poller *poller;
 };
 
 static struct delivery *delivery_alloc(struct delivery_cache *cache)
@@ -132,17 +129,26 @@ static void connection_update_events(struct connection *conn)
 {
 	uint32_t events;
 
-	if (conn->closed || !conn->watch.added)
+	if (conn->closed || !conn->io)
 		return;
-	events = conn->eof || conn->peer->input_paused ? 0 : EPOLLIN;
+	events = conn->eof || conn->peer->input_paused ? 0 : EPOLLIN | EPOLLRDHUP;
 	/*
 	 * A pending flush tries the write first; EPOLLOUT is only needed when
 	 * the kernel did not take everything (saves two epoll_ctl() per message).
 	 */
 	if (socket_wants_write(conn->socket) && !list_node_is_linked(&conn->flush_link))
 		events |= EPOLLOUT;
-	/* On failure it keeps the old events and is tried again at the next change. */
-	(void)poller_modify(conn->sockets->poller, &conn->watch, events);
+	events |= EPOLLET;
+	/*
+	 * Edge-triggered (see connection_io()): a changed mask, or input left
+	 * unread, re-arms the edge (epoll_ctl() reports what is ready now).
+	 */
+	if (events != conn->io_events || conn->input_left) {
+		if (sd_event_source_set_io_events(conn->io, events) >= 0) {
+			conn->io_events = events;
+			conn->input_left = false;
+		}
+	}
 }
 
 /*
@@ -613,23 +619,41 @@ static void connection_watch_pending_fds(struct connection *conn)
 		log_warn("cannot arm pending_fd_timeout for a connection");
 }
 
-static void connection_io_work(struct connection *conn, uint32_t revents)
+/*
+ * The socket's io source is edge-triggered. sd-event dispatches one source
+ * per loop iteration and asks epoll for the ready ones each time; with
+ * level-triggered sources the kernel polls every still-ready socket again at
+ * each of those calls, so with thousands of busy connections the bus spent
+ * its time in epoll_wait() (quadratic: at 9,800 connections each phase of
+ * stress-connections took 10 s on an idle machine, and more than a minute on
+ * a loaded one). Edge-triggered, epoll reports a socket once per arrival,
+ * and sd-event keeps it pending until its turn. The price is the rule that
+ * the input is read until the kernel has no more: a short read or EAGAIN.
+ * When the read budget (fairness between connections) runs out first,
+ * input_left makes connection_update_events() re-arm the edge, and epoll
+ * reports the socket again at once. A paused input is re-armed the same way
+ * when it resumes (its events change).
+ */
+static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
+	struct connection *conn = userdata;
 	bool hangup;
 	int i, r;
 
 	if (revents & EPOLLOUT) {
 		connection_flush(conn);
 		if (conn->closed)
-			return;
+			return 0;
 	}
 
 	/*
 	 * Paused (PEER_ANSWER_BACKLOG), the input waits until the peer reads;
 	 * a hang-up is still read, to the end.
 	 */
-	hangup = revents & (EPOLLHUP | EPOLLERR);
+	hangup = revents & (EPOLLHUP | EPOLLERR | EPOLLRDHUP);
 	if (hangup || ((revents & EPOLLIN) && !conn->peer->input_paused)) {
+		/* Until drained, unless the budget runs out first (then input_left). */
+		conn->input_left = true;
 		for (i = 0; i < CONNECTION_READ_BUDGET && !conn->eof &&
 			    (hangup || !conn->peer->input_paused); i++) {
 			size_t before = socket_get_buffered_bytes(conn->socket);
@@ -639,10 +663,10 @@ static void connection_io_work(struct connection *conn, uint32_t revents)
 				conn->eof = true;
 			} else if (r > 0) {
 				peer_close(conn->peer, "protocol error");
-				return;
+				return 0;
 			} else if (r < 0) {
 				peer_close(conn->peer, "read failed");
-				return;
+				return 0;
 			}
 
 			if (!conn->peer->authenticated) {
@@ -655,28 +679,34 @@ static void connection_io_work(struct connection *conn, uint32_t revents)
 				if (r)
 					goto out;
 			}
-			/* Nothing new arrived: the socket is drained for now. */
+			/*
+			 * The kernel had no more (socket.h): new data will be a new
+			 * edge. Not after a hang-up, whose edge is spent: its end of
+			 * file is only read after the data before it.
+			 */
+			if (r == 0 && !conn->eof && !hangup && socket_is_drained(conn->socket)) {
+				conn->input_left = false;
+				break;
+			}
+			/* Nothing new arrived, yet not drained: come back (input_left). */
 			if (socket_get_buffered_bytes(conn->socket) == before && r == 0 &&
 			    !conn->eof)
-				break;
-			/* A short read: the next one would most likely be EAGAIN. */
-			if (r == 0 && !conn->eof && socket_is_drained(conn->socket))
 				break;
 		}
 		if (conn->eof) {
 			peer_close(conn->peer, NULL);
-			return;
+			return 0;
 		}
 		if (conn->peer->authenticated)
 			connection_watch_pending_fds(conn);
 	}
 	connection_update_events(conn);
-	return;
+	return 0;
 
 out:
 	if (r < 0)
 		peer_close(conn->peer, strerror(-r));
-	return;
+	return 0;
 }
 
 /*
@@ -684,31 +714,17 @@ out:
  * deferred flush would cost a second sd-event iteration (and epoll_wait())
  * per wakeup; batching across the messages of one read batch is kept.
  */
-static void connection_io(struct poller_watch *w, uint32_t revents)
+static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
-	struct connection *conn = container_of(w, struct connection, watch);
+	struct connection *conn = userdata;
 	struct socket_transport *sockets = conn->sockets;
 
 	sockets->dispatching_input = true;
-	connection_io_work(conn, revents);
+	connection_io_work(s, fd, revents, userdata);
 	sockets->dispatching_input = false;
 	/* @conn may be freed from here on. */
 	bus_flush_now(sockets->bus);
-}
-
-/* Its socket joins the transport's poller (made now if this is the first). */
-static int connection_watch(struct connection *conn)
-{
-	struct socket_transport *sockets = conn->sockets;
-	int r;
-
-	if (!sockets->poller) {
-		r = poller_new(&sockets->poller, sockets->bus->event);
-		if (r < 0)
-			return r;
-	}
-	return poller_add(sockets->poller, &conn->watch, socket_get_fd(conn->socket), EPOLLIN,
-			  connection_io);
+	return 0;
 }
 
 static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *userdata)
@@ -747,8 +763,7 @@ static void connection_close(struct peer_transport *transport)
 	struct connection *conn = container_of(transport, struct connection, transport);
 
 	conn->closed = true;
-	if (conn->sockets->poller)
-		poller_remove(conn->sockets->poller, &conn->watch);
+	conn->io = sd_event_source_disable_unref(conn->io);
 	conn->auth_timer = sd_event_source_disable_unref(conn->auth_timer);
 	conn->pending_fd_timer = sd_event_source_disable_unref(conn->pending_fd_timer);
 	close_and_free_fds(steal_ptr(conn->spare_fds), conn->n_spare_fds);
@@ -849,9 +864,11 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 		return r;
 	conn->peer = peer;
 
-	r = connection_watch(conn);
+	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket),
+			    EPOLLIN | EPOLLRDHUP | EPOLLET, connection_io, conn);
 	if (r < 0)
 		goto fail;
+	conn->io_events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 
 	r = connection_arm_auth_timer(conn);
 	if (r < 0)
@@ -1007,11 +1024,13 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 	if (r < 0)
 		return r;
 	conn->peer = peer;
-	r = connection_watch(conn);
+	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket),
+			    EPOLLIN | EPOLLRDHUP | EPOLLET, connection_io, conn);
 	if (r < 0) {
 		peer_close(peer, NULL);
 		return r;
 	}
+	conn->io_events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 	*peerp = peer;
 	return 0;
 }
@@ -1082,7 +1101,6 @@ struct socket_transport *socket_transport_free(struct socket_transport *sockets)
 	if (!sockets)
 		return NULL;
 	bus_remove_transport(&sockets->transport);
-	sockets->poller = poller_free(sockets->poller);
 	/* The peers are gone: no entry is in use any more. */
 	while (sockets->deliveries.free_list) {
 		struct delivery *d = sockets->deliveries.free_list;

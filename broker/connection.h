@@ -33,7 +33,6 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 #include "broker/peer.h"
-#include "broker/poller.h"
 #include "dbus-compat/address.h"
 #include "dbus-compat/sasl.h"
 #include "dbus-compat/socket.h"
@@ -50,11 +49,13 @@ struct connection {
 	struct list_node flush_link;	/* sockets->flush_list while output is pending */
 
 	struct socket *socket;
-	struct poller_watch watch;	/* its socket in the transport's poller */
+	sd_event_source *io;
 	sd_event_source *auth_timer;
 	sd_event_source *pending_fd_timer; /* fds held in an incomplete message */
 	int *spare_fds;			/* fds sent beyond the UNIX_FDS of its messages, */
 	size_t n_spare_fds;		/* for the next ones (connection.c) */
+	uint32_t io_events;		/* events currently requested */
+	bool input_left;		/* read budget spent before EAGAIN: re-arm */
 	struct sasl_server *sasl;	/* until authenticated */
 
 	/* nonce-tcp: the nonce the client must send before the SASL NUL byte */

@@ -727,7 +727,11 @@ int socket_dispatch_read(struct socket *s)
 
 	start = s->in_offset + buffered;
 	s->in_end += (size_t)n;
-	s->in_drained = (size_t)n < space;
+	/*
+	 * A short read is the kernel running out of input, unless it stopped at
+	 * a message with fds (a read ends after the fds of one sendmsg()).
+	 */
+	s->in_drained = (size_t)n < space && n_fds == 0;
 
 	if (n_fds > 0) {
 		if (s->n_batches >= SOCKET_BATCHES_MAX) {

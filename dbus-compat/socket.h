@@ -361,11 +361,12 @@ size_t socket_get_buffered_bytes(const struct socket *socket);
 
 /*
  * The last socket_dispatch_read() found the kernel's queue empty, or took
- * less than it had room for: another read right away would most likely
- * find nothing (EAGAIN), so the owner can wait for EPOLLIN instead. A read
- * that ended early at a segment carrying fds looks the same; the
- * level-triggered EPOLLIN then fires again. False after a call that did not
- * read (a complete frame was waiting).
+ * less than it had room for and no fds: the kernel had no more input, so
+ * the owner can wait for the next EPOLLIN, also edge-triggered (new input
+ * is a new edge). A read that ended at a segment carrying fds is not
+ * drained: the kernel ends a read after one sendmsg()'s fds, whatever
+ * follows. False after a call that did not read (a complete frame was
+ * waiting).
  */
 bool socket_is_drained(const struct socket *socket);
 

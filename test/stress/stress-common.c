@@ -845,15 +845,13 @@ uint64_t rc_echo_call(struct rc *c, const char *peer, int timeout_ms)
 	return now_usec() - t0;
 }
 
-long rc_bus_stat(struct rc *c, const char *key)
+/* The uint32 (or boolean: 0, 1) entry @key of the a{sv} of @r (which it takes), or -1. */
+static long stats_u32(DBusMessage *r, const char *what, const char *key)
 {
-	DBusMessage *r = rc_call(c, dbus_message_new_method_call(DRIVER, DRIVER_PATH,
-								  DRIVER ".Debug.Stats",
-								  "GetStats"), 10000);
 	DBusMessageIter it, arr;
 	long v = -1;
 
-	CHECK(!msg_error(r), "GetStats: %s", msg_error(r));
+	CHECK(!msg_error(r), "%s: %s", what, msg_error(r));
 	dbus_message_iter_init(r, &it);
 	dbus_message_iter_recurse(&it, &arr);
 	while (dbus_message_iter_get_arg_type(&arr) == DBUS_TYPE_DICT_ENTRY) {
@@ -869,11 +867,34 @@ long rc_bus_stat(struct rc *c, const char *key)
 
 			dbus_message_iter_get_basic(&var, &u);
 			v = u;
+		} else if (!strcmp(k, key) &&
+			   dbus_message_iter_get_arg_type(&var) == DBUS_TYPE_BOOLEAN) {
+			dbus_bool_t b;
+
+			dbus_message_iter_get_basic(&var, &b);
+			v = !!b;
 		}
 		dbus_message_iter_next(&arr);
 	}
 	dbus_message_unref(r);
 	return v;
+}
+
+long rc_bus_stat(struct rc *c, const char *key)
+{
+	return stats_u32(rc_call(c, dbus_message_new_method_call(DRIVER, DRIVER_PATH,
+								 DRIVER ".Debug.Stats",
+								 "GetStats"), 10000),
+			 "GetStats", key);
+}
+
+long rc_conn_stat(struct rc *c, const char *name, const char *key)
+{
+	DBusMessage *m = dbus_message_new_method_call(DRIVER, DRIVER_PATH, DRIVER ".Debug.Stats",
+						      "GetConnectionStats");
+
+	dbus_message_append_args(m, DBUS_TYPE_STRING, &name, DBUS_TYPE_INVALID);
+	return stats_u32(rc_call(c, m, 10000), "GetConnectionStats", key);
 }
 
 bool rc_name_has_owner(struct rc *c, const char *name)

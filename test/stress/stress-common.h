@@ -159,6 +159,8 @@ uint64_t rc_ping(struct rc *c);
 uint64_t rc_echo_call(struct rc *c, const char *peer, int timeout_ms);
 /* GetStats of the driver: the value of the uint32 entry @key (-1 if absent). */
 long rc_bus_stat(struct rc *c, const char *key);
+/* GetConnectionStats of @name: the uint32 (or boolean: 0, 1) entry @key (-1 if absent). */
+long rc_conn_stat(struct rc *c, const char *name, const char *key);
 bool rc_name_has_owner(struct rc *c, const char *name);
 
 /* Error name of @m if it is an error, else NULL. */
