@@ -300,7 +300,6 @@ static const char *const user_slot_names[_USER_SLOT_N][2] = {
 	[USER_SLOT_FDS] = { "FDs", "MaxFDs" },
 	[USER_SLOT_MATCHES] = { "MatchRules", "MaxMatchRules" },
 	[USER_SLOT_NAMES] = { "BusNames", "MaxBusNames" },
-	[USER_SLOT_REPLIES] = { "PendingReplies", "MaxPendingReplies" },
 	[USER_SLOT_CONNECTIONS] = { "Connections", "MaxConnections" },
 	[USER_SLOT_ACTIVATIONS] = { "ActivationMessages", "MaxActivationMessages" },
 };
@@ -315,7 +314,7 @@ static bool quota_above(uint64_t used, uint64_t max, uint64_t used2, uint64_t ma
 	return (unsigned __int128)used * max2 > (unsigned __int128)used2 * max;
 }
 
-static void write_user_stats(struct dc_writer *w, const struct user *user)
+static void write_user_stats(struct dc_writer *w, const struct bus *bus, const struct user *user)
 {
 	const struct user_counters *uc = &user->counters;
 	uint64_t largest = 0, percent;
@@ -333,6 +332,9 @@ static void write_user_stats(struct dc_writer *w, const struct user *user)
 
 		largest = MAX(largest, a->bytes);
 	}
+	/* Counted, bounded per connection: no part of a quota of the user. */
+	driver_asv_t(w, "PendingReplies", user->n_pending_replies);
+	driver_asv_t(w, "MaxPendingReplies", (uint64_t)bus->limits.max_replies_per_connection);
 	driver_asv_u(w, "Actors", (uint32_t)hmap_size(&user->actors));
 	driver_asv_t(w, "LargestActorBytes", largest);
 	percent = uc->max[closest] ?
@@ -359,7 +361,7 @@ int driver_method_get_user_stats(struct driver_call *c)
 		dc_writer_open(w, '(', NULL);
 		dc_writer_write(w, "u", (uint32_t)user->uid);
 		dc_writer_open(w, 'a', NULL);
-		write_user_stats(w, user);
+		write_user_stats(w, c->bus, user);
 		dc_writer_close(w);
 		dc_writer_close(w);
 	}

@@ -78,6 +78,8 @@ int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transp
 		peer_free(peer);
 		return r;
 	}
+	if (peer->user)
+		peer->replies.pending_tally = &peer->user->n_pending_replies;
 	list_append(&bus->peers, &peer->bus_link);
 	bus->n_incomplete++;
 	*peerp = peer;
@@ -237,6 +239,7 @@ int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymo
 			user_charge_release(&peer->charges[i]);
 		user_unref(peer->user);
 		peer->user = u;
+		peer->replies.pending_tally = &u->n_pending_replies;
 		peer->uid = uid;
 		peer->socket_identity = false;
 	}

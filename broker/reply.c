@@ -60,6 +60,7 @@ void reply_owner_init(struct reply_owner *owner, struct reply_registry *reg)
 	list_init(&owner->pending);
 	owner->n_calls = 0;
 	owner->n_pending = 0;
+	owner->pending_tally = NULL;
 }
 
 void reply_owner_deinit(struct reply_owner *owner)
@@ -101,6 +102,8 @@ static struct reply_slot *slot_new(struct reply_registry *reg, struct reply_owne
 	caller->n_calls++;
 	list_append(&callee->pending, &s->callee_link);
 	callee->n_pending++;
+	if (callee->pending_tally)
+		(*callee->pending_tally)++;
 	list_init(&s->expire_link);
 	reg->n_slots++;
 	return s;
@@ -138,6 +141,8 @@ void reply_slot_free(struct reply_slot *s)
 	s->caller->n_calls--;
 	list_unlink(&s->callee_link);
 	s->callee->n_pending--;
+	if (s->callee->pending_tally)
+		(*s->callee->pending_tally)--;
 	list_unlink(&s->expire_link);
 	reg->n_slots--;
 	free(s);

@@ -55,6 +55,7 @@ struct reply_owner {
 	struct list_node pending; /* slots where we are the callee B (owing a reply) */
 	size_t n_calls;
 	size_t n_pending;
+	uint64_t *pending_tally;  /* NULL, or also counts n_pending (its user's sum) */
 	uint32_t state_index;     /* its place while the state is written */
 };
 

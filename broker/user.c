@@ -15,7 +15,6 @@ void user_limits_init_session(struct user_limits *l)
 	l->max[USER_SLOT_FDS] = 250000000;
 	l->max[USER_SLOT_MATCHES] = 50000;
 	l->max[USER_SLOT_NAMES] = 50000;
-	l->max[USER_SLOT_REPLIES] = 50000;
 	l->max[USER_SLOT_CONNECTIONS] = 100000;
 	user_limits_set_activations(l, 512);
 }
@@ -27,7 +26,6 @@ void user_limits_init_system(struct user_limits *l)
 	l->max[USER_SLOT_FDS] = 64;
 	l->max[USER_SLOT_MATCHES] = 512;
 	l->max[USER_SLOT_NAMES] = 512;
-	l->max[USER_SLOT_REPLIES] = 128;
 	l->max[USER_SLOT_CONNECTIONS] = 256;
 	user_limits_set_activations(l, 512);
 }

@@ -66,7 +66,6 @@ enum user_slot {
 	USER_SLOT_FDS,
 	USER_SLOT_MATCHES,
 	USER_SLOT_NAMES,
-	USER_SLOT_REPLIES,
 	USER_SLOT_CONNECTIONS,
 	USER_SLOT_ACTIVATIONS,
 	_USER_SLOT_N,
@@ -127,6 +126,12 @@ struct user {
 	struct user_counters counters;
 	struct hmap actors;		/* struct user_actor: who holds its BYTES/FDS */
 	struct refusal_counts refusals;	/* of its connections, while it exists */
+	/*
+	 * Calls its connections must still answer (reply_owner.pending_tally):
+	 * counted, not limited, as the bus bounds calls per connection
+	 * (max_replies_per_connection), as dbus-daemon does.
+	 */
+	uint64_t n_pending_replies;
 };
 
 struct user_registry {

@@ -393,17 +393,19 @@ static void snapshot_print(struct top_snapshot *s, size_t max_rows, const uint64
 
 	print_bus_line(&s->bus, since);
 
-	printf("%-8s %6s %9s %9s %6s %7s %7s %6s %6s %7s  %s\n", "UID", "CONNS", "BYTES",
-	       "MAXBYTES", "FDS", "MATCHES", "NAMES", "ACTORS", "ACTIV", "REFUSED", "CLOSEST");
+	printf("%-8s %6s %9s %9s %6s %7s %7s %7s %6s %6s %7s  %s\n", "UID", "CONNS", "BYTES",
+	       "MAXBYTES", "FDS", "MATCHES", "NAMES", "PENDING", "ACTORS", "ACTIV", "REFUSED",
+	       "CLOSEST");
 	for (size_t i = 0; i < s->n_users; i++) {
 		const struct top_dict *d = &s->users[i];
 
 		printf("%-8" PRIu32 " %6" PRIu64 " %9s %9s %6" PRIu64 " %7" PRIu64 " %7" PRIu64
-		       " %6" PRIu64 " %6" PRIu64 " %7s  %s %" PRIu64 "%%\n",
+		       " %7" PRIu64 " %6" PRIu64 " %6" PRIu64 " %7s  %s %" PRIu64 "%%\n",
 		       s->uids[i], dict_u(d, "Connections"),
 		       top_human(dict_u(d, "Bytes"), b1, sizeof(b1)),
 		       top_human(dict_u(d, "MaxBytes"), b2, sizeof(b2)), dict_u(d, "FDs"),
-		       dict_u(d, "MatchRules"), dict_u(d, "BusNames"), dict_u(d, "Actors"),
+		       dict_u(d, "MatchRules"), dict_u(d, "BusNames"),
+		       dict_u(d, "PendingReplies"), dict_u(d, "Actors"),
 		       dict_u(d, "ActivationMessages"), count_short(refused(d), b3, sizeof(b3)),
 		       dict_s(d, "ClosestQuota"), dict_u(d, "ClosestQuotaPercent"));
 	}

@@ -100,7 +100,10 @@ def test_top_once():
     eq(rows(out, "CONNECTION")[0][-1], "-", "the last column is the state")
     eq(conns[refuser.name][11], "7", "the refuser's REFUSED")
     eq(conns[sink.name][11], "0", "the sink's REFUSED")
-    assert int(me[9]) >= 7, me                    # the uid's REFUSED
+    assert int(me[10]) >= 7, me                   # the uid's REFUSED
+    # The refuser's first call waits for the sink's answer: the sink owes it, and its uid.
+    eq(conns[sink.name][9], "1", "the sink's PENDING")
+    eq(me[7], "1", "the uid's PENDING")
     total, limits, policy, since = bus_line(out)
     assert policy >= 7 and total == limits + policy and since is None, out.splitlines()[0]
     refuser.close()

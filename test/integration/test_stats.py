@@ -214,8 +214,16 @@ def test_connection_keys():
         eq(int(s["PendingReplies"]), 1, "PendingReplies of the callee")
         eq(int(c.drv("GetConnectionStats", "s", c.name, iface=STATS)["PendingReplies"]), 0,
            "PendingReplies of the caller")
+        # The uid's: the sum over its connections (the callee's one call).
+        eq(int(mine(c)["PendingReplies"]), 1, "PendingReplies of the uid")
+        eq(int(mine(c)["MaxPendingReplies"]), 50000, "MaxPendingReplies (per connection)")
     finally:
         srv.close()
+    # The callee gone, its uid owes nothing any more.
+    deadline = time.monotonic() + 5
+    while int(mine(c)["PendingReplies"]) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    eq(int(mine(c)["PendingReplies"]), 0, "PendingReplies of the uid after the callee left")
     xml = str(c.drv("Introspect", iface="org.freedesktop.DBus.Introspectable"))
     assert '<method name="ListConnectionStats">' in xml and \
         '<method name="GetUserStats">' in xml, xml
