@@ -8,8 +8,7 @@
  * every peer, the name registry, the match rules, the pending replies, the
  * user accounting, the policy, the activation state and the limits of the
  * configuration in force. Every object reaches it through a back pointer,
- * never through a global (the bus' serial counter and the cache of socket
- * queue entries are in it too).
+ * never through a global (the bus' serial counter is in it too).
  *
  * It does not own the process: the loop (broker.h) creates the event loop,
  * the listening sockets, the signal handlers, the configuration reloader and
@@ -27,12 +26,14 @@
  * source (edge-triggered: connection.c), the bus1 transport one for all
  * native clients. Input is read and
  * dispatched at once (routing is synchronous); output is queued on the
- * destinations. A socket connection's io callback flushes every transport
- * when its input is dispatched (bus_flush_now()), so that all messages a
- * batch of input produces for one destination leave in one sendmsg();
- * output produced elsewhere (timers, the bus1 input) is flushed by one
- * low-priority defer source. The same flush closes peers that do not read
- * (overflow) and frees closed peers.
+ * destinations. One flush rule for every input: the io callback of a socket
+ * connection and of the bus1 transport flushes every transport when its
+ * input is dispatched (bus_flush_now()), so that all messages a batch of
+ * input produces for one destination leave together (one sendmsg(), one
+ * multicast SEND), in the turn of the loop that read it; output produced
+ * elsewhere (timers, signals) is flushed by the bus' one low-priority defer
+ * source. The same flush closes peers that do not read (overflow) and frees
+ * closed peers.
  */
 
 #include <stdbool.h>
@@ -109,7 +110,7 @@ struct user_registry;
 struct bus {
 	const struct bus_loop_ops *loop;
 	sd_event *event;		/* the loop's (bus_attach()), NULL before */
-	sd_event_source *flush;		/* defer: write out dirty connections */
+	sd_event_source *flush;		/* defer: bus_flush_now() after a timer's output */
 	sd_event_source *reply_timer;	/* reply_timeout of the oldest pending call */
 
 	char guid[33];

@@ -105,7 +105,6 @@ struct native {
 	struct bus *bus;
 	struct b1_peer *peer;
 	sd_event_source *io;
-	sd_event_source *flush;
 	struct hmap nodes;
 	struct hmap clients;
 	size_t max_destinations;
@@ -150,7 +149,7 @@ static struct native_conn *find_by_client(struct native *native, uint64_t client
 
 /* ------------------------------------------------------------------ output */
 
-/* Send what is still collected (also done by a defer source after dispatch). */
+/* Send what is still collected (whenever the bus flushes its transports). */
 static void native_flush(struct native *native)
 {
 	struct iovec iov[2];
@@ -213,12 +212,6 @@ static void native_flush(struct native *native)
 	}
 	native->batch_n = 0;
 	native->batch_msg = message_unref(native->batch_msg);
-}
-
-static int native_flush_cb(sd_event_source *s, void *userdata)
-{
-	native_flush(userdata);
-	return 0;
 }
 
 /* The limits of what may stay unread for one native client. */
@@ -346,7 +339,8 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 	native->batch_n++;
 	nc->in_batch = true;
 	peer->n_outgoing++;
-	sd_event_source_set_enabled(native->flush, SD_EVENT_ONESHOT);
+	/* Out at the end of the input being dispatched, or by the bus' deferred flush. */
+	bus_schedule_flush(native->bus);
 	return 0;
 }
 
@@ -457,13 +451,16 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		}
 	}
 	/*
-	 * What was routed to native clients goes now rather than from the
-	 * idle flush source: that would cost another turn of the event loop
-	 * (an epoll_wait) per message. Each message's destinations are
-	 * complete once it is routed, so nothing is lost to batching.
+	 * One flush rule for every input: what this input produced goes out
+	 * now, to native clients and to sockets alike, rather than from the
+	 * bus' deferred flush, which would cost another turn of the event
+	 * loop (an epoll_wait) per message: a native service's reply to a
+	 * socket client leaves in the turn that read it. Each message's
+	 * destinations are complete once it is routed, so nothing is lost to
+	 * batching. It also closes the peers that overflowed and frees the
+	 * closed ones, as after socket input.
 	 */
-	native_flush(native);
-	sd_event_source_set_enabled(native->flush, SD_EVENT_OFF);
+	bus_flush_now(native->bus);
 	return 0;
 }
 
@@ -728,16 +725,6 @@ static int native_setup(struct native *native)
 
 	r = sd_event_add_io(bus->event, &native->io, b1_peer_get_fd(native->peer), EPOLLIN,
 			    native_io, native);
-	if (r < 0)
-		return r;
-	r = sd_event_add_defer(bus->event, &native->flush, native_flush_cb, native);
-	if (r < 0)
-		return r;
-	/* After the input of this iteration, like the socket flush. */
-	r = sd_event_source_set_priority(native->flush, SD_EVENT_PRIORITY_IDLE);
-	if (r < 0)
-		return r;
-	r = sd_event_source_set_enabled(native->flush, SD_EVENT_OFF);
 	if (r < 0)
 		return r;
 	bus_add_transport(bus, &native->transport);
@@ -1008,7 +995,6 @@ struct native *native_free(struct native *native)
 	list_unlink(&native->transport.link);
 	native->batch_msg = message_unref(native->batch_msg);
 	native->io = sd_event_source_disable_unref(native->io);
-	native->flush = sd_event_source_disable_unref(native->flush);
 	/* Connections still pointing here are freed first by the bus. */
 	hmap_deinit(&native->nodes);
 	hmap_deinit(&native->clients);

@@ -116,7 +116,7 @@ struct peer {
 	bool overflow;			/* does not read: closed after this dispatch */
 	bool input_paused;		/* too many answers unread: PEER_ANSWER_BACKLOG */
 
-	/* statistics (Debug.Stats); the output queue's are kept by the transport */
+	/* statistics (Debug.Stats); the output queue's, here too, are kept by its transport */
 	uint64_t n_incoming;
 	uint64_t n_outgoing;
 	size_t n_queued_bytes;		/* output queued, not yet written */

@@ -7,7 +7,7 @@
  * The bus' state crosses a re-exec (reexec.h) as one byte stream in a memfd:
  * a header (magic, stream version), then sections of little-endian integers
  * and length-prefixed byte strings. Every object that crosses writes and
- * reads its own section, beside its code (bus.c, listener.c, peer.c,
+ * reads its own section, beside its code (bus.c, listener.c, peer-state.c,
  * connection.c, native.c, name.c, match.c, reply.c, activation-state.c,
  * container-state.c),
  * and broker.c puts them in order. A section starts with its tag and its

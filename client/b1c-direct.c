@@ -2,7 +2,9 @@
 /*
  * libbus1-client's direct path (docs/native-protocol.md): names resolved to
  * direct handles, the callers the broker allows, calls and replies that
- * went direct and what to do when a direct peer is lost. See
+ * went direct and what to do when a direct peer is lost; and the one way
+ * every call leaves (client_send_wait(): CALL, sending and receiving in one
+ * ioctl, for brokered calls, direct calls and held replies alike). See
  * b1c-internal.h.
  */
 
