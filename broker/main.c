@@ -54,42 +54,32 @@ static int write_all(int fd, const char *s, size_t n)
  */
 static int print_startup_info(const struct cli *cli, const char *address)
 {
-	char buf[64];
+	int afd = cli->print_address_fd < 0 ? STDOUT_FILENO : cli->print_address_fd;
+	int pfd = cli->print_pid_fd < 0 ? STDOUT_FILENO : cli->print_pid_fd;
+	_cleanup_free_ char *line = NULL;
+	char pid[32];
 	int r;
 
 	if (cli->print_address) {
-		int fd = cli->print_address_fd < 0 ? STDOUT_FILENO : cli->print_address_fd;
-		_cleanup_free_ char *line = NULL;
-
-		if (cli->print_env) {
-			if (asprintf(&line, "DBUS_SESSION_BUS_ADDRESS=%s\n", address) < 0)
-				return -ENOMEM;
-		} else if (asprintf(&line, "%s\n", address) < 0) {
+		if (asprintf(&line, "%s%s\n", cli->print_env ? "DBUS_SESSION_BUS_ADDRESS=" : "",
+			     address) < 0)
 			return -ENOMEM;
-		}
-		r = write_all(fd, line, strlen(line));
+		r = write_all(afd, line, strlen(line));
 		if (r < 0)
 			return r;
-		if (cli->print_pid && cli->print_pid_fd == cli->print_address_fd) {
-			snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-			r = write_all(fd, buf, strlen(buf));
-			if (r < 0)
-				return r;
-		}
-		if (fd != STDOUT_FILENO)
-			close(fd);
 	}
-	if (cli->print_pid && !(cli->print_address && cli->print_pid_fd == cli->print_address_fd)) {
-		int fd = cli->print_pid_fd < 0 ? STDOUT_FILENO : cli->print_pid_fd;
-
-		snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-		r = write_all(fd, buf, strlen(buf));
+	if (cli->print_pid) {
+		snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+		r = write_all(pfd, pid, strlen(pid));
 		if (r < 0)
 			return r;
-		if (fd != STDOUT_FILENO)
-			close(fd);
 	}
-	if (cli->print_address_fd < 0 || cli->print_pid_fd < 0)
+	/* Each descriptor closed once, after everything written to it. */
+	if (cli->print_address && afd != STDOUT_FILENO)
+		close(afd);
+	if (cli->print_pid && pfd != STDOUT_FILENO && !(cli->print_address && pfd == afd))
+		close(pfd);
+	if (afd == STDOUT_FILENO || pfd == STDOUT_FILENO)
 		fflush(stdout);
 	return 0;
 }

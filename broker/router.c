@@ -31,14 +31,28 @@
 
 /* ------------------------------------------------------------ destination set */
 
-void destset_init(struct destset *set)
+/**
+ * struct destset - the destinations of one message
+ * @peers:	destination peers, each at most once
+ * @n, @cap:	entries used / allocated
+ * @inline_peers: storage for the common case (no allocation)
+ */
+#define DESTSET_INLINE 32
+struct destset {
+	struct peer **peers;
+	size_t n;
+	size_t cap;
+	struct peer *inline_peers[DESTSET_INLINE];
+};
+
+static void destset_init(struct destset *set)
 {
 	set->peers = set->inline_peers;
 	set->n = 0;
 	set->cap = DESTSET_INLINE;
 }
 
-void destset_deinit(struct destset *set)
+static void destset_deinit(struct destset *set)
 {
 	if (set->peers != set->inline_peers)
 		free(set->peers);
@@ -46,7 +60,7 @@ void destset_deinit(struct destset *set)
 	set->n = set->cap = 0;
 }
 
-int destset_add(struct destset *set, struct peer *peer)
+static int destset_add(struct destset *set, struct peer *peer)
 {
 	if (set->n == set->cap) {
 		size_t cap = set->cap * 2;

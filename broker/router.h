@@ -49,24 +49,6 @@ struct match_message;
 struct message;
 struct name_event;
 
-/**
- * struct destset - the destinations of one message
- * @peers:	destination peers, each at most once
- * @n, @cap:	entries used / allocated
- * @inline_peers: storage for the common case (no allocation)
- */
-#define DESTSET_INLINE 32
-struct destset {
-	struct peer **peers;
-	size_t n;
-	size_t cap;
-	struct peer *inline_peers[DESTSET_INLINE];
-};
-
-void destset_init(struct destset *set);
-void destset_deinit(struct destset *set);
-int destset_add(struct destset *set, struct peer *peer);
-
 /*
  * Route one parsed message from @peer, the actor of everything it makes the
  * bus queue. Return 0 or negative errno (fatal).

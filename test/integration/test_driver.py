@@ -86,8 +86,11 @@ def test_start_service_by_name():
 
 def test_update_activation_environment():
     c = Client()
-    c.drv("UpdateActivationEnvironment", "a{ss}", {"BUS1_TEST": "1", "FOO": "bar"})
-    c.drv("UpdateActivationEnvironment", "a{ss}", {})
+    eq(c.drv("UpdateActivationEnvironment", "a{ss}", {"BUS1_TEST": "1", "FOO": "bar"}), None,
+       "an empty reply")
+    eq(c.drv("UpdateActivationEnvironment", "a{ss}", {}), None, "an empty reply to nothing")
+    expect_error(E + "InvalidArgs", c.drv, "UpdateActivationEnvironment", "s", "BUS1_TEST=1")
+    expect_error(E + "InvalidArgs", c.drv, "UpdateActivationEnvironment")
 
 
 def test_credentials():
@@ -103,7 +106,9 @@ def test_credentials():
     eq(int(cred["UnixUserID"]), os.getuid())
     eq(int(cred["ProcessID"]), os.getpid())
     if "UnixGroupIDs" in cred:
-        assert os.getgid() in [int(g) for g in cred["UnixGroupIDs"]] or True
+        # Its primary group and every supplementary one (SO_PEERGROUPS).
+        gids = {int(g) for g in cred["UnixGroupIDs"]}
+        assert os.getgid() in gids and set(os.getgroups()) <= gids, (gids, os.getgroups())
     cred = c.drv("GetConnectionCredentials", "s", DRIVER)
     eq(int(cred["UnixUserID"]), os.getuid())
     for m in ("GetConnectionUnixUser", "GetConnectionUnixProcessID",
@@ -146,7 +151,13 @@ def test_get_id_machine_id_ping():
 
 def test_reload_config():
     c = Client()
-    c.drv("ReloadConfig")
+    name = c.drv("GetId")
+    eq(c.drv("ReloadConfig"), None, "an empty reply")
+    expect_error(E + "InvalidArgs", c.drv, "ReloadConfig", "s", "now")
+    # The bus serves on, the same bus, its names kept.
+    eq(c.drv("GetId"), name, "GetId after the reload")
+    eq(c.request_name("org.bus1.Test.Reload"), 1, "RequestName after the reload")
+    eq(bool(c.drv("NameHasOwner", "s", c.name)), True, "still connected")
 
 
 def test_introspect():

@@ -67,6 +67,15 @@ def test_completed_do_not_count():
     clients = [Client() for _ in range(5)]
     for cl in clients:
         cl.drv("GetId")
+    # Five completed connections beside: both incomplete places are still free.
+    a = accepted_incomplete()
+    b = accepted_incomplete()
+    c = raw()
+    eq(auth_reply(c, 0.7), None, "a third incomplete connection was served at the limit")
+    for s in (a, b, c):
+        s.close()
+    for cl in clients:
+        eq(len(cl.drv("GetId")), 32, "a completed client is served")
 
 
 run([test_stalled_ones_block_accept, test_completed_do_not_count])
