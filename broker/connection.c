@@ -727,6 +727,19 @@ static int connection_io(sd_event_source *s, int fd, uint32_t revents, void *use
 	return 0;
 }
 
+/* Its socket's io source, reading (edge-triggered: connection_io_work()). */
+static int connection_watch(struct connection *conn)
+{
+	const uint32_t events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+	int r;
+
+	r = sd_event_add_io(conn->peer->bus->event, &conn->io, socket_get_fd(conn->socket),
+			    events, connection_io, conn);
+	if (r >= 0)
+		conn->io_events = events;
+	return r;
+}
+
 static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct connection *conn = userdata;
@@ -864,11 +877,9 @@ static int connection_new(struct peer **peerp, struct socket_transport *sockets,
 		return r;
 	conn->peer = peer;
 
-	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket),
-			    EPOLLIN | EPOLLRDHUP | EPOLLET, connection_io, conn);
+	r = connection_watch(conn);
 	if (r < 0)
 		goto fail;
-	conn->io_events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 
 	r = connection_arm_auth_timer(conn);
 	if (r < 0)
@@ -1024,13 +1035,11 @@ int connection_new_restored(struct peer **peerp, struct bus *bus, int fd,
 	if (r < 0)
 		return r;
 	conn->peer = peer;
-	r = sd_event_add_io(bus->event, &conn->io, socket_get_fd(conn->socket),
-			    EPOLLIN | EPOLLRDHUP | EPOLLET, connection_io, conn);
+	r = connection_watch(conn);
 	if (r < 0) {
 		peer_close(peer, NULL);
 		return r;
 	}
-	conn->io_events = EPOLLIN | EPOLLRDHUP | EPOLLET;
 	*peerp = peer;
 	return 0;
 }
