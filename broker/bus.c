@@ -322,6 +322,8 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	r = match_registry_new(&bus->monitor_matches);
 	if (r < 0)
 		return r;
+	match_registry_set_peaks(bus->matches, &bus->match_peaks);
+	match_registry_set_peaks(bus->monitor_matches, &bus->match_peaks);
 	r = activation_new(&bus->activation, &bus_activation_ops, bus);
 	if (r < 0)
 		return r;
@@ -505,10 +507,10 @@ void bus_serialize(const struct bus *bus, struct state_writer *w)
 	state_put_u64(w, bus->next_id);
 	state_put_u32(w, bus->serial);
 	state_put_u64(w, bus->n_messages);
-	state_put_u32(w, bus->peak_names);
-	state_put_u32(w, bus->peak_names_per_conn);
-	state_put_u32(w, bus->peak_matches);
-	state_put_u32(w, bus->peak_matches_per_conn);
+	state_put_u32(w, bus->names->peak_names);
+	state_put_u32(w, bus->names->peak_names_per_owner);
+	state_put_u32(w, bus->match_peaks.peak_rules);
+	state_put_u32(w, bus->match_peaks.peak_rules_per_owner);
 	state_put_u32(w, bus->stats_serial);
 	state_put_u32(w, bus->conn_stats_serial);
 	state_put_u32(w, (uint32_t)bus->uid);
@@ -556,10 +558,10 @@ void bus_restore_state(struct bus *bus, const struct bus_state *st)
 	bus->next_id = st->next_id;
 	bus->serial = st->serial;
 	bus->n_messages = st->n_messages;
-	bus->peak_names = st->peak_names;
-	bus->peak_names_per_conn = st->peak_names_per_conn;
-	bus->peak_matches = st->peak_matches;
-	bus->peak_matches_per_conn = st->peak_matches_per_conn;
+	bus->names->peak_names = st->peak_names;
+	bus->names->peak_names_per_owner = st->peak_names_per_conn;
+	bus->match_peaks.peak_rules = st->peak_matches;
+	bus->match_peaks.peak_rules_per_owner = st->peak_matches_per_conn;
 	bus->stats_serial = st->stats_serial;
 	bus->conn_stats_serial = st->conn_stats_serial;
 	bus->uid = st->uid;

@@ -41,6 +41,7 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 #include "broker/log-limit.h"
+#include "broker/match.h"
 #include "broker/user.h"
 #include "conf/config.h"
 #include "util/list.h"
@@ -162,10 +163,7 @@ struct bus {
 	uint64_t n_messages;
 	unsigned int n_incomplete;
 	unsigned int n_active;		/* after Hello, monitors included */
-	unsigned int peak_names;
-	unsigned int peak_names_per_conn;
-	unsigned int peak_matches;
-	unsigned int peak_matches_per_conn;
+	struct match_peaks match_peaks;	/* of ->matches and ->monitor_matches */
 	uint32_t stats_serial;		/* GetStats calls so far */
 	uint32_t conn_stats_serial;	/* GetConnectionStats calls so far */
 	struct refusal_counts refusals;	/* of every connection (peer_count_refusal()) */

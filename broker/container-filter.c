@@ -12,7 +12,6 @@
 #include "broker/bus.h"
 #include "broker/container.h"
 #include "broker/container-filter.h"
-#include "broker/driver.h"
 #include "broker/match.h"
 #include "broker/name.h"
 #include "broker/peer.h"
@@ -503,7 +502,6 @@ int filter_view_hello(struct filter_view *v)
 		if (r < 0)
 			return r;
 	}
-	driver_stats_matches_changed(peer->bus, peer);
 
 	/* The owners of the names it may see, as the proxy asks at the start. */
 	list_for_each_entry(n, &peer->bus->names->name_list, registry_link) {

@@ -126,7 +126,6 @@ int driver_method_request_name(struct driver_call *c)
 	if (r > 0)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
 	router_sync_name_charge(peer);
-	driver_stats_names_changed(c->bus, peer);
 	/* The signals went out first (the registry emitted them), then the reply. */
 	return driver_reply_u(c, reply);
 }
@@ -302,7 +301,6 @@ int driver_method_add_match(struct driver_call *c)
 	}
 	if (rule->eavesdrop)
 		c->bus->n_eavesdrop_rules++;
-	driver_stats_matches_changed(c->bus, peer);
 	return driver_reply_ack(c);
 }
 
@@ -693,8 +691,6 @@ int driver_method_become_monitor(struct driver_call *c)
 	if (r < 0)
 		goto out;
 	r = monitor_become(c->peer, rules, n);
-	if (r >= 0 && !c->peer->closed)
-		driver_stats_matches_changed(c->bus, c->peer);
 out:
 	for (i = 0; i < n; i++)
 		if (rules[i])

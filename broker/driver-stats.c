@@ -105,40 +105,6 @@ static uint32_t conn_bus_names(const struct peer *peer)
 	return (uint32_t)peer->owner.n_ownerships + (peer->owner.registry ? 1 : 0);
 }
 
-/* After a name request (or Hello) of @peer: raise the peaks. */
-void driver_stats_names_changed(struct bus *bus, struct peer *peer)
-{
-	uint32_t total = (uint32_t)(bus->names->n_ownerships + hmap_size(&bus->names->uniques));
-	uint32_t mine = conn_bus_names(peer);
-
-	if (total > bus->peak_names)
-		bus->peak_names = total;
-	if (mine > peer->peak_names)
-		peer->peak_names = mine;
-	if (mine > bus->peak_names_per_conn)
-		bus->peak_names_per_conn = mine;
-}
-
-static uint32_t bus_match_rules(struct bus *bus)
-{
-	return (uint32_t)(match_registry_count(bus->matches) +
-			  match_registry_count(bus->monitor_matches));
-}
-
-/* After AddMatch or BecomeMonitor of @peer: raise the peaks. */
-void driver_stats_matches_changed(struct bus *bus, struct peer *peer)
-{
-	uint32_t total = bus_match_rules(bus);
-	uint32_t mine = (uint32_t)peer->matches.n_rules;
-
-	if (total > bus->peak_matches)
-		bus->peak_matches = total;
-	if (mine > peer->peak_matches)
-		peer->peak_matches = mine;
-	if (mine > bus->peak_matches_per_conn)
-		bus->peak_matches_per_conn = mine;
-}
-
 /* The counts of enum refusal (@disconnects: QueueFullDisconnects too). */
 static void write_refusals(struct dc_writer *w, const struct refusal_counts *rc,
 			   bool disconnects)
@@ -168,13 +134,13 @@ int driver_method_get_stats(struct driver_call *c)
 	      (uint32_t)(st.queue_used_bytes + st.queue_cached_bytes));
 	driver_asv_u(w, "ActiveConnections", bus->n_active);
 	driver_asv_u(w, "IncompleteConnections", bus->n_incomplete);
-	driver_asv_u(w, "MatchRules", bus_match_rules(bus));
-	driver_asv_u(w, "PeakMatchRules", bus->peak_matches);
-	driver_asv_u(w, "PeakMatchRulesPerConnection", bus->peak_matches_per_conn);
+	driver_asv_u(w, "MatchRules", (uint32_t)bus->match_peaks.n_rules);
+	driver_asv_u(w, "PeakMatchRules", bus->match_peaks.peak_rules);
+	driver_asv_u(w, "PeakMatchRulesPerConnection", bus->match_peaks.peak_rules_per_owner);
 	driver_asv_u(w, "BusNames", (uint32_t)(bus->names->n_ownerships +
 					hmap_size(&bus->names->uniques)));
-	driver_asv_u(w, "PeakBusNames", bus->peak_names);
-	driver_asv_u(w, "PeakBusNamesPerConnection", bus->peak_names_per_conn);
+	driver_asv_u(w, "PeakBusNames", bus->names->peak_names);
+	driver_asv_u(w, "PeakBusNamesPerConnection", bus->names->peak_names_per_owner);
 	/* bus1-broker's own keys. */
 	write_refusals(w, &bus->refusals, true);
 	driver_asv_t(w, "LogLinesSuppressed", bus->log_limits.n_suppressed);
@@ -195,9 +161,9 @@ static void write_conn_stats(struct bus *bus, struct dc_writer *w, struct peer *
 
 	driver_asv_u(w, "Serial", bus->conn_stats_serial);
 	driver_asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
-	driver_asv_u(w, "PeakMatchRules", peer->peak_matches);
+	driver_asv_u(w, "PeakMatchRules", peer->matches.peak_rules);
 	driver_asv_u(w, "BusNames", conn_bus_names(peer));
-	driver_asv_u(w, "PeakBusNames", peer->peak_names);
+	driver_asv_u(w, "PeakBusNames", peer->owner.peak_names);
 	driver_asv_s(w, "UniqueName", peer_name(peer));
 	driver_asv_u(w, "IncomingMessages", 0);
 	driver_asv_u(w, "IncomingBytes", (uint32_t)peer->n_dispatching_bytes);

@@ -788,8 +788,6 @@ int driver_hello(struct peer *peer, struct message *msg)
 	if (r < 0)
 		return r;
 	r = name_registry_add_unique(bus->names, &peer->owner);
-	if (r >= 0)
-		driver_stats_names_changed(bus, peer);
 	/* A container's filter: what the connection may see from the start. */
 	if (r >= 0 && peer->filter_view)
 		r = filter_view_hello(peer->filter_view);

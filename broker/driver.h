@@ -58,10 +58,3 @@ int driver_dispatch_peer(struct peer *peer, struct message *msg);
 /* The introspection XML of the driver object at @path (malloc()ed). */
 int driver_introspect_xml(char **xmlp, const char *path, bool containers);
 
-/*
- * Debug.Stats peaks: call after @peer gained a name (Hello, RequestName) or
- * match rules (AddMatch, BecomeMonitor).
- */
-struct bus;
-void driver_stats_names_changed(struct bus *bus, struct peer *peer);
-void driver_stats_matches_changed(struct bus *bus, struct peer *peer);

@@ -4,6 +4,7 @@
  * makes matching independent of the number of unrelated rules (match.h).
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ struct match_registry {
 	struct hmap sender_keys;        /* distinct sender= values, refcounted */
 	int sender_strategy;            /* MATCH_SENDER_* (tests force one) */
 	uint64_t generation;            /* stamp of the current/last match run */
+	struct match_peaks *peaks;      /* NULL: not counted */
 };
 
 /*
@@ -726,6 +728,28 @@ bool match_rule_matches(const struct match_rule *rule, const struct match_messag
 
 /* ---- registry and index ------------------------------------------------- */
 
+/* A rule of @owner was added to @reg: raise the high-water marks. */
+static void match_note_peaks(struct match_registry *reg, struct match_owner *owner)
+{
+	struct match_peaks *p = reg->peaks;
+
+	if (owner->n_rules > owner->peak_rules)
+		owner->peak_rules = (uint32_t)owner->n_rules;
+	if (!p)
+		return;
+	if (++p->n_rules > p->peak_rules)
+		p->peak_rules = (uint32_t)p->n_rules;
+	if (owner->peak_rules > p->peak_rules_per_owner)
+		p->peak_rules_per_owner = owner->peak_rules;
+}
+
+void match_registry_set_peaks(struct match_registry *reg, struct match_peaks *peaks)
+{
+	assert(!reg->peaks && peaks);
+	reg->peaks = peaks;
+	peaks->n_rules += reg->n_rules;
+}
+
 int match_registry_new(struct match_registry **regp)
 {
 	struct match_registry *reg;
@@ -945,6 +969,7 @@ int match_registry_add(struct match_registry *reg, struct match_owner *owner,
 	list_append(&reg->rules, &rule->registry_link);
 	reg->n_rules++;
 	reg->mask_rules[mask]++;
+	match_note_peaks(reg, owner);
 	return 0;
 
 fail_key:
@@ -983,6 +1008,8 @@ void match_registry_remove(struct match_rule *rule)
 	rule->owner->n_rules--;
 	list_unlink(&rule->registry_link);
 	reg->n_rules--;
+	if (reg->peaks)
+		reg->peaks->n_rules--;
 	free(rule);
 }
 

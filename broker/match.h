@@ -135,6 +135,7 @@ struct match_owner {
 	const struct name_owner *names;
 	struct list_node rules;     /* struct match_rule.owner_link, oldest first */
 	size_t n_rules;
+	uint32_t peak_rules;        /* the most it ever held (Debug.Stats) */
 	uint64_t generation;        /* dedup stamp of the last match run */
 	struct list_node result_link; /* in a result list of match_registry_match() */
 };
@@ -287,6 +288,20 @@ struct match_owner_state {
 int match_owner_serialize(const struct match_owner *owner, struct state_writer *w);
 bool match_owner_state_read(struct state_reader *r, struct match_owner_state *st);
 void match_owner_state_deinit(struct match_owner_state *st);
+/*
+ * The high-water marks of match rules (Debug.Stats), noted by the registry
+ * as rules are added. Shared by the registries that count together (the
+ * bus' and its monitors'): owned by whoever set them up, which outlives them.
+ */
+struct match_peaks {
+	size_t n_rules;             /* now, in every registry that shares it */
+	uint32_t peak_rules;
+	uint32_t peak_rules_per_owner;
+};
+
+/* Count @reg's rules (from now on) in @peaks. */
+void match_registry_set_peaks(struct match_registry *reg, struct match_peaks *peaks);
+
 /* Before restoring @n_rules rules in all into @reg: room for them at once (a hint). */
 void match_registry_reserve(struct match_registry *reg, size_t n_rules);
 int match_owner_restore(struct match_registry *reg, struct match_owner *owner,

@@ -204,6 +204,20 @@ size_t name_registry_list_uniques(struct name_registry *reg, uint64_t from,
 
 /* ------------------------------------------------------------ unique names */
 
+/* @owner took a name (its unique one included): raise the high-water marks. */
+static void name_note_peaks(struct name_registry *reg, struct name_owner *owner)
+{
+	uint32_t total = (uint32_t)(reg->n_ownerships + hmap_size(&reg->uniques));
+	uint32_t mine = (uint32_t)owner->n_ownerships + (owner->registry ? 1 : 0);
+
+	if (total > reg->peak_names)
+		reg->peak_names = total;
+	if (mine > owner->peak_names)
+		owner->peak_names = mine;
+	if (mine > reg->peak_names_per_owner)
+		reg->peak_names_per_owner = mine;
+}
+
 int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner)
 {
 	uint64_t h = hash_str(owner->unique_name);
@@ -221,6 +235,7 @@ int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner
 		return r;
 	by_id_append(reg, owner);
 	owner->registry = reg;
+	name_note_peaks(reg, owner);
 	emit(reg, NAME_EVENT_OWNER_CHANGED, owner->unique_name, NULL, owner);
 	emit(reg, NAME_EVENT_ACQUIRED, owner->unique_name, NULL, owner);
 	return 0;
@@ -344,6 +359,7 @@ static struct name_ownership *ownership_new(struct name *name, struct name_owner
 	list_append(&owner->ownerships, &o->owner_link);
 	owner->n_ownerships++;
 	name->registry->n_ownerships++;
+	name_note_peaks(name->registry, owner);
 	return o;
 }
 

@@ -124,6 +124,7 @@ struct name_owner {
 	struct hmap_node unique_node;   /* in registry->uniques */
 	struct list_node ownerships;    /* struct name_ownership.owner_link, acquisition order */
 	size_t n_ownerships;            /* names owned or queued for */
+	uint32_t peak_names;            /* the most names it ever had, unique included */
 	size_t id_pos;                  /* its place in registry->by_id, while indexed */
 };
 
@@ -191,6 +192,9 @@ struct name_registry {
 	struct list_node name_list; /* all struct name, creation order (ListNames) */
 	size_t n_names;
 	size_t n_ownerships;        /* queue entries of all names (Debug.Stats) */
+	/* High-water marks (Debug.Stats), noted as names are taken; unique names count. */
+	uint32_t peak_names;
+	uint32_t peak_names_per_owner;
 	/* From name_registry_restore() to _done(): the names by their place in the state. */
 	struct name **restored;
 	size_t n_restored;

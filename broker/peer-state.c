@@ -55,8 +55,8 @@ static int peer_serialize(struct peer *p, struct state_writer *w)
 	state_put_u64(w, p->peak_queued_fds);
 	state_put_u64(w, p->peak_dispatching_bytes);
 	state_put_u64(w, p->peak_dispatching_fds);
-	state_put_u32(w, p->peak_names);
-	state_put_u32(w, p->peak_matches);
+	state_put_u32(w, p->owner.peak_names);
+	state_put_u32(w, p->matches.peak_rules);
 	/* Version 2: Debug.Stats' counts of refusals. */
 	state_put_u64(w, p->refusals.n[REFUSAL_LIMITS]);
 	state_put_u64(w, p->refusals.n[REFUSAL_POLICY]);
@@ -274,8 +274,8 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 	p->peak_queued_fds = st->peak_queued_fds;
 	p->peak_dispatching_bytes = st->peak_dispatching_bytes;
 	p->peak_dispatching_fds = st->peak_dispatching_fds;
-	p->peak_names = st->peak_names;
-	p->peak_matches = st->peak_matches;
+	p->owner.peak_names = st->peak_names;
+	p->matches.peak_rules = st->peak_matches;
 	/* Its user's counts start again from those of its connections. */
 	p->refusals = st->refusals;
 	if (p->user)

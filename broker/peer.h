@@ -129,8 +129,6 @@ struct peer {
 	size_t n_dispatching_fds;
 	uint64_t peak_dispatching_bytes;
 	uint64_t peak_dispatching_fds;
-	unsigned int peak_names;	/* unique name + names owned or queued for */
-	unsigned int peak_matches;
 	struct refusal_counts refusals;	/* also counted for its user and the bus */
 	struct log_limit refusal_log;	/* its refusals' lines, outside a container */
 
