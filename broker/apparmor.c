@@ -162,18 +162,45 @@ struct apparmor *apparmor_free(struct apparmor *aa)
 	return NULL;
 }
 
+/* A peer's label, parsed on first use and kept with it (peer.h's attachments). */
+struct apparmor_peer {
+	struct peer_attachment attachment;
+	struct apparmor_label *label;
+};
+
+static void apparmor_peer_free(struct peer_attachment *a)
+{
+	struct apparmor_peer *ap = container_of(a, struct apparmor_peer, attachment);
+
+	apparmor_label_free(ap->label);
+	free(ap);
+}
+
+static const struct peer_attachment_ops apparmor_peer_ops = {
+	.free = apparmor_peer_free,
+};
+
 int apparmor_peer_label(struct peer *peer, const struct apparmor_label **labelp)
 {
+	struct peer_attachment *a = peer_find_attachment(peer, &apparmor_peer_ops);
+	struct apparmor_peer *ap;
 	int r;
 
-	if (!peer->apparmor) {
+	if (!a) {
 		if (!peer->creds.label)
 			return 1;
-		r = label_new(&peer->apparmor, peer->creds.label, false, NULL);
-		if (r < 0)
+		ap = calloc(1, sizeof(*ap));
+		if (!ap)
+			return -ENOMEM;
+		r = label_new(&ap->label, peer->creds.label, false, NULL);
+		if (r < 0) {
+			free(ap);
 			return r;
+		}
+		peer_attach(peer, &ap->attachment, &apparmor_peer_ops);
+		a = &ap->attachment;
 	}
-	*labelp = peer->apparmor;
+	*labelp = container_of(a, struct apparmor_peer, attachment)->label;
 	return 0;
 }
 

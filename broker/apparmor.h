@@ -65,7 +65,7 @@ struct apparmor *apparmor_free(struct apparmor *aa);
 
 /*
  * The label of a peer, parsed from its credentials (creds.label) on first
- * use and kept by the peer (peer->apparmor). Return 0, 1 if it has none
+ * use and kept with the peer (an attachment, peer.h). Return 0, 1 if it has none
  * (it cannot be mediated: not accepted), or -ENOMEM.
  */
 int apparmor_peer_label(struct peer *peer, const struct apparmor_label **labelp);

@@ -278,12 +278,67 @@ static struct filter_sight *view_find(const struct filter_view *v, const struct 
 	return NULL;
 }
 
+static void sight_free(struct filter_sight *s)
+{
+	hmap_remove(&s->view->sights, &s->node);
+	list_unlink(&s->target_link);
+	free(s);
+}
+
+/*
+ * The sights of one peer, hung on it (peer.h): when it goes, every view
+ * forgets it (after its NameOwnerChanged, which they may still see).
+ */
+struct filter_target {
+	struct peer_attachment attachment;
+	struct list_node sightings;	/* struct filter_sight, ->target_link */
+};
+
+static void target_gone(struct peer_attachment *a)
+{
+	struct filter_target *t = container_of(a, struct filter_target, attachment);
+	struct filter_sight *s, *tmp;
+
+	list_for_each_entry_safe(s, tmp, &t->sightings, target_link)
+		sight_free(s);
+}
+
+static void target_free(struct peer_attachment *a)
+{
+	target_gone(a);
+	free(container_of(a, struct filter_target, attachment));
+}
+
+static const struct peer_attachment_ops target_ops = {
+	.gone = target_gone,
+	.free = target_free,
+};
+
+static struct filter_target *target_get(struct peer *peer)
+{
+	struct peer_attachment *a = peer_find_attachment(peer, &target_ops);
+	struct filter_target *t;
+
+	if (a)
+		return container_of(a, struct filter_target, attachment);
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	list_init(&t->sightings);
+	peer_attach(peer, &t->attachment, &target_ops);
+	return t;
+}
+
 static int view_sight(struct filter_view *v, struct peer *target, struct filter_sight **sp)
 {
 	struct filter_sight *s = view_find(v, target);
+	struct filter_target *t;
 	int r;
 
 	if (!s) {
+		t = target_get(target);
+		if (!t)
+			return -ENOMEM;
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return -ENOMEM;
@@ -294,17 +349,10 @@ static int view_sight(struct filter_view *v, struct peer *target, struct filter_
 		}
 		s->view = v;
 		s->target = target;
-		list_append(&target->filter_sightings, &s->target_link);
+		list_append(&t->sightings, &s->target_link);
 	}
 	*sp = s;
 	return 0;
-}
-
-static void sight_free(struct filter_sight *s)
-{
-	hmap_remove(&s->view->sights, &s->node);
-	list_unlink(&s->target_link);
-	free(s);
 }
 
 int filter_view_new(struct filter_view **vp, struct peer *peer, struct container_filter *f)
@@ -332,14 +380,6 @@ struct filter_view *filter_view_free(struct filter_view *v)
 	container_filter_unref(v->filter);
 	free(v);
 	return NULL;
-}
-
-void filter_peer_gone(struct peer *peer)
-{
-	struct filter_sight *s, *tmp;
-
-	list_for_each_entry_safe(s, tmp, &peer->filter_sightings, target_link)
-		sight_free(s);
 }
 
 void filter_view_match_peer(const struct filter_view *v, const struct peer *target,
@@ -422,18 +462,18 @@ static int view_learn_owner(struct filter_view *v, const char *name, struct peer
 
 void filter_name_owner_changed(struct bus *bus, const char *name, struct peer *owner)
 {
+	struct container_member *m;
 	struct container *c;
-	struct peer *p;
 
 	if (!owner || owner->closed || !bus->containers)
 		return;
 	list_for_each_entry(c, &bus->containers->instances, link) {
 		if (!c->filter)
 			continue;
-		list_for_each_entry(p, &c->members, container_link)
+		list_for_each_entry(m, &c->members, link)
 			/* Out of memory: it learns less, and so sees less. */
-			if (p->filter_view && p->registered)
-				(void)view_learn_owner(p->filter_view, name, owner);
+			if (m->view && m->attachment.peer->registered)
+				(void)view_learn_owner(m->view, name, owner);
 	}
 }
 

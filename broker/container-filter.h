@@ -21,14 +21,14 @@
  *  - struct container_filter, the compiled rules: immutable, shared by the
  *    instance and the views of its connections (reference counted);
  *  - struct filter_view, one per connection of a filtered instance, owned
- *    by its peer (peer->filter_view): what that connection has learned
+ *    by its membership (container.h): what that connection has learned
  *    about unique names. A unique name is visible to it when it sent it
  *    something, and inherits the rules of every well-known name it owned
  *    while the connection watched (xdg-dbus-proxy learns that from
  *    NameOwnerChanged, and never forgets). Each learned unique name is a
  *    struct filter_sight, linked into the view (by the peer it names) and
- *    into that peer's list (peer->filter_sightings), so that a peer's
- *    sights go with it (filter_peer_gone()).
+ *    into that peer's list, which hangs on it (a peer attachment, peer.h),
+ *    so that a peer's sights go with it.
  *
  * Levels: NONE < SEE < TALK < OWN, each implying the ones below. A name at
  * NONE is hidden (calls get ServiceUnknown or NameHasNoOwner as if it did
@@ -114,7 +114,7 @@ void container_filter_match_name(const struct container_filter *f, const char *n
 
 struct filter_sight {
 	struct hmap_node node;		/* in view->sights, by target */
-	struct list_node target_link;	/* in target->filter_sightings */
+	struct list_node target_link;	/* in the target's struct filter_target */
 	struct filter_view *view;
 	struct peer *target;
 	uint8_t level;			/* learned of itself: SEE, or TALK for the viewer */
@@ -147,8 +147,6 @@ void filter_name_owner_changed(struct bus *bus, const char *name, struct peer *o
  * xdg-dbus-proxy asks the bus for them. Return 0 or -ENOMEM.
  */
 int filter_view_hello(struct filter_view *v);
-/* @peer is going: every view forgets it. */
-void filter_peer_gone(struct peer *peer);
 
 /* The verdicts. */
 enum {

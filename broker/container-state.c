@@ -23,8 +23,8 @@
 void container_registry_serialize(const struct container_registry *reg, struct state_writer *w,
 				  uint32_t (*index)(const void *peer))
 {
+	const struct container_member *m;
 	const struct container *c;
-	const struct peer *p;
 
 	if (list_is_empty(&reg->instances))
 		return;
@@ -46,8 +46,8 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 		state_put_str(w, c->socket_path);
 		state_put_str(w, c->listener ? c->listener->address : NULL);
 		state_put_u64(w, c->n_members);
-		list_for_each_entry(p, &c->members, container_link)
-			state_put_u32(w, index(p));
+		list_for_each_entry(m, &c->members, link)
+			state_put_u32(w, index(m->attachment.peer));
 		/* Version 2: the filter's options (none: unfiltered), each member's view. */
 		state_put_u32(w, !!c->filter);
 		if (!c->filter)
@@ -55,10 +55,10 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 		state_put_u64(w, c->filter->n_options);
 		for (size_t i = 0; i < c->filter->n_options; i++)
 			state_put_str(w, c->filter->options[i]);
-		list_for_each_entry(p, &c->members, container_link) {
-			state_put_u32(w, !!p->filter_view);
-			if (p->filter_view)
-				filter_view_serialize(p->filter_view, w, index);
+		list_for_each_entry(m, &c->members, link) {
+			state_put_u32(w, !!m->view);
+			if (m->view)
+				filter_view_serialize(m->view, w, index);
 		}
 	}
 }
@@ -176,7 +176,11 @@ static int container_restore_one(struct container_registry *reg, const struct co
 			  (uid_t)s->creator_uid, s->stop_on_disconnect, &c);
 	if (r < 0)
 		return r;
-	c->creator = s->creator_index != UINT32_MAX ? peers[s->creator_index] : NULL;
+	if (s->creator_index != UINT32_MAX) {
+		r = container_set_creator(c, peers[s->creator_index]);
+		if (r < 0)
+			return r;
+	}
 	c->socket_path = strdup(s->socket_path);
 	if (!c->socket_path)
 		return -ENOMEM;
@@ -185,7 +189,7 @@ static int container_restore_one(struct container_registry *reg, const struct co
 					  s->address, s->socket_path, NULL);
 		if (r < 0)
 			return r;
-		c->listener->container = c;
+		container_listening(c);
 		r = listener_attach(c->listener);
 		if (r < 0)
 			return r;
@@ -199,18 +203,15 @@ static int container_restore_one(struct container_registry *reg, const struct co
 	}
 	for (size_t j = 0; j < s->n_members; j++) {
 		struct peer *p = peers[s->members[j]];
+		struct filter_view *view;
 
-		if (p->container)
-			return -EINVAL;	/* in two instances: not a state we wrote */
-		p->container = c;
-		list_append(&c->members, &p->container_link);
-		c->n_members++;
-		if (!s->has_filter || !s->views[j].present)
-			continue;
-		r = filter_view_new(&p->filter_view, p, c->filter);
+		r = container_join(c, p);
 		if (r < 0)
 			return r;
-		r = filter_view_restore(p->filter_view, &s->views[j], peers);
+		view = container_filter_view(p);
+		if (!view || !s->views[j].present)
+			continue;
+		r = filter_view_restore(view, &s->views[j], peers);
 		if (r < 0)
 			return r;
 	}

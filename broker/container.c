@@ -41,15 +41,17 @@ int container_registry_new(struct container_registry **regp, struct bus *bus)
 
 static void container_free(struct container *c)
 {
-	struct peer *p, *tmp;
+	struct container_member *m, *tmp;
 
 	/* What its limits left out is told while its name is there to tell it. */
 	log_limit_deinit(&c->filter_log);
-	log_limit_deinit(&c->refusal_log);
+	log_limit_deinit(&c->group.refusal_log);
 
-	list_for_each_entry_safe(p, tmp, &c->members, container_link) {
-		list_unlink(&p->container_link);
-		p->container = NULL;
+	/* At exit: the members' peers go after it. */
+	list_for_each_entry_safe(m, tmp, &c->members, link) {
+		list_unlink(&m->link);
+		m->container = NULL;
+		m->attachment.peer->group = NULL;
 	}
 	/* listener_free() removes the socket file. */
 	listener_free(c->listener);
@@ -96,7 +98,7 @@ struct container *container_find(struct container_registry *reg, const char *pat
 static bool container_may_know(const struct peer *to, const void *data)
 {
 	(void)data;
-	return !to->filter_view;
+	return !container_filter_view(to);
 }
 
 /* InstanceRemoved(o), broadcast by the driver to those who may know (above). */
@@ -135,7 +137,7 @@ static void container_filter_log_report(struct log_limit *l, uint64_t n_missed)
 
 static void container_refusal_log_report(struct log_limit *l, uint64_t n_missed)
 {
-	struct container *c = container_of(l, struct container, refusal_log);
+	struct container *c = container_of(l, struct container, group.refusal_log);
 
 	/* Beside the refusals' own lines: the same level and facility. */
 	log_printf(LOG_AUTH | LOG_NOTICE, "%llu more refusals of container instance %s (%s %s) "
@@ -159,12 +161,12 @@ void container_log_refusal(struct container *c, const struct peer *p, const stru
 
 size_t container_n_calls(const struct container *c)
 {
-	const struct peer *p;
+	const struct container_member *m;
 	size_t n = 0;
 
 	/* At most max_connections_per_container members: summed when asked. */
-	list_for_each_entry(p, &c->members, container_link)
-		n += p->replies.n_calls;
+	list_for_each_entry(m, &c->members, link)
+		n += m->attachment.peer->replies.n_calls;
 	return n;
 }
 
@@ -189,23 +191,123 @@ void container_stop_instance(struct container *c)
 	/* peer_close() leaves the member list; the end waits for the last. */
 	c->closing = true;
 	while (!list_is_empty(&c->members))
-		peer_close(list_first_entry(&c->members, struct peer, container_link),
+		peer_close(list_first_entry(&c->members, struct container_member,
+					    link)->attachment.peer,
 			   "its container instance was stopped");
 	c->closing = false;
 	container_maybe_end(c);
 }
 
-void container_peer_gone(struct peer *peer)
-{
-	struct container_registry *reg = peer->bus->containers;
-	struct container *c = peer->container, *tmp;
+/* ------------------------------------------------- members and creators */
 
-	if (c) {
-		list_unlink(&peer->container_link);
-		peer->container = NULL;
-		c->n_members--;
+static void member_leave(struct container_member *m)
+{
+	struct container *c = m->container;
+
+	m->view = filter_view_free(m->view);
+	if (!c)
+		return;
+	list_unlink(&m->link);
+	m->container = NULL;
+	m->attachment.peer->group = NULL;
+	c->n_members--;
+}
+
+/* It closed: its instance may end now (InstanceRemoved). */
+static void member_gone(struct peer_attachment *a)
+{
+	struct container_member *m = container_of(a, struct container_member, attachment);
+	struct container *c = m->container;
+
+	member_leave(m);
+	if (c)
 		container_maybe_end(c);
+}
+
+static void member_free(struct peer_attachment *a)
+{
+	struct container_member *m = container_of(a, struct container_member, attachment);
+
+	member_leave(m);
+	free(m);
+}
+
+/* As dbus's Containers1 draft logs a contained connection. */
+static void member_describe(struct peer_attachment *a, char *buf, size_t size)
+{
+	struct container_member *m = container_of(a, struct container_member, attachment);
+	const struct container *c = m->container;
+
+	if (c)
+		snprintf(buf, size, "container=%s %s=\"%s\"", c->path, c->type, c->name);
+}
+
+static const struct peer_attachment_ops member_ops = {
+	.gone = member_gone,
+	.free = member_free,
+	.describe = member_describe,
+};
+
+struct container_member *container_member_of(const struct peer *peer)
+{
+	struct peer_attachment *a = peer_find_attachment(peer, &member_ops);
+
+	return a ? container_of(a, struct container_member, attachment) : NULL;
+}
+
+struct container *container_of_peer(const struct peer *peer)
+{
+	struct container_member *m = container_member_of(peer);
+
+	return m ? m->container : NULL;
+}
+
+struct filter_view *container_filter_view(const struct peer *peer)
+{
+	struct container_member *m;
+
+	/* Most peers carry nothing: no walk for them. */
+	if (list_is_empty(&peer->attachments))
+		return NULL;
+	m = container_member_of(peer);
+	return m ? m->view : NULL;
+}
+
+int container_join(struct container *c, struct peer *peer)
+{
+	struct container_member *m;
+	int r;
+
+	if (container_member_of(peer))
+		return -EINVAL;	/* in two instances: not a state we wrote */
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	if (c->filter) {
+		r = filter_view_new(&m->view, peer, c->filter);
+		if (r < 0) {
+			free(m);
+			return r;
+		}
 	}
+	m->container = c;
+	list_append(&c->members, &m->link);
+	c->n_members++;
+	peer->group = &c->group;
+	peer_attach(peer, &m->attachment, &member_ops);
+	return 0;
+}
+
+/* The instances a peer created: they stop when it goes. */
+struct container_creator {
+	struct peer_attachment attachment;
+};
+
+static void creator_gone(struct peer_attachment *a)
+{
+	struct container_registry *reg = a->peer->bus->containers;
+	struct container *c, *tmp;
+
 	if (!reg)
 		return;
 	/*
@@ -214,7 +316,7 @@ void container_peer_gone(struct peer *peer)
 	 * creator is never in a container, so nothing it stops can be itself.
 	 */
 	list_for_each_entry_safe(c, tmp, &reg->instances, link) {
-		if (c->creator != peer)
+		if (c->creator != a->peer)
 			continue;
 		c->creator = NULL;
 		if (c->stop_on_disconnect)
@@ -224,8 +326,41 @@ void container_peer_gone(struct peer *peer)
 	}
 }
 
-int container_accept(struct container *c, int fd)
+static void creator_free(struct peer_attachment *a)
 {
+	struct container_registry *reg = a->peer->bus->containers;
+	struct container *c;
+
+	/* Freed without closing (at exit): its instances forget it. */
+	if (reg)
+		list_for_each_entry(c, &reg->instances, link)
+			if (c->creator == a->peer)
+				c->creator = NULL;
+	free(container_of(a, struct container_creator, attachment));
+}
+
+static const struct peer_attachment_ops creator_ops = {
+	.gone = creator_gone,
+	.free = creator_free,
+};
+
+int container_set_creator(struct container *c, struct peer *peer)
+{
+	struct container_creator *cr;
+
+	if (!peer_find_attachment(peer, &creator_ops)) {
+		cr = calloc(1, sizeof(*cr));
+		if (!cr)
+			return -ENOMEM;
+		peer_attach(peer, &cr->attachment, &creator_ops);
+	}
+	c->creator = peer;
+	return 0;
+}
+
+static int container_accept(void *userdata, int fd)
+{
+	struct container *c = userdata;
 	struct bus *bus = c->registry->bus;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -247,15 +382,16 @@ int container_accept(struct container *c, int fd)
 	r = socket_transport_accept(socket_transport_of(bus), fd, NULL, SASL_MECH_EXTERNAL, &peer);
 	if (r < 0 || !peer)
 		return r;
-	peer->container = c;
-	list_append(&c->members, &peer->container_link);
-	c->n_members++;
-	if (c->filter) {
-		r = filter_view_new(&peer->filter_view, peer, c->filter);
-		if (r < 0)
-			peer_close(peer, "out of memory");
-	}
+	r = container_join(c, peer);
+	if (r < 0)
+		peer_close(peer, "out of memory");
 	return 0;
+}
+
+void container_listening(struct container *c)
+{
+	c->listener->accept = container_accept;
+	c->listener->accept_userdata = c;
 }
 
 /*
@@ -363,7 +499,7 @@ static int container_listen(struct container *c, const char **errnamep, char **e
 		return container_fail(errnamep, errtextp, DC_ERROR_FAILED,
 				      asprintf(&text, "Cannot listen on %s: %s", c->socket_path,
 					       err ? err : "unusable address") < 0 ? NULL : text);
-	c->listener->container = c;
+	container_listening(c);
 	return listener_attach(c->listener);
 }
 
@@ -404,9 +540,10 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 			  creator->uid, stop_on_disconnect, &c);
 	if (r < 0)
 		return r;
-	c->creator = creator;
 	c->filter = container_filter_ref(filter);
-	r = container_listen(c, errnamep, errtextp);
+	r = container_set_creator(c, creator);
+	if (r == 0)
+		r = container_listen(c, errnamep, errtextp);
 	if (r) {
 		container_free(c);
 		return r;
@@ -459,7 +596,9 @@ int container_new(struct container_registry *reg, uint64_t id, const char *path,
 	c->stop_on_disconnect = stop_on_disconnect;
 	list_init(&c->members);
 	log_limit_init(&c->filter_log, &container_filter_log_rule, container_filter_log_report);
-	log_limit_init(&c->refusal_log, &peer_refusal_log_rule, container_refusal_log_report);
+	c->group.id = id + 1;	/* AddServer counts from 0 */
+	log_limit_init(&c->group.refusal_log, &peer_refusal_log_rule,
+		       container_refusal_log_report);
 	if (path) {
 		c->path = strdup(path);
 	} else {

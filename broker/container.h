@@ -46,24 +46,28 @@
  * (container-state.c), written only when there is one.
  *
  * Ownership: the bus owns the registry (bus->containers); the registry owns
- * the instances; an instance owns its listener. Peers point at their
- * instance (peer->container) and are linked into its member list; the
- * instance points at its creator peer while it is connected.
+ * the instances; an instance owns its listener. A member's membership (struct
+ * container_member, with its filter's view) hangs on its peer as an
+ * attachment (peer.h) and is linked into the instance's member list; the
+ * instance points at its creator peer while it is connected, and the
+ * creator carries an attachment that stops its instances when it goes.
  */
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "broker/log-limit.h"
+#include "broker/peer.h"
 #include "util/list.h"
 
 struct bus;
 struct container_filter;
 struct dc_reader;
+struct filter_view;
 struct filter_view_state;
 struct dc_writer;
 struct listener;
-struct peer;
+struct message;
 
 #define CONTAINER_PATH_PREFIX "/org/freedesktop/DBus/Containers1/c"
 #define CONTAINER_PATH_RANDOM_BYTES 16
@@ -83,14 +87,41 @@ struct container {
 	struct peer *creator;		/* NULL once it disconnected */
 	struct listener *listener;	/* NULL once it stopped listening */
 	char *socket_path;
-	struct list_node members;	/* struct peer, peer->container_link */
+	struct list_node members;	/* struct container_member, ->link */
 	unsigned int n_members;
 	struct container_filter *filter;	/* NULL: <policy> only, as in the draft */
 	bool stop_on_disconnect;
 	bool closing;			/* StopInstance closes its members: no end yet */
 	struct log_limit filter_log;	/* --log: the lines of its filter's refusals */
-	struct log_limit refusal_log;	/* its members' refusals: one actor (peer.h) */
+	struct peer_group group;	/* its members act as one (peer.h); id: ->id */
 };
+
+/*
+ * A connection's membership of its instance, hung on its peer: the instance,
+ * and the view of the instance's filter, what that connection learned
+ * (container-filter.h; NULL: unfiltered).
+ */
+struct container_member {
+	struct peer_attachment attachment;
+	struct container *container;	/* NULL once the instance is freed */
+	struct list_node link;		/* in container->members */
+	struct filter_view *view;
+};
+
+/* @peer's membership, or NULL: it did not connect through an instance. */
+struct container_member *container_member_of(const struct peer *peer);
+
+/* The instance @peer connected through, or NULL. */
+struct container *container_of_peer(const struct peer *peer);
+
+/* The view of @peer's instance's filter, or NULL: its messages are not filtered. */
+struct filter_view *container_filter_view(const struct peer *peer);
+
+/*
+ * Make @peer a member of @c (with a view of its filter, if it has one), on
+ * accept and on a re-exec's restore. Return 0 or -ENOMEM.
+ */
+int container_join(struct container *c, struct peer *peer);
 
 /* --log: at most this many lines per instance in any window of this length. */
 #define CONTAINER_LOG_BURST 10
@@ -128,11 +159,11 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 		  const char **errnamep, char **errtextp);
 
 /*
- * A connection accepted on @c's socket (listener.c): taken into the bus as
- * a member of @c, or closed at once (another uid, beyond
- * max_connections_per_container). Return 0 or negative errno.
+ * @c's listener (c->listener) is set up: what it accepts is taken into the
+ * bus as a member of @c, or closed at once (another uid, beyond
+ * max_connections_per_container).
  */
-int container_accept(struct container *c, int fd);
+void container_listening(struct container *c);
 
 /*
  * An instance in @reg without socket, creator or members (copying what it
@@ -162,8 +193,11 @@ void container_stop_listening(struct container *c);
 /* StopInstance: StopListening and close every connection of it. */
 void container_stop_instance(struct container *c);
 
-/* @peer is closing: leave its instance; if it created instances, stop them. */
-void container_peer_gone(struct peer *peer);
+/*
+ * @peer created @c (AddServer, or the re-exec's restore): when it goes, @c
+ * stops (container_peer_gone()). Return 0 or -ENOMEM.
+ */
+int container_set_creator(struct container *c, struct peer *peer);
 
 /*
  * Write @c's metadata / its creator's credentials (a{sv}) to @w, whose next

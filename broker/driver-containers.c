@@ -257,6 +257,7 @@ static int write_info(struct message_builder *b, const struct container *ct)
 
 int driver_method_containers_get_connection_instance(struct driver_call *c)
 {
+	struct container *instance;
 	struct message_builder b;
 	struct peer *peer = NULL;
 	const char *name;
@@ -268,12 +269,13 @@ int driver_method_containers_get_connection_instance(struct driver_call *c)
 		return r;
 	if (self)
 		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "The message bus is not in a container");
-	if (!peer->container)
+	instance = container_of_peer(peer);
+	if (!instance)
 		return driver_fail(c, DC_ERROR_NOT_CONTAINER, "Connection '%s' is not in a container",
 				   name);
 	driver_reply_init(c, &b, "oa{sv}ssa{sv}");
-	dc_writer_write(&b.body, "o", peer->container->path);
-	r = write_info(&b, peer->container);
+	dc_writer_write(&b.body, "o", instance->path);
+	r = write_info(&b, instance);
 	if (r < 0) {
 		message_builder_deinit(&b);
 		return r;

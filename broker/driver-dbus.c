@@ -200,7 +200,7 @@ int driver_method_name_has_owner(struct driver_call *c)
 
 int driver_method_list_names(struct driver_call *c)
 {
-	const struct filter_view *v = c->peer->filter_view;
+	const struct filter_view *v = container_filter_view(c->peer);
 	struct message_builder b;
 	struct name_owner *o = NULL;
 	struct name *n;
@@ -221,7 +221,7 @@ int driver_method_list_names(struct driver_call *c)
 
 int driver_method_list_activatable_names(struct driver_call *c)
 {
-	const struct filter_view *v = c->peer->filter_view;
+	const struct filter_view *v = container_filter_view(c->peer);
 	const struct bus_services *services;
 	struct message_builder b;
 	size_t i;
@@ -545,11 +545,11 @@ int driver_method_get_connection_credentials(struct driver_call *c)
 		pidfd = peer_get_pidfd(peer);
 		asv_process_fd(c, &b, &pidfd);
 		/* Its container instance (container.h), as dbus's draft names it. */
-		if (peer->container) {
+		if (container_of_peer(peer)) {
 			dc_writer_open(w, '{', NULL);
 			dc_writer_write(w, "s", DC_INTERFACE_CONTAINERS1 ".Instance");
 			dc_writer_open(w, 'v', "o");
-			dc_writer_write(w, "o", peer->container->path);
+			dc_writer_write(w, "o", container_of_peer(peer)->path);
 			dc_writer_close(w);
 			dc_writer_close(w);
 		}

@@ -14,7 +14,6 @@
 #include <unistd.h>
 #include "broker/bus.h"
 #include "broker/connection.h"
-#include "broker/container.h"
 #include "broker/listener.h"
 #include "broker/log.h"
 #include "broker/state.h"
@@ -307,8 +306,8 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			log_err("accept failed: %s", strerror(errno));
 			return 0;
 		}
-		if (l->container)
-			r = container_accept(l->container, cfd);
+		if (l->accept)
+			r = l->accept(l->accept_userdata, cfd);
 		else
 			r = socket_transport_accept(socket_transport_of(l->bus), cfd,
 						    l->has_nonce ? l->nonce : NULL, 0, NULL);

@@ -23,7 +23,6 @@
 #include "util/list.h"
 
 struct bus;
-struct container;
 
 struct listener {
 	struct bus *bus;
@@ -40,7 +39,13 @@ struct listener {
 	char *address;			/* connectable address, with guid= */
 	char *unlink_path;		/* socket file to remove at exit, or NULL */
 	char *nonce_file;		/* nonce file to remove at exit (and its dir) */
-	struct container *container;	/* a container instance's socket, else NULL */
+	/*
+	 * Who takes what it accepts (the fd, owned from then on): NULL, a
+	 * client of the bus; else e.g. a container instance's socket, whose
+	 * clients become its members. Return 0 or negative errno.
+	 */
+	int (*accept)(void *userdata, int fd);
+	void *accept_userdata;
 };
 
 /**

@@ -12,10 +12,7 @@
 #include <sys/syscall.h>
 #include <syslog.h>
 #include <unistd.h>
-#include "broker/apparmor.h"
 #include "broker/bus.h"
-#include "broker/container.h"
-#include "broker/container-filter.h"
 #include "broker/log.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
@@ -56,8 +53,7 @@ int peer_new(struct peer **peerp, struct bus *bus, struct peer_transport *transp
 	log_limit_init(&peer->refusal_log, &peer_refusal_log_rule, peer_refusal_log_report);
 	list_init(&peer->bus_link);
 	list_init(&peer->monitor_link);
-	list_init(&peer->container_link);
-	list_init(&peer->filter_sightings);
+	list_init(&peer->attachments);
 	list_init(&peer->dead_link);
 	list_init(&peer->overflow_link);
 	peer->transport = transport;
@@ -96,6 +92,14 @@ struct peer *peer_free(struct peer *peer)
 	list_unlink(&peer->bus_link);
 	list_unlink(&peer->monitor_link);
 	list_unlink(&peer->overflow_link);
+	/* The features' state first: the newest may point into the older. */
+	while (!list_is_empty(&peer->attachments)) {
+		struct peer_attachment *a = list_first_entry(&peer->attachments,
+							     struct peer_attachment, peer_link);
+
+		peer_detach(a);
+		a->ops->free(a);
+	}
 	/* Transports first: releasing queued output uncharges peer->user. */
 	if (peer->output && peer->output != peer->transport)
 		peer->output->ops->free(peer->output);
@@ -110,9 +114,6 @@ struct peer *peer_free(struct peer *peer)
 		user_charge_release(&peer->charges[i]);
 	if (peer->user)
 		peer->user = user_unref(peer->user);
-	peer->apparmor = apparmor_label_free(peer->apparmor);
-	filter_peer_gone(peer);
-	peer->filter_view = filter_view_free(peer->filter_view);
 	free(peer->loginfo);
 	socket_creds_deinit(&peer->creds);
 	free(peer);
@@ -149,6 +150,7 @@ static void command_of(pid_t pid, char *buf, size_t size)
 const char *peer_loginfo(struct peer *peer)
 {
 	char comm[LOGINFO_COMMAND_MAX + 1];
+	struct peer_attachment *a;
 	char buf[512];
 	size_t len = 0;
 
@@ -165,12 +167,45 @@ const char *peer_loginfo(struct peer *peer)
 	if (peer->creds.label && len < sizeof(buf))
 		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%slabel=\"%s\"",
 					len ? " " : "", peer->creds.label);
-	/* As dbus's Containers1 draft logs a contained connection. */
-	if (peer->container && len < sizeof(buf))
-		snprintf(buf + len, sizeof(buf) - len, "%scontainer=%s %s=\"%s\"", len ? " " : "",
-			 peer->container->path, peer->container->type, peer->container->name);
+	/* What the features add (a container instance), oldest first. */
+	list_for_each_entry_reverse(a, &peer->attachments, peer_link) {
+		size_t at = len;
+
+		if (!a->ops->describe || len + 2 >= sizeof(buf))
+			continue;
+		if (len)
+			buf[len++] = ' ';
+		buf[len] = '\0';
+		a->ops->describe(a, buf + len, sizeof(buf) - len);
+		len = buf[len] ? len + strlen(buf + len) : at;
+		buf[len] = '\0';
+	}
 	peer->loginfo = strdup(buf);
 	return peer->loginfo;
+}
+
+static void peer_attachments_gone(struct peer *peer)
+{
+	struct peer_attachment *a, *tmp;
+
+	/* An op may detach and free its own attachment (no other). */
+	list_for_each_entry_safe(a, tmp, &peer->attachments, peer_link)
+		if (a->ops->gone)
+			a->ops->gone(a);
+}
+
+void peer_attach(struct peer *peer, struct peer_attachment *a,
+		 const struct peer_attachment_ops *ops)
+{
+	assert(ops && ops->free && !peer_find_attachment(peer, ops));
+	a->ops = ops;
+	a->peer = peer;
+	list_prepend(&peer->attachments, &a->peer_link);
+}
+
+void peer_detach(struct peer_attachment *a)
+{
+	list_unlink(&a->peer_link);
 }
 
 void peer_close(struct peer *peer, const char *reason)
@@ -196,11 +231,12 @@ void peer_close(struct peer *peer, const char *reason)
 
 	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
 	router_peer_gone(peer);
-	/* Filtered connections forget it (after its NameOwnerChanged), and it them. */
-	filter_peer_gone(peer);
-	peer->filter_view = filter_view_free(peer->filter_view);
-	/* Its instance may end now (InstanceRemoved), and those it created stop. */
-	container_peer_gone(peer);
+	/*
+	 * Then the features, the newest first: a container's filtered
+	 * connections forget it (after its NameOwnerChanged) and it them, then
+	 * its instance may end (InstanceRemoved).
+	 */
+	peer_attachments_gone(peer);
 
 	list_unlink(&peer->bus_link);
 	list_append(&bus->dead_list, &peer->dead_link);
@@ -353,7 +389,7 @@ int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds)
 
 static uint64_t peer_actor_key(const struct peer *p)
 {
-	return user_actor_key(p->owner.id, p->container ? p->container->id : 0);
+	return user_actor_key(p->owner.id, p->group ? p->group->id : 0);
 }
 
 int peer_charge_queued(struct peer *peer, const struct message *msg, struct queue_charge *qc)
@@ -423,7 +459,7 @@ void peer_count_refusal(struct peer *peer, enum refusal what)
 
 struct log_limit *peer_refusal_log(struct peer *peer)
 {
-	return peer->container ? &peer->container->refusal_log : &peer->refusal_log;
+	return peer->group ? &peer->group->refusal_log : &peer->refusal_log;
 }
 
 void peer_set_pid(struct peer *peer, pid_t pid)

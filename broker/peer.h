@@ -44,13 +44,10 @@
 #include "dbus-compat/socket.h"
 #include "util/list.h"
 
-struct apparmor_label;
-struct security_id;
 struct bus;
-struct container;
-struct filter_view;
 struct bus_client_policy;
 struct message;
+struct peer;
 struct peer_transport;
 
 /**
@@ -76,6 +73,52 @@ struct peer_transport {
 	const struct peer_transport_ops *ops;
 };
 
+/**
+ * DOC: Attachments
+ *
+ * What a feature keeps per peer (an LSM's parsed label, the container
+ * instance a peer connected through and its filter's view, the views that
+ * learned of it, the instances it created) hangs on the peer as a struct
+ * peer_attachment embedded in the feature's own object. The peer knows
+ * none of them: it calls their ops at its own moments, the newest first,
+ * and frees them with itself. The feature finds its object again with
+ * peer_find_attachment() and container_of(). What an attachment must carry
+ * across a re-exec is written and read by its feature, in its own section
+ * of the state (container-state.c), not by the peer's.
+ */
+struct peer_attachment;
+
+/**
+ * struct peer_attachment_ops - what the peer asks of an attachment
+ * @gone:	the peer closed; its D-Bus state is torn down already (its
+ *		names released, their signals sent). May be NULL.
+ * @free:	free the attachment (unlinked already): the peer is being freed,
+ *		closed or not
+ * @describe:	write what it adds to the peer's identity in log lines
+ *		(peer_loginfo()), as key=value, to @buf. May be NULL.
+ */
+struct peer_attachment_ops {
+	void (*gone)(struct peer_attachment *a);
+	void (*free)(struct peer_attachment *a);
+	void (*describe)(struct peer_attachment *a, char *buf, size_t size);
+};
+
+struct peer_attachment {
+	const struct peer_attachment_ops *ops;
+	struct peer *peer;
+	struct list_node peer_link;	/* in peer->attachments, newest first */
+};
+
+/*
+ * The actor a peer's messages are charged for (user.h), when it is not the
+ * peer alone: a group of peers that acts as one (the connections of a
+ * container instance), embedded in the object that owns the group.
+ */
+struct peer_group {
+	uint64_t id;			/* unique among groups, not 0 */
+	struct log_limit refusal_log;	/* its members' refusals, as one actor's */
+};
+
 struct peer {
 	struct bus *bus;
 	struct list_node bus_link;	/* bus->peers */
@@ -94,18 +137,14 @@ struct peer {
 	struct user *user;		/* accounting */
 	struct user_charge charges[_USER_SLOT_N];	/* what this peer holds */
 	struct bus_client_policy *policy;	/* rules that apply to it, NULL: allow all */
-	struct apparmor_label *apparmor;	/* creds.label parsed, on first use (apparmor.h) */
-	struct security_id *selinux_sid;	/* creds.label in the SELinux cache (selinux.h) */
 	char *loginfo;			/* peer_loginfo(), once asked */
+	struct list_node attachments;	/* struct peer_attachment, newest first */
+	struct peer_group *group;	/* the group it acts with, or NULL: alone */
 
 	/* D-Bus state */
 	struct name_owner owner;	/* unique name + well-known names */
 	struct match_owner matches;	/* AddMatch rules */
 	struct reply_owner replies;	/* calls this peer must answer */
-	struct container *container;	/* the instance it connected through, or NULL */
-	struct list_node container_link;	/* in container->members */
-	struct filter_view *filter_view;	/* its instance filters it: what it learned */
-	struct list_node filter_sightings;	/* struct filter_sight of views that know it */
 
 	bool authenticated;		/* identity known, policy set up */
 	bool registered;		/* Hello done */
@@ -130,7 +169,7 @@ struct peer {
 	uint64_t peak_dispatching_bytes;
 	uint64_t peak_dispatching_fds;
 	struct refusal_counts refusals;	/* also counted for its user and the bus */
-	struct log_limit refusal_log;	/* its refusals' lines, outside a container */
+	struct log_limit refusal_log;	/* its refusals' lines, outside a group */
 
 	uint32_t state_index;		/* its place in the state written (peer-state.h) */
 };
@@ -236,7 +275,7 @@ void peer_count_refusal(struct peer *peer, enum refusal what);
 #define PEER_REFUSAL_LOG_WINDOW_USEC (5ULL * 1000 * 1000)
 extern const struct ratelimit_rule peer_refusal_log_rule;
 
-/* The log limit of @peer's actor: its container instance's, or its own. */
+/* The log limit of @peer's actor: its group's, or its own. */
 struct log_limit *peer_refusal_log(struct peer *peer);
 
 /*
@@ -306,6 +345,25 @@ void peer_set_pid(struct peer *peer, pid_t pid);
 static inline const char *peer_name(const struct peer *peer)
 {
 	return peer->owner.unique_name;
+}
+
+/* Hang @a, embedded in a feature's object, on @peer (see Attachments). */
+void peer_attach(struct peer *peer, struct peer_attachment *a,
+		 const struct peer_attachment_ops *ops);
+
+/* Take @a off its peer, before its owner frees it. */
+void peer_detach(struct peer_attachment *a);
+
+/* @peer's attachment of a feature (the ops it attached with), or NULL. */
+static inline struct peer_attachment *peer_find_attachment(const struct peer *peer,
+							    const struct peer_attachment_ops *ops)
+{
+	struct peer_attachment *a;
+
+	list_for_each_entry(a, &peer->attachments, peer_link)
+		if (a->ops == ops)
+			return a;
+	return NULL;
 }
 
 /* Whether @peer may receive fds. */

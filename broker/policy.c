@@ -13,6 +13,7 @@
 #include "broker/activation.h"
 #include "broker/apparmor.h"
 #include "broker/bus.h"
+#include "broker/container.h"
 #include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
@@ -69,10 +70,22 @@ bool policy_active(struct bus *bus)
 	return bus->policy || bus->apparmor || bus->selinux;
 }
 
-void policy_verdict_deinit(struct policy_verdict *verdict)
+void verdict_deinit(struct verdict *v)
 {
-	free(verdict->text);
-	verdict->text = NULL;
+	free(v->text);
+	v->text = NULL;
+	v->answer = message_unref(v->answer);
+}
+
+int verdict_set(struct verdict *v, enum verdict_kind kind, const char *error_name, char *text)
+{
+	if (!text)
+		return -ENOMEM;
+	free(v->text);
+	v->kind = kind;
+	v->error_name = error_name;
+	v->text = text;
+	return 0;
 }
 
 /**
@@ -117,48 +130,47 @@ char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struc
 }
 
 /*
- * Deny with @text (NULL: out of memory), an LSM's (@lsm: it logged the
+ * Deny with @text (NULL: out of memory): an LSM's (@logged: it logged the
  * decision itself) or the <policy> rules'. Return 0 or -ENOMEM.
  */
-static int policy_deny(struct policy_verdict *verdict, char *text, bool lsm)
+static int policy_deny(struct verdict *v, enum verdict_kind kind, char *text, bool logged)
 {
-	if (!text)
-		return -ENOMEM;
-	verdict->text = text;
-	verdict->lsm = lsm;
-	return 0;
+	int r = verdict_set(v, kind, NULL, text);
+
+	v->logged = logged;
+	return r;
 }
 
 /*
  * The LSMs' say on @m from @from (not the driver: its messages are not
- * mediated) to @to. Return 1, 0 (verdict->text set), -ENOMEM.
+ * mediated) to @to: denied, @v is set to @kind. Return 0 or -ENOMEM.
  */
 static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 			    bool activation, struct message *m, bool requested_reply,
-			    struct policy_verdict *verdict)
+			    enum verdict_kind kind, struct verdict *v)
 {
 	const char *assumed = NULL;
 	char *text = NULL;
 	int r, err;
 
 	if (!from)
-		return 1;
+		return 0;
 	/* SELinux asks an activated service once it is there, not before. */
 	if (bus->selinux && !activation) {
 		r = selinux_check_send(bus->selinux, from, to, m, true);
 		if (r <= 0)
-			return r < 0 ? r : policy_deny(verdict, policy_denial_text(
+			return r < 0 ? r : policy_deny(v, kind, policy_denial_text(
 				"An SELinux policy prevents this sender from sending this message "
 				"to this recipient", 0, from, to, m, false, NULL), true);
 	}
 	if (!bus->apparmor)
-		return 1;
+		return 0;
 	if (activation)
 		assumed = activation_assumed_apparmor_label(bus->activation, m->destination);
 	r = apparmor_check_send(bus->apparmor, from, to, activation, assumed, m,
 				requested_reply, &err);
 	if (r != 0)
-		return r;
+		return r < 0 ? r : 0;
 	if (err) {
 		if (asprintf(&text, "Failed to query AppArmor policy: %s", strerror(err)) < 0)
 			text = NULL;
@@ -167,13 +179,14 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 					  "this message to this recipient", -1, from, to, m,
 					  requested_reply, NULL);
 	}
-	return policy_deny(verdict, text, true);
+	return policy_deny(v, kind, text, true);
 }
 
+/* The <policy> rules' say: denied, @v is set to @kind. Return 0 or -ENOMEM. */
 static int policy_check_rules(struct bus *bus, struct peer *from,
 			      const struct bus_policy_peer *from_names, struct peer *to,
 			      struct message *m, bool requested_reply, bool eavesdropping,
-			      struct policy_verdict *verdict)
+			      enum verdict_kind kind, struct verdict *v)
 {
 	struct bus_policy_message pm;
 	struct policy_names fn, tn;
@@ -183,7 +196,7 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 	int r;
 
 	if (!bus->policy)
-		return 1;
+		return 0;
 	policy_message(&pm, m, requested_reply);
 
 	if (from && from->policy) {
@@ -217,45 +230,219 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 			policy_names_deinit(&fn);
 	}
 	if (send_ok && ok)
-		return 1;
-	return policy_deny(verdict, policy_denial_text(send_ok ? "Rejected receive message" :
-						       "Rejected send message", (int)n_rules, from,
-						       to, m, requested_reply, rule),
+		return 0;
+	return policy_deny(v, kind, policy_denial_text(send_ok ? "Rejected receive message" :
+							"Rejected send message", (int)n_rules,
+							from, to, m, requested_reply, rule),
 			   false);
 }
 
-int policy_check(struct bus *bus, struct peer *from,
-		 const struct bus_policy_peer *from_names, struct peer *to,
-		 struct message *m, bool requested_reply, bool eavesdropping,
-		 struct policy_verdict *verdict)
+/*
+ * Both the sender's send rules and the receiver's receive rules must allow
+ * @m, after the LSMs: denied, @v is set to @kind. Return 0 or -ENOMEM.
+ */
+static int policy_check(struct bus *bus, struct peer *from,
+			const struct bus_policy_peer *from_names, struct peer *to,
+			struct message *m, bool requested_reply, bool eavesdropping,
+			enum verdict_kind kind, struct verdict *v)
 {
 	int r;
 
-	*verdict = (struct policy_verdict){};
-	r = policy_check_lsm(bus, from, to, false, m, requested_reply, verdict);
-	if (r <= 0)
+	r = policy_check_lsm(bus, from, to, false, m, requested_reply, kind, v);
+	if (r < 0 || v->kind != VERDICT_DELIVER)
 		return r;
 	return policy_check_rules(bus, from, from_names, to, m, requested_reply, eavesdropping,
-				  verdict);
+				  kind, v);
 }
 
-int policy_check_driver_lsm(struct bus *bus, struct peer *from, struct message *m,
-			    struct policy_verdict *verdict)
+/* ------------------------------------------------ the filter of an instance */
+
+/* The verdict on @m that @from's filter did not pass (@refusal: FILTER_*), for @name. */
+static int policy_filter_refuse(struct peer *from, struct message *m, int refusal,
+				const char *name, bool to_unique, struct verdict *v)
 {
-	*verdict = (struct policy_verdict){};
-	return policy_check_lsm(bus, from, NULL, false, m, false, verdict);
+	static const char *const what[] = {
+		[FILTER_DENY] = "denied", [FILTER_HIDE] = "hid the name of",
+		[FILTER_FAKE_FALSE] = "hid the owner asked for in",
+		[FILTER_FAKE_NO_OWNER] = "hid the owner asked for in", [FILTER_DROP] = "dropped",
+	};
+	struct container *c = container_of_peer(from);
+	const char *path = c ? c->path : "?";
+	struct message_builder b;
+	char *text;
+	int r;
+
+	/* Logged by the filter, if at all (--log), not as a <policy> refusal. */
+	if (refusal > FILTER_PASS && refusal < (int)ARRAY_SIZE(what) && what[refusal])
+		container_log_refusal(c, from, m, what[refusal], name);
+	v->logged = true;
+	v->kind = VERDICT_DROP;
+	/* Like xdg-dbus-proxy: what expects no reply vanishes. */
+	if (!message_expects_reply(m))
+		return 0;
+	if (!name)
+		name = refusal == FILTER_DENY ? "(none)" : "";
+	switch (refusal) {
+	case FILTER_DENY:
+		return verdict_set(v, VERDICT_DENY, NULL, asprintf(&text,
+			"The filter of container %s does not allow this %s to %s", path,
+			m->type == DC_MESSAGE_SIGNAL ? "signal" : "call", name) < 0 ? NULL : text);
+	case FILTER_HIDE:
+		/* The same for a name that exists as for one that does not. */
+		if (to_unique || (m->flags & DC_FLAG_NO_AUTO_START))
+			return verdict_set(v, VERDICT_ERROR, DC_ERROR_NAME_HAS_NO_OWNER,
+				asprintf(&text, "Name \"%s\" does not exist", name) < 0 ? NULL : text);
+		return verdict_set(v, VERDICT_ERROR, DC_ERROR_SERVICE_UNKNOWN, asprintf(&text,
+			"The name %s was not provided by any .service files", name) < 0 ?
+			NULL : text);
+	case FILTER_FAKE_NO_OWNER:
+		return verdict_set(v, VERDICT_ERROR, DC_ERROR_NAME_HAS_NO_OWNER, asprintf(&text,
+			"Could not get owner of name '%s': no such name", name) < 0 ? NULL : text);
+	case FILTER_FAKE_FALSE:
+		message_builder_init_method_return(&b, m, "b");
+		b.sender = DC_SERVICE_DBUS;
+		b.destination = peer_name(from);
+		dc_writer_write(&b.body, "b", false);
+		r = message_builder_seal(&b, bus_next_serial(from->bus), &v->answer);
+		message_builder_deinit(&b);
+		if (r)
+			return r < 0 ? r : -EINVAL;
+		v->kind = VERDICT_ANSWER;
+		return 0;
+	default:
+		return 0;
+	}
 }
 
-int policy_check_activation(struct bus *bus, struct peer *from, struct message *m,
-			    struct policy_verdict *verdict)
+int policy_judge_send(struct peer *from, struct message *m, struct verdict *v)
+{
+	struct filter_view *view = container_filter_view(from);
+	const char *arg0 = NULL;
+	int refusal;
+
+	*v = (struct verdict){};
+	if (!view || !m->destination)
+		return 0;	/* broadcasts are judged per receiver; the bus' Peer interface */
+	if (!strcmp(m->destination, DC_SERVICE_DBUS)) {
+		refusal = filter_check_driver(view, m);
+		if (refusal == FILTER_PASS)
+			return 0;
+		if (refusal == FILTER_HIDE || refusal == FILTER_FAKE_NO_OWNER)
+			(void)message_get_arg(m, 0, &arg0);
+		/* Hidden: the bus, not the name asked about, is the destination. */
+		return policy_filter_refuse(from, m, refusal,
+					    refusal == FILTER_DENY ? DC_SERVICE_DBUS : arg0, false, v);
+	}
+	if (m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR) {
+		if (m->destination[0] != ':')
+			v->kind = VERDICT_DROP;
+		return 0;
+	}
+	refusal = filter_check_unicast(view, m);
+	if (refusal == FILTER_PASS)
+		return 0;
+	return policy_filter_refuse(from, m, refusal, m->destination, m->destination[0] == ':', v);
+}
+
+int policy_judge_call(struct peer *from, struct message *m, struct verdict *v)
+{
+	struct container *c = container_of_peer(from);
+	long long max = from->bus->limits.max_replies_per_container;
+	char *text;
+
+	*v = (struct verdict){};
+	if (!c || container_n_calls(c) < (unsigned long long)max)
+		return 0;
+	return verdict_set(v, VERDICT_ERROR, DC_ERROR_LIMITS_EXCEEDED, asprintf(&text,
+		"The maximum number of pending replies of container instance %s has been "
+		"reached (max_replies_per_container=%lld)", c->path, max) < 0 ? NULL : text);
+}
+
+int policy_delivered(struct peer *to, struct peer *from)
+{
+	struct filter_view *view = container_filter_view(to);
+
+	return view ? filter_view_saw(view, from) : 0;
+}
+
+void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *owner)
+{
+	filter_name_owner_changed(bus, name, owner);
+}
+
+/* ------------------------------------------------------------ the judges */
+
+int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
+			 struct message *m, bool requested_reply, struct verdict *v)
+{
+	*v = (struct verdict){};
+	/* A reply nobody waits for, to or from a container's filter: dropped. */
+	if (!requested_reply &&
+	    (m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR) &&
+	    (container_filter_view(from) || container_filter_view(to))) {
+		v->kind = VERDICT_DROP;
+		return 0;
+	}
+	if (!policy_active(bus))
+		return 0;
+	return policy_check(bus, from, NULL, to, m, requested_reply, false, VERDICT_DENY, v);
+}
+
+int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
+			 const struct bus_policy_peer *from_names, struct message *m,
+			 bool eavesdropping, struct verdict *v)
+{
+	struct filter_view *view = container_filter_view(to);
+
+	*v = (struct verdict){};
+	/* A container's filter first (xdg-dbus-proxy sits before the bus' policy). */
+	if (view && (eavesdropping || !filter_check_broadcast(view, from, m))) {
+		v->kind = VERDICT_DROP;
+		return 0;
+	}
+	if (!policy_active(bus))
+		return 0;
+	return policy_check(bus, from, from_names, to, m, false, eavesdropping, VERDICT_DROP, v);
+}
+
+int policy_judge_driver(struct bus *bus, struct peer *from, struct message *m,
+			struct verdict *v)
+{
+	*v = (struct verdict){};
+	if (!policy_active(bus))
+		return 0;
+	return policy_check(bus, from, NULL, NULL, m, false, false, VERDICT_DENY, v);
+}
+
+int policy_judge_from_driver(struct bus *bus, struct peer *to, struct message *m,
+			     struct verdict *v)
+{
+	*v = (struct verdict){};
+	/* A connection before Hello receives anything. */
+	if (!to->policy || !to->registered)
+		return 0;
+	return policy_check(bus, NULL, NULL, to, m, m->reply_serial != 0, false, VERDICT_DROP, v);
+}
+
+int policy_judge_unregistered(struct bus *bus, struct peer *from, struct message *m,
+			      struct verdict *v)
+{
+	*v = (struct verdict){};
+	return policy_check_lsm(bus, from, NULL, false, m, false, VERDICT_DENY, v);
+}
+
+int policy_judge_activation(struct bus *bus, struct peer *from, struct message *m,
+			    struct verdict *v)
 {
 	int r;
 
-	*verdict = (struct policy_verdict){};
-	r = policy_check_lsm(bus, from, NULL, true, m, false, verdict);
-	if (r <= 0)
+	*v = (struct verdict){};
+	if (!policy_active(bus))
+		return 0;
+	r = policy_check_lsm(bus, from, NULL, true, m, false, VERDICT_DENY, v);
+	if (r < 0 || v->kind != VERDICT_DELIVER)
 		return r;
-	return policy_check_rules(bus, from, NULL, NULL, m, false, false, verdict);
+	return policy_check_rules(bus, from, NULL, NULL, m, false, false, VERDICT_DENY, v);
 }
 
 int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
@@ -417,14 +604,15 @@ static int policy_probe_new(struct peer *from, struct peer *to, int type,
 static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int type)
 {
 	_cleanup_message_ struct message *probe = NULL;
-	_cleanup_verdict_ struct policy_verdict verdict = {};
+	_cleanup_verdict_ struct verdict v = {};
 	int r;
 
 	r = policy_probe_new(from, to, type, &probe);
 	if (r < 0)
 		return r;
-	return policy_check(bus, from, NULL, to, probe, type != DC_MESSAGE_METHOD_CALL, false,
-			    &verdict);
+	r = policy_check(bus, from, NULL, to, probe, type != DC_MESSAGE_METHOD_CALL, false,
+			 VERDICT_DENY, &v);
+	return r < 0 ? r : v.kind == VERDICT_DELIVER;
 }
 
 /*
@@ -445,24 +633,9 @@ static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
 	return r;
 }
 
-int policy_filter_send(struct peer *from, struct message *m)
-{
-	if (!from->filter_view)
-		return FILTER_PASS;
-	if (m->destination && !strcmp(m->destination, DC_SERVICE_DBUS))
-		return filter_check_driver(from->filter_view, m);
-	if (!m->destination || m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR)
-		return FILTER_PASS;	/* broadcasts, the bus' Peer interface; replies */
-	return filter_check_unicast(from->filter_view, m);
-}
-
-bool policy_filter_broadcast(struct peer *to, struct peer *from, struct message *m)
-{
-	return !to->filter_view || filter_check_broadcast(to->filter_view, from, m);
-}
-
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 {
+	struct filter_view *from_view, *to_view;
 	struct policy_names fn, tn;
 	struct filter_match fm;
 	bool opaque;
@@ -473,10 +646,12 @@ int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 	 * callee, and the callee's must already see the caller (calls reaching
 	 * it teach it that, which a direct call past the bus would not).
 	 */
-	if (from->filter_view && !filter_view_allows_all_calls(from->filter_view, to))
+	from_view = container_filter_view(from);
+	to_view = container_filter_view(to);
+	if (from_view && !filter_view_allows_all_calls(from_view, to))
 		return POLICY_DIRECT_FILTERED;
-	if (to->filter_view) {
-		filter_view_match_peer(to->filter_view, from, &fm);
+	if (to_view) {
+		filter_view_match_peer(to_view, from, &fm);
 		if (fm.level < FILTER_SEE)
 			return POLICY_DIRECT_FILTERED;
 	}

@@ -6,29 +6,36 @@
  *
  * conf/policy.c compiles dbus-daemon's <policy> rules and answers pure
  * questions about a message described by a struct bus_policy_message. This
- * file is the one place where the broker asks them: it knows what a
- * connection is (its names, its credentials), so it turns connections and
- * messages into those descriptions. Every decision goes through here:
- *  - whether a connection may connect at all, and which rules apply to it
- *    (policy_setup_peer(), on connect and on every reload);
- *  - whether a message may go from one connection to another, or to or from
- *    the bus driver (policy_check());
- *  - whether two native clients may talk on a direct path, where the callee
- *    enforces the policy itself (policy_check_direct()).
- * Owning names (<allow own=...>) is asked by the driver directly of the
- * connection's compiled client policy (peer->policy), since it concerns one
- * connection only.
+ * file is the one place where the broker asks them, and its modules (the
+ * LSMs: selinux.h, apparmor.h; a container instance's filter:
+ * container-filter.h): it knows what a connection is (its names, its
+ * credentials), so it turns connections and messages into those
+ * descriptions. Every decision about a message is a struct verdict, which
+ * the router carries out (router_carry_out()) without knowing who decided:
+ *  - policy_judge_send(): what a connection sends, before its destination
+ *    is looked up (a container's filter, xdg-dbus-proxy's rules: a hidden
+ *    name looks absent, some driver answers are made up);
+ *  - policy_judge_call(): a call that would wait for a reply, against the
+ *    limits of the group its sender acts with (max_replies_per_container);
+ *  - policy_judge_unicast(), policy_judge_receive(), policy_judge_driver(),
+ *    policy_judge_from_driver(), policy_judge_activation(),
+ *    policy_judge_unregistered(): whether a message may go from one
+ *    connection (or the driver) to another (or the driver), the LSMs first,
+ *    as dbus-daemon asks them, then the <policy>; all must allow it;
+ *  - policy_delivered(), policy_name_owner_changed(): what the modules
+ *    learn from what the bus did (a filter learns the names its
+ *    connection may now see).
+ * Also here: whether a connection may connect at all and which rules apply
+ * to it (policy_setup_peer(), on connect and on every reload), and whether
+ * two native clients may talk on a direct path, where the callee enforces
+ * the policy itself (policy_check_direct()). Owning names (<allow own=...>)
+ * is asked by the driver directly of the connection's compiled client
+ * policy (peer->policy), since it concerns one connection only.
  *
- * Before all of that, a connection of a filtered container instance is held
- * to its instance's filter, xdg-dbus-proxy's rules (container-filter.h):
- * policy_filter_send() for what it sends, policy_filter_broadcast() for the
- * broadcasts it would receive. Its verdicts are richer than allow/deny (a
- * hidden name looks absent, some driver answers are made up), so the router
- * gives the answer; the <policy> is asked only about what the filter passed.
+ * Without a policy (bus->policy NULL), without LSM mediation and without
+ * filtered connections everything is delivered (policy_active() false).
  *
- * The LSMs (SELinux, selinux.h, then AppArmor, apparmor.h) are asked first,
- * as dbus-daemon asks them, and all must allow a message. Without a policy (bus->policy NULL) and
- * without LSM mediation everything is allowed (policy_active() false).
+ * Return codes: 0 (the verdict is set) or negative errno.
  */
 
 #include <stdbool.h>
@@ -56,57 +63,108 @@ struct policy_names {
 int policy_names_init(struct policy_names *pn, struct peer *peer);
 void policy_names_deinit(struct policy_names *pn);
 
-/*
- * The filter of @from's container instance about @m, which it sends: a
- * FILTER_* verdict (container-filter.h); FILTER_PASS for a connection
- * without filter. Replies are the router's to judge (only awaited ones, to
- * the caller's unique name, pass).
- */
-int policy_filter_send(struct peer *from, struct message *m);
-
-/* May @to, maybe filtered, receive the broadcast @m of @from (NULL: the driver)? */
-bool policy_filter_broadcast(struct peer *to, struct peer *from, struct message *m);
-
-/* Whether any message may be denied: a <policy> or LSM mediation. */
+/* Whether a message may be held back at all: a <policy> or LSM mediation. */
 bool policy_active(struct bus *bus);
 
 /**
- * struct policy_verdict - why a message was denied
- * @text:	the text of the AccessDenied error and of the log line, in
- *		dbus-daemon's words (policy_denial_text(); owned,
- *		policy_verdict_deinit())
- * @lsm:	an LSM denied it, and logged that itself
+ * enum verdict_kind - what becomes of a message
+ * @VERDICT_DELIVER:	it goes on
+ * @VERDICT_DROP:	nobody gets it, nobody is told; monitors see an
+ *			AccessDenied error with @text, if set
+ * @VERDICT_DENY:	AccessDenied with @text to its sender, and the refusal
+ *			logged as its sender's, unless @logged
+ * @VERDICT_ERROR:	the error @error_name with @text to its sender (a name
+ *			hidden as absent, a limit)
+ * @VERDICT_ANSWER:	@answer, made up by whoever decided, to its sender
  */
-struct policy_verdict {
-	char *text;
-	bool lsm;
+enum verdict_kind {
+	VERDICT_DELIVER,
+	VERDICT_DROP,
+	VERDICT_DENY,
+	VERDICT_ERROR,
+	VERDICT_ANSWER,
 };
 
-void policy_verdict_deinit(struct policy_verdict *verdict);
-#define _cleanup_verdict_ __attribute__((cleanup(policy_verdict_deinit)))
+/**
+ * struct verdict - a decision about one message
+ * @kind:	what becomes of it
+ * @error_name:	VERDICT_ERROR's error (static)
+ * @text:	the error's text, in dbus-daemon's words where it has them
+ *		(owned)
+ * @answer:	VERDICT_ANSWER's message (a reference)
+ * @logged:	whoever decided logged it (an LSM does, as in dbus-daemon)
+ */
+struct verdict {
+	enum verdict_kind kind;
+	const char *error_name;
+	char *text;
+	struct message *answer;
+	bool logged;
+};
+
+void verdict_deinit(struct verdict *v);
+#define _cleanup_verdict_ __attribute__((cleanup(verdict_deinit)))
+
+/* Set @v to @kind with @text (owned; NULL: -ENOMEM). Return 0 or -ENOMEM. */
+int verdict_set(struct verdict *v, enum verdict_kind kind, const char *error_name, char *text);
 
 char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struct peer *to,
 			 const struct message *m, bool requested_reply,
 			 const struct bus_policy_rule *rule);
 
 /**
- * policy_check() - may @m go from @from to @to?
- * @from:	the sender, NULL: the bus driver
+ * policy_judge_send() - what @from sends, before its destination is looked up
+ *
+ * The filter of @from's container instance, if any, about a call or unicast
+ * signal to another connection or a call to the driver; a reply it sends
+ * goes only to a unique name (Debian's fix of xdg-dbus-proxy; whether a call
+ * waits for it is the reply tracking's to say). The filter logs its own
+ * refusals (--log): @v->logged.
+ */
+int policy_judge_send(struct peer *from, struct message *m, struct verdict *v);
+
+/*
+ * A call of @from that would wait for a reply: within the limits of the
+ * group it acts with (LimitsExceeded beyond max_replies_per_container)?
+ */
+int policy_judge_call(struct peer *from, struct message *m, struct verdict *v);
+
+/**
+ * policy_judge_unicast() - may @m go from @from to @to, which it addresses?
+ * @requested_reply: @m is a reply that @to is waiting for
+ *
+ * A reply nobody waits for, to or from a filtered connection, is dropped.
+ * Denied: VERDICT_DENY.
+ */
+int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
+			 struct message *m, bool requested_reply, struct verdict *v);
+
+/**
+ * policy_judge_receive() - may @to receive a copy of @m, of @from?
+ * @from:	the sender, NULL: the driver
  * @from_names:	the sender's names if the caller collected them already
  *		(several receivers of one message), else NULL
- * @to:		the receiver, NULL: the bus driver or a service not yet
- *		activated (then the message's destination field is matched)
- * @requested_reply: @m is a reply that @to is waiting for
- * @eavesdropping: @to is not the addressed recipient
- * @verdict:	set when denied
+ * @eavesdropping: @to is not the addressed recipient: @m is unicast
  *
- * Both the sender's send rules and the receiver's receive rules must allow
- * it. Return: 1 allowed, 0 denied, -ENOMEM.
+ * For the receivers of a broadcast and for eavesdroppers: a filtered
+ * connection gets what its filter passes and never eavesdrops. Denied:
+ * VERDICT_DROP (monitors see why).
  */
-int policy_check(struct bus *bus, struct peer *from,
-		 const struct bus_policy_peer *from_names, struct peer *to,
-		 struct message *m, bool requested_reply, bool eavesdropping,
-		 struct policy_verdict *verdict);
+int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
+			 const struct bus_policy_peer *from_names, struct message *m,
+			 bool eavesdropping, struct verdict *v);
+
+/* May @from call the driver with @m? Denied: VERDICT_DENY. */
+int policy_judge_driver(struct bus *bus, struct peer *from, struct message *m,
+			struct verdict *v);
+
+/*
+ * May @to receive @m of the driver (a signal, a reply, an error)? Asked of
+ * a registered receiver's receive rules, a reply counting as requested, as
+ * dbus-daemon asks them. Denied: VERDICT_DROP.
+ */
+int policy_judge_from_driver(struct bus *bus, struct peer *to, struct message *m,
+			     struct verdict *v);
 
 /*
  * The LSMs' say, and theirs only, on @m from @from to the bus driver: for
@@ -114,19 +172,28 @@ int policy_check(struct bus *bus, struct peer *from,
  * dbus-daemon asks SELinux and AppArmor about (the driver's context and
  * label as the receiver's) before it lets Hello, and nothing else, through
  * (bus_context_check_security_policy()); its <policy> rules do not apply.
- * @m carries the sender ":not.active.yet", as in dbus-daemon. Return 1
- * allowed, 0 denied (logged by the LSM; @verdict set), -ENOMEM.
+ * @m carries the sender ":not.active.yet", as in dbus-daemon. Denied:
+ * VERDICT_DENY (logged by the LSM).
  */
-int policy_check_driver_lsm(struct bus *bus, struct peer *from, struct message *m,
-			    struct policy_verdict *verdict);
+int policy_judge_unregistered(struct bus *bus, struct peer *from, struct message *m,
+			      struct verdict *v);
 
 /*
- * policy_check() for @m, which would start the service of its destination:
- * the send rules decide as if the service owned the name; the LSM asks the
- * sender only, against the label the service will have.
+ * @m, which would start the service of its destination: the send rules
+ * decide as if the service owned the name; the LSM asks the sender only,
+ * against the label the service will have. Denied: VERDICT_DENY.
  */
-int policy_check_activation(struct bus *bus, struct peer *from, struct message *m,
-			    struct policy_verdict *verdict);
+int policy_judge_activation(struct bus *bus, struct peer *from, struct message *m,
+			    struct verdict *v);
+
+/*
+ * @to was given a message of @from (NULL: the driver): a filtered @to
+ * learns that @from exists. Return 0 or -ENOMEM.
+ */
+int policy_delivered(struct peer *to, struct peer *from);
+
+/* @owner became the primary owner of @name: filtered connections learn it. */
+void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *owner);
 
 /*
  * May @peer own @name, as far as the LSMs go? (The <policy> rules are the

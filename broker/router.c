@@ -13,8 +13,6 @@
 #include <time.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
-#include "broker/container.h"
-#include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/log.h"
@@ -98,26 +96,44 @@ static void router_log_refusal(struct peer *actor, const char *text)
 		log_printf(LOG_AUTH | LOG_NOTICE, "%s", text);
 }
 
-/*
- * A message its policy rejected: like dbus-daemon, the bus logs it when it
- * was addressed to the receiver (@actor: whose refusal it is; NULL for a
- * broadcast or an eavesdropped copy, not logged; an LSM logged its own
- * decision), and answers @peer with AccessDenied, or, when @peer is NULL (a
- * broadcast, a message of the driver), lets only monitors see that error.
+/**
+ * router_carry_out() - do what the policy decided about @m
+ * @sender:	who sent @m, and gets the answer; NULL: the driver (or nobody
+ *		is answered, a broadcast's receiver), then only monitors see
+ *		an error
+ * @v:		the verdict (policy.h), not VERDICT_DELIVER's
+ * @actor:	whose refusal it is, logged as dbus-daemon logs it unless the
+ *		decider did; NULL: not logged (a broadcast, an eavesdropped copy)
+ *
+ * The router knows what each verdict means, never who decided it.
  */
-static int policy_denied(struct bus *bus, struct peer *peer, struct message *m,
-			 const struct policy_verdict *verdict, struct peer *actor)
+static int router_carry_out(struct bus *bus, struct peer *sender, struct message *m,
+			    const struct verdict *v, struct peer *actor)
 {
 	_cleanup_message_ struct message *err = NULL;
 
-	if (actor && !verdict->lsm)
-		router_log_refusal(actor, verdict->text);
-	if (peer)
-		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED, "%s", verdict->text);
+	switch (v->kind) {
+	case VERDICT_DELIVER:
+		return 0;
+	case VERDICT_ANSWER:
+		router_send_from_driver(bus, sender, v->answer);
+		return 0;
+	case VERDICT_ERROR:
+		return router_send_error(sender, m, v->error_name, "%s", v->text);
+	case VERDICT_DROP:
+	case VERDICT_DENY:
+		break;
+	}
+	if (!v->text)
+		return 0;
+	if (actor && !v->logged)
+		router_log_refusal(actor, v->text);
+	if (v->kind == VERDICT_DENY && sender)
+		return router_send_error(sender, m, DC_ERROR_ACCESS_DENIED, "%s", v->text);
 	if (list_is_empty(&bus->monitors))
 		return 0;
 	if (message_new_error(&err, m, DC_SERVICE_DBUS, bus_next_serial(bus),
-			      DC_ERROR_ACCESS_DENIED, verdict->text) >= 0)
+			      DC_ERROR_ACCESS_DENIED, v->text) >= 0)
 		monitor_capture(bus, err, NULL, NULL);
 	return 0;
 }
@@ -257,20 +273,18 @@ int router_send_error(struct peer *peer, struct message *call, const char *name,
  */
 static bool router_driver_denied(struct bus *bus, struct peer *to, struct message *msg)
 {
-	_cleanup_verdict_ struct policy_verdict verdict = {};
+	_cleanup_verdict_ struct verdict v = {};
 	int r;
 
-	if (!to->policy || !to->registered)
-		return false;
-	r = policy_check(bus, NULL, NULL, to, msg, msg->reply_serial != 0, false, &verdict);
-	if (r > 0)
+	r = policy_judge_from_driver(bus, to, msg, &v);
+	if (r >= 0 && v.kind == VERDICT_DELIVER)
 		return false;
 	/*
 	 * Out of memory: not delivered either, rather than let it pass. The
 	 * actor is the connection whose message made the bus send it, if any.
 	 */
-	if (r == 0)
-		(void)policy_denied(bus, NULL, msg, &verdict, bus->dispatching ?: to);
+	if (r >= 0)
+		(void)router_carry_out(bus, NULL, msg, &v, bus->dispatching ?: to);
 	return true;
 }
 
@@ -309,9 +323,9 @@ void router_send_from_driver(struct bus *bus, struct peer *to, struct message *m
 }
 
 /*
- * Add everyone whose rules match @msg to @set; @recipient is excluded. With a
- * policy, each receiver must be allowed to get it (silently skipped if not,
- * as in dbus-daemon); @recipient != NULL means the others eavesdrop.
+ * Add everyone whose rules match @msg to @set; @recipient is excluded. Each
+ * receiver must be allowed to get it by the policy (silently skipped if
+ * not, as in dbus-daemon); @recipient != NULL means the others eavesdrop.
  */
 struct router_audience {
 	bool (*may_know)(const struct peer *to, const void *data);
@@ -346,57 +360,65 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 			continue;
 		if (audience && !audience->may_know(c, audience->data))
 			continue;
-		/* A container's filter first (xdg-dbus-proxy sits before the bus' policy). */
-		if (c->filter_view && (recipient || !policy_filter_broadcast(c, sender, msg)))
-			continue;
-		if (policy_active(bus)) {
-			_cleanup_verdict_ struct policy_verdict verdict = {};
+		/* The sender's names, once, for the <policy> rules of every receiver. */
+		if (sender && !have_sn && policy_active(bus)) {
+			r = policy_names_init(&sn, sender);
+			if (r < 0)
+				return r;
+			have_sn = true;
+		}
+		{
+			_cleanup_verdict_ struct verdict v = {};
 
-			if (sender && !have_sn) {
-				r = policy_names_init(&sn, sender);
-				if (r < 0)
-					return r;
-				have_sn = true;
-			}
-			r = policy_check(bus, sender, have_sn ? &sn.peer : NULL, c, msg, false,
-					  recipient != NULL, &verdict);
+			r = policy_judge_receive(bus, c, sender, have_sn ? &sn.peer : NULL, msg,
+						 recipient != NULL, &v);
 			if (r < 0)
 				break;
-			if (r == 0) {
+			if (v.kind != VERDICT_DELIVER) {
 				/* Not delivered, silently; monitors see the error. */
-				(void)policy_denied(bus, NULL, msg, &verdict, NULL);
+				(void)router_carry_out(bus, NULL, msg, &v, NULL);
 				continue;
 			}
 		}
 		r = destset_add(set, c);
 		if (r < 0)
 			break;
-		if (c->filter_view) {
-			r = filter_view_saw(c->filter_view, sender);
-			if (r < 0)
-				break;
-		}
+		r = policy_delivered(c, sender);
+		if (r < 0)
+			break;
 	}
 	if (have_sn)
 		policy_names_deinit(&sn);
 	return r < 0 ? r : 0;
 }
 
-static void router_broadcast_driver_signal(struct bus *bus, struct message *msg,
-					   const struct router_audience *audience)
+/*
+ * Broadcast @msg of @sender (NULL: the driver) to everyone whose rules
+ * match it, and who is in @audience (NULL: anyone), after the monitors.
+ */
+static int router_broadcast_to(struct bus *bus, struct peer *sender, struct message *msg,
+			       const struct router_audience *audience)
 {
 	struct destset set;
 	int r;
 
 	destset_init(&set);
-	monitor_capture(bus, msg, NULL, NULL);
-	r = router_collect_matches(bus, msg, NULL, NULL, audience, &set);
+	monitor_capture(bus, msg, sender, NULL);
+	r = router_collect_matches(bus, msg, sender, NULL, audience, &set);
 	if (r >= 0)
 		r = router_deliver(&set, msg);
+	destset_deinit(&set);
+	return r;
+}
+
+static void router_broadcast_driver_signal(struct bus *bus, struct message *msg,
+					   const struct router_audience *audience)
+{
+	int r = router_broadcast_to(bus, NULL, msg, audience);
+
 	if (r < 0)
 		log_warn("cannot broadcast %s: %s", msg->member ? msg->member : "signal",
 			 strerror(-r));
-	destset_deinit(&set);
 }
 
 void router_broadcast_from_driver(struct bus *bus, struct message *msg)
@@ -463,9 +485,9 @@ void router_name_event(void *userdata, const struct name_event *ev)
 		struct message_builder b;
 		int r;
 
-		/* Filtered connections learn who owns the names they may see. */
+		/* The policy learns who owns the name (a filter: what it may see). */
 		if (ev->new_owner && ev->name[0] != ':')
-			filter_name_owner_changed(bus, ev->name,
+			policy_name_owner_changed(bus, ev->name,
 						  container_of(ev->new_owner, struct peer, owner));
 
 		message_builder_init_signal(&b, DC_PATH_DBUS, DC_INTERFACE_DBUS,
@@ -624,21 +646,6 @@ void router_peer_gone(struct peer *peer)
 
 /* ------------------------------------------------------------------ routing */
 
-static int router_broadcast(struct peer *peer, struct message *m)
-{
-	struct bus *bus = peer->bus;
-	struct destset set;
-	int r;
-
-	destset_init(&set);
-	monitor_capture(bus, m, peer, NULL);
-	r = router_collect_matches(bus, m, peer, NULL, NULL, &set);
-	if (r >= 0)
-		r = router_deliver(&set, m);
-	destset_deinit(&set);
-	return r;
-}
-
 /* Show @m to monitors, unless they saw it before it waited for an activation. */
 static void router_capture(bool resumed, struct bus *bus, struct message *m,
 			   struct peer *sender, struct peer *target)
@@ -658,18 +665,17 @@ static void router_capture(bool resumed, struct bus *bus, struct message *m,
 static int router_unicast_unowned(struct peer *peer, struct message *m, bool resumed)
 {
 	struct bus *bus = peer->bus;
-	_cleanup_verdict_ struct policy_verdict verdict = {};
+	_cleanup_verdict_ struct verdict v = {};
 	int r;
 
 	if (!(m->flags & DC_FLAG_NO_AUTO_START)) {
-		if (policy_active(bus) &&
-		    activation_is_activatable(bus->activation, m->destination)) {
-			r = policy_check_activation(bus, peer, m, &verdict);
+		if (activation_is_activatable(bus->activation, m->destination)) {
+			r = policy_judge_activation(bus, peer, m, &v);
 			if (r < 0)
 				return r;
-			if (r == 0) {
+			if (v.kind != VERDICT_DELIVER) {
 				router_capture(resumed, bus, m, peer, NULL);
-				return policy_denied(bus, peer, m, &verdict, peer);
+				return router_carry_out(bus, peer, m, &v, peer);
 			}
 		}
 		return activation_start(bus->activation, peer, m, m->destination, true);
@@ -679,99 +685,21 @@ static int router_unicast_unowned(struct peer *peer, struct message *m, bool res
 				 "Name \"%s\" does not exist", m->destination);
 }
 
-/* ---------------------------------------------------- container filters */
-
-/* The answer to @m that its sender's filter did not pass (container-filter.h). */
-static int router_filter_refuse(struct peer *peer, struct message *m, int verdict,
-				const char *name, bool to_unique)
+/*
+ * What @peer sends, judged before its destination is looked up (a
+ * container's filter): 0 passes, 1 carried out otherwise (shown to monitors
+ * first), or negative errno.
+ */
+static int router_judge_send(struct peer *peer, struct message *m)
 {
-	_cleanup_message_ struct message *reply = NULL;
-	static const char *const what[] = {
-		[FILTER_DENY] = "denied", [FILTER_HIDE] = "hid the name of",
-		[FILTER_FAKE_FALSE] = "hid the owner asked for in",
-		[FILTER_FAKE_NO_OWNER] = "hid the owner asked for in", [FILTER_DROP] = "dropped",
-	};
-	const char *path = peer->container ? peer->container->path : "?";
-	struct message_builder b;
+	_cleanup_verdict_ struct verdict v = {};
 	int r;
 
-	if (verdict > FILTER_PASS && verdict < (int)ARRAY_SIZE(what) && what[verdict])
-		container_log_refusal(peer->container, peer, m, what[verdict], name);
-	/* Like xdg-dbus-proxy: what expects no reply vanishes. */
-	if (!message_expects_reply(m))
-		return 0;
-	switch (verdict) {
-	case FILTER_DENY:
-		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
-			"The filter of container %s does not allow this %s to %s", path,
-			m->type == DC_MESSAGE_SIGNAL ? "signal" : "call", name ? name : "(none)");
-	case FILTER_HIDE:
-		/* The same for a name that exists as for one that does not. */
-		if (to_unique || (m->flags & DC_FLAG_NO_AUTO_START))
-			return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
-				"Name \"%s\" does not exist", name ? name : "");
-		return router_send_error(peer, m, DC_ERROR_SERVICE_UNKNOWN,
-			"The name %s was not provided by any .service files", name ? name : "");
-	case FILTER_FAKE_NO_OWNER:
-		return router_send_error(peer, m, DC_ERROR_NAME_HAS_NO_OWNER,
-			"Could not get owner of name '%s': no such name", name ? name : "");
-	case FILTER_FAKE_FALSE:
-		message_builder_init_method_return(&b, m, "b");
-		b.sender = DC_SERVICE_DBUS;
-		b.destination = peer_name(peer);
-		dc_writer_write(&b.body, "b", false);
-		r = message_builder_seal(&b, bus_next_serial(peer->bus), &reply);
-		message_builder_deinit(&b);
-		if (r)
-			return r < 0 ? r : -EINVAL;
-		router_send_from_driver(peer->bus, peer, reply);
-		return 0;
-	default:
-		return 0;
-	}
-}
-
-/*
- * A message of a filtered connection to the bus: 0 passes, 1 answered
- * (shown to monitors first), or negative errno.
- */
-static int router_filter_driver(struct peer *peer, struct message *m)
-{
-	const char *arg0 = NULL;
-	int verdict = policy_filter_send(peer, m), r;
-
-	if (verdict == FILTER_PASS)
-		return 0;
+	r = policy_judge_send(peer, m, &v);
+	if (r < 0 || v.kind == VERDICT_DELIVER)
+		return r;
 	monitor_capture(peer->bus, m, peer, NULL);
-	if (verdict == FILTER_HIDE || verdict == FILTER_FAKE_NO_OWNER)
-		(void)message_get_arg(m, 0, &arg0);
-	/* Hidden: the bus, not the name asked about, is the destination. */
-	r = router_filter_refuse(peer, m, verdict,
-				 verdict == FILTER_DENY ? DC_SERVICE_DBUS : arg0, false);
-	return r < 0 ? r : 1;
-}
-
-/*
- * A unicast message of a filtered connection: 0 passes, 1 refused (shown to
- * monitors), or negative errno. Replies pass only to the caller's unique
- * name (Debian's fix of xdg-dbus-proxy): whether there is a call to answer,
- * router_unicast() asks the reply tracking.
- */
-static int router_filter_unicast(struct peer *peer, struct message *m)
-{
-	int verdict, r;
-
-	if (m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR) {
-		if (m->destination[0] == ':')
-			return 0;
-		monitor_capture(peer->bus, m, peer, NULL);
-		return 1;
-	}
-	verdict = policy_filter_send(peer, m);
-	if (verdict == FILTER_PASS)
-		return 0;
-	monitor_capture(peer->bus, m, peer, NULL);
-	r = router_filter_refuse(peer, m, verdict, m->destination, m->destination[0] == ':');
+	r = router_carry_out(peer->bus, peer, m, &v, peer);
 	return r < 0 ? r : 1;
 }
 
@@ -783,16 +711,17 @@ enum {
 	UNICAST_SIGNAL_FDS,		/* a signal with fds to one that takes none: dropped */
 	UNICAST_SERIAL_EXISTS,		/* a call with the serial of a pending one */
 	UNICAST_TOO_MANY_CALLS,		/* max_replies_per_connection */
-	UNICAST_CONTAINER_CALLS,	/* max_replies_per_container */
+	UNICAST_JUDGED,			/* the policy's verdict on a call (its group's limits) */
 };
 
 /*
  * May @m go from @peer to @target as far as the reply tracking and fd
  * passing go? A reply consumes the slot of its call; a call that expects a
- * reply gets one (*@slotp). Return: UNICAST_*, or negative errno.
+ * reply gets one (*@slotp), if the policy lets it wait (@v). Return:
+ * UNICAST_*, or negative errno.
  */
 static int router_unicast_admit(struct peer *peer, struct peer *target, struct message *m,
-				struct reply_slot **slotp)
+				struct reply_slot **slotp, struct verdict *v)
 {
 	struct bus *bus = peer->bus;
 	int r;
@@ -809,9 +738,11 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 			return UNICAST_CALL_FDS;
 		if (!message_expects_reply(m))
 			return UNICAST_ADMITTED;
-		if (peer->container && container_n_calls(peer->container) >=
-		    (unsigned long long)bus->limits.max_replies_per_container)
-			return UNICAST_CONTAINER_CALLS;
+		r = policy_judge_call(peer, m, v);
+		if (r < 0)
+			return r;
+		if (v->kind != VERDICT_DELIVER)
+			return UNICAST_JUDGED;
 		r = reply_registry_add(bus->replies, &peer->replies, &target->replies, m->serial,
 				       loop_now_usec(bus), slotp);
 		if (r == REPLY_E_EXISTS)
@@ -850,11 +781,6 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 		return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
 			"The maximum number of pending replies per connection "
 			"has been reached");
-	case UNICAST_CONTAINER_CALLS:
-		return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
-			"The maximum number of pending replies of container instance %s has "
-			"been reached (max_replies_per_container=%lld)", peer->container->path,
-			(long long)peer->bus->limits.max_replies_per_container);
 	default:
 		return 0;
 	}
@@ -874,26 +800,24 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 	struct destset set;
 	int r;
 
-	if (policy_active(bus)) {
-		_cleanup_verdict_ struct policy_verdict verdict = {};
+	{
+		_cleanup_verdict_ struct verdict v = {};
 
-		r = policy_check(bus, peer, NULL, target, m,
-				 !unrequested && (m->type == DC_MESSAGE_METHOD_RETURN ||
-						  m->type == DC_MESSAGE_ERROR),
-				 false, &verdict);
-		if (r < 0)
-			return r;
-		if (r == 0) {
+		r = policy_judge_unicast(bus, peer, target, m,
+					 !unrequested && (m->type == DC_MESSAGE_METHOD_RETURN ||
+							  m->type == DC_MESSAGE_ERROR),
+					 &v);
+		if (r < 0 || v.kind != VERDICT_DELIVER) {
 			if (slot)
 				reply_slot_free(slot);
-			return policy_denied(peer->bus, peer, m, &verdict, peer);
+			return r < 0 ? r : router_carry_out(bus, peer, m, &v, peer);
 		}
 	}
 
 	/* The addressed recipient first, then eavesdroppers. */
 	r = peer_queue(target, m);
-	if (r == 0 && target->filter_view) {
-		r = filter_view_saw(target->filter_view, peer);
+	if (r == 0) {
+		r = policy_delivered(target, peer);
 		if (r < 0)
 			return r;
 	}
@@ -929,25 +853,26 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
  */
 static int router_unicast(struct peer *peer, struct message *m, bool resumed)
 {
+	_cleanup_verdict_ struct verdict v = {};
 	struct peer *target;
 	struct reply_slot *slot;
 	int r;
 
-	if (peer->filter_view && !resumed) {
-		r = router_filter_unicast(peer, m);
+	/* Judged once, when it arrived (not again after an activation). */
+	if (!resumed) {
+		r = router_judge_send(peer, m);
 		if (r)
 			return r < 0 ? r : 0;
 	}
 	target = bus_resolve(peer->bus, m->destination);
 	if (!target)
 		return router_unicast_unowned(peer, m, resumed);
-	r = router_unicast_admit(peer, target, m, &slot);
+	r = router_unicast_admit(peer, target, m, &slot, &v);
 	if (r < 0)
 		return r;
 	router_capture(resumed, peer->bus, m, peer, target);
-	/* A reply nobody waits for, to or from a container's filter: dropped. */
-	if (r == UNICAST_UNREQUESTED && (peer->filter_view || target->filter_view))
-		return 0;
+	if (r == UNICAST_JUDGED)
+		return router_carry_out(peer->bus, peer, m, &v, peer);
 	if (r != UNICAST_ADMITTED && r != UNICAST_UNREQUESTED)
 		return router_unicast_refuse(peer, target, m, r);
 	return router_unicast_deliver(peer, target, m, slot, r == UNICAST_UNREQUESTED);
@@ -1006,16 +931,14 @@ int router_resume_activated(struct peer *peer, struct message *msg)
  */
 static int router_check_unregistered(struct peer *peer, struct message *m)
 {
-	_cleanup_verdict_ struct policy_verdict verdict = {};
+	_cleanup_verdict_ struct verdict v = {};
 	int r;
 
-	if (!peer->bus->apparmor && !peer->bus->selinux)
-		return 1;
-	r = policy_check_driver_lsm(peer->bus, peer, m, &verdict);
-	if (r)
-		return r;
+	r = policy_judge_unregistered(peer->bus, peer, m, &v);
+	if (r < 0 || v.kind == VERDICT_DELIVER)
+		return r < 0 ? r : 1;
 	monitor_capture(peer->bus, m, peer, NULL);
-	r = policy_denied(peer->bus, peer, m, &verdict, peer);
+	r = router_carry_out(peer->bus, peer, m, &v, peer);
 	return r < 0 ? r : 0;
 }
 
@@ -1090,7 +1013,7 @@ static int router_dispatch_message(struct peer *peer, struct message *msg)
 
 	if (!m->destination) {
 		if (m->type == DC_MESSAGE_SIGNAL)
-			return router_broadcast(peer, m);
+			return router_broadcast_to(peer->bus, peer, m, NULL);
 		monitor_capture(peer->bus, m, peer, NULL);
 		if (m->type == DC_MESSAGE_METHOD_CALL)
 			return driver_dispatch_peer(peer, m);
@@ -1102,25 +1025,20 @@ static int router_dispatch_message(struct peer *peer, struct message *msg)
 		 * transaction of its own: monitors see the errors before the signal.
 		 */
 		bool late = activation_is_systemd_failure(m);
+		_cleanup_verdict_ struct verdict v = {};
 
-		if (peer->filter_view) {
-			r = router_filter_driver(peer, m);
-			if (r)
-				return r < 0 ? r : 0;
-		}
+		r = router_judge_send(peer, m);
+		if (r)
+			return r < 0 ? r : 0;
 		if (!late)
 			monitor_capture(peer->bus, m, peer, NULL);
-		if (policy_active(peer->bus)) {
-			_cleanup_verdict_ struct policy_verdict verdict = {};
-
-			r = policy_check(peer->bus, peer, NULL, NULL, m, false, false, &verdict);
-			if (r < 0)
-				return r;
-			if (r == 0) {
-				if (late)
-					monitor_capture(peer->bus, m, peer, NULL);
-				return policy_denied(peer->bus, peer, m, &verdict, peer);
-			}
+		r = policy_judge_driver(peer->bus, peer, m, &v);
+		if (r < 0)
+			return r;
+		if (v.kind != VERDICT_DELIVER) {
+			if (late)
+				monitor_capture(peer->bus, m, peer, NULL);
+			return router_carry_out(peer->bus, peer, m, &v, peer);
 		}
 		r = driver_dispatch(peer, m);
 		if (late)

@@ -190,19 +190,49 @@ void selinux_set_associations(struct selinux *s, const struct bus_config *config
 	}
 }
 
+/* A peer's context in the AVC's table (which owns it), kept with the peer (peer.h). */
+struct selinux_peer {
+	struct peer_attachment attachment;
+	security_id_t sid;
+};
+
+static void selinux_peer_free(struct peer_attachment *a)
+{
+	free(container_of(a, struct selinux_peer, attachment));
+}
+
+static const struct peer_attachment_ops selinux_peer_ops = {
+	.free = selinux_peer_free,
+};
+
+/* @peer's SID (selinux_peer_setup()), or NULL. */
+static security_id_t peer_sid(const struct peer *peer)
+{
+	struct peer_attachment *a = peer_find_attachment(peer, &selinux_peer_ops);
+
+	return a ? container_of(a, struct selinux_peer, attachment)->sid : NULL;
+}
+
 int selinux_peer_setup(struct selinux *s, struct peer *peer)
 {
-	if (peer->selinux_sid)
+	struct selinux_peer *sp;
+	security_id_t sid;
+
+	if (peer_sid(peer))
 		return 0;
 	if (!peer->creds.label)
 		return 1;
-	if (avc_context_to_sid(peer->creds.label, &peer->selinux_sid) < 0) {
+	if (avc_context_to_sid(peer->creds.label, &sid) < 0) {
 		if (errno == ENOMEM)
 			return -ENOMEM;
 		log_warn("Error getting SID from context \"%s\": %m", peer->creds.label);
-		peer->selinux_sid = NULL;
 		return 1;
 	}
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	sp->sid = sid;
+	peer_attach(peer, &sp->attachment, &selinux_peer_ops);
 	return 0;
 }
 
@@ -248,7 +278,7 @@ int selinux_check_acquire(struct selinux *s, struct peer *peer, const char *name
 		snprintf(aux, sizeof(aux), "service=%s spid=%d", name, (int)peer->pid);
 	else
 		snprintf(aux, sizeof(aux), "service=%s", name);
-	return check(peer->selinux_sid, tsid, "acquire_svc", aux, true);
+	return check(peer_sid(peer), tsid, "acquire_svc", aux, true);
 }
 
 int selinux_check_send(struct selinux *s, struct peer *from, struct peer *to,
@@ -279,7 +309,7 @@ int selinux_check_send(struct selinux *s, struct peer *from, struct peer *to,
 		n += (size_t)snprintf(aux + n, sizeof(aux) - n, " spid=%d", (int)from->pid);
 	if (to && to->pid > 0 && n < sizeof(aux))
 		snprintf(aux + n, sizeof(aux) - n, " tpid=%d", (int)to->pid);
-	return check(from->selinux_sid, to ? to->selinux_sid : s->bus_sid, "send_msg", aux, audit);
+	return check(peer_sid(from), to ? peer_sid(to) : s->bus_sid, "send_msg", aux, audit);
 }
 
 int selinux_context(struct selinux *s, struct peer *peer, char **ctxp)
@@ -292,7 +322,7 @@ int selinux_context(struct selinux *s, struct peer *peer, char **ctxp)
 		if (r)
 			return r;
 	}
-	if (avc_sid_to_context(peer ? peer->selinux_sid : s->bus_sid, &con) < 0)
+	if (avc_sid_to_context(peer ? peer_sid(peer) : s->bus_sid, &con) < 0)
 		return errno == ENOMEM ? -ENOMEM : 1;
 	*ctxp = strdup(con);
 	freecon(con);

@@ -104,6 +104,12 @@ static inline void list_splice_tail(struct list_node *to, struct list_node *from
 	     &pos->member != (head);                                           \
 	     pos = list_entry(pos->member.next, __typeof__(*pos), member))
 
+/* As above, from the last entry to the first. */
+#define list_for_each_entry_reverse(pos, head, member)                         \
+	for (pos = list_entry((head)->prev, __typeof__(*pos), member);         \
+	     &pos->member != (head);                                           \
+	     pos = list_entry(pos->member.prev, __typeof__(*pos), member))
+
 /* As above, but @pos may be unlinked (and freed) inside the loop. */
 #define list_for_each_entry_safe(pos, tmp, head, member)                       \
 	for (pos = list_entry((head)->next, __typeof__(*pos), member),         \
