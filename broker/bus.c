@@ -249,6 +249,7 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	list_init(&bus->peers);
 	list_init(&bus->transports);
 	list_init(&bus->monitors);
+	list_init(&bus->policy_modules);
 	list_init(&bus->dead_list);
 	list_init(&bus->overflow_list);
 	log_limits_init(&bus->log_limits);
@@ -491,13 +492,6 @@ static int bus_flush_cb(sd_event_source *s, void *userdata)
 {
 	bus_flush_now(userdata);
 	return 0;
-}
-
-uint32_t bus_next_serial(struct bus *bus)
-{
-	if (++bus->serial == 0)
-		bus->serial = 1;
-	return bus->serial;
 }
 
 void bus_serialize(const struct bus *bus, struct state_writer *w)

@@ -133,6 +133,7 @@ struct bus {
 
 	struct list_node peers;		/* every peer, in accept order */
 	struct list_node monitors;	/* peers that called BecomeMonitor */
+	struct list_node policy_modules;	/* struct policy_module (policy.h) */
 	struct list_node dead_list;	/* closed peers, freed after dispatch */
 	struct list_node overflow_list;	/* peers to close for not reading */
 	struct peer *dispatching;	/* whose message is being routed: the actor */
@@ -240,7 +241,12 @@ void bus_incomplete_done(struct bus *bus);
 struct peer *bus_resolve(struct bus *bus, const char *name);
 
 /* Next serial for a message the bus sends (bus-wide counter, never 0). */
-uint32_t bus_next_serial(struct bus *bus);
+static inline uint32_t bus_next_serial(struct bus *bus)
+{
+	if (++bus->serial == 0)
+		bus->serial = 1;
+	return bus->serial;
+}
 
 /*
  * Re-exec (state.h): the bus' identity and counters, section

@@ -35,6 +35,7 @@ int container_registry_new(struct container_registry **regp, struct bus *bus)
 		return -ENOMEM;
 	reg->bus = bus;
 	list_init(&reg->instances);
+	container_policy_add(reg);
 	*regp = reg;
 	return 0;
 }
@@ -74,6 +75,7 @@ struct container_registry *container_registry_free(struct container_registry *re
 	/* At exit: nobody is left to tell (InstanceRemoved). */
 	while (!list_is_empty(&reg->instances))
 		container_free(list_first_entry(&reg->instances, struct container, link));
+	policy_remove_module(&reg->policy);
 	free(reg);
 	return NULL;
 }

@@ -58,6 +58,7 @@
 #include <sys/types.h>
 #include "broker/log-limit.h"
 #include "broker/peer.h"
+#include "broker/policy.h"
 #include "util/list.h"
 
 struct bus;
@@ -129,12 +130,16 @@ int container_join(struct container *c, struct peer *peer);
 
 struct container_registry {
 	struct bus *bus;
+	struct policy_module policy;	/* its say on messages (container-policy.c) */
 	struct list_node instances;
 	unsigned int n_instances;
 	uint64_t next_id;
 };
 
 int container_registry_new(struct container_registry **regp, struct bus *bus);
+
+/* Ask @reg's instances about every message from now on (container-policy.c). */
+void container_policy_add(struct container_registry *reg);
 struct container_registry *container_registry_free(struct container_registry *reg);
 
 /* The instance with object path @path, or NULL. */

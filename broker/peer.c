@@ -15,8 +15,6 @@
 #include "broker/bus.h"
 #include "broker/log.h"
 #include "broker/peer.h"
-#include "broker/policy.h"
-#include "broker/router.h"
 #include "conf/policy.h"
 #include "dbus-compat/message.h"
 #include "dbus-compat/protocol.h"
@@ -184,119 +182,6 @@ const char *peer_loginfo(struct peer *peer)
 	return peer->loginfo;
 }
 
-static void peer_attachments_gone(struct peer *peer)
-{
-	struct peer_attachment *a, *tmp;
-
-	/* An op may detach and free its own attachment (no other). */
-	list_for_each_entry_safe(a, tmp, &peer->attachments, peer_link)
-		if (a->ops->gone)
-			a->ops->gone(a);
-}
-
-void peer_attach(struct peer *peer, struct peer_attachment *a,
-		 const struct peer_attachment_ops *ops)
-{
-	assert(ops && ops->free && !peer_find_attachment(peer, ops));
-	a->ops = ops;
-	a->peer = peer;
-	list_prepend(&peer->attachments, &a->peer_link);
-}
-
-void peer_detach(struct peer_attachment *a)
-{
-	list_unlink(&a->peer_link);
-}
-
-void peer_close(struct peer *peer, const char *reason)
-{
-	struct bus *bus = peer->bus;
-
-	if (peer->closed)
-		return;
-	peer->closed = true;
-
-	if (reason)
-		log_info("closing connection %s (uid %u pid %d): %s",
-			 peer->registered ? peer_name(peer) : "(inactive)",
-			 (unsigned)peer->uid, (int)peer->pid, reason);
-
-	peer->transport->ops->close(peer->transport);
-	/* A native client sees its connection node destroyed. */
-	if (peer->output != peer->transport)
-		peer->output->ops->close(peer->output);
-	list_unlink(&peer->overflow_link);
-	if (!peer->registered)
-		bus_incomplete_done(bus);
-
-	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
-	router_peer_gone(peer);
-	/*
-	 * Then the features, the newest first: a container's filtered
-	 * connections forget it (after its NameOwnerChanged) and it them, then
-	 * its instance may end (InstanceRemoved).
-	 */
-	peer_attachments_gone(peer);
-
-	list_unlink(&peer->bus_link);
-	list_append(&bus->dead_list, &peer->dead_link);
-	bus_schedule_flush(bus);
-}
-
-void peer_set_registered(struct peer *peer)
-{
-	peer->registered = true;
-	peer->bus->n_active++;
-	bus_incomplete_done(peer->bus);
-	if (peer->transport->ops->registered)
-		peer->transport->ops->registered(peer->transport);
-}
-
-int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous)
-{
-	const char *why = NULL;
-	int r;
-
-	peer->authenticated = true;
-	peer->unix_fds = unix_fds;
-	peer->anonymous = anonymous;
-	if (uid != (uid_t)-1 && uid != peer->uid) {
-		/*
-		 * DBUS_COOKIE_SHA1: the identity is the one proven, not the
-		 * socket's (a TCP peer has none). Nothing is charged to the peer
-		 * before Hello: move it to its user.
-		 */
-		struct user *u = NULL;
-
-		r = user_registry_ref_user(peer->bus->users, &u, uid);
-		if (r < 0)
-			return r;
-		for (int i = 0; i < _USER_SLOT_N; i++)
-			user_charge_release(&peer->charges[i]);
-		user_unref(peer->user);
-		peer->user = u;
-		peer->replies.pending_tally = &u->n_pending_replies;
-		peer->uid = uid;
-		peer->socket_identity = false;
-	}
-	r = policy_check_connect_lsm(peer->bus, peer, &why);
-	if (r < 0)
-		return r;
-	if (r) {
-		log_warn("Unable to set up new connection: %s", why);
-		peer_close(peer, NULL);
-		return 1;
-	}
-	r = policy_setup_peer(peer);
-	if (r < 0)
-		return r;
-	if (r) {
-		peer_close(peer, "the bus policy does not allow this user to connect");
-		return 1;
-	}
-	return 0;
-}
-
 int peer_queue(struct peer *peer, struct message *msg)
 {
 	if (peer->closed || peer->overflow)
@@ -309,42 +194,6 @@ void peer_set_output(struct peer *peer, struct peer_transport *output)
 	/* Only once: the bootstrap is the first call, and only one. */
 	assert(peer->output == peer->transport);
 	peer->output = output;
-}
-
-int peer_dispatch_parsed(struct peer *peer, struct message *msg, int parsed)
-{
-	int r = parsed;
-
-	if (r > 0) {
-		log_info("disconnecting %s: invalid message: %s",
-			 peer->registered ? peer_name(peer) : "(inactive)",
-			 dc_invalid_to_string(r));
-		peer_close(peer, NULL);
-	} else if (r == 0) {
-		size_t size = message_get_size(msg), n_fds_in = msg->n_fds;
-
-		peer->n_incoming++;
-		peer->bus->n_messages++;
-		/* Debug.Stats: what the bus holds of its messages (IncomingBytes). */
-		peer->n_dispatching_bytes += size;
-		peer->n_dispatching_fds += n_fds_in;
-		if (peer->n_dispatching_bytes > peer->peak_dispatching_bytes)
-			peer->peak_dispatching_bytes = peer->n_dispatching_bytes;
-		if (peer->n_dispatching_fds > peer->peak_dispatching_fds)
-			peer->peak_dispatching_fds = peer->n_dispatching_fds;
-		r = router_dispatch(peer, msg);
-		peer->n_dispatching_bytes -= size;
-		peer->n_dispatching_fds -= n_fds_in;
-	}
-	message_unref(msg);
-	return r;
-}
-
-int peer_dispatch_incoming(struct peer *peer, struct message *msg, const int *fds,
-			   size_t n_fds)
-{
-	/* The message owns the fds from here on, in all cases. */
-	return peer_dispatch_parsed(peer, msg, message_parse(msg, fds, n_fds));
 }
 
 int peer_charge(struct peer *peer, enum user_slot slot, uint64_t amount)
@@ -389,7 +238,14 @@ int peer_charge_message(struct peer *peer, uint64_t bytes, uint64_t n_fds)
 
 static uint64_t peer_actor_key(const struct peer *p)
 {
-	return user_actor_key(p->owner.id, p->group ? p->group->id : 0);
+	/*
+	 * Before Hello, none (it can send nothing but Hello); after it, its
+	 * unique id counted from 1, since 0 means none to user.h and ":1.0"
+	 * must not escape its share.
+	 */
+	if (!p->registered)
+		return 0;
+	return user_actor_key(p->owner.id + 1, p->group ? p->group->id : 0);
 }
 
 int peer_charge_queued(struct peer *peer, const struct message *msg, struct queue_charge *qc)
@@ -403,7 +259,11 @@ int peer_charge_queued(struct peer *peer, const struct message *msg, struct queu
 		.fds = msg->n_fds,
 		.answer = actor == peer,
 	};
-	/* A peer without a user (ANONYMOUS, TCP) has no quota, but its answers count. */
+	/*
+	 * Peers without an identity (ANONYMOUS, TCP without a cookie) share
+	 * the user of uid -1: one quota for all of them. peer->user is NULL
+	 * only for a peer that never got that far (peer_new() failing).
+	 */
 	if (peer->user) {
 		fair = actor && !qc->answer && msg->type == DC_MESSAGE_METHOD_CALL;
 		r = user_actor_charge(peer->user, actor ? peer_actor_key(actor) : 0, qc->bytes,
@@ -437,16 +297,6 @@ void peer_uncharge_queued(struct peer *peer, struct queue_charge *qc)
 			peer->input_paused = false;
 	}
 	*qc = (struct queue_charge){};
-}
-
-void peer_overflow(struct peer *peer)
-{
-	if (peer->overflow || peer->closed)
-		return;
-	peer_count_refusal(peer, REFUSAL_QUEUE_FULL);
-	peer->overflow = true;
-	list_append(&peer->bus->overflow_list, &peer->overflow_link);
-	bus_schedule_flush(peer->bus);
 }
 
 void peer_count_refusal(struct peer *peer, enum refusal what)

@@ -33,6 +33,7 @@
  * handles.
  */
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -238,8 +239,9 @@ void peer_set_output(struct peer *peer, struct peer_transport *output);
 
 /*
  * Parse @msg, which takes over the @n_fds fds in @fds (not the array), and
- * route it; consumes @msg. 0 when routed, 1 when the message was invalid and
- * the peer is closed for it, or -errno.
+ * route it; consumes @msg. 0 when routed, the positive DC_E_* code of
+ * message_parse() when the message was invalid and the peer is closed for
+ * it, or -errno.
  */
 int peer_dispatch_incoming(struct peer *peer, struct message *msg, const int *fds,
 			   size_t n_fds);
@@ -347,13 +349,6 @@ static inline const char *peer_name(const struct peer *peer)
 	return peer->owner.unique_name;
 }
 
-/* Hang @a, embedded in a feature's object, on @peer (see Attachments). */
-void peer_attach(struct peer *peer, struct peer_attachment *a,
-		 const struct peer_attachment_ops *ops);
-
-/* Take @a off its peer, before its owner frees it. */
-void peer_detach(struct peer_attachment *a);
-
 /* @peer's attachment of a feature (the ops it attached with), or NULL. */
 static inline struct peer_attachment *peer_find_attachment(const struct peer *peer,
 							    const struct peer_attachment_ops *ops)
@@ -364,6 +359,22 @@ static inline struct peer_attachment *peer_find_attachment(const struct peer *pe
 		if (a->ops == ops)
 			return a;
 	return NULL;
+}
+
+/* Hang @a, embedded in a feature's object, on @peer (see Attachments): once per feature. */
+static inline void peer_attach(struct peer *peer, struct peer_attachment *a,
+			       const struct peer_attachment_ops *ops)
+{
+	assert(ops && ops->free && !peer_find_attachment(peer, ops));
+	a->ops = ops;
+	a->peer = peer;
+	list_prepend(&peer->attachments, &a->peer_link);
+}
+
+/* Take @a off its peer, before its owner frees it. */
+static inline void peer_detach(struct peer_attachment *a)
+{
+	list_unlink(&a->peer_link);
 }
 
 /* Whether @peer may receive fds. */

@@ -13,8 +13,6 @@
 #include "broker/activation.h"
 #include "broker/apparmor.h"
 #include "broker/bus.h"
-#include "broker/container.h"
-#include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/policy.h"
 #include "broker/selinux.h"
@@ -255,119 +253,69 @@ static int policy_check(struct bus *bus, struct peer *from,
 				  kind, v);
 }
 
-/* ------------------------------------------------ the filter of an instance */
+/* ------------------------------------------------------------- modules */
 
-/* The verdict on @m that @from's filter did not pass (@refusal: FILTER_*), for @name. */
-static int policy_filter_refuse(struct peer *from, struct message *m, int refusal,
-				const char *name, bool to_unique, struct verdict *v)
+void policy_add_module(struct bus *bus, struct policy_module *mod,
+		       const struct policy_module_ops *ops)
 {
-	static const char *const what[] = {
-		[FILTER_DENY] = "denied", [FILTER_HIDE] = "hid the name of",
-		[FILTER_FAKE_FALSE] = "hid the owner asked for in",
-		[FILTER_FAKE_NO_OWNER] = "hid the owner asked for in", [FILTER_DROP] = "dropped",
-	};
-	struct container *c = container_of_peer(from);
-	const char *path = c ? c->path : "?";
-	struct message_builder b;
-	char *text;
-	int r;
-
-	/* Logged by the filter, if at all (--log), not as a <policy> refusal. */
-	if (refusal > FILTER_PASS && refusal < (int)ARRAY_SIZE(what) && what[refusal])
-		container_log_refusal(c, from, m, what[refusal], name);
-	v->logged = true;
-	v->kind = VERDICT_DROP;
-	/* Like xdg-dbus-proxy: what expects no reply vanishes. */
-	if (!message_expects_reply(m))
-		return 0;
-	if (!name)
-		name = refusal == FILTER_DENY ? "(none)" : "";
-	switch (refusal) {
-	case FILTER_DENY:
-		return verdict_set(v, VERDICT_DENY, NULL, asprintf(&text,
-			"The filter of container %s does not allow this %s to %s", path,
-			m->type == DC_MESSAGE_SIGNAL ? "signal" : "call", name) < 0 ? NULL : text);
-	case FILTER_HIDE:
-		/* The same for a name that exists as for one that does not. */
-		if (to_unique || (m->flags & DC_FLAG_NO_AUTO_START))
-			return verdict_set(v, VERDICT_ERROR, DC_ERROR_NAME_HAS_NO_OWNER,
-				asprintf(&text, "Name \"%s\" does not exist", name) < 0 ? NULL : text);
-		return verdict_set(v, VERDICT_ERROR, DC_ERROR_SERVICE_UNKNOWN, asprintf(&text,
-			"The name %s was not provided by any .service files", name) < 0 ?
-			NULL : text);
-	case FILTER_FAKE_NO_OWNER:
-		return verdict_set(v, VERDICT_ERROR, DC_ERROR_NAME_HAS_NO_OWNER, asprintf(&text,
-			"Could not get owner of name '%s': no such name", name) < 0 ? NULL : text);
-	case FILTER_FAKE_FALSE:
-		message_builder_init_method_return(&b, m, "b");
-		b.sender = DC_SERVICE_DBUS;
-		b.destination = peer_name(from);
-		dc_writer_write(&b.body, "b", false);
-		r = message_builder_seal(&b, bus_next_serial(from->bus), &v->answer);
-		message_builder_deinit(&b);
-		if (r)
-			return r < 0 ? r : -EINVAL;
-		v->kind = VERDICT_ANSWER;
-		return 0;
-	default:
-		return 0;
-	}
+	mod->ops = ops;
+	list_append(&bus->policy_modules, &mod->link);
 }
+
+void policy_remove_module(struct policy_module *mod)
+{
+	list_unlink(&mod->link);
+}
+
+/* Ask every module's @op (the first that does not deliver decides). */
+#define POLICY_ASK_MODULES(bus, v, op, ...)                                    \
+	({                                                                     \
+		struct policy_module *_mod;                                    \
+		int _r = 0;                                                    \
+		list_for_each_entry(_mod, &(bus)->policy_modules, link) {      \
+			if (!_mod->ops->op)                                    \
+				continue;                                      \
+			_r = _mod->ops->op(_mod, __VA_ARGS__, (v));            \
+			if (_r < 0 || (v)->kind != VERDICT_DELIVER)            \
+				break;                                         \
+		}                                                              \
+		_r;                                                            \
+	})
 
 int policy_judge_send(struct peer *from, struct message *m, struct verdict *v)
 {
-	struct filter_view *view = container_filter_view(from);
-	const char *arg0 = NULL;
-	int refusal;
-
 	*v = (struct verdict){};
-	if (!view || !m->destination)
-		return 0;	/* broadcasts are judged per receiver; the bus' Peer interface */
-	if (!strcmp(m->destination, DC_SERVICE_DBUS)) {
-		refusal = filter_check_driver(view, m);
-		if (refusal == FILTER_PASS)
-			return 0;
-		if (refusal == FILTER_HIDE || refusal == FILTER_FAKE_NO_OWNER)
-			(void)message_get_arg(m, 0, &arg0);
-		/* Hidden: the bus, not the name asked about, is the destination. */
-		return policy_filter_refuse(from, m, refusal,
-					    refusal == FILTER_DENY ? DC_SERVICE_DBUS : arg0, false, v);
-	}
-	if (m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR) {
-		if (m->destination[0] != ':')
-			v->kind = VERDICT_DROP;
-		return 0;
-	}
-	refusal = filter_check_unicast(view, m);
-	if (refusal == FILTER_PASS)
-		return 0;
-	return policy_filter_refuse(from, m, refusal, m->destination, m->destination[0] == ':', v);
+	return POLICY_ASK_MODULES(from->bus, v, judge_send, from, m);
 }
 
 int policy_judge_call(struct peer *from, struct message *m, struct verdict *v)
 {
-	struct container *c = container_of_peer(from);
-	long long max = from->bus->limits.max_replies_per_container;
-	char *text;
-
 	*v = (struct verdict){};
-	if (!c || container_n_calls(c) < (unsigned long long)max)
-		return 0;
-	return verdict_set(v, VERDICT_ERROR, DC_ERROR_LIMITS_EXCEEDED, asprintf(&text,
-		"The maximum number of pending replies of container instance %s has been "
-		"reached (max_replies_per_container=%lld)", c->path, max) < 0 ? NULL : text);
+	return POLICY_ASK_MODULES(from->bus, v, judge_call, from, m);
 }
 
 int policy_delivered(struct peer *to, struct peer *from)
 {
-	struct filter_view *view = container_filter_view(to);
+	struct policy_module *mod;
+	int r;
 
-	return view ? filter_view_saw(view, from) : 0;
+	list_for_each_entry(mod, &to->bus->policy_modules, link) {
+		if (!mod->ops->delivered)
+			continue;
+		r = mod->ops->delivered(mod, to, from);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *owner)
 {
-	filter_name_owner_changed(bus, name, owner);
+	struct policy_module *mod;
+
+	list_for_each_entry(mod, &bus->policy_modules, link)
+		if (mod->ops->name_owner_changed)
+			mod->ops->name_owner_changed(mod, name, owner);
 }
 
 /* ------------------------------------------------------------ the judges */
@@ -375,16 +323,12 @@ void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *o
 int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
 			 struct message *m, bool requested_reply, struct verdict *v)
 {
+	int r;
+
 	*v = (struct verdict){};
-	/* A reply nobody waits for, to or from a container's filter: dropped. */
-	if (!requested_reply &&
-	    (m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR) &&
-	    (container_filter_view(from) || container_filter_view(to))) {
-		v->kind = VERDICT_DROP;
-		return 0;
-	}
-	if (!policy_active(bus))
-		return 0;
+	r = POLICY_ASK_MODULES(bus, v, judge_unicast, from, to, m, requested_reply);
+	if (r < 0 || v->kind != VERDICT_DELIVER || !policy_active(bus))
+		return r;
 	return policy_check(bus, from, NULL, to, m, requested_reply, false, VERDICT_DENY, v);
 }
 
@@ -392,16 +336,13 @@ int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
 			 const struct bus_policy_peer *from_names, struct message *m,
 			 bool eavesdropping, struct verdict *v)
 {
-	struct filter_view *view = container_filter_view(to);
+	int r;
 
 	*v = (struct verdict){};
-	/* A container's filter first (xdg-dbus-proxy sits before the bus' policy). */
-	if (view && (eavesdropping || !filter_check_broadcast(view, from, m))) {
-		v->kind = VERDICT_DROP;
-		return 0;
-	}
-	if (!policy_active(bus))
-		return 0;
+	/* The modules first (a container's filter: xdg-dbus-proxy sits before the bus). */
+	r = POLICY_ASK_MODULES(bus, v, judge_receive, to, from, m, eavesdropping);
+	if (r < 0 || v->kind != VERDICT_DELIVER || !policy_active(bus))
+		return r;
 	return policy_check(bus, from, from_names, to, m, false, eavesdropping, VERDICT_DROP, v);
 }
 
@@ -635,25 +576,18 @@ static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
 
 int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 {
-	struct filter_view *from_view, *to_view;
+	struct policy_module *mod;
 	struct policy_names fn, tn;
-	struct filter_match fm;
 	bool opaque;
 	int r;
 
-	/*
-	 * A container's filter: the caller's must pass every call to the
-	 * callee, and the callee's must already see the caller (calls reaching
-	 * it teach it that, which a direct call past the bus would not).
-	 */
-	from_view = container_filter_view(from);
-	to_view = container_filter_view(to);
-	if (from_view && !filter_view_allows_all_calls(from_view, to))
-		return POLICY_DIRECT_FILTERED;
-	if (to_view) {
-		filter_view_match_peer(to_view, from, &fm);
-		if (fm.level < FILTER_SEE)
-			return POLICY_DIRECT_FILTERED;
+	/* A module may decide per message (a container's filter). */
+	list_for_each_entry(mod, &bus->policy_modules, link) {
+		if (!mod->ops->judge_direct)
+			continue;
+		r = mod->ops->judge_direct(mod, from, to);
+		if (r != POLICY_DIRECT_ALLOWED)
+			return r;
 	}
 
 	if (bus->apparmor && (!apparmor_peer_unconfined(bus->apparmor, from) ||

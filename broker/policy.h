@@ -6,22 +6,24 @@
  *
  * conf/policy.c compiles dbus-daemon's <policy> rules and answers pure
  * questions about a message described by a struct bus_policy_message. This
- * file is the one place where the broker asks them, and its modules (the
- * LSMs: selinux.h, apparmor.h; a container instance's filter:
- * container-filter.h): it knows what a connection is (its names, its
- * credentials), so it turns connections and messages into those
- * descriptions. Every decision about a message is a struct verdict, which
+ * file is the one place where the broker asks them, and the LSMs
+ * (selinux.h, apparmor.h), and its modules (a feature that decides about
+ * messages too, as container instances do: container-policy.c): it knows
+ * what a connection is (its names, its credentials), so it turns
+ * connections and messages into those descriptions. Every decision about a message is a struct verdict, which
  * the router carries out (router_carry_out()) without knowing who decided:
  *  - policy_judge_send(): what a connection sends, before its destination
- *    is looked up (a container's filter, xdg-dbus-proxy's rules: a hidden
- *    name looks absent, some driver answers are made up);
- *  - policy_judge_call(): a call that would wait for a reply, against the
- *    limits of the group its sender acts with (max_replies_per_container);
+ *    is looked up (the modules' only: a container's filter, xdg-dbus-proxy's
+ *    rules, where a hidden name looks absent and some driver answers are
+ *    made up);
+ *  - policy_judge_call(): a call that would wait for a reply (the modules'
+ *    only: a container instance's max_replies_per_container);
  *  - policy_judge_unicast(), policy_judge_receive(), policy_judge_driver(),
  *    policy_judge_from_driver(), policy_judge_activation(),
  *    policy_judge_unregistered(): whether a message may go from one
- *    connection (or the driver) to another (or the driver), the LSMs first,
- *    as dbus-daemon asks them, then the <policy>; all must allow it;
+ *    connection (or the driver) to another (or the driver): the modules
+ *    first, then the LSMs, as dbus-daemon asks them, then the <policy>; all
+ *    must allow it;
  *  - policy_delivered(), policy_name_owner_changed(): what the modules
  *    learn from what the bus did (a filter learns the names its
  *    connection may now see).
@@ -40,6 +42,7 @@
 
 #include <stdbool.h>
 #include "conf/policy.h"
+#include "util/list.h"
 
 struct bus;
 struct peer;
@@ -107,6 +110,48 @@ void verdict_deinit(struct verdict *v);
 
 /* Set @v to @kind with @text (owned; NULL: -ENOMEM). Return 0 or -ENOMEM. */
 int verdict_set(struct verdict *v, enum verdict_kind kind, const char *error_name, char *text);
+
+/**
+ * struct policy_module_ops - what a module has to say
+ *
+ * Each op may be NULL. The judges set @v (initialized to VERDICT_DELIVER),
+ * and return 0 or negative errno; the first module whose verdict is not
+ * VERDICT_DELIVER decides, before the LSMs and the <policy> are asked.
+ * @judge_send:	as policy_judge_send()
+ * @judge_call:	as policy_judge_call()
+ * @judge_unicast: as policy_judge_unicast()
+ * @judge_receive: as policy_judge_receive()
+ * @judge_direct: POLICY_DIRECT_ALLOWED, or why @from may not call @to past
+ *		the bus (POLICY_DIRECT_*)
+ * @delivered:	as policy_delivered()
+ * @name_owner_changed: as policy_name_owner_changed()
+ */
+struct policy_module;
+struct policy_module_ops {
+	int (*judge_send)(struct policy_module *mod, struct peer *from, struct message *m,
+			  struct verdict *v);
+	int (*judge_call)(struct policy_module *mod, struct peer *from, struct message *m,
+			  struct verdict *v);
+	int (*judge_unicast)(struct policy_module *mod, struct peer *from, struct peer *to,
+			     struct message *m, bool requested_reply, struct verdict *v);
+	int (*judge_receive)(struct policy_module *mod, struct peer *to, struct peer *from,
+			     struct message *m, bool eavesdropping, struct verdict *v);
+	int (*judge_direct)(struct policy_module *mod, struct peer *from, struct peer *to);
+	int (*delivered)(struct policy_module *mod, struct peer *to, struct peer *from);
+	void (*name_owner_changed)(struct policy_module *mod, const char *name,
+				   struct peer *owner);
+};
+
+/* Embedded in the module's own object, which gets back with container_of(). */
+struct policy_module {
+	const struct policy_module_ops *ops;
+	struct list_node link;		/* in bus->policy_modules */
+};
+
+/* Ask @mod too, from now on, after the modules added before it. */
+void policy_add_module(struct bus *bus, struct policy_module *mod,
+		       const struct policy_module_ops *ops);
+void policy_remove_module(struct policy_module *mod);
 
 char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struct peer *to,
 			 const struct message *m, bool requested_reply,

@@ -22,9 +22,11 @@
  *     - org.freedesktop.DBus: the driver (driver.c) handles it;
  *     - a unique or well-known name: resolve; unknown -> ServiceUnknown
  *       (auto-start allowed) or NameHasNoOwner (NO_AUTO_START) to the caller;
- *       replies must match a pending call (reply.h) else AccessDenied to the
- *       sender; calls expecting a reply record a reply slot; fds only to a
- *       peer that negotiated them (else NotSupported);
+ *       a reply consumes the pending call it answers (reply.h); one that
+ *       answers none is judged by the policy as not requested (dbus-daemon's
+ *       session.conf lets it through, its system.conf does not); calls
+ *       expecting a reply record a reply slot; fds only to a peer that
+ *       negotiated them (else NotSupported);
  *     - none: a signal is broadcast to every peer with a matching rule
  *       (each once, match.h index); a method call gets UnknownMethod (Peer
  *       methods are answered by the bus, as libdbus does for dbus-daemon).
