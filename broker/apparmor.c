@@ -119,7 +119,7 @@ int apparmor_new(struct apparmor **aap, enum bus_config_apparmor mode, const cha
 		if (mode != BUS_CONFIG_APPARMOR_REQUIRED)
 			return 0;
 		*errorp = strdup("AppArmor mediation required but not present");
-		return *errorp ? 1 : -ENOMEM;
+		return *errorp ? APPARMOR_E_UNAVAILABLE : -ENOMEM;
 	}
 	aa = calloc(1, sizeof(*aa));
 	if (!aa)
@@ -139,7 +139,7 @@ int apparmor_new(struct apparmor **aap, enum bus_config_apparmor mode, const cha
 			*errorp = NULL;
 			return -ENOMEM;
 		}
-		return 1;
+		return APPARMOR_E_UNAVAILABLE;
 	}
 	/* aa_getcon() split "label (mode)" in one buffer already. */
 	r = label_new(&aa->bus, con, true, m);
@@ -188,7 +188,7 @@ int apparmor_peer_label(struct peer *peer, const struct apparmor_label **labelp)
 
 	if (!a) {
 		if (!peer->creds.label)
-			return 1;
+			return APPARMOR_E_NO_LABEL;
 		ap = calloc(1, sizeof(*ap));
 		if (!ap)
 			return -ENOMEM;
@@ -354,9 +354,9 @@ static int check_peer(struct apparmor *aa, struct peer *peer, uint32_t perm,
 
 	r = apparmor_peer_label(peer, &l);
 	if (r)
-		return r < 0 ? r : 0;
+		return r < 0 ? r : ACCESS_DENIED;
 	if (l->unconfined)
-		return 1;
+		return ACCESS_ALLOWED;
 	query_start(&q, aa, l->con);
 	if (name)
 		query_field(&q, name);
@@ -375,7 +375,7 @@ static int check_peer(struct apparmor *aa, struct peer *peer, uint32_t perm,
 		log_str(&line, "label", l->con);
 		log_decision(allow, op, &line);
 	}
-	return allow ? 1 : 0;
+	return allow ? ACCESS_ALLOWED : ACCESS_DENIED;
 }
 
 int apparmor_check_bind(struct apparmor *aa, struct peer *peer, const char *name)
@@ -422,16 +422,16 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 	*query_errno = 0;
 	/* The call was allowed; its reply needs no permission of its own. */
 	if (requested_reply)
-		return 1;
+		return ACCESS_ALLOWED;
 
 	/* Peers without a label are not accepted (policy_check_connect_lsm()). */
 	r = apparmor_peer_label(from, &src);
 	if (r)
-		return r < 0 ? r : 0;
+		return r < 0 ? r : ACCESS_DENIED;
 	if (to) {
 		r = apparmor_peer_label(to, &dst);
 		if (r)
-			return r < 0 ? r : 0;
+			return r < 0 ? r : ACCESS_DENIED;
 	} else if (!activation) {
 		dst = aa->bus;
 	}
@@ -467,7 +467,7 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 	 */
 	if ((!src_audit && !dst_audit && !src_err && !dst_err) ||
 	    m->type == DC_MESSAGE_METHOD_RETURN || m->type == DC_MESSAGE_ERROR)
-		return src_allow && dst_allow;
+		return src_allow && dst_allow ? ACCESS_ALLOWED : ACCESS_DENIED;
 
 	log_str(&line, "bus", aa->bus_type[0] ? aa->bus_type : "unknown");
 	log_str(&line, "path", m->path);
@@ -503,7 +503,7 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 			log_str(&line, "peer_info", strerror(src_err));
 		log_decision(dst_allow, op, &line);
 	}
-	return src_allow && dst_allow;
+	return src_allow && dst_allow ? ACCESS_ALLOWED : ACCESS_DENIED;
 }
 
 #else /* !HAVE_APPARMOR */
@@ -516,7 +516,7 @@ int apparmor_new(struct apparmor **aap, enum bus_config_apparmor mode, const cha
 		return 0;
 	*errorp = strdup("AppArmor mediation required but not present "
 			 "(bus1-broker was built without AppArmor support)");
-	return *errorp ? 1 : -ENOMEM;
+	return *errorp ? APPARMOR_E_UNAVAILABLE : -ENOMEM;
 }
 
 struct apparmor *apparmor_free(struct apparmor *aa)
@@ -526,7 +526,7 @@ struct apparmor *apparmor_free(struct apparmor *aa)
 
 int apparmor_peer_label(struct peer *peer, const struct apparmor_label **labelp)
 {
-	return 1;
+	return APPARMOR_E_NO_LABEL;
 }
 
 bool apparmor_peer_unconfined(struct apparmor *aa, struct peer *peer)
@@ -536,7 +536,7 @@ bool apparmor_peer_unconfined(struct apparmor *aa, struct peer *peer)
 
 int apparmor_check_bind(struct apparmor *aa, struct peer *peer, const char *name)
 {
-	return 1;
+	return ACCESS_ALLOWED;
 }
 
 int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
@@ -544,12 +544,12 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 			bool requested_reply, int *query_errno)
 {
 	*query_errno = 0;
-	return 1;
+	return ACCESS_ALLOWED;
 }
 
 int apparmor_check_eavesdrop(struct apparmor *aa, struct peer *peer)
 {
-	return 1;
+	return ACCESS_ALLOWED;
 }
 
 #endif

@@ -42,12 +42,19 @@
  */
 
 #include <stdbool.h>
+#include "broker/policy.h"
 #include "conf/config.h"
 
 struct apparmor;
 struct apparmor_label;
 struct message;
 struct peer;
+
+enum {
+	_APPARMOR_E_SUCCESS,
+	APPARMOR_E_UNAVAILABLE,		/* required, but the bus cannot mediate */
+	APPARMOR_E_NO_LABEL,		/* a peer without label: not accepted */
+};
 
 /**
  * apparmor_new() - decide whether the bus mediates with AppArmor
@@ -56,8 +63,9 @@ struct peer;
  * @bus_type:	<type> of the configuration, or NULL
  * @errorp:	set to a message (malloc()ed) when the bus must not start
  *
- * Return: 0, 1 (mode="required" and no AppArmor D-Bus mediation in the
- * kernel, or the bus' own label cannot be read: *@errorp), or -ENOMEM.
+ * Return: 0, APPARMOR_E_UNAVAILABLE (mode="required" and no AppArmor D-Bus
+ * mediation in the kernel, or the bus' own label cannot be read: *@errorp),
+ * or -ENOMEM.
  */
 int apparmor_new(struct apparmor **aap, enum bus_config_apparmor mode, const char *bus_type,
 		 char **errorp);
@@ -65,15 +73,16 @@ struct apparmor *apparmor_free(struct apparmor *aa);
 
 /*
  * The label of a peer, parsed from its credentials (creds.label) on first
- * use and kept with the peer (an attachment, peer.h). Return 0, 1 if it has none
- * (it cannot be mediated: not accepted), or -ENOMEM.
+ * use and kept with the peer (an attachment, peer.h). Return 0,
+ * APPARMOR_E_NO_LABEL if it has none (it cannot be mediated: not accepted),
+ * or -ENOMEM.
  */
 int apparmor_peer_label(struct peer *peer, const struct apparmor_label **labelp);
 struct apparmor_label *apparmor_label_free(struct apparmor_label *label);
 
 /**
  * apparmor_check_bind() - may @peer own @name?
- * Return: 1 allowed, 0 denied (logged), -ENOMEM.
+ * Return: ACCESS_ALLOWED, ACCESS_DENIED (logged), -ENOMEM.
  */
 int apparmor_check_bind(struct apparmor *aa, struct peer *peer, const char *name);
 
@@ -86,7 +95,7 @@ int apparmor_check_bind(struct apparmor *aa, struct peer *peer, const char *name
  * @requested_reply: @m is a reply @to waits for: allowed
  * @query_errno: set when denied because the kernel could not be asked
  *
- * Return: 1 allowed, 0 denied (logged unless a reply), -ENOMEM.
+ * Return: ACCESS_ALLOWED, ACCESS_DENIED (logged unless a reply), -ENOMEM.
  */
 int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 			bool activation, const char *assumed_label, struct message *m,
@@ -95,7 +104,7 @@ int apparmor_check_send(struct apparmor *aa, struct peer *from, struct peer *to,
 /**
  * apparmor_check_eavesdrop() - may @peer eavesdrop (an eavesdrop=true match
  * rule, BecomeMonitor)?
- * Return: 1 allowed, 0 denied (logged), -ENOMEM.
+ * Return: ACCESS_ALLOWED, ACCESS_DENIED (logged), -ENOMEM.
  */
 int apparmor_check_eavesdrop(struct apparmor *aa, struct peer *peer);
 

@@ -77,7 +77,7 @@ int driver_method_request_name(struct driver_call *c)
 	r = policy_check_own_lsm(c->bus, peer, name, &lsm);
 	if (r < 0)
 		return r;
-	if (r == 0)
+	if (r == ACCESS_DENIED)
 		return driver_fail(c, DC_ERROR_ACCESS_DENIED,
 				   "Connection \"%s\" is not allowed to own the service \"%s\" "
 				   "due to %s policy", peer_name(peer), name, lsm);
@@ -283,7 +283,7 @@ int driver_method_add_match(struct driver_call *c)
 	}
 	if (rule->eavesdrop) {
 		r = policy_check_eavesdrop_lsm(c->bus, peer);
-		if (r <= 0) {
+		if (r < 0 || r == ACCESS_DENIED) {
 			match_rule_free(rule);
 			return r < 0 ? r : eavesdrop_denied(c);
 		}
@@ -586,10 +586,11 @@ int driver_method_get_connection_selinux_security_context(struct driver_call *c)
 	if (r)
 		return r;
 	/* Only with SELinux: any other LSM label is not an SELinux context. */
-	r = c->bus->selinux ? selinux_context(c->bus->selinux, self ? NULL : peer, &ctx) : 1;
+	r = c->bus->selinux ? selinux_context(c->bus->selinux, self ? NULL : peer, &ctx) :
+			      SELINUX_E_NO_CONTEXT;
 	if (r < 0)
 		return r;
-	if (r)
+	if (r == SELINUX_E_NO_CONTEXT)
 		return driver_fail(c, DC_ERROR_SELINUX_SECURITY_CONTEXT_UNKNOWN,
 				   "Could not determine security context for '%s'", name);
 	/* The context without its NUL, as dbus-daemon sends it. */
@@ -626,7 +627,7 @@ int driver_method_become_monitor(struct driver_call *c)
 
 	/* Asked before the arguments are read, as dbus-daemon asks it. */
 	r = policy_check_eavesdrop_lsm(c->bus, c->peer);
-	if (r <= 0)
+	if (r < 0 || r == ACCESS_DENIED)
 		return r < 0 ? r : eavesdrop_denied(c);
 
 	r = dc_reader_enter(&c->reader, 'a');

@@ -101,17 +101,17 @@ int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymo
 	r = policy_check_connect_lsm(peer->bus, peer, &why);
 	if (r < 0)
 		return r;
-	if (r) {
+	if (r == POLICY_E_REFUSED) {
 		log_warn("Unable to set up new connection: %s", why);
 		peer_close(peer, NULL);
-		return 1;
+		return PEER_E_REFUSED;
 	}
 	r = policy_setup_peer(peer);
 	if (r < 0)
 		return r;
-	if (r) {
+	if (r == POLICY_E_REFUSED) {
 		peer_close(peer, "the bus policy does not allow this user to connect");
-		return 1;
+		return PEER_E_REFUSED;
 	}
 	return 0;
 }

@@ -285,7 +285,7 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 	r = policy_setup_peer(p);
 	if (r < 0)
 		return r;
-	if (r > 0)
+	if (r == POLICY_E_REFUSED)
 		log_info("re-exec: %u would not be allowed to connect now; it stays",
 			 (unsigned int)p->uid);
 

@@ -177,8 +177,9 @@ struct peer {
 
 enum {
 	_PEER_E_SUCCESS,
-	PEER_E_QUOTA,
-	PEER_E_DEAD,
+	PEER_E_QUOTA,			/* over a limit: nothing done */
+	PEER_E_DEAD,			/* closed, or about to be */
+	PEER_E_REFUSED,			/* not let in: it is closed */
 };
 
 /**
@@ -210,9 +211,9 @@ void peer_close(struct peer *peer, const char *reason);
  * @unix_fds:	it may receive fds
  * @anonymous:	it authenticated as nobody (ANONYMOUS)
  *
- * Sets up the policy rules that apply to it. Return: 0, 1 if the policy
- * does not let it connect, or an LSM mediates and it has no label (it is
- * closed), or negative errno.
+ * Sets up the policy rules that apply to it. Return: 0, PEER_E_REFUSED if
+ * the policy does not let it connect, or an LSM mediates and it has no
+ * label (it is closed), or negative errno.
  */
 int peer_authenticated(struct peer *peer, uid_t uid, bool unix_fds, bool anonymous);
 

@@ -156,8 +156,10 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 	/* SELinux asks an activated service once it is there, not before. */
 	if (bus->selinux && !activation) {
 		r = selinux_check_send(bus->selinux, from, to, m, true);
-		if (r <= 0)
-			return r < 0 ? r : policy_deny(v, kind, policy_denial_text(
+		if (r < 0)
+			return r;
+		if (r == ACCESS_DENIED)
+			return policy_deny(v, kind, policy_denial_text(
 				"An SELinux policy prevents this sender from sending this message "
 				"to this recipient", 0, from, to, m, false, NULL), true);
 	}
@@ -167,7 +169,7 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 		assumed = activation_assumed_apparmor_label(bus->activation, m->destination);
 	r = apparmor_check_send(bus->apparmor, from, to, activation, assumed, m,
 				requested_reply, &err);
-	if (r != 0)
+	if (r < 0 || r == ACCESS_ALLOWED)
 		return r < 0 ? r : 0;
 	if (err) {
 		if (asprintf(&text, "Failed to query AppArmor policy: %s", strerror(err)) < 0)
@@ -389,13 +391,13 @@ int policy_judge_activation(struct bus *bus, struct peer *from, struct message *
 int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
 			 const char **lsmp)
 {
-	int r = 1;
+	int r = ACCESS_ALLOWED;
 
 	if (bus->selinux) {
 		*lsmp = "SELinux";
 		r = selinux_check_acquire(bus->selinux, peer, name);
 	}
-	if (r > 0 && bus->apparmor) {
+	if (r == ACCESS_ALLOWED && bus->apparmor) {
 		*lsmp = "AppArmor";
 		r = apparmor_check_bind(bus->apparmor, peer, name);
 	}
@@ -404,7 +406,7 @@ int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
 
 int policy_check_eavesdrop_lsm(struct bus *bus, struct peer *peer)
 {
-	return bus->apparmor ? apparmor_check_eavesdrop(bus->apparmor, peer) : 1;
+	return bus->apparmor ? apparmor_check_eavesdrop(bus->apparmor, peer) : ACCESS_ALLOWED;
 }
 
 int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **whyp)
@@ -414,17 +416,23 @@ int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **wh
 
 	if (bus->selinux) {
 		r = selinux_peer_setup(bus->selinux, peer);
-		if (r) {
-			*whyp = "Failed to read an SELinux context from connection";
+		if (r < 0)
 			return r;
+		if (r == SELINUX_E_NO_CONTEXT) {
+			*whyp = "Failed to read an SELinux context from connection";
+			return POLICY_E_REFUSED;
 		}
 	}
 	if (!bus->apparmor)
 		return 0;
 	r = apparmor_peer_label(peer, &label);
-	if (r > 0)
+	if (r < 0)
+		return r;
+	if (r == APPARMOR_E_NO_LABEL) {
 		*whyp = "Failed to get AppArmor confinement information of socket peer";
-	return r;
+		return POLICY_E_REFUSED;
+	}
+	return 0;
 }
 
 /*
@@ -506,7 +514,7 @@ int policy_setup_peer(struct peer *peer)
 	if (!peer->anonymous &&
 	    !bus_policy_check_connect(bus->policy, (uint32_t)peer->uid, gids, n,
 				      (uint32_t)bus->uid, &rule))
-		return 1;
+		return POLICY_E_REFUSED;
 	/* at_console: decided now (connect, reload), as dbus-daemon; see conf/console.h */
 	r = bus_client_policy_new(&peer->policy, bus->policy, (uint32_t)peer->uid, gids, n,
 				  peer->uid != (uid_t)-1 &&
@@ -553,7 +561,9 @@ static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int
 		return r;
 	r = policy_check(bus, from, NULL, to, probe, type != DC_MESSAGE_METHOD_CALL, false,
 			 VERDICT_DENY, &v);
-	return r < 0 ? r : v.kind == VERDICT_DELIVER;
+	if (r < 0)
+		return r;
+	return v.kind == VERDICT_DELIVER ? ACCESS_ALLOWED : ACCESS_DENIED;
 }
 
 /*
@@ -569,7 +579,7 @@ static int policy_selinux_pair(struct bus *bus, struct peer *a, struct peer *b)
 	if (r < 0)
 		return r;
 	r = selinux_check_send(bus->selinux, a, b, probe, false);
-	if (r > 0)
+	if (r == ACCESS_ALLOWED)
 		r = selinux_check_send(bus->selinux, b, a, probe, false);
 	return r;
 }
@@ -595,11 +605,11 @@ int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 		return POLICY_DIRECT_OPAQUE;
 	if (bus->selinux) {
 		r = policy_selinux_pair(bus, from, to);
-		if (r <= 0)
+		if (r < 0 || r == ACCESS_DENIED)
 			return r < 0 ? r : POLICY_DIRECT_OPAQUE;
 	}
 	r = policy_probe(bus, from, to, DC_MESSAGE_METHOD_CALL);
-	if (r <= 0)
+	if (r < 0 || r == ACCESS_DENIED)
 		return r < 0 ? r : POLICY_DIRECT_DENIED;
 	if (bus->policy) {
 		r = policy_names_init(&fn, from);
@@ -617,9 +627,9 @@ int policy_check_direct(struct bus *bus, struct peer *from, struct peer *to)
 			return POLICY_DIRECT_OPAQUE;
 	}
 	r = policy_probe(bus, to, from, DC_MESSAGE_METHOD_RETURN);
-	if (r > 0)
+	if (r == ACCESS_ALLOWED)
 		r = policy_probe(bus, to, from, DC_MESSAGE_ERROR);
-	if (r <= 0)
+	if (r < 0 || r == ACCESS_DENIED)
 		return r < 0 ? r : POLICY_DIRECT_NO_REPLIES;
 	return POLICY_DIRECT_ALLOWED;
 }

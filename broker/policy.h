@@ -66,6 +66,21 @@ struct policy_names {
 int policy_names_init(struct policy_names *pn, struct peer *peer);
 void policy_names_deinit(struct policy_names *pn);
 
+/*
+ * The answer of an access question that may also fail (util/error.h): a
+ * negative errno or one of these, always compared by name.
+ */
+enum access {
+	ACCESS_DENIED,
+	ACCESS_ALLOWED,
+};
+
+/* Why a connection is not let in (policy_check_connect_lsm(), policy_setup_peer()). */
+enum {
+	_POLICY_E_SUCCESS,
+	POLICY_E_REFUSED,
+};
+
 /* Whether a message may be held back at all: a <policy> or LSM mediation. */
 bool policy_active(struct bus *bus);
 
@@ -242,8 +257,8 @@ void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *o
 
 /*
  * May @peer own @name, as far as the LSMs go? (The <policy> rules are the
- * driver's to ask.) Return 1 allowed, 0 denied (*@lsmp: "SELinux" or
- * "AppArmor", for the error), -ENOMEM.
+ * driver's to ask.) Return ACCESS_ALLOWED, ACCESS_DENIED (*@lsmp: "SELinux"
+ * or "AppArmor", for the error), -ENOMEM.
  */
 int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
 			 const char **lsmp);
@@ -253,7 +268,7 @@ int policy_check_eavesdrop_lsm(struct bus *bus, struct peer *peer);
 
 /*
  * Whether @peer may be accepted by the LSM: while it mediates, a peer needs
- * a label. Return 0, 1 (not accepted, *@whyp set to a static text), -ENOMEM.
+ * a label. Return 0, POLICY_E_REFUSED (*@whyp set to a static text), -ENOMEM.
  */
 int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **whyp);
 
@@ -264,7 +279,8 @@ int policy_check_connect_lsm(struct bus *bus, struct peer *peer, const char **wh
  * the socket, or from the user database for an identity proven otherwise
  * (DBUS_COOKIE_SHA1 over TCP). Called when it authenticated and on every
  * reload.
- * Return: 0, 1 if the policy does not let it connect at all, or -ENOMEM.
+ * Return: 0, POLICY_E_REFUSED if the policy does not let it connect at all,
+ * or -ENOMEM.
  */
 int policy_setup_peer(struct peer *peer);
 

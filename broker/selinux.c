@@ -103,7 +103,7 @@ int selinux_new(struct selinux **sp, char **errorp)
 		free(s);
 		if (asprintf(errorp, "Failed to start Access Vector Cache (AVC): %m") < 0)
 			*errorp = NULL;
-		return *errorp ? 1 : -ENOMEM;
+		return *errorp ? SELINUX_E_FAILED : -ENOMEM;
 	}
 	avc_is_open = true;
 	if (getcon(&con) < 0 || avc_context_to_sid(con, &s->bus_sid) < 0) {
@@ -111,7 +111,7 @@ int selinux_new(struct selinux **sp, char **errorp)
 			*errorp = NULL;
 		freecon(con);
 		selinux_free(s);
-		return *errorp ? 1 : -ENOMEM;
+		return *errorp ? SELINUX_E_FAILED : -ENOMEM;
 	}
 	freecon(con);
 	*sp = s;
@@ -221,12 +221,12 @@ int selinux_peer_setup(struct selinux *s, struct peer *peer)
 	if (peer_sid(peer))
 		return 0;
 	if (!peer->creds.label)
-		return 1;
+		return SELINUX_E_NO_CONTEXT;
 	if (avc_context_to_sid(peer->creds.label, &sid) < 0) {
 		if (errno == ENOMEM)
 			return -ENOMEM;
 		log_warn("Error getting SID from context \"%s\": %m", peer->creds.label);
-		return 1;
+		return SELINUX_E_NO_CONTEXT;
 	}
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
@@ -238,7 +238,8 @@ int selinux_peer_setup(struct selinux *s, struct peer *peer)
 
 /*
  * avc_has_perm() in the dbus class. An unknown class or permission is
- * allowed if the policy allows unknown ones. Return 1, 0, -ENOMEM.
+ * allowed if the policy allows unknown ones. Return ACCESS_ALLOWED,
+ * ACCESS_DENIED, -ENOMEM.
  */
 static int check(security_id_t ssid, security_id_t tsid, const char *perm, char *aux,
 		 bool audit)
@@ -249,17 +250,17 @@ static int check(security_id_t ssid, security_id_t tsid, const char *perm, char 
 	int r;
 
 	if (!cls || !av)
-		return security_deny_unknown() == 0;
+		return security_deny_unknown() == 0 ? ACCESS_ALLOWED : ACCESS_DENIED;
 	if (audit)
 		r = avc_has_perm(ssid, tsid, cls, av, NULL, aux);
 	else
 		r = avc_has_perm_noaudit(ssid, tsid, cls, av, NULL, &avd);
 	if (r < 0)
-		return errno == ENOMEM ? -ENOMEM : 0;
+		return errno == ENOMEM ? -ENOMEM : ACCESS_DENIED;
 	/* A probe is answered yes only if nothing would be logged (auditallow). */
 	if (!audit && (avd.auditallow & av))
-		return 0;
-	return 1;
+		return ACCESS_DENIED;
+	return ACCESS_ALLOWED;
 }
 
 int selinux_check_acquire(struct selinux *s, struct peer *peer, const char *name)
@@ -270,7 +271,7 @@ int selinux_check_acquire(struct selinux *s, struct peer *peer, const char *name
 
 	r = selinux_peer_setup(s, peer);
 	if (r)
-		return r < 0 ? r : 0;
+		return r < 0 ? r : ACCESS_DENIED;
 	for (size_t i = 0; i < s->n_assoc; i++)
 		if (!strcmp(s->assoc[i].name, name))
 			tsid = s->assoc[i].sid;
@@ -292,7 +293,7 @@ int selinux_check_send(struct selinux *s, struct peer *from, struct peer *to,
 	if (!r && to)
 		r = selinux_peer_setup(s, to);
 	if (r)
-		return r < 0 ? r : 0;
+		return r < 0 ? r : ACCESS_DENIED;
 
 	/* dbus-daemon's auxiliary data, field by field. */
 	n = (size_t)snprintf(aux, sizeof(aux), "msgtype=%s", bus_message_type_to_string(m->type));
@@ -323,7 +324,7 @@ int selinux_context(struct selinux *s, struct peer *peer, char **ctxp)
 			return r;
 	}
 	if (avc_sid_to_context(peer ? peer_sid(peer) : s->bus_sid, &con) < 0)
-		return errno == ENOMEM ? -ENOMEM : 1;
+		return errno == ENOMEM ? -ENOMEM : SELINUX_E_NO_CONTEXT;
 	*ctxp = strdup(con);
 	freecon(con);
 	return *ctxp ? 0 : -ENOMEM;
@@ -368,18 +369,18 @@ int selinux_peer_setup(struct selinux *s, struct peer *peer)
 
 int selinux_check_acquire(struct selinux *s, struct peer *peer, const char *name)
 {
-	return 1;
+	return ACCESS_ALLOWED;
 }
 
 int selinux_check_send(struct selinux *s, struct peer *from, struct peer *to,
 		       const struct message *m, bool audit)
 {
-	return 1;
+	return ACCESS_ALLOWED;
 }
 
 int selinux_context(struct selinux *s, struct peer *peer, char **ctxp)
 {
-	return 1;
+	return SELINUX_E_NO_CONTEXT;
 }
 
 #endif

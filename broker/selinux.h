@@ -32,10 +32,17 @@
 
 #include <stdbool.h>
 #include <systemd/sd-event.h>
+#include "broker/policy.h"
 
 struct bus_config;
 struct message;
 struct peer;
+
+enum {
+	_SELINUX_E_SUCCESS,
+	SELINUX_E_FAILED,		/* the bus cannot mediate: it must not start */
+	SELINUX_E_NO_CONTEXT,		/* a peer without a context the cache knows */
+};
 struct selinux;
 
 /**
@@ -43,8 +50,8 @@ struct selinux;
  * @sp:		output: the mediation, or NULL when SELinux is off
  * @errorp:	set (malloc()ed) when the bus must not start
  *
- * Return: 0, 1 (the cache or the bus' own context failed: *@errorp), or
- * -ENOMEM.
+ * Return: 0, SELINUX_E_FAILED (the cache or the bus' own context failed:
+ * *@errorp), or -ENOMEM.
  */
 int selinux_new(struct selinux **sp, char **errorp);
 struct selinux *selinux_free(struct selinux *s);
@@ -62,26 +69,26 @@ const char *selinux_root(void);
 void selinux_set_associations(struct selinux *s, const struct bus_config *config);
 
 /*
- * Whether @peer has a context the cache knows. Return 0, 1 (none: it
- * cannot be accepted), or -ENOMEM.
+ * Whether @peer has a context the cache knows. Return 0,
+ * SELINUX_E_NO_CONTEXT (none: it cannot be accepted), or -ENOMEM.
  */
 int selinux_peer_setup(struct selinux *s, struct peer *peer);
 
-/* May @peer own @name? Return 1 allowed, 0 denied (logged), -ENOMEM. */
+/* May @peer own @name? Return ACCESS_ALLOWED, ACCESS_DENIED (logged), -ENOMEM. */
 int selinux_check_acquire(struct selinux *s, struct peer *peer, const char *name);
 
 /**
  * selinux_check_send() - may @m go from @from to @to (NULL: the driver)?
  * @audit:	log as the policy says; false: a probe (of the direct path,
- *		where nothing is logged per message), which says 1 only when
+ *		where nothing is logged per message), which allows only when
  *		the policy allows without asking to log it (auditallow)
- * Return: 1 allowed, 0 denied, -ENOMEM.
+ * Return: ACCESS_ALLOWED, ACCESS_DENIED, -ENOMEM.
  */
 int selinux_check_send(struct selinux *s, struct peer *from, struct peer *to,
 		       const struct message *m, bool audit);
 
 /*
  * The context of @peer (NULL: the bus itself), malloc()ed into *@ctxp.
- * Return 0, 1 if unknown, -ENOMEM.
+ * Return 0, SELINUX_E_NO_CONTEXT if unknown, -ENOMEM.
  */
 int selinux_context(struct selinux *s, struct peer *peer, char **ctxp);

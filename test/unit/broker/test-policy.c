@@ -309,7 +309,7 @@ static void test_connect(void)
 
 	harness_init(&h, "<busconfig>" HARNESS_SESSION_POLICY "</busconfig>");
 	c = client_new(&h, &creds);
-	CHECK_EQ(client_authenticate(c, true), 1);
+	CHECK_EQ(client_authenticate(c, true), PEER_E_REFUSED);
 	CHECK_EQ(c->n_close, 1);
 	c = client_connect(&h, 0);
 	CHECK(c->registered);
@@ -326,7 +326,7 @@ static void test_connect(void)
 	harness_init(&h, "<busconfig>" HARNESS_SESSION_POLICY
 			 "<policy context=\"mandatory\"><deny user=\"*\"/></policy></busconfig>");
 	c = client_new(&h, NULL);
-	CHECK_EQ(client_authenticate(c, true), 1);
+	CHECK_EQ(client_authenticate(c, true), PEER_E_REFUSED);
 	CHECK_EQ(c->n_close, 1);
 	harness_deinit(&h);
 }
