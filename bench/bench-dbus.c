@@ -18,10 +18,8 @@
 
 #include <dbus/dbus.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +42,6 @@
 /* Poll timeout after which a run that waits for messages is declared stuck. */
 #define STALL_TIMEOUT_MS (30 * 1000)
 /* Upper bounds on command-line values, so bad input cannot ask for unbounded memory. */
-#define MAX_COUNT 10000000ULL
-#define MAX_SIZE (64ULL << 20)
-#define MAX_SUBSCRIBERS 4096ULL
 #define MAX_RULES 1000000ULL
 #define MAX_CONNS 100000ULL
 /* Unmeasured calls before a call row: a tenth of the count, at most this. */
@@ -1303,73 +1298,45 @@ static void usage(FILE *f)
 		"  floor SIZE COUNT                  socketpair ping-pong, no bus\n");
 }
 
+/* The modes only this client has (bench_modes.other). */
+static bool other_mode(const char *mode, char **a, int n, int *status)
+{
+	if (!strcmp(mode, "pipeline") && n == 4)
+		*status = mode_pipeline(a[0], bench_parse_u64("size", a[1], BENCH_MAX_SIZE),
+					bench_parse_u64("count", a[2], BENCH_MAX_COUNT),
+					bench_parse_u64("depth", a[3], BENCH_MAX_COUNT) ?: 1);
+	else if (!strcmp(mode, "churn") && n == 2)
+		*status = mode_churn(a[0], bench_parse_u64("count", a[1], BENCH_MAX_COUNT));
+	else if (!strcmp(mode, "matches") && n == 3)
+		*status = mode_matches(a[0], bench_parse_u64("rules", a[1], MAX_RULES),
+				       bench_parse_u64("count", a[2], BENCH_MAX_COUNT));
+	else if (!strcmp(mode, "conns") && n == 2)
+		*status = mode_conns(a[0], bench_parse_u64("connections", a[1], MAX_CONNS));
+	else if (!strcmp(mode, "reexec") && n == 4)
+		*status = mode_reexec(a[0], bench_parse_u64("connections", a[1], MAX_CONNS) ?: 1,
+				      bench_parse_u64("names", a[2], MAX_RULES),
+				      bench_parse_u64("rules", a[3], MAX_RULES));
+	else if (!strcmp(mode, "floor") && n == 2)
+		*status = mode_floor(bench_parse_u64("size", a[0], BENCH_MAX_SIZE),
+				     bench_parse_u64("count", a[1], BENCH_MAX_COUNT));
+	else
+		return false;
+	return true;
+}
+
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "proxy-pid", required_argument, NULL, 'P' },
-		{ "help", no_argument, NULL, 'h' },
+	static const struct bench_option options[] = {
+		{ "proxy-pid", .pid = &arg_proxy_pid },
 		{},
 	};
-	const char *mode;
-	char **a;
-	int n, c;
+	static const struct bench_modes modes = {
+		.ping = mode_ping,
+		.serve = mode_serve,
+		.calls = mode_calls,
+		.fanout = mode_fanout,
+		.other = other_mode,
+	};
 
-	while ((c = getopt_long(argc, argv, "+", opts, NULL)) >= 0) {
-		switch (c) {
-		case 'p':
-			arg_pid = (pid_t)bench_parse_u64("pid", optarg, INT32_MAX);
-			break;
-		case 'P':
-			arg_proxy_pid = (pid_t)bench_parse_u64("proxy-pid", optarg, INT32_MAX);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		usage(stderr);
-		return 2;
-	}
-	/* A bus that drops us must not kill us before we report. */
-	signal(SIGPIPE, SIG_IGN);
-	mode = argv[optind];
-	a = argv + optind + 1;
-	n = argc - optind - 1;
-
-	if (!strcmp(mode, "ping") && n == 1)
-		return mode_ping(a[0]);
-	if (!strcmp(mode, "serve") && n == 1)
-		return mode_serve(a[0]);
-	if (!strcmp(mode, "calls") && n == 3)
-		return mode_calls(a[0], bench_parse_u64("size", a[1], MAX_SIZE),
-				  bench_parse_u64("count", a[2], MAX_COUNT));
-	if (!strcmp(mode, "pipeline") && n == 4)
-		return mode_pipeline(a[0], bench_parse_u64("size", a[1], MAX_SIZE),
-				     bench_parse_u64("count", a[2], MAX_COUNT),
-				     bench_parse_u64("depth", a[3], MAX_COUNT) ?: 1);
-	if (!strcmp(mode, "fanout") && n == 4)
-		return mode_fanout(a[0], bench_parse_u64("subscribers", a[1], MAX_SUBSCRIBERS) ?: 1,
-				   bench_parse_u64("count", a[2], MAX_COUNT),
-				   bench_parse_u64("rounds", a[3], MAX_COUNT));
-	if (!strcmp(mode, "churn") && n == 2)
-		return mode_churn(a[0], bench_parse_u64("count", a[1], MAX_COUNT));
-	if (!strcmp(mode, "matches") && n == 3)
-		return mode_matches(a[0], bench_parse_u64("rules", a[1], MAX_RULES),
-				    bench_parse_u64("count", a[2], MAX_COUNT));
-	if (!strcmp(mode, "conns") && n == 2)
-		return mode_conns(a[0], bench_parse_u64("connections", a[1], MAX_CONNS));
-	if (!strcmp(mode, "reexec") && n == 4)
-		return mode_reexec(a[0], bench_parse_u64("connections", a[1], MAX_CONNS) ?: 1,
-				   bench_parse_u64("names", a[2], MAX_RULES),
-				   bench_parse_u64("rules", a[3], MAX_RULES));
-	if (!strcmp(mode, "floor") && n == 2)
-		return mode_floor(bench_parse_u64("size", a[0], MAX_SIZE),
-				  bench_parse_u64("count", a[1], MAX_COUNT));
-	usage(stderr);
-	return 2;
+	return bench_main(argc, argv, &arg_pid, options, usage, &modes);
 }

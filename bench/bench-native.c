@@ -26,10 +26,8 @@
  */
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +47,6 @@
 /* As bench-dbus: generous timeouts, bounded arguments, the same warm-up. */
 #define CALL_TIMEOUT_USEC (60ULL * 1000 * 1000)
 #define STALL_TIMEOUT_MS (30 * 1000)
-#define MAX_COUNT 10000000ULL
-#define MAX_SIZE (64ULL << 20)
-#define MAX_SUBSCRIBERS 4096ULL
 #define WARMUP_MAX 500ULL
 
 static pid_t arg_pid = -1;
@@ -519,52 +514,16 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "direct", no_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
+	static const struct bench_option options[] = {
+		{ "direct", .flag = &arg_direct },
 		{},
 	};
-	const char *mode;
-	char **a;
-	int n, c;
+	static const struct bench_modes modes = {
+		.ping = mode_ping,
+		.serve = mode_serve,
+		.calls = mode_calls,
+		.fanout = mode_fanout,
+	};
 
-	while ((c = getopt_long(argc, argv, "+", opts, NULL)) >= 0) {
-		switch (c) {
-		case 'p':
-			arg_pid = (pid_t)bench_parse_u64("pid", optarg, INT32_MAX);
-			break;
-		case 'd':
-			arg_direct = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		usage(stderr);
-		return 2;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	mode = argv[optind];
-	a = argv + optind + 1;
-	n = argc - optind - 1;
-
-	if (!strcmp(mode, "ping") && n == 1)
-		return mode_ping(a[0]);
-	if (!strcmp(mode, "serve") && n == 1)
-		return mode_serve(a[0]);
-	if (!strcmp(mode, "calls") && n == 3)
-		return mode_calls(a[0], bench_parse_u64("size", a[1], MAX_SIZE),
-				  bench_parse_u64("count", a[2], MAX_COUNT));
-	if (!strcmp(mode, "fanout") && n == 4)
-		return mode_fanout(a[0], bench_parse_u64("subscribers", a[1], MAX_SUBSCRIBERS) ?: 1,
-				   bench_parse_u64("count", a[2], MAX_COUNT),
-				   bench_parse_u64("rounds", a[3], MAX_COUNT));
-	usage(stderr);
-	return 2;
+	return bench_main(argc, argv, &arg_pid, options, usage, &modes);
 }

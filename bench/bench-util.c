@@ -5,7 +5,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,4 +262,96 @@ void bench_report(uint64_t ops, uint64_t elapsed_ns, int64_t cpu0, int64_t cpu1,
 		printf(" %s", extra);
 	printf("\n");
 	fflush(stdout);
+}
+
+#define BENCH_OPTIONS_MAX 8
+/* getopt_long()'s value of the client's option i: beyond any character. */
+#define BENCH_OPTION_VAL(i) (0x100 + (i))
+
+static bool run_common_mode(const struct bench_modes *m, const char *mode, char **a, int n,
+			    int *status)
+{
+	if (m->ping && !strcmp(mode, "ping") && n == 1)
+		*status = m->ping(a[0]);
+	else if (m->serve && !strcmp(mode, "serve") && n == 1)
+		*status = m->serve(a[0]);
+	else if (m->calls && !strcmp(mode, "calls") && n == 3)
+		*status = m->calls(a[0], bench_parse_u64("size", a[1], BENCH_MAX_SIZE),
+				   bench_parse_u64("count", a[2], BENCH_MAX_COUNT));
+	else if (m->fanout && !strcmp(mode, "fanout") && n == 4)
+		*status = m->fanout(a[0],
+				    bench_parse_u64("subscribers", a[1], BENCH_MAX_SUBSCRIBERS) ?: 1,
+				    bench_parse_u64("count", a[2], BENCH_MAX_COUNT),
+				    bench_parse_u64("rounds", a[3], BENCH_MAX_COUNT));
+	else
+		return false;
+	return true;
+}
+
+/*
+ * --pid, --help and @options, up to the mode (getopt's "+": the mode's
+ * arguments are its own, not options).
+ * Return: -1 to go on with the mode at argv[optind], else an exit status.
+ */
+static int parse_options(int argc, char **argv, pid_t *pidp, const struct bench_option *options,
+			 void (*usage)(FILE *f))
+{
+	struct option opts[BENCH_OPTIONS_MAX + 3] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+	};
+	int n = 0, c;
+
+	for (; options && options[n].name; n++) {
+		if (n >= BENCH_OPTIONS_MAX)
+			abort();
+		opts[n + 2] = (struct option){
+			options[n].name, options[n].pid ? required_argument : no_argument, NULL,
+			BENCH_OPTION_VAL(n),
+		};
+	}
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) >= 0) {
+		if (c == 'p') {
+			*pidp = (pid_t)bench_parse_u64("pid", optarg, INT32_MAX);
+		} else if (c >= BENCH_OPTION_VAL(0) && c < BENCH_OPTION_VAL(n)) {
+			const struct bench_option *o = &options[c - BENCH_OPTION_VAL(0)];
+
+			if (o->pid)
+				*o->pid = (pid_t)bench_parse_u64(o->name, optarg, INT32_MAX);
+			else
+				*o->flag = true;
+		} else if (c == 'h') {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	return -1;
+}
+
+int bench_main(int argc, char **argv, pid_t *pidp, const struct bench_option *options,
+	       void (*usage)(FILE *f), const struct bench_modes *modes)
+{
+	const char *mode;
+	int n, status;
+
+	status = parse_options(argc, argv, pidp, options, usage);
+	if (status >= 0)
+		return status;
+	if (optind >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	/* A bus that drops us must not kill us before we report. */
+	signal(SIGPIPE, SIG_IGN);
+	mode = argv[optind];
+	argv += optind + 1;
+	n = argc - optind - 1;
+	if (run_common_mode(modes, mode, argv, n, &status) ||
+	    (modes->other && modes->other(mode, argv, n, &status)))
+		return status;
+	usage(stderr);
+	return 2;
 }

@@ -13,7 +13,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
+
+/* Bounds of the arguments of the modes every client has. */
+#define BENCH_MAX_COUNT 10000000ULL
+#define BENCH_MAX_SIZE (64ULL << 20)
+#define BENCH_MAX_SUBSCRIBERS 4096ULL
 
 /* Latency samples of one run, in nanoseconds. */
 typedef struct BenchSamples {
@@ -57,3 +63,37 @@ void bench_raise_fd_limit(void);
 /* Print "ok ops=... secs=... rate=... [bus_cpu_ns=...]" plus @extra. */
 void bench_report(uint64_t ops, uint64_t elapsed_ns, int64_t cpu0, int64_t cpu1,
 		  const char *extra);
+
+/*
+ * The modes the socket and the native clients both have, with the same
+ * arguments (bench/run drives either the same way); NULL where a client
+ * lacks one.
+ */
+struct bench_modes {
+	int (*ping)(const char *address);
+	int (*serve)(const char *address);
+	int (*calls)(const char *address, size_t size, uint64_t count);
+	int (*fanout)(const char *address, size_t n_subs, uint64_t count, uint64_t rounds);
+	/*
+	 * The client's own modes: true with *status set when it knows @mode
+	 * with @n_args arguments.
+	 */
+	bool (*other)(const char *mode, char **args, int n_args, int *status);
+};
+
+/* A client's option beyond --pid and --help: a flag, or one taking a pid. */
+struct bench_option {
+	const char *name;
+	bool *flag;
+	pid_t *pid;
+};
+
+/*
+ * main() of a client: "[--pid BUS_PID] [OPTIONS] [--help] MODE ARGS...",
+ * where @options (ended by an entry without name, at most 8) are the
+ * client's own, then the mode of @modes.
+ * Return: the mode's exit status; 0 for --help; 2 for a command line that
+ * names no mode (@usage is printed).
+ */
+int bench_main(int argc, char **argv, pid_t *pidp, const struct bench_option *options,
+	       void (*usage)(FILE *f), const struct bench_modes *modes);
