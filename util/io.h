@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
+#include "util/error.h"
 
 /*
  * Send all @n bytes of @p on the stream socket @fd, retrying on EINTR and
@@ -28,7 +29,7 @@ static inline int io_send_all(int fd, const void *p, size_t n)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		s += k;
 		n -= (size_t)k;
@@ -50,7 +51,7 @@ static inline int io_read_all(int fd, void *p, size_t n)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		if (k == 0)
 			return -ECONNRESET;
