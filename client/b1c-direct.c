@@ -8,6 +8,7 @@
  * b1c-internal.h.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -43,6 +44,7 @@ static struct direct_name *dname_find(struct b1c_bus *bus, const char *name)
 }
 static void dname_drop_at(struct b1c_bus *bus, size_t i)
 {
+	assert(i < bus->n_dnames);
 	free(bus->dnames[i].name);
 	bus->dnames[i] = bus->dnames[--bus->n_dnames];
 }
@@ -269,6 +271,7 @@ int client_direct_resolve(struct b1c_bus *bus, const char *name, uint64_t *handl
 }
 int b1c_bus_set_direct(struct b1c_bus *bus, bool enable)
 {
+	assert_return(bus, -EINVAL);
 	if (enable && !bus->direct_node)
 		return -EOPNOTSUPP;
 	bus->direct = enable;
@@ -276,6 +279,7 @@ int b1c_bus_set_direct(struct b1c_bus *bus, bool enable)
 }
 bool b1c_message_is_direct(const struct b1c_message *m)
 {
+	assert_return(m, false);
 	return m->direct_reply != 0;
 }
 /* Answer a direct call we refuse, straight back to the caller. */

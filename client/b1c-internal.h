@@ -16,9 +16,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include "libbus1.h"
 #include "bus1-client.h"
 #include "dbus-compat/message.h"
+#include "dbus-compat/signature.h"
+#include "dbus-compat/validate.h"
+#include "util/error.h"
 
 #define B1C_DEFAULT_TIMEOUT (25ULL * 1000 * 1000)
 /* Local bounds: a client is not a bus, but bad input must not grow memory. */
@@ -124,6 +128,41 @@ struct b1c_bus {
 	struct handler_vec matches;
 	struct handler_vec pending;
 };
+
+/*
+ * The argument checks of the public entries (assert_return()). arg_valid():
+ * whether @s is not NULL and passes @valid, a validator of
+ * dbus-compat/validate.h (validate_object_path, ...). An optional argument
+ * is checked as "!s || arg_valid(s, ...)", which the debug log of a refusal
+ * then spells out.
+ */
+static inline bool arg_valid(const char *s, bool (*valid)(const char *, size_t))
+{
+	return s && valid(s, strlen(s));
+}
+static inline bool arg_signature(const char *s)
+{
+	return s && signature_validate(s, strlen(s)) == 0;
+}
+/* Basic type codes only: what b1c_message_append() and b1c_message_read() take. */
+static inline bool arg_basic_types(const char *s)
+{
+	if (!s)
+		return false;
+	for (; *s; s++)
+		if (!signature_is_basic(*s))
+			return false;
+	return true;
+}
+static inline bool arg_container(char type)
+{
+	return type == 'a' || type == '(' || type == '{' || type == 'v';
+}
+/* A method call that was received or sent: what a reply answers. */
+static inline bool arg_call(const struct b1c_message *m)
+{
+	return m && m->msg && m->msg->type == DC_MESSAGE_METHOD_CALL;
+}
 
 /* b1c-message.c */
 int client_message_seal(struct b1c_message *m, uint32_t serial);

@@ -4,6 +4,7 @@
  * header strings and fds it keeps), sealing, reading. See b1c-internal.h.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -79,6 +80,7 @@ static int builder_new(struct b1c_message **mp, uint8_t type, const char *signat
 /* Keep a copy of @s in slot @i (builders keep pointers until seal). */
 static int keep_str(struct b1c_message *m, int i, const char *s, const char **field)
 {
+	assert(i >= 0 && (size_t)i < ARRAY_SIZE(m->strs) && !m->strs[i]);
 	if (!s) {
 		*field = NULL;
 		return 0;
@@ -96,8 +98,12 @@ int b1c_message_new_method_call(struct b1c_message **mp, const char *destination
 	struct b1c_message *m;
 	int r;
 
-	if (!path || !member)
-		return -EINVAL;
+	assert_return(mp, -EINVAL);
+	assert_return(!destination || arg_valid(destination, validate_bus_name), -EINVAL);
+	assert_return(arg_valid(path, validate_object_path), -EINVAL);
+	assert_return(!interface || arg_valid(interface, validate_interface_name), -EINVAL);
+	assert_return(arg_valid(member, validate_member_name), -EINVAL);
+	assert_return(!signature || arg_signature(signature), -EINVAL);
 	r = builder_new(&m, DC_MESSAGE_METHOD_CALL, signature);
 	if (r < 0)
 		return r;
@@ -117,8 +123,11 @@ int b1c_message_new_signal(struct b1c_message **mp, const char *path, const char
 	struct b1c_message *m;
 	int r;
 
-	if (!path || !interface || !member)
-		return -EINVAL;
+	assert_return(mp, -EINVAL);
+	assert_return(arg_valid(path, validate_object_path), -EINVAL);
+	assert_return(arg_valid(interface, validate_interface_name), -EINVAL);
+	assert_return(arg_valid(member, validate_member_name), -EINVAL);
+	assert_return(!signature || arg_signature(signature), -EINVAL);
 	r = builder_new(&m, DC_MESSAGE_SIGNAL, signature);
 	if (r < 0)
 		return r;
@@ -138,8 +147,9 @@ int b1c_message_new_method_return(struct b1c_message **mp, struct b1c_message *c
 	struct b1c_message *m;
 	int r;
 
-	if (!call || !call->msg || call->msg->type != DC_MESSAGE_METHOD_CALL)
-		return -EINVAL;
+	assert_return(mp, -EINVAL);
+	assert_return(arg_call(call), -EINVAL);
+	assert_return(!signature || arg_signature(signature), -EINVAL);
 	r = builder_new(&m, DC_MESSAGE_METHOD_RETURN, signature);
 	if (r < 0)
 		return r;
@@ -155,8 +165,10 @@ int b1c_message_new_error(struct b1c_message **mp, struct b1c_message *call,
 	struct b1c_message *m;
 	int r;
 
-	if (!call || !call->msg || call->msg->type != DC_MESSAGE_METHOD_CALL || !name)
-		return -EINVAL;
+	assert_return(mp, -EINVAL);
+	assert_return(arg_call(call), -EINVAL);
+	assert_return(arg_valid(name, validate_error_name), -EINVAL);
+	assert_return(!text || arg_valid(text, validate_utf8), -EINVAL);
 	r = builder_new(&m, DC_MESSAGE_ERROR, "s");
 	if (r < 0)
 		return r;
@@ -173,13 +185,20 @@ int b1c_message_new_error(struct b1c_message **mp, struct b1c_message *call,
 }
 struct b1c_message *b1c_message_ref(struct b1c_message *m)
 {
-	if (m)
+	if (m) {
+		/* a freed message (use after unref) would be written to */
+		assert(m->n_refs > 0);
 		m->n_refs++;
+	}
 	return m;
 }
 struct b1c_message *b1c_message_unref(struct b1c_message *m)
 {
-	if (!m || --m->n_refs > 0)
+	if (!m)
+		return NULL;
+	/* one unref too many: the count would wrap and the next one free it twice */
+	assert(m->n_refs > 0);
+	if (--m->n_refs > 0)
 		return NULL;
 	if (m->building)
 		message_builder_deinit(&m->b);
@@ -199,6 +218,8 @@ int b1c_message_append(struct b1c_message *m, const char *types, ...)
 	va_list ap;
 	int r;
 
+	assert_return(m, -EINVAL);
+	assert_return(arg_basic_types(types), -EINVAL);
 	if (!m->building)
 		return -EPERM;
 	va_start(ap, types);
@@ -208,12 +229,19 @@ int b1c_message_append(struct b1c_message *m, const char *types, ...)
 }
 int b1c_message_open(struct b1c_message *m, char type, const char *contents)
 {
+	assert_return(m, -EINVAL);
+	assert_return(arg_container(type), -EINVAL);
+	/* a variant's contents are one complete type; the others take theirs from the signature */
+	assert_return(type != 'v' ||
+		      (contents && signature_validate_single(contents, strlen(contents)) == 0),
+		      -EINVAL);
 	if (!m->building)
 		return -EPERM;
 	return dc_writer_open(&m->b.body, type, contents);
 }
 int b1c_message_close(struct b1c_message *m)
 {
+	assert_return(m, -EINVAL);
 	if (!m->building)
 		return -EPERM;
 	return dc_writer_close(&m->b.body);
@@ -224,6 +252,8 @@ int b1c_message_append_fd(struct b1c_message *m, int fd)
 	int copy;
 	uint32_t index;
 
+	assert_return(m, -EINVAL);
+	assert_return(fd >= 0, -EINVAL);
 	if (!m->building)
 		return -EPERM;
 	if (m->n_fds >= B1C_MAX_FDS)
@@ -241,6 +271,7 @@ int b1c_message_append_fd(struct b1c_message *m, int fd)
 }
 void b1c_message_set_no_reply(struct b1c_message *m, bool no_reply)
 {
+	assert_return(m, );
 	if (!m->building)
 		return;
 	if (no_reply)
@@ -256,6 +287,8 @@ int client_message_seal(struct b1c_message *m, uint32_t serial)
 
 	if (!m->building)
 		return -EALREADY;
+	/* a message is built or sealed, never both: a second one would leak */
+	assert(!m->msg);
 	r = message_builder_seal(&m->b, serial, &msg);
 	if (r < 0)
 		return r;
@@ -299,6 +332,7 @@ static int reader_ready(struct b1c_message *m)
 }
 int b1c_message_rewind(struct b1c_message *m)
 {
+	assert_return(m, -EINVAL);
 	m->reader_ready = false;
 	return reader_ready(m);
 }
@@ -307,6 +341,8 @@ int b1c_message_read(struct b1c_message *m, const char *types, ...)
 	va_list ap;
 	int r;
 
+	assert_return(m, -EINVAL);
+	assert_return(arg_basic_types(types), -EINVAL);
 	r = reader_ready(m);
 	if (r < 0)
 		return r;
@@ -340,6 +376,7 @@ char b1c_message_peek(struct b1c_message *m, const char **signature)
 {
 	const char *sig = NULL;
 
+	assert_return(m, 0);
 	if (reader_ready(m) < 0)
 		return 0;
 	if (signature) {
@@ -351,8 +388,11 @@ char b1c_message_peek(struct b1c_message *m, const char **signature)
 }
 int b1c_message_enter(struct b1c_message *m, char type)
 {
-	int r = reader_ready(m);
+	int r;
 
+	assert_return(m, -EINVAL);
+	assert_return(arg_container(type), -EINVAL);
+	r = reader_ready(m);
 	if (r < 0)
 		return r;
 	r = dc_reader_enter(&m->reader, type);
@@ -360,8 +400,10 @@ int b1c_message_enter(struct b1c_message *m, char type)
 }
 int b1c_message_exit(struct b1c_message *m)
 {
-	int r = reader_ready(m);
+	int r;
 
+	assert_return(m, -EINVAL);
+	r = reader_ready(m);
 	if (r < 0)
 		return r;
 	r = dc_reader_exit(&m->reader);
@@ -369,8 +411,10 @@ int b1c_message_exit(struct b1c_message *m)
 }
 int b1c_message_skip(struct b1c_message *m)
 {
-	int r = reader_ready(m);
+	int r;
 
+	assert_return(m, -EINVAL);
+	r = reader_ready(m);
 	if (r < 0)
 		return r;
 	r = dc_reader_skip(&m->reader);
@@ -378,22 +422,27 @@ int b1c_message_skip(struct b1c_message *m)
 }
 int b1c_message_get_type(const struct b1c_message *m)
 {
+	assert_return(m, -EINVAL);
 	return m->msg ? m->msg->type : m->b.type;
 }
 uint32_t b1c_message_get_serial(const struct b1c_message *m)
 {
+	assert_return(m, 0);
 	return m->msg ? m->msg->serial : 0;
 }
 uint32_t b1c_message_get_reply_serial(const struct b1c_message *m)
 {
+	assert_return(m, 0);
 	return m->msg ? m->msg->reply_serial : 0;
 }
 bool b1c_message_expects_reply(const struct b1c_message *m)
 {
+	assert_return(m, false);
 	return m->msg && message_expects_reply(m->msg);
 }
 const char *b1c_message_get_signature(const struct b1c_message *m)
 {
+	assert_return(m, NULL);
 	return m->msg ? m->msg->signature : m->b.signature;
 }
 const char *b1c_message_get_error_text(struct b1c_message *m)
@@ -401,6 +450,7 @@ const char *b1c_message_get_error_text(struct b1c_message *m)
 	struct dc_reader r;
 	const char *s = NULL;
 
+	assert_return(m, "");
 	if (m->error_text)
 		return m->error_text;
 	if (!m->msg || message_get_body_reader(m->msg, &r))
@@ -414,6 +464,7 @@ const char *b1c_message_get_error_text(struct b1c_message *m)
 #define GETTER(field)								\
 	const char *b1c_message_get_##field(const struct b1c_message *m)	\
 	{									\
+		assert_return(m, NULL);						\
 		return m->msg ? m->msg->field : NULL;				\
 	}
 GETTER(sender)

@@ -6,6 +6,7 @@
  * connection; the other parts are listed in b1c-internal.h.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,8 +31,26 @@
 
 /* ---------------------------------------------------------------- helpers */
 
+/*
+ * With B1C_DEBUG set, say on stderr which argument check refused a call
+ * (assert_return()), as a dropped message is said; otherwise a library
+ * prints nothing.
+ */
+static void debug_log(void *userdata, int priority, const char *text)
+{
+	fprintf(stderr, "bus1-client: %s\n", text);
+}
+
+__attribute__((constructor)) static void debug_init(void)
+{
+	if (getenv("B1C_DEBUG"))
+		error_set_assert_log(debug_log, NULL);
+}
+
 static int handler_vec_add(struct handler_vec *hv, struct b1c_handler *h)
 {
+	/* every handler is called: one without a function would be called at NULL */
+	assert(h->fn && hv->n <= hv->cap);
 	if (hv->n == hv->cap) {
 		size_t cap = hv->cap ? hv->cap * 2 : 8;
 		struct b1c_handler *v = realloc(hv->v, cap * sizeof(*v));
@@ -87,6 +106,8 @@ static int bus_send_msg(struct b1c_bus *bus, const struct message *msg)
 static void held_reply_hold(struct b1c_bus *bus, struct message *msg, uint64_t handle,
 			    bool direct)
 {
+	/* one reply at a time: bus_send() sent the one before, or it would be lost */
+	assert(!bus->held_reply);
 	bus->held_reply = message_ref(msg);
 	bus->held_handle = handle;
 	bus->held_direct = direct;
@@ -235,6 +256,8 @@ done:
 
 int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial)
 {
+	assert_return(bus, -EINVAL);
+	assert_return(m, -EINVAL);
 	return bus_send(bus, m, serial, 0);
 }
 
@@ -384,6 +407,8 @@ static int bus_recv(struct b1c_bus *bus, struct message **msgp)
 
 static int queue_push(struct b1c_bus *bus, struct message *msg)
 {
+	/* the ring's indices: anything else writes outside bus->queue */
+	assert(bus->q_n <= bus->q_cap && (!bus->q_cap || bus->q_head < bus->q_cap));
 	if (bus->q_n >= B1C_MAX_QUEUED)
 		return -ENOBUFS;
 	if (bus->q_n == bus->q_cap) {
@@ -410,6 +435,7 @@ static struct message *queue_pop(struct b1c_bus *bus)
 
 	if (!bus->q_n)
 		return NULL;
+	assert(bus->q_n <= bus->q_cap && bus->q_head < bus->q_cap);
 	msg = bus->queue[bus->q_head];
 	bus->q_head = (bus->q_head + 1) % bus->q_cap;
 	bus->q_n--;
@@ -418,12 +444,12 @@ static struct message *queue_pop(struct b1c_bus *bus)
 
 int b1c_bus_wait(struct b1c_bus *bus, uint64_t timeout_usec)
 {
-	struct pollfd p[2] = {
-		{ .fd = b1_peer_get_fd(bus->peer), .events = POLLIN },
-		{ .fd = bus->sock, .events = POLLIN },
-	};
+	struct pollfd p[2];
 	int timeout, r;
 
+	assert_return(bus, -EINVAL);
+	p[0] = (struct pollfd){ .fd = b1_peer_get_fd(bus->peer), .events = POLLIN };
+	p[1] = (struct pollfd){ .fd = bus->sock, .events = POLLIN };
 	if (bus->dead)
 		return -ECONNRESET;
 	r = held_reply_call(bus, timeout_usec);
@@ -515,12 +541,25 @@ static int bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout
 	return client_wait_reply(bus, serial, now < deadline ? deadline - now : 1, msgp);
 }
 
+/* A method call that waits for its reply: what b1c_bus_call() and b1c_bus_call_async() send. */
+static bool message_is_call(const struct b1c_message *m)
+{
+	if (!m)
+		return false;
+	if (m->msg)
+		return m->msg->type == DC_MESSAGE_METHOD_CALL && message_expects_reply(m->msg);
+	return m->b.type == DC_MESSAGE_METHOD_CALL && !(m->b.flags & DC_FLAG_NO_REPLY_EXPECTED);
+}
+
 int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
 		 struct b1c_message **reply)
 {
 	struct message *msg = NULL;
 	int r;
 
+	assert_return(bus, -EINVAL);
+	assert_return(message_is_call(m), -EINVAL);
+	assert_return(reply, -EINVAL);
 	r = bus_call(bus, m, timeout_usec, &msg);
 	if (r < 0)
 		return r;
@@ -545,6 +584,9 @@ int b1c_bus_call_async(struct b1c_bus *bus, struct b1c_message *m, b1c_handler_t
 	struct b1c_handler h = { .fn = handler, .userdata = userdata };
 	int r;
 
+	assert_return(bus, -EINVAL);
+	assert_return(message_is_call(m), -EINVAL);
+	assert_return(handler, -EINVAL);
 	r = b1c_bus_send(bus, m, &h.serial);
 	if (r < 0)
 		return r;
@@ -674,10 +716,12 @@ static int dispatch(struct b1c_bus *bus, struct message *msg)
 
 int b1c_bus_process(struct b1c_bus *bus)
 {
-	struct message *msg = queue_pop(bus);
+	struct message *msg;
 	bool was;
 	int r;
 
+	assert_return(bus, -EINVAL);
+	msg = queue_pop(bus);
 	if (!msg) {
 		r = bus_recv(bus, &msg);
 		if (r <= 0)
@@ -695,6 +739,8 @@ int b1c_bus_add_filter(struct b1c_bus *bus, b1c_handler_t handler, void *userdat
 {
 	struct b1c_handler h = { .fn = handler, .userdata = userdata };
 
+	assert_return(bus, -EINVAL);
+	assert_return(handler, -EINVAL);
 	return handler_vec_add(&bus->filters, &h);
 }
 
@@ -704,6 +750,9 @@ int b1c_bus_add_object(struct b1c_bus *bus, const char *path, b1c_handler_t hand
 	struct b1c_handler h = { .fn = handler, .userdata = userdata };
 	int r;
 
+	assert_return(bus, -EINVAL);
+	assert_return(!path || arg_valid(path, validate_object_path), -EINVAL);
+	assert_return(handler, -EINVAL);
 	if (path) {
 		h.path = strdup(path);
 		if (!h.path)
@@ -802,6 +851,8 @@ int b1c_bus_add_match(struct b1c_bus *bus, const char *rule, b1c_handler_t handl
 	struct b1c_handler h = { .fn = handler, .userdata = userdata };
 	int r;
 
+	assert_return(bus, -EINVAL);
+	assert_return(rule, -EINVAL);
 	r = parse_rule(rule, &h);
 	if (r == 0)
 		r = call_driver(bus, "AddMatch", "s", NULL, rule);
@@ -818,6 +869,8 @@ int b1c_bus_request_name(struct b1c_bus *bus, const char *name, uint32_t flags)
 	uint32_t code = 0;
 	int r;
 
+	assert_return(bus, -EINVAL);
+	assert_return(arg_valid(name, validate_well_known_name), -EINVAL);
 	r = call_driver(bus, "RequestName", "su", &reply, name, flags);
 	if (r < 0)
 		return r;
@@ -833,6 +886,9 @@ int b1c_bus_emit_signal(struct b1c_bus *bus, const char *path, const char *inter
 	va_list ap;
 	int r;
 
+	/* the others are b1c_message_new_signal()'s to check */
+	assert_return(bus, -EINVAL);
+	assert_return(!types || arg_basic_types(types), -EINVAL);
 	r = b1c_message_new_signal(&m, path, interface, member, types);
 	if (r < 0)
 		return r;
@@ -851,6 +907,9 @@ int b1c_bus_reply(struct b1c_bus *bus, struct b1c_message *call, const char *typ
 	va_list ap;
 	int r;
 
+	assert_return(bus, -EINVAL);
+	assert_return(arg_call(call), -EINVAL);
+	assert_return(!types || arg_basic_types(types), -EINVAL);
 	if (!b1c_message_expects_reply(call))
 		return 0;
 	r = b1c_message_new_method_return(&m, call, types);
@@ -868,6 +927,10 @@ int b1c_bus_reply(struct b1c_bus *bus, struct b1c_message *call, const char *typ
 int b1c_bus_reply_error(struct b1c_bus *bus, struct b1c_message *call, const char *name,
 			const char *text)
 {
+	assert_return(bus, -EINVAL);
+	assert_return(arg_call(call), -EINVAL);
+	assert_return(arg_valid(name, validate_error_name), -EINVAL);
+	assert_return(!text || arg_valid(text, validate_utf8), -EINVAL);
 	if (!b1c_message_expects_reply(call))
 		return 0;
 	return send_error(bus, call, name, text);
@@ -880,7 +943,7 @@ static int sasl_auth(int fd)
 	bool fds = false;
 	int r = sasl_client_authenticate(fd, getuid(), true, &fds);
 
-	if (r == SASL_CLIENT_REJECTED)
+	if (r == SASL_CLIENT_E_REJECTED)
 		return -ECONNREFUSED;
 	if (r < 0)
 		return r;
@@ -1022,6 +1085,7 @@ int b1c_bus_open(struct b1c_bus **busp, const char *address)
 	const char *dev = getenv("BUS1_DEVICE");
 	int r;
 
+	assert_return(busp, -EINVAL);
 	if (!address)
 		address = getenv("DBUS_SESSION_BUS_ADDRESS");
 	if (!address)
@@ -1104,11 +1168,13 @@ struct b1c_bus *b1c_bus_free(struct b1c_bus *bus)
 
 const char *b1c_bus_get_unique_name(const struct b1c_bus *bus)
 {
+	assert_return(bus, NULL);
 	return bus->unique_name;
 }
 
 int b1c_bus_get_fd(struct b1c_bus *bus)
 {
+	assert_return(bus, -EINVAL);
 	/* whoever polls it alone must find every reply sent */
 	bus->fd_exported = true;
 	(void)held_reply_send(bus);

@@ -23,6 +23,13 @@
  * Conventions: functions return 0 (or a documented positive value) on
  * success and a negative errno on failure; -ECONNRESET once the bus is gone.
  * Messages are reference counted; strings returned point into the message.
+ *
+ * Bad arguments (a NULL bus or message, a name, path, interface, member or
+ * signature D-Bus does not allow, a reply to something that is no method
+ * call, an fd < 0) are refused with -EINVAL before anything is done; with
+ * $B1C_DEBUG set, stderr says which check refused. A function that returns
+ * no errno returns what it says below for a NULL argument. Optional
+ * arguments (NULL allowed) are said to be.
  */
 
 #include <stdbool.h>
@@ -43,8 +50,12 @@ enum {
 	B1C_MESSAGE_SIGNAL = 4,
 };
 
-/* b1c_bus_call(): the reply is an ERROR message (read its name and text). */
-#define B1C_CALL_ERROR 1
+/* Conditions of b1c_bus_call() (B1C_CALL_ERROR keeps its name of 0.1). */
+enum {
+	_B1C_CALL_E_SUCCESS,
+	/* The reply is an ERROR message (read its name and text). */
+	B1C_CALL_ERROR,
+};
 
 /*
  * Handlers: return 0 when the message was not for them (a method call nobody
@@ -67,6 +78,7 @@ typedef int (*b1c_handler_t)(struct b1c_bus *bus, struct b1c_message *m, void *u
 int b1c_bus_open(struct b1c_bus **busp, const char *address);
 struct b1c_bus *b1c_bus_free(struct b1c_bus *bus);
 
+/* NULL for a NULL @bus. */
 const char *b1c_bus_get_unique_name(const struct b1c_bus *bus);
 /*
  * The fd to poll for POLLIN (the bus1 peer). From then on every message is
@@ -98,19 +110,20 @@ int b1c_bus_set_direct(struct b1c_bus *bus, bool enable);
  * installed.)
  */
 #define B1C_ERROR_DIRECT_REVOKED "org.freedesktop.DBus.Bus1.Error.DirectRevoked"
-/* Whether @m (a received method call) came straight from its caller. */
+/* Whether @m (a received method call) came straight from its caller; false for NULL. */
 bool b1c_message_is_direct(const struct b1c_message *m);
 
 /* Send (seals @m with the next serial, written to *@serial if not NULL). */
 int b1c_bus_send(struct b1c_bus *bus, struct b1c_message *m, uint32_t *serial);
 /*
- * Call and wait for the reply (@timeout_usec 0: 25 s). Messages arriving
- * meanwhile are kept for b1c_bus_process(). Return 0 (*@reply: the method
- * return), B1C_CALL_ERROR (*@reply: the error), -ETIMEDOUT, negative errno.
+ * Call and wait for the reply (@timeout_usec 0: 25 s). @m is a method call
+ * that expects a reply. Messages arriving meanwhile are kept for
+ * b1c_bus_process(). Return 0 (*@reply: the method return), B1C_CALL_ERROR
+ * (*@reply: the error), -ETIMEDOUT, negative errno.
  */
 int b1c_bus_call(struct b1c_bus *bus, struct b1c_message *m, uint64_t timeout_usec,
 		 struct b1c_message **reply);
-/* Call; @handler gets the reply (or error) from b1c_bus_process(). */
+/* Call (as b1c_bus_call()); @handler gets the reply (or error) from b1c_bus_process(). */
 int b1c_bus_call_async(struct b1c_bus *bus, struct b1c_message *m, b1c_handler_t handler,
 		       void *userdata);
 
@@ -124,22 +137,34 @@ int b1c_bus_add_object(struct b1c_bus *bus, const char *path, b1c_handler_t hand
 		       void *userdata);
 /*
  * AddMatch(@rule) on the bus; signals matching the rule's type, sender (unique
- * or org.freedesktop.DBus), path, interface and member keys go to @handler.
+ * or org.freedesktop.DBus), path, interface and member keys go to @handler
+ * (optional: NULL only asks the bus).
  */
 int b1c_bus_add_match(struct b1c_bus *bus, const char *rule, b1c_handler_t handler,
 		      void *userdata);
-/* RequestName: returns the (positive) reply code, 1 = primary owner. */
+/*
+ * RequestName of the well-known @name: returns the (positive) reply code of
+ * the bus, DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER (1) and the others.
+ */
 int b1c_bus_request_name(struct b1c_bus *bus, const char *name, uint32_t flags);
-/* Emit a signal whose body is the basic values @types, as b1c_message_append(). */
+/* Emit a signal whose body is the basic values @types (optional), as b1c_message_append(). */
 int b1c_bus_emit_signal(struct b1c_bus *bus, const char *path, const char *interface,
 			const char *member, const char *types, ...);
-/* Reply to @call with basic values (@types may be "" or NULL). */
+/*
+ * Reply to @call (a received method call) with basic values (@types may be
+ * "" or NULL), or with the error @name (@text optional); 0 without sending
+ * when @call expects no reply.
+ */
 int b1c_bus_reply(struct b1c_bus *bus, struct b1c_message *call, const char *types, ...);
 int b1c_bus_reply_error(struct b1c_bus *bus, struct b1c_message *call, const char *name,
 			const char *text);
 
 /* ------------------------------------------------------------ messages */
 
+/*
+ * @destination, @interface (of a method call), @signature and an error's
+ * @text are optional. A reply's @call is a method call received (or sent).
+ */
 int b1c_message_new_method_call(struct b1c_message **mp, const char *destination,
 				const char *path, const char *interface, const char *member,
 				const char *signature);
@@ -149,21 +174,29 @@ int b1c_message_new_method_return(struct b1c_message **mp, struct b1c_message *c
 				  const char *signature);
 int b1c_message_new_error(struct b1c_message **mp, struct b1c_message *call,
 			  const char *name, const char *text);
+/* Both take NULL (and return it); unref returns NULL. */
 struct b1c_message *b1c_message_ref(struct b1c_message *m);
 struct b1c_message *b1c_message_unref(struct b1c_message *m);
 
 /* Building: basic values by value (y b n q i u as int, x t as 64-bit, d double, s o g). */
 int b1c_message_append(struct b1c_message *m, const char *types, ...);
-/* Containers: 'a', '(', '{', 'v' (@contents: the variant's type). */
+/*
+ * Containers: 'a', '(', '{', 'v' (@contents: the variant's type, one complete
+ * type; the others take theirs from the signature: NULL).
+ */
 int b1c_message_open(struct b1c_message *m, char type, const char *contents);
 int b1c_message_close(struct b1c_message *m);
-/* Attach a copy (dup) of @fd and append its index ('h'). */
+/* Attach a copy (dup) of @fd (>= 0) and append its index ('h'). */
 int b1c_message_append_fd(struct b1c_message *m, int fd);
+/* A NULL @m is ignored. */
 void b1c_message_set_no_reply(struct b1c_message *m, bool no_reply);
 
 /* Reading (received messages): pointers as the types (b: bool *, h: int * = the fd). */
 int b1c_message_read(struct b1c_message *m, const char *types, ...);
-/* Next type code (0 at the end of the container), enter/exit containers, skip. */
+/*
+ * Next type code (0 at the end of the container, and for NULL; *@signature,
+ * if @signature is not NULL, the complete type), enter/exit containers, skip.
+ */
 char b1c_message_peek(struct b1c_message *m, const char **signature);
 int b1c_message_enter(struct b1c_message *m, char type);
 int b1c_message_exit(struct b1c_message *m);
@@ -171,6 +204,10 @@ int b1c_message_skip(struct b1c_message *m);
 /* Restart reading from the first value. */
 int b1c_message_rewind(struct b1c_message *m);
 
+/*
+ * The header of @m. For a NULL @m: the type -EINVAL, serials 0,
+ * expects_reply false, strings NULL, the error text "".
+ */
 int b1c_message_get_type(const struct b1c_message *m);
 uint32_t b1c_message_get_serial(const struct b1c_message *m);
 uint32_t b1c_message_get_reply_serial(const struct b1c_message *m);

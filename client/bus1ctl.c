@@ -25,9 +25,26 @@
 #include <string.h>
 #include "bus1-client.h"
 #include "bus1ctl-top.h"
+#include "util/error.h"
 
 static const char *arg_address;
 static uint64_t arg_timeout;
+
+/*
+ * "bus1ctl: WHAT: ERROR", with where the error arose when the code it went
+ * through recorded that (util/error.h): which syscall of which step failed
+ * tells more than the errno alone.
+ */
+static void print_failure(const char *what, int r)
+{
+	const struct error_origin *o = error_origin_get();
+
+	fprintf(stderr, "bus1ctl: %s%s%s", what ? what : "", what ? ": " : "", strerror(-r));
+	if (o && o->error == r)
+		fprintf(stderr, " (%s:%d, %s())", o->file, o->line, o->func);
+	fputc('\n', stderr);
+	error_origin_clear();
+}
 
 static int parse_value(struct b1c_message *m, char type, const char *s)
 {
@@ -406,7 +423,7 @@ int main(int argc, char **argv)
 
 	r = b1c_bus_open(&bus, arg_address);
 	if (r < 0) {
-		fprintf(stderr, "bus1ctl: cannot connect natively: %s\n", strerror(-r));
+		print_failure("cannot connect natively", r);
 		return 1;
 	}
 
@@ -466,6 +483,6 @@ int main(int argc, char **argv)
 	free(iface);
 	b1c_bus_free(bus);
 	if (r < 0 && r != -EREMOTEIO && r != -EINVAL)
-		fprintf(stderr, "bus1ctl: %s\n", strerror(-r));
+		print_failure(NULL, r);
 	return r < 0 ? 1 : 0;
 }

@@ -3,6 +3,7 @@
  * libbus1: thin wrappers of the bus1 ioctls plus the pool mapping.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -280,23 +281,23 @@ static int release_prepare(struct b1_peer *peer, struct bus1_cmd_recv *cmd)
 }
 
 /*
- * After a RECV or CALL with @cmd: 1 if it failed with EINVAL only because
- * the module does not know BUS1_RECV_FLAG_RELEASE (then it is not used
- * again: try once more), 0 otherwise (the slice is released, or its release
- * failed with the errno the ioctl returned).
+ * After a RECV or CALL with @cmd: whether to try once more, because it
+ * failed with EINVAL only since the module does not know
+ * BUS1_RECV_FLAG_RELEASE (then it is not used again). Otherwise the slice is
+ * released, or its release failed with the errno the ioctl returned.
  */
-static int release_done(struct b1_peer *peer, const struct bus1_cmd_recv *cmd, int r)
+static bool release_retry(struct b1_peer *peer, const struct bus1_cmd_recv *cmd, int r)
 {
 	if (!(cmd->flags & BUS1_RECV_FLAG_RELEASE))
-		return 0;
+		return false;
 	if (r == -EINVAL && peer->release_flag == RELEASE_FLAG_UNKNOWN) {
 		peer->release_flag = RELEASE_FLAG_NO;
-		return 1;
+		return true;
 	}
 	if (r != -EINVAL)
 		peer->release_flag = RELEASE_FLAG_YES;
 	peer->release = BUS1_OFFSET_INVALID;
-	return 0;
+	return false;
 }
 
 int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
@@ -307,7 +308,7 @@ int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 	/*
 	 * Not b1_ioctl(): an EINTR (waiting for another thread's RECV) comes
 	 * after the release, so the retry must not name the slice again, which
-	 * may hold a new message by then. release_done() forgets it.
+	 * may hold a new message by then. release_retry() forgets it.
 	 */
 	do {
 		cmd = (struct bus1_cmd_recv){ .flags = flags };
@@ -315,7 +316,7 @@ int b1_peer_recv(struct b1_peer *peer, uint64_t flags, struct b1_msg *msg)
 		if (r < 0)
 			return r;
 		r = ioctl(peer->fd, BUS1_CMD_RECV, &cmd) < 0 ? -errno : 0;
-	} while (release_done(peer, &cmd, r) || r == -EINTR);
+	} while (release_retry(peer, &cmd, r) || r == -EINTR);
 	peer->more = r == 0 && (cmd.flags & BUS1_RECV_FLAG_MORE);
 	if (r < 0)
 		return r;
@@ -352,7 +353,7 @@ int b1_peer_call(struct b1_peer *peer, uint64_t send_flags,
 		/* no CALL here: the release stays for the RECV that follows */
 		if (r == -ENOTTY)
 			break;
-	} while (release_done(peer, &cmd.recv, r) ||
+	} while (release_retry(peer, &cmd.recv, r) ||
 		 (r == -EINTR && !(cmd.status & BUS1_CALL_STATUS_SENT)));
 	peer->more = r == 0 && (cmd.recv.flags & BUS1_RECV_FLAG_MORE);
 	if (sentp)
@@ -381,6 +382,17 @@ static void recv_to_msg(struct b1_peer *peer, const struct bus1_cmd_recv *cmd,
 	msg->tid = cmd->tid;
 
 	if (cmd->offset != BUS1_OFFSET_INVALID && cmd->offset < peer->pool_size) {
+		uint64_t room = peer->pool_size - cmd->offset;
+
+		/*
+		 * The kernel places the whole slice (data, handles, fds) inside
+		 * the pool; one that reached past it would have us read whatever
+		 * is mapped behind the pool as a message.
+		 */
+		assert(cmd->n_bytes <= room && cmd->n_handles <= room / 8 &&
+		       cmd->n_fds <= room / 4);
+		assert(((cmd->n_bytes + 7) & ~(uint64_t)7) + cmd->n_handles * 8 + cmd->n_fds * 4 <=
+		       room);
 		base = (const uint8_t *)peer->pool + cmd->offset;
 		msg->data = base;
 		msg->handles = (const uint64_t *)(base + ((cmd->n_bytes + 7) & ~(uint64_t)7));
