@@ -212,7 +212,7 @@ static int rule_set_identity(struct file_parser *p, unsigned int line, const cha
 	r = user ? conf_lookup_user(who, &rule->id) : conf_lookup_group(who, &rule->id);
 	if (r < 0)
 		return conf_parser_fail_errno(p, r);
-	if (r == 0) {
+	if (r == CONF_LOOKUP_E_UNKNOWN) {
 		*skipp = true;
 		return conf_parser_warn(p, line, "Unknown %s \"%s\" on element <%s>",
 				   user ? "username" : "group", who, element);

@@ -511,7 +511,7 @@ static int start_policy(struct file_parser *p, struct element *e, const char **a
 			 : conf_lookup_group(v[2], &e->policy.id);
 		if (r < 0)
 			return conf_parser_fail_errno(p, r);
-		if (r == 0) {
+		if (r == CONF_LOOKUP_E_UNKNOWN) {
 			e->policy.ignored = true;
 			return conf_parser_warn(p, e->line,
 					   "Unknown %s \"%s\" in message bus configuration file",

@@ -44,8 +44,11 @@
 #define BUS_CONFIG_FILE_MAX (16U * 1024 * 1024)
 #define BUS_CONFIG_INCLUDE_DEPTH_MAX 64
 
-/* Positive return code: the configuration is invalid, see *errorp. */
-#define BUS_CONFIG_E_INVALID 1
+enum {
+	_BUS_CONFIG_E_SUCCESS,
+	/* The configuration is invalid, see *errorp. */
+	BUS_CONFIG_E_INVALID,
+};
 
 /**
  * struct bus_config_limits - the <limit name="..."> values

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <systemd/sd-login.h>
 #include "conf/console.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 static int logind_uid_get_seats(uid_t uid)
@@ -33,7 +34,7 @@ void bus_console_init_default(struct bus_console *console)
 	}
 }
 
-/* DIR/USERNAME exists for @uid's user name. Return 1, 0 or -ENOMEM. */
+/* Whether DIR/USERNAME exists for @uid's user name: a bus_console_verdict, or -ENOMEM. */
 static int auth_dir_has_user(const char *dir, uid_t uid)
 {
 	_cleanup_free_ char *buf = NULL, *path = NULL;
@@ -52,16 +53,16 @@ static int auth_dir_has_user(const char *dir, uid_t uid)
 			break;
 		/* Entries are small; a runaway size means a broken NSS module. */
 		if (sz >= 1024 * 1024)
-			return 0;
+			return BUS_CONSOLE_ABSENT;
 		sz *= 2;
 	}
 	/* Unknown uid or NSS failure: no name, so no file can name it. */
 	if (r || !res || !res->pw_name || !*res->pw_name || strchr(res->pw_name, '/'))
-		return 0;
+		return BUS_CONSOLE_ABSENT;
 	if (asprintf(&path, "%s/%s", dir, res->pw_name) < 0)
 		return -ENOMEM;
 	/* pam_console creates the file; any kind of entry counts, as in dbus. */
-	return access(path, F_OK) == 0 ? 1 : 0;
+	return access(path, F_OK) == 0 ? BUS_CONSOLE_PRESENT : BUS_CONSOLE_ABSENT;
 }
 
 int bus_console_check(const struct bus_console *console, uint32_t uid)
@@ -71,11 +72,12 @@ int bus_console_check(const struct bus_console *console, uint32_t uid)
 								   logind_uid_get_seats;
 		int n = get((uid_t)uid);
 
+		/* logind's errno, from its library: this is where it enters ours */
 		if (n < 0)
-			return n;
-		return n > 0;
+			return error_origin(n);
+		return n > 0 ? BUS_CONSOLE_PRESENT : BUS_CONSOLE_ABSENT;
 	}
 	if (console->auth_dir)
 		return auth_dir_has_user(console->auth_dir, (uid_t)uid);
-	return 0;
+	return BUS_CONSOLE_ABSENT;
 }

@@ -64,11 +64,17 @@ struct bus_console {
  */
 void bus_console_init_default(struct bus_console *console);
 
+/* The verdict of bus_console_check() and bus_policy_uid_at_console(). */
+enum bus_console_verdict {
+	BUS_CONSOLE_ABSENT,
+	BUS_CONSOLE_PRESENT,
+};
+
 /**
  * bus_console_check() - is @uid at the console?
  *
- * Return: 1 yes, 0 no, negative errno when it cannot be decided (logind's
- * answer failed). A uid without a passwd entry is not at the console by the
- * auth directory (there is no name to look for).
+ * Return: BUS_CONSOLE_PRESENT, BUS_CONSOLE_ABSENT, or negative errno when it
+ * cannot be decided (logind's answer failed). A uid without a passwd entry
+ * is not at the console by the auth directory (there is no name to look for).
  */
 int bus_console_check(const struct bus_console *console, uint32_t uid);

@@ -19,6 +19,7 @@
 
 #include "conf/config.h"
 #include "conf/internal.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 char *conf_vstrdup_printf(const char *fmt, va_list ap)
@@ -80,9 +81,9 @@ int conf_read_file(const char *path, size_t max, char **datap, size_t *sizep, de
 	 */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (fstat(fd, &st) < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (S_ISDIR(st.st_mode))
 		return -EISDIR;
 	if (!S_ISREG(st.st_mode))
@@ -113,7 +114,7 @@ int conf_read_file(const char *path, size_t max, char **datap, size_t *sizep, de
 		if (l < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		if (l == 0)
 			break;
@@ -193,8 +194,8 @@ static int lookup_group(const char *name, void *entry, char *buf, size_t size, v
 
 /*
  * Look @name up with @fn into @entry, the buffer growing while it is too
- * small (up to 1 MiB). 1 if found (its strings live in *@bufp, the
- * caller's to free), 0 if not, -ENOMEM.
+ * small (up to 1 MiB). 0 if found (its strings live in *@bufp, the
+ * caller's to free), CONF_LOOKUP_E_UNKNOWN if not, -ENOMEM.
  */
 static int nss_lookup(nss_lookup_fn fn, const char *name, void *entry, char **bufp)
 {
@@ -212,7 +213,7 @@ static int nss_lookup(nss_lookup_fn fn, const char *name, void *entry, char **bu
 			break;
 		size *= 2;
 	}
-	return r == 0 && result ? 1 : 0;
+	return r == 0 && result ? 0 : CONF_LOOKUP_E_UNKNOWN;
 }
 
 int conf_lookup_user(const char *name, uint32_t *uidp)
@@ -222,9 +223,9 @@ int conf_lookup_user(const char *name, uint32_t *uidp)
 	int r;
 
 	if (parse_id_number(name, uidp))
-		return 1;
+		return 0;
 	r = nss_lookup(lookup_passwd, name, &pw, &buf);
-	if (r > 0)
+	if (r == 0)
 		*uidp = pw.pw_uid;
 	return r;
 }
@@ -236,9 +237,9 @@ int conf_lookup_group(const char *name, uint32_t *gidp)
 	int r;
 
 	if (parse_id_number(name, gidp))
-		return 1;
+		return 0;
 	r = nss_lookup(lookup_group, name, &gr, &buf);
-	if (r > 0)
+	if (r == 0)
 		*gidp = gr.gr_gid;
 	return r;
 }

@@ -30,7 +30,12 @@ int conf_read_file(const char *path, size_t max, char **datap, size_t *sizep, de
 const char *conf_strerror(int error);
 int conf_strings_append(struct list_node *list, const char *file, unsigned int line,
 			const char *s);
-/* 1 and the id if known (decimal numbers are taken as ids), 0 if unknown, -ENOMEM. */
+enum {
+	_CONF_LOOKUP_E_SUCCESS,
+	/* No such user or group: dbus-daemon warns and skips what names it. */
+	CONF_LOOKUP_E_UNKNOWN,
+};
+/* 0 and the id if known (decimal numbers are taken as ids), CONF_LOOKUP_E_UNKNOWN, -ENOMEM. */
 int conf_lookup_user(const char *name, uint32_t *uidp);
 int conf_lookup_group(const char *name, uint32_t *gidp);
 /* servicedirs.c: whether @dirs (struct bus_config_servicedir) has @path; append it unless so. */

@@ -494,7 +494,7 @@ int bus_policy_uid_at_console(const struct bus_policy *policy, uint32_t uid)
 {
 	/* Without at_console rules the answer changes nothing: spare logind the call. */
 	if (!policy || !bus_policy_has_console_rules(policy))
-		return 0;
+		return BUS_CONSOLE_ABSENT;
 	return bus_console_check(&policy->console_detect, uid);
 }
 

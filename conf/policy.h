@@ -77,12 +77,13 @@ bool bus_policy_check_connect(const struct bus_policy *policy, uint32_t uid,
  *
  * Decided by the policy's console detection (console.h; by default what
  * dbus-daemon does: logind seats, else nothing) when the policy has
- * at_console rules at all; 0 without asking anyone otherwise. Call it when a
- * connection's client policy is built (connect and reload), not per message.
- * @policy may be NULL (no policy: 0).
+ * at_console rules at all; BUS_CONSOLE_ABSENT without asking anyone
+ * otherwise. Call it when a connection's client policy is built (connect
+ * and reload), not per message.
+ * @policy may be NULL (no policy: BUS_CONSOLE_ABSENT).
  *
- * Return: 1 at the console, 0 not, negative errno when logind's answer failed
- * (callers treat it as "not at the console").
+ * Return: a bus_console_verdict, or negative errno when logind's answer
+ * failed (callers treat it as "not at the console").
  */
 int bus_policy_uid_at_console(const struct bus_policy *policy, uint32_t uid);
 
@@ -99,7 +100,7 @@ void bus_policy_set_console(struct bus_policy *policy, const struct bus_console 
  * bus_client_policy_new() - the rules that apply to one connection
  * @uid, @gids, @n_gids: the peer's credentials (gids in the order to apply)
  * @at_console:	whether @uid is at the console (selects at_console rules;
- *		normally bus_policy_uid_at_console() > 0)
+ *		normally bus_policy_uid_at_console() == BUS_CONSOLE_PRESENT)
  * Return: 0 or -ENOMEM. The client policy refers to @policy, which must
  * outlive it.
  */

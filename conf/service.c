@@ -68,10 +68,21 @@ static const char *const service_keys[_K_N] = {
 	[K_APPARMOR_LABEL] = "AssumedAppArmorLabel",
 };
 
+/* Where the lines of a key file are, as the parser goes through them. */
+enum kf_where {
+	KF_BEFORE_GROUP,	/* before any [Group] line: keys are refused */
+	KF_SERVICE_GROUP,	/* in the first [D-BUS Service]: keys are taken */
+	KF_OTHER_GROUP,		/* anywhere else: keys are checked, then dropped */
+};
+
 struct keyfile_parser {
 	const char *path;
 	unsigned int line;
 	char *error;
+	enum kf_where where;
+	bool seen_service_group;
+	/* The first value of each key of service_keys[] in the service group. */
+	char *values[_K_N];
 };
 
 _printf_(2, 3) static int kf_fail(struct keyfile_parser *kp, const char *fmt, ...)
@@ -132,161 +143,179 @@ static int kf_unescape(struct keyfile_parser *kp, const char *s, const char *end
 	return 0;
 }
 
-int bus_service_parse_buffer(struct bus_service **servicep, const void *data, size_t size,
-			     const char *path, char **errorp)
+/* "[Group]": only the first [D-BUS Service] group counts, as in dbus-daemon. */
+static int kf_parse_group(struct keyfile_parser *kp, const char *p, const char *le)
+{
+	const char *name = p + 1, *name_end = le - 1;
+
+	if (le - p <= 2 || *name_end != ']')
+		return kf_fail(kp, "Invalid syntax for section header");
+	for (const char *q = name; q < name_end; q++) {
+		unsigned char c = *q;
+
+		if (c <= 0x1f || c >= 0x7f || c == '[' || c == ']')
+			return kf_fail(kp, "Invalid characters in section name");
+	}
+	if (!kp->seen_service_group && (size_t)(name_end - name) == strlen(SERVICE_GROUP) &&
+	    memcmp(name, SERVICE_GROUP, name_end - name) == 0) {
+		kp->seen_service_group = true;
+		kp->where = KF_SERVICE_GROUP;
+	} else {
+		kp->where = KF_OTHER_GROUP;
+	}
+	return 0;
+}
+
+/*
+ * Keep the value of [key, key_end) if the service group is where it stands,
+ * it is one of service_keys[] and the first of its kind; free it otherwise.
+ */
+static void kf_store(struct keyfile_parser *kp, const char *key, const char *key_end,
+		     char *value)
+{
+	size_t n = key_end - key;
+
+	if (kp->where == KF_SERVICE_GROUP) {
+		for (int k = 0; k < _K_N; k++) {
+			if (strlen(service_keys[k]) == n && memcmp(service_keys[k], key, n) == 0 &&
+			    !kp->values[k]) {
+				kp->values[k] = steal_ptr(value);
+				break;
+			}
+		}
+	}
+	free(value);
+}
+
+/*
+ * "Key=Value": every group's keys are checked (dbus-daemon refuses a
+ * malformed file whatever the group), only the service group's are kept.
+ */
+static int kf_parse_key(struct keyfile_parser *kp, const char *p, const char *le)
+{
+	const char *q, *key_end;
+	char *value = NULL;
+	int r;
+
+	if (kp->where == KF_BEFORE_GROUP)
+		return kf_fail(kp, "invalid service file: key=value before [Section]");
+	for (q = p; q < le && key_char(*q); q++)
+		;
+	key_end = q;
+	if (q == p)
+		return kf_fail(kp, "Empty key name");
+	/* Localized key: ignored, as dbus-daemon does. */
+	if (q < le && *q == '[')
+		return 0;
+	while (q < le && *q == ' ')
+		q++;
+	if (q == le)
+		return kf_fail(kp, "No '=' in key/value pair");
+	if (*q != '=')
+		return kf_fail(kp, "Invalid characters in key name");
+	q++;
+	while (q < le && *q == ' ')
+		q++;
+	r = kf_unescape(kp, q, le, &value);
+	if (r)
+		return r;
+	kf_store(kp, p, key_end, value);
+	return 0;
+}
+
+/* One line [p, le), without its line end. */
+static int kf_parse_line(struct keyfile_parser *kp, const char *p, const char *le)
+{
+	const char *q;
+
+	for (q = p; q < le && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\f'); q++)
+		;
+	/* A blank line, or a comment: '#' only as the line's first byte. */
+	if (q == le || *p == '#')
+		return 0;
+	if (*p == '[')
+		return kf_parse_group(kp, p, le);
+	return kf_parse_key(kp, p, le);
+}
+
+/* The file as a whole: the keys it must have. Return 0 or kf_fail()'s. */
+static int kf_check_service(struct keyfile_parser *kp)
+{
+	const char *name = kp->values[K_NAME];
+
+	/* Not about one line: the error names only the file. */
+	kp->line = 0;
+	if (!kp->seen_service_group)
+		return kf_fail(kp, "No [" SERVICE_GROUP "] group in .service file");
+	if (!name)
+		return kf_fail(kp, "No \"Name\" key in .service file");
+	if (!validate_well_known_name(name, strlen(name)))
+		return kf_fail(kp, "Name=\"%s\" is not a valid well-known bus name", name);
+	if (!kp->values[K_EXEC])
+		return kf_fail(kp, "No \"Exec\" key in .service file");
+	return 0;
+}
+
+/* The service of a file that passed kf_check_service(); takes kp's values. */
+static int kf_make_service(struct keyfile_parser *kp, struct bus_service **servicep)
 {
 	_cleanup_(bus_service_freep) struct bus_service *s = NULL;
-	struct keyfile_parser kp = { .path = path };
-	const char *p = data, *end = p + size;
-	/* 0: before any group, 1: in the first [D-BUS Service], 2: elsewhere */
-	int where = 0;
-	bool seen_service_group = false;
-	char *values[_K_N] = {};
-	int r = 0;
 
-	if (size > SERVICE_FILE_MAX) {
-		r = kf_fail(&kp, "Service file is too large (%zu bytes)", size);
-		goto out;
-	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->path = strdup(kp->path);
+	if (!s->path)
+		return -ENOMEM;
+	s->name = steal_ptr(kp->values[K_NAME]);
+	s->exec = steal_ptr(kp->values[K_EXEC]);
+	s->user = steal_ptr(kp->values[K_USER]);
+	s->systemd_service = steal_ptr(kp->values[K_SYSTEMD_SERVICE]);
+	s->apparmor_label = steal_ptr(kp->values[K_APPARMOR_LABEL]);
+	*servicep = steal_ptr(s);
+	return 0;
+}
+
+static int kf_parse(struct keyfile_parser *kp, const char *p, const char *end, size_t size,
+		    struct bus_service **servicep)
+{
+	int r;
+
+	if (size > SERVICE_FILE_MAX)
+		return kf_fail(kp, "Service file is too large (%zu bytes)", size);
 	/*
 	 * The wire's rule, which also refuses NUL bytes (as dbus-daemon's
 	 * reader does): nothing below has to deal with them.
 	 */
-	if (!validate_utf8(data, size)) {
-		r = kf_fail(&kp, "invalid UTF-8");
-		goto out;
-	}
-
+	if (!validate_utf8(p, size))
+		return kf_fail(kp, "invalid UTF-8");
 	while (p < end) {
 		const char *eol = memchr(p, '\n', end - p);
-		const char *next = eol ? eol + 1 : end;
 		const char *le = eol ? eol : end;
-		const char *q;
 
-		kp.line++;
+		kp->line++;
 		if (le > p && le[-1] == '\r')
 			le--;
-
-		for (q = p; q < le && (*q == ' ' || *q == '\t' || *q == '\r' || *q == '\f'); q++)
-			;
-		if (q == le || *p == '#') {
-			p = next;
-			continue;
-		}
-
-		if (*p == '[') {
-			if (le - p <= 2 || le[-1] != ']') {
-				r = kf_fail(&kp, "Invalid syntax for section header");
-				goto out;
-			}
-			for (q = p + 1; q < le - 1; q++) {
-				unsigned char c = *q;
-
-				if (c <= 0x1f || c >= 0x7f || c == '[' || c == ']') {
-					r = kf_fail(&kp, "Invalid characters in section name");
-					goto out;
-				}
-			}
-			if (!seen_service_group && (size_t)(le - p - 2) == strlen(SERVICE_GROUP) &&
-			    memcmp(p + 1, SERVICE_GROUP, le - p - 2) == 0) {
-				seen_service_group = true;
-				where = 1;
-			} else {
-				where = 2;
-			}
-			p = next;
-			continue;
-		}
-
-		if (where == 0) {
-			r = kf_fail(&kp, "invalid service file: key=value before [Section]");
-			goto out;
-		}
-
-		for (q = p; q < le && key_char(*q); q++)
-			;
-		if (q == p) {
-			r = kf_fail(&kp, "Empty key name");
-			goto out;
-		}
-		if (q < le && *q == '[') {
-			/* Localized key: ignored, as dbus-daemon does. */
-			p = next;
-			continue;
-		}
-		{
-			const char *key = p, *key_end = q;
-			char *value = NULL;
-
-			while (q < le && *q == ' ')
-				q++;
-			if (q == le) {
-				r = kf_fail(&kp, "No '=' in key/value pair");
-				goto out;
-			}
-			if (*q != '=') {
-				r = kf_fail(&kp, "Invalid characters in key name");
-				goto out;
-			}
-			q++;
-			while (q < le && *q == ' ')
-				q++;
-			r = kf_unescape(&kp, q, le, &value);
-			if (r)
-				goto out;
-			if (where == 1) {
-				for (int k = 0; k < _K_N; k++) {
-					if (strlen(service_keys[k]) == (size_t)(key_end - key) &&
-					    memcmp(service_keys[k], key, key_end - key) == 0 &&
-					    !values[k]) {
-						values[k] = steal_ptr(value);
-						break;
-					}
-				}
-			}
-			free(value);
-		}
-		p = next;
+		r = kf_parse_line(kp, p, le);
+		if (r)
+			return r;
+		p = eol ? eol + 1 : end;
 	}
+	r = kf_check_service(kp);
+	if (r)
+		return r;
+	return kf_make_service(kp, servicep);
+}
 
-	kp.line = 0;
-	if (!seen_service_group) {
-		r = kf_fail(&kp, "No [" SERVICE_GROUP "] group in .service file");
-		goto out;
-	}
-	if (!values[K_NAME]) {
-		r = kf_fail(&kp, "No \"Name\" key in .service file");
-		goto out;
-	}
-	if (!validate_well_known_name(values[K_NAME], strlen(values[K_NAME]))) {
-		r = kf_fail(&kp, "Name=\"%s\" is not a valid well-known bus name", values[K_NAME]);
-		goto out;
-	}
-	if (!values[K_EXEC]) {
-		r = kf_fail(&kp, "No \"Exec\" key in .service file");
-		goto out;
-	}
+int bus_service_parse_buffer(struct bus_service **servicep, const void *data, size_t size,
+			     const char *path, char **errorp)
+{
+	struct keyfile_parser kp = { .path = path, .where = KF_BEFORE_GROUP };
+	int r;
 
-	s = calloc(1, sizeof(*s));
-	if (!s) {
-		r = -ENOMEM;
-		goto out;
-	}
-	s->path = strdup(path);
-	if (!s->path) {
-		r = -ENOMEM;
-		goto out;
-	}
-	s->name = steal_ptr(values[K_NAME]);
-	s->exec = steal_ptr(values[K_EXEC]);
-	s->user = steal_ptr(values[K_USER]);
-	s->systemd_service = steal_ptr(values[K_SYSTEMD_SERVICE]);
-	s->apparmor_label = steal_ptr(values[K_APPARMOR_LABEL]);
-	*servicep = steal_ptr(s);
-
-out:
+	r = kf_parse(&kp, data, (const char *)data + size, size, servicep);
 	for (int k = 0; k < _K_N; k++)
-		free(values[k]);
+		free(kp.values[k]);
 	if (r > 0 && errorp)
 		*errorp = steal_ptr(kp.error);
 	free(kp.error);

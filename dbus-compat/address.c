@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "dbus-compat/address.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 static _printf_(2, 3) int address_error(char **errorp, const char *fmt, ...)
@@ -404,7 +405,7 @@ int address_generate_guid(char guid[ADDRESS_GUID_LEN + 1])
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		got += (size_t)k;
 	}
@@ -472,13 +473,13 @@ static int bind_name(int fd, const char *name, bool abstract, bool replace_stale
 	if (bind(fd, (struct sockaddr *)&sa, len) >= 0)
 		return 0;
 	if (errno != EADDRINUSE || abstract || !replace_stale)
-		return -errno;
+		return error_origin(-errno);
 	if (lstat(name, &st) < 0 || !S_ISSOCK(st.st_mode) || path_is_live(name))
 		return -EADDRINUSE;
 	if (unlink(name) < 0 && errno != ENOENT)
-		return -errno;
+		return error_origin(-errno);
 	if (bind(fd, (struct sockaddr *)&sa, len) < 0)
-		return -errno;
+		return error_origin(-errno);
 	return 0;
 }
 
@@ -491,7 +492,7 @@ static int random_name(char *buf, size_t n)
 	if (n > sizeof(bytes))
 		return -EINVAL;
 	if (getrandom(bytes, n, 0) != (ssize_t)n)
-		return errno ? -errno : -EIO;
+		return error_origin(errno ? -errno : -EIO);
 	for (i = 0; i < n; i++)
 		buf[i] = chars[bytes[i] % (sizeof(chars) - 1)];
 	buf[n] = '\0';
@@ -513,7 +514,7 @@ int address_listen(const struct address *a, const char *guid, int *fdp, char **c
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
-		return -errno;
+		return error_origin(-errno);
 
 	switch (a->kind) {
 	case ADDRESS_UNIX_PATH:
@@ -586,7 +587,7 @@ int address_listen(const struct address *a, const char *guid, int *fdp, char **c
 		(void)chmod(name, 0777);
 
 	if (listen(fd, SOMAXCONN) < 0) {
-		r = -errno;
+		r = error_origin(-errno);
 		if (!abstract)
 			unlink(name);
 		return r;
@@ -637,7 +638,7 @@ static int write_nonce_file(uint8_t nonce[ADDRESS_NONCE_LEN], char **pathp, char
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		got += (size_t)k;
 	}
@@ -674,27 +675,186 @@ static void close_all(int *fds, size_t n)
 		safe_close(fds[i]);
 }
 
+/* A tcp: or nonce-tcp: address as address_listen_tcp() takes it on. */
+struct tcp_listen {
+	const char *host;		/* what clients connect to */
+	const char *bind_to;		/* what is listened on; NULL: every interface */
+	const char *transport;		/* "tcp" or "nonce-tcp" */
+	struct addrinfo hints;
+	char port[8];
+	bool port_known;		/* false: port 0 and no socket bound yet */
+	int *fds;			/* the caller's, ADDRESS_TCP_FDS_MAX of them */
+	size_t n_fds;
+	bool have_v4, have_v6;
+	int last_error;			/* of the last bind() that failed */
+};
+
+static void tcp_listen_init(struct tcp_listen *tl, const struct address *a, int *fds)
+{
+	*tl = (struct tcp_listen){
+		.host = a->host ? a->host : "localhost",
+		.transport = a->kind == ADDRESS_NONCE_TCP ? "nonce-tcp" : "tcp",
+		.hints = {
+			.ai_family = !a->family ? AF_UNSPEC :
+				     !strcmp(a->family, "ipv6") ? AF_INET6 : AF_INET,
+			.ai_socktype = SOCK_STREAM,
+			.ai_protocol = IPPROTO_TCP,
+			.ai_flags = AI_ADDRCONFIG | AI_PASSIVE,
+		},
+		.fds = fds,
+	};
+	tl->bind_to = a->bind ? a->bind : tl->host;
+	if (!strcmp(tl->bind_to, "*"))
+		tl->bind_to = NULL; /* every interface */
+	snprintf(tl->port, sizeof(tl->port), "%s", a->port ? a->port : "0");
+	tl->port_known = strcmp(tl->port, "0") != 0;
+}
+
+/* Return: 0, or ADDRESS_E_UNUSABLE with a message. */
+static int tcp_resolve(struct tcp_listen *tl, struct addrinfo **aip, char **errorp)
+{
+	int r;
+
+	r = getaddrinfo(tl->bind_to, tl->port, &tl->hints, aip);
+	if (r) {
+		*aip = NULL;
+		address_error(errorp, "cannot resolve %s:%s for %s:: %s",
+			      tl->bind_to ? tl->bind_to : "*", tl->port, tl->transport,
+			      gai_strerror(r));
+		return ADDRESS_E_UNUSABLE;
+	}
+	return 0;
+}
+
+/*
+ * Listen on one address of the name.
+ * Return: 1 when it listens (in tl->fds), 0 when it could not be bound, or
+ * negative errno.
+ */
+static int tcp_listen_one(struct tcp_listen *tl, const struct addrinfo *ai)
+{
+	_cleanup_close_ int fd = -1;
+	int one = 1;
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* Nagle would hold back the small SASL lines and calls. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		/*
+		 * Not fatal, as for dbus-daemon: another address of the
+		 * name may work (IPv6 off on an interface, an IPv6
+		 * socket that also took the IPv4 port, ...).
+		 */
+		tl->last_error = errno;
+		return 0;
+	}
+	if (listen(fd, SOMAXCONN) < 0)
+		return -errno;
+	if (ai->ai_family == AF_INET6)
+		tl->have_v6 = true;
+	else
+		tl->have_v4 = true;
+	tl->fds[tl->n_fds++] = steal_fd(&fd);
+	return 1;
+}
+
+/* Port 0: the port the kernel chose for the first socket. */
+static int tcp_learn_port(struct tcp_listen *tl)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(tl->fds[tl->n_fds - 1], (struct sockaddr *)&ss, &len) < 0)
+		return -errno;
+	snprintf(tl->port, sizeof(tl->port), "%u",
+		 ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
+					    ntohs(((struct sockaddr_in *)&ss)->sin_port));
+	tl->port_known = true;
+	return 0;
+}
+
+/*
+ * Every address the name yields, up to ADDRESS_TCP_FDS_MAX. Return: 0 (also
+ * when none could be bound), ADDRESS_E_UNUSABLE with a message, or negative
+ * errno; the sockets bound so far are in tl->fds either way.
+ */
+static int tcp_listen_all(struct tcp_listen *tl, char **errorp)
+{
+	struct addrinfo *ai, *p;
+	int r;
+
+	r = tcp_resolve(tl, &ai, errorp);
+	if (r)
+		return r;
+	p = ai;
+	while (p && tl->n_fds < ADDRESS_TCP_FDS_MAX) {
+		r = tcp_listen_one(tl, p);
+		if (r < 0)
+			goto out;
+		if (r == 0 || tl->port_known) {
+			p = p->ai_next;
+			continue;
+		}
+		/* The kernel chose: every other address takes the same port. */
+		r = tcp_learn_port(tl);
+		if (r < 0)
+			goto out;
+		freeaddrinfo(ai);
+		r = tcp_resolve(tl, &ai, errorp);
+		if (r)
+			goto out;
+		/* From the start again; the address just bound is in use now. */
+		p = ai;
+	}
+	r = 0;
+out:
+	if (ai)
+		freeaddrinfo(ai);
+	return r;
+}
+
+/* "tcp:host=H,port=P[,family=F][,noncefile=N][,guid=G]"; 0 or -ENOMEM. */
+static int tcp_connectable(const struct tcp_listen *tl, const char *guid, const char *noncefile,
+			   char **connectablep)
+{
+	_cleanup_free_ char *esc_host = NULL, *esc_nonce = NULL;
+	bool one_family = tl->have_v4 != tl->have_v6;
+
+	if (noncefile) {
+		esc_nonce = address_escape(noncefile, strlen(noncefile));
+		if (!esc_nonce)
+			return -ENOMEM;
+	}
+	esc_host = address_escape(tl->host, strlen(tl->host));
+	if (!esc_host ||
+	    asprintf(connectablep, "%s:host=%s,port=%s%s%s%s%s%s%s", tl->transport, esc_host,
+		     tl->port, one_family ? ",family=" : "",
+		     one_family ? (tl->have_v4 ? "ipv4" : "ipv6") : "",
+		     esc_nonce ? ",noncefile=" : "", esc_nonce ? esc_nonce : "",
+		     guid ? ",guid=" : "", guid ? guid : "") < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* The nonce file of write_nonce_file() and its directory. */
+static void remove_nonce_file(char *path)
+{
+	unlink(path);
+	*strrchr(path, '/') = '\0';
+	rmdir(path);
+}
+
 int address_listen_tcp(const struct address *a, const char *guid, int *fds, size_t *n_fdsp,
 		       char **connectablep, uint8_t nonce[ADDRESS_NONCE_LEN], char **noncefilep,
 		       char **errorp)
 {
-	const char *host = a->host ? a->host : "localhost";
-	const char *bind_to = a->bind ? a->bind : host;
-	const char *t = a->kind == ADDRESS_NONCE_TCP ? "nonce-tcp" : "tcp";
-	char port[8];
-	struct addrinfo hints = {
-		.ai_family = !a->family ? AF_UNSPEC :
-			     !strcmp(a->family, "ipv6") ? AF_INET6 : AF_INET,
-		.ai_socktype = SOCK_STREAM,
-		.ai_protocol = IPPROTO_TCP,
-		.ai_flags = AI_ADDRCONFIG | AI_PASSIVE,
-	};
-	struct addrinfo *ai = NULL, *p;
-	bool have_v4 = false, have_v6 = false, port_known;
-	size_t n = 0;
-	int r, last_error = 0;
-	_cleanup_free_ char *esc_host = NULL, *esc_nonce = NULL, *noncefile = NULL;
+	_cleanup_free_ char *noncefile = NULL;
+	struct tcp_listen tl;
 	char *connectable = NULL;
+	int r;
 
 	if (errorp)
 		*errorp = NULL;
@@ -703,126 +863,36 @@ int address_listen_tcp(const struct address *a, const char *guid, int *fds, size
 		*noncefilep = NULL;
 	if (a->kind != ADDRESS_TCP && a->kind != ADDRESS_NONCE_TCP)
 		return -EINVAL;
-	if (!strcmp(bind_to, "*"))
-		bind_to = NULL; /* every interface */
-	snprintf(port, sizeof(port), "%s", a->port ? a->port : "0");
-	port_known = strcmp(port, "0") != 0;
+	tcp_listen_init(&tl, a, fds);
 
-	r = getaddrinfo(bind_to, port, &hints, &ai);
-	if (r) {
-		address_error(errorp, "cannot resolve %s:%s for %s:: %s", bind_to ? bind_to : "*",
-			      port, t, gai_strerror(r));
+	r = tcp_listen_all(&tl, errorp);
+	if (r)
+		goto fail;
+	if (tl.n_fds == 0) {
+		address_error(errorp, "cannot listen on %s:%s (%s:): %s",
+			      tl.bind_to ? tl.bind_to : "*", tl.port, tl.transport,
+			      strerror(tl.last_error ? tl.last_error : EADDRNOTAVAIL));
 		return ADDRESS_E_UNUSABLE;
 	}
-	p = ai;
-	while (p && n < ADDRESS_TCP_FDS_MAX) {
-		_cleanup_close_ int fd = -1;
-		int one = 1;
-
-		fd = socket(p->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, p->ai_protocol);
-		if (fd < 0) {
-			r = -errno;
-			goto fail;
-		}
-		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		/* Nagle would hold back the small SASL lines and calls. */
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		if (bind(fd, p->ai_addr, p->ai_addrlen) < 0) {
-			/*
-			 * Not fatal, as for dbus-daemon: another address of the
-			 * name may work (IPv6 off on an interface, an IPv6
-			 * socket that also took the IPv4 port, ...).
-			 */
-			last_error = errno;
-			p = p->ai_next;
-			continue;
-		}
-		if (listen(fd, SOMAXCONN) < 0) {
-			r = -errno;
-			goto fail;
-		}
-		if (p->ai_family == AF_INET6)
-			have_v6 = true;
-		else
-			have_v4 = true;
-		fds[n++] = steal_fd(&fd);
-
-		if (!port_known) {
-			/* The kernel chose: every other address takes the same port. */
-			struct sockaddr_storage ss;
-			socklen_t len = sizeof(ss);
-
-			if (getsockname(fds[n - 1], (struct sockaddr *)&ss, &len) < 0) {
-				r = -errno;
-				goto fail;
-			}
-			snprintf(port, sizeof(port), "%u",
-				 ss.ss_family == AF_INET6 ?
-				 ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) :
-				 ntohs(((struct sockaddr_in *)&ss)->sin_port));
-			port_known = true;
-			freeaddrinfo(ai);
-			ai = NULL;
-			r = getaddrinfo(bind_to, port, &hints, &ai);
-			if (r) {
-				address_error(errorp, "cannot resolve %s:%s for %s:: %s",
-					      bind_to ? bind_to : "*", port, t, gai_strerror(r));
-				r = ADDRESS_E_UNUSABLE;
-				goto fail;
-			}
-			/* From the start again; the address just bound is in use now. */
-			p = ai;
-			continue;
-		}
-		p = p->ai_next;
-	}
-	freeaddrinfo(ai);
-	ai = NULL;
-	if (n == 0) {
-		address_error(errorp, "cannot listen on %s:%s (%s:): %s", bind_to ? bind_to : "*",
-			      port, t, strerror(last_error ? last_error : EADDRNOTAVAIL));
-		return ADDRESS_E_UNUSABLE;
-	}
-
 	if (a->kind == ADDRESS_NONCE_TCP) {
 		r = write_nonce_file(nonce, &noncefile, errorp);
 		if (r)
 			goto fail;
-		esc_nonce = address_escape(noncefile, strlen(noncefile));
-		if (!esc_nonce) {
-			r = -ENOMEM;
-			goto fail_nonce;
-		}
 	}
-	esc_host = address_escape(host, strlen(host));
-	if (!esc_host ||
-	    asprintf(&connectable, "%s:host=%s,port=%s%s%s%s%s%s%s", t, esc_host, port,
-		     have_v4 != have_v6 ? ",family=" : "",
-		     have_v4 != have_v6 ? (have_v4 ? "ipv4" : "ipv6") : "",
-		     esc_nonce ? ",noncefile=" : "", esc_nonce ? esc_nonce : "",
-		     guid ? ",guid=" : "", guid ? guid : "") < 0) {
-		r = -ENOMEM;
-		goto fail_nonce;
+	r = tcp_connectable(&tl, guid, noncefile, &connectable);
+	if (r) {
+		if (noncefile)
+			remove_nonce_file(noncefile);
+		goto fail;
 	}
-	*n_fdsp = n;
+	*n_fdsp = tl.n_fds;
 	*connectablep = connectable;
 	if (noncefilep)
 		*noncefilep = steal_ptr(noncefile);
 	return 0;
 
-fail_nonce:
-	if (noncefile) {
-		char *slash;
-
-		unlink(noncefile);
-		slash = strrchr(noncefile, '/');
-		*slash = '\0';
-		rmdir(noncefile);
-	}
 fail:
-	if (ai)
-		freeaddrinfo(ai);
-	close_all(fds, n);
+	close_all(fds, tl.n_fds);
 	return r;
 }
 
@@ -841,9 +911,9 @@ int address_connect(const struct address *a, int *fdp)
 		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (connect(fd, (struct sockaddr *)&sa, len) < 0)
-		return -errno;
+		return error_origin(-errno);
 	*fdp = steal_fd(&fd);
 	return 0;
 }

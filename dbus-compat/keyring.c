@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "dbus-compat/keyring.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 /* Bytes of a new cookie, before hex encoding. */
@@ -200,7 +201,7 @@ static int random_bytes(void *p, size_t n)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		got += (size_t)k;
 	}

@@ -12,6 +12,7 @@
 #include "dbus-compat/message.h"
 #include "dbus-compat/signature.h"
 #include "dbus-compat/validate.h"
+#include "util/error.h"
 #include "util/io.h"
 #include "util/macro.h"
 
@@ -888,7 +889,7 @@ int message_builder_seal(struct message_builder *b, uint32_t serial, struct mess
 			int fd = fcntl(b->fds[i], F_DUPFD_CLOEXEC, 3);
 
 			if (fd < 0) {
-				k = -errno;
+				k = error_origin(-errno);
 				message_unref(m);
 				return k;
 			}

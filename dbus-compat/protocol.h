@@ -198,13 +198,14 @@ enum {
  * Returned as POSITIVE values by the reader (marshal.h), by
  * message_frame_size() and message_parse() (message.h). A caller that gets one
  * of these for a message from a peer treats it as a protocol violation
- * (dbus-daemon disconnects the peer). 0 is "valid". dc_invalid_to_string()
- * gives a short English description.
+ * (dbus-daemon disconnects the peer). 0 (_DC_E_SUCCESS) is "valid" (the
+ * one error rule, util/error.h). dc_invalid_to_string() gives a short
+ * English description.
  */
 enum dc_invalid {
-	DC_VALID = 0,
+	_DC_E_SUCCESS,
 	/* values (reader) */
-	DC_E_TRUNCATED = 1,		/* data ends in the middle of a value */
+	DC_E_TRUNCATED,			/* data ends in the middle of a value */
 	DC_E_PADDING,			/* alignment padding is not zero */
 	DC_E_BOOLEAN,			/* boolean that is neither 0 nor 1 */
 	DC_E_STRING_NUL,		/* string not NUL-terminated */

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "dbus-compat/sasl-client.h"
+#include "util/error.h"
 #include "util/io.h"
 
 /* Longest reply line we accept ("OK " and a 32-digit guid, or an ERROR text). */
@@ -62,7 +63,7 @@ static int read_reply(int fd, char *line)
 			k = recv(fd, line + n, REPLY_MAX - n, MSG_PEEK);
 		while (k < 0 && errno == EINTR);
 		if (k < 0)
-			return -errno;
+			return error_origin(-errno);
 		if (k == 0)
 			return -ECONNRESET;
 		nl = memchr(line + n, '\n', (size_t)k);
@@ -72,7 +73,7 @@ static int read_reply(int fd, char *line)
 			k = recv(fd, line + n, take, 0);
 		while (k < 0 && errno == EINTR);
 		if (k < 0)
-			return -errno;
+			return error_origin(-errno);
 		if ((size_t)k != take)
 			return -EIO;
 		n += take;
@@ -109,7 +110,7 @@ int sasl_client_authenticate(int fd, uid_t uid, bool negotiate_fds, bool *fds_ag
 	if (r < 0)
 		return r;
 	if (is_command(line, "REJECTED") || is_command(line, "ERROR"))
-		return SASL_CLIENT_REJECTED;
+		return SASL_CLIENT_E_REJECTED;
 	if (strncmp(line, "OK ", 3))
 		return -EPROTO;
 

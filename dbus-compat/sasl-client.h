@@ -29,8 +29,12 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* sasl_client_authenticate(): the server refused AUTH EXTERNAL (REJECTED or ERROR). */
-#define SASL_CLIENT_REJECTED 1
+/* Conditions of sasl_client_authenticate(). */
+enum {
+	_SASL_CLIENT_E_SUCCESS,
+	/* The server refused AUTH EXTERNAL (REJECTED or ERROR). */
+	SASL_CLIENT_E_REJECTED,
+};
 
 /* Room for sasl_client_pipelined() with any uid. */
 #define SASL_CLIENT_PIPELINED_MAX 96U
@@ -40,7 +44,7 @@
  * @negotiate_fds, ask for fd passing; *@fds_agreed (may be NULL) tells whether
  * the server agreed (a refusal is not an error: the connection goes on
  * without fds). Returns 0 once BEGIN is sent (the D-Bus message stream
- * starts), SASL_CLIENT_REJECTED if the server refused the mechanism (nothing
+ * starts), SASL_CLIENT_E_REJECTED if the server refused the mechanism (nothing
  * more is sent; the caller closes @fd), or a negative errno: -ECONNRESET
  * (EOF), -EPROTO (an unexpected or overlong reply line), or the error of a
  * failed send()/recv().

@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include "dbus-compat/sasl.h"
 #include "dbus-compat/sha1.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 enum {
@@ -319,7 +320,8 @@ static int cookie_challenge(struct sasl_server *sasl, const char *id, size_t n)
 	r = sasl->cookie_fn(sasl->cookie_userdata, identity, &st->cookie);
 	if (r < 0)
 		return r;
-	if (r || !st->cookie.context[0] || !st->cookie.secret[0] ||
+	/* SASL_COOKIE_E_REJECTED; any other condition is no cookie either */
+	if (r > 0 || !st->cookie.context[0] || !st->cookie.secret[0] ||
 	    memchr(st->cookie.context, ' ', strlen(st->cookie.context)))
 		return sasl_reject(sasl);
 
@@ -329,7 +331,7 @@ static int cookie_challenge(struct sasl_server *sasl, const char *id, size_t n)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return error_origin(-errno);
 		}
 		got += (size_t)k;
 	}

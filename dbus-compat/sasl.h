@@ -102,12 +102,18 @@ struct sasl_cookie {
 	char secret[SASL_COOKIE_SECRET_MAX + 1];
 };
 
+/* Conditions of a sasl_cookie_fn. */
+enum {
+	_SASL_COOKIE_E_SUCCESS,
+	/* Reject the client: unknown user, one this server cannot vouch for, no usable keyring. */
+	SASL_COOKIE_E_REJECTED,
+};
+
 /*
  * The keyring side of DBUS_COOKIE_SHA1: @identity is the user name the
  * client wants to authenticate as (as sent: a login name or a decimal uid).
- * Fill @cookie with a recent cookie of that user's keyring. Return 0, 1 to
- * reject the client (unknown user, a user this server cannot vouch for, no
- * usable keyring), or negative errno.
+ * Fill @cookie with a recent cookie of that user's keyring. Return 0,
+ * SASL_COOKIE_E_REJECTED, or negative errno.
  */
 typedef int (*sasl_cookie_fn)(void *userdata, const char *identity, struct sasl_cookie *cookie);
 

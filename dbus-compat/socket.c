@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include "dbus-compat/socket.h"
+#include "util/error.h"
 #include "util/fd.h"
 #include "util/list.h"
 #include "util/macro.h"
@@ -199,14 +200,14 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 	 * identity.
 	 */
 	if (getsockname(fd, (struct sockaddr *)&sa, &l) < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (sa.ss_family != AF_UNIX)
 		return 0;
 	creds->have_creds = true;
 
 	l = sizeof(uc);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (l != sizeof(uc))
 		return -EIO;
 	creds->pid = uc.pid;
@@ -698,7 +699,7 @@ int socket_dispatch_read(struct socket *s)
 			s->eof = true;
 			return SOCKET_E_EOF;
 		}
-		return -errno;
+		return error_origin(-errno);
 	}
 
 	/* Collect fds first so no exit path below leaks them. */
@@ -1125,7 +1126,7 @@ int socket_dispatch_write(struct socket *s)
 				return 0;
 			if (errno == EPIPE || errno == ECONNRESET)
 				return SOCKET_E_EOF;
-			return -errno;
+			return error_origin(-errno);
 		}
 
 		socket_advance(s, (size_t)n);

@@ -256,7 +256,7 @@ bool validate_namespace_lenient(const char *s, size_t n)
 }
 
 static const char *const invalid_strings[_DC_E_MAX] = {
-	[DC_VALID] = "valid",
+	[_DC_E_SUCCESS] = "valid",
 	[DC_E_TRUNCATED] = "data ends in the middle of a value",
 	[DC_E_PADDING] = "non-zero alignment padding",
 	[DC_E_BOOLEAN] = "boolean value neither 0 nor 1",

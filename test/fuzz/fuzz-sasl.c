@@ -69,7 +69,7 @@ static int fixed_cookie(void *userdata, const char *identity, struct sasl_cookie
 {
 	(void)userdata;
 	if (strcmp(identity, "1000") && strcmp(identity, "alice"))
-		return 1;
+		return SASL_COOKIE_E_REJECTED;
 	c->uid = 1000;
 	strcpy(c->context, "org_freedesktop_general");
 	c->id = 1;

@@ -84,20 +84,21 @@ static void test_logind(void)
 	/* logind runs: its answer alone counts, the auth dir is not consulted */
 	touch(auth_dir, name);
 	seats_calls = 0;
-	CHECK_EQ(bus_console_check(&c, 1000), 1);
+	CHECK_EQ(bus_console_check(&c, 1000), BUS_CONSOLE_PRESENT);
 	CHECK_EQ(seats_last_uid, 1000);
-	CHECK_EQ(bus_console_check(&c, 1001), 0);
+	CHECK_EQ(bus_console_check(&c, 1001), BUS_CONSOLE_ABSENT);
 	CHECK_EQ(bus_console_check(&c, 1002), -EIO);
-	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), uid == 1000 ? 1 : 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid),
+		 uid == 1000 ? BUS_CONSOLE_PRESENT : BUS_CONSOLE_ABSENT);
 	CHECK_EQ(seats_calls, 4);
 	rm(auth_dir, name);
 
 	/* no seats directory: logind is not running, never asked */
 	c.seats_dir = missing_dir;
 	seats_calls = 0;
-	CHECK_EQ(bus_console_check(&c, 1000), 0);
+	CHECK_EQ(bus_console_check(&c, 1000), BUS_CONSOLE_ABSENT);
 	touch(auth_dir, name);
-	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 1);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), BUS_CONSOLE_PRESENT);
 	CHECK_EQ(seats_calls, 0);
 	rm(auth_dir, name);
 }
@@ -111,9 +112,9 @@ static void test_auth_dir(void)
 
 	snprintf(name, sizeof(name), "%s", pw->pw_name);
 
-	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), BUS_CONSOLE_ABSENT);
 	touch(auth_dir, name);
-	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 1);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), BUS_CONSOLE_PRESENT);
 	/* a directory entry of another kind counts as well (existence only) */
 	rm(auth_dir, name);
 	{
@@ -121,24 +122,24 @@ static void test_auth_dir(void)
 
 		snprintf(path, sizeof(path), "%s/%s", auth_dir, name);
 		CHECK(mkdir(path, 0755) == 0);
-		CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 1);
+		CHECK_EQ(bus_console_check(&c, (uint32_t)uid), BUS_CONSOLE_PRESENT);
 		CHECK(rmdir(path) == 0);
 	}
-	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), BUS_CONSOLE_ABSENT);
 
 	/* a uid without a passwd entry has no name to look for */
 	touch(auth_dir, "4000000000");
-	CHECK_EQ(bus_console_check(&c, 4000000000U), 0);
+	CHECK_EQ(bus_console_check(&c, 4000000000U), BUS_CONSOLE_ABSENT);
 	rm(auth_dir, "4000000000");
 
 	/* a missing auth dir: nobody */
 	c.auth_dir = missing_dir;
-	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), 0);
+	CHECK_EQ(bus_console_check(&c, (uint32_t)uid), BUS_CONSOLE_ABSENT);
 
 	/* neither: nobody, and logind never asked */
 	c = (struct bus_console){ .uid_get_seats = fake_get_seats };
 	seats_calls = 0;
-	CHECK_EQ(bus_console_check(&c, 1000), 0);
+	CHECK_EQ(bus_console_check(&c, 1000), BUS_CONSOLE_ABSENT);
 	CHECK_EQ(seats_calls, 0);
 }
 
@@ -187,6 +188,7 @@ static void test_policy(void)
 	struct bus_policy *p;
 	struct bus_client_policy *cp;
 	const struct bus_policy_rule *rule;
+	bool at;
 
 	p = compile("<busconfig>"
 		    "<policy context=\"default\"><deny own=\"*\"/></policy>\n"
@@ -197,21 +199,21 @@ static void test_policy(void)
 	bus_policy_set_console(p, &fake);
 
 	seats_calls = 0;
-	CHECK_EQ(bus_policy_uid_at_console(p, 1000), 1);
-	CHECK_EQ(bus_policy_uid_at_console(p, 1001), 0);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1000), BUS_CONSOLE_PRESENT);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1001), BUS_CONSOLE_ABSENT);
 	CHECK_EQ(bus_policy_uid_at_console(p, 1002), -EIO);
 	CHECK_EQ(seats_calls, 3);
 
-	CHECK(bus_client_policy_new(&cp, p, 1000, NULL, 0,
-				     bus_policy_uid_at_console(p, 1000) > 0) == 0);
+	at = bus_policy_uid_at_console(p, 1000) == BUS_CONSOLE_PRESENT;
+	CHECK(bus_client_policy_new(&cp, p, 1000, NULL, 0, at) == 0);
 	CHECK(bus_client_policy_check_own(cp, "org.example.Console", &rule));
 	CHECK(rule && rule->scope == BUS_POLICY_SCOPE_CONSOLE && rule->scope_id == 1);
 	CHECK(!bus_client_policy_check_own(cp, "org.example.Remote", NULL));
 	bus_client_policy_free(cp);
 
 	/* a failed answer counts as "not at the console" */
-	CHECK(bus_client_policy_new(&cp, p, 1002, NULL, 0,
-				     bus_policy_uid_at_console(p, 1002) > 0) == 0);
+	at = bus_policy_uid_at_console(p, 1002) == BUS_CONSOLE_PRESENT;
+	CHECK(bus_client_policy_new(&cp, p, 1002, NULL, 0, at) == 0);
 	CHECK(!bus_client_policy_check_own(cp, "org.example.Console", NULL));
 	CHECK(bus_client_policy_check_own(cp, "org.example.Remote", &rule));
 	CHECK(rule && rule->scope == BUS_POLICY_SCOPE_CONSOLE && rule->scope_id == 0);
@@ -224,10 +226,10 @@ static void test_policy(void)
 	CHECK(!bus_policy_has_console_rules(p));
 	bus_policy_set_console(p, &fake);
 	seats_calls = 0;
-	CHECK_EQ(bus_policy_uid_at_console(p, 1000), 0);
+	CHECK_EQ(bus_policy_uid_at_console(p, 1000), BUS_CONSOLE_ABSENT);
 	CHECK_EQ(seats_calls, 0);
 	bus_policy_free(p);
-	CHECK_EQ(bus_policy_uid_at_console(NULL, 1000), 0);
+	CHECK_EQ(bus_policy_uid_at_console(NULL, 1000), BUS_CONSOLE_ABSENT);
 }
 
 int main(void)

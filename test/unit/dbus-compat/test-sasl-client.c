@@ -121,7 +121,7 @@ static void test_rejected(void)
 
 		put(p.server, replies[i], strlen(replies[i]));
 		CHECK_EQ(sasl_client_authenticate(p.client, 1000, true, &fds),
-			 SASL_CLIENT_REJECTED);
+			 SASL_CLIENT_E_REJECTED);
 		CHECK(!fds);
 		/* Nothing after the AUTH line. */
 		CHECK_BYTES(p.server, AUTH_1000);
@@ -281,7 +281,7 @@ static void test_with_server(unsigned int flags, uid_t server_uid, int want_r, b
 	close(p.server);
 	p.server = -1;
 	CHECK_EQ(sasl_client_authenticate(p.client, 1000, true, &fds), want_r);
-	if (want_r == SASL_CLIENT_REJECTED)
+	if (want_r == SASL_CLIENT_E_REJECTED)
 		shutdown(p.client, SHUT_WR);	/* the child's read sees EOF */
 	else
 		CHECK_EQ(fds, want_fds);
@@ -309,7 +309,7 @@ int main(void)
 	test_with_server(SASL_SERVER_UNIX_FD, 1000, 0, true, 0);
 	test_with_server(0, 1000, 0, false, 0);
 	/* Another uid: our server answers REJECTED; its read then sees EOF. */
-	test_with_server(SASL_SERVER_UNIX_FD, 1001, SASL_CLIENT_REJECTED, false, 4);
+	test_with_server(SASL_SERVER_UNIX_FD, 1001, SASL_CLIENT_E_REJECTED, false, 4);
 	printf("sasl-client: all checks passed\n");
 	return 0;
 }

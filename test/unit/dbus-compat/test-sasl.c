@@ -929,7 +929,7 @@ static int fake_cookie_source(void *userdata, const char *identity, struct sasl_
 	fake_cookie_calls++;
 	CHECK(userdata == &fake_cookie_calls);
 	if (strcmp(identity, "alice") && strcmp(identity, "4242"))
-		return 1;
+		return SASL_COOKIE_E_REJECTED;
 	c->uid = 4242;
 	snprintf(c->context, sizeof(c->context), "org_freedesktop_general");
 	c->id = 77;
