@@ -338,7 +338,7 @@ int act_pending_spawn(struct pending *p, const struct bus_service *service,
 		}
 	} else {
 		r = activation_parse_exec(service->exec, &argv, &perr);
-		if (r > 0) {
+		if (r == ACTIVATION_E_FAILED) {
 			err->name = DC_ERROR_INVALID_ARGS;
 			err->message = strdup(perr);
 			r = err->message ? ACTIVATION_E_FAILED : -ENOMEM;

@@ -107,13 +107,14 @@ oom:
 	return -ENOMEM;
 }
 
-/* Charge @e's message to its sender's user (see ops->charge). 0 or 1 (refused). */
+/* Charge @e's message to its sender's user (see ops->charge). 0 or ACTIVATION_E_QUOTA. */
 static int entry_charge(struct activation *a, struct act_entry *e)
 {
 	if (!e->sender || !a->ops->charge)
 		return 0;
-	if (a->ops->charge(a->userdata, e->sender, message_get_size(e->msg), e->msg->n_fds))
-		return 1;
+	if (a->ops->charge(a->userdata, e->sender, message_get_size(e->msg), e->msg->n_fds) ==
+	    ACTIVATION_E_QUOTA)
+		return ACTIVATION_E_QUOTA;
 	e->charged = true;
 	return 0;
 }
@@ -486,7 +487,7 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 	e->msg = message_ref(msg);
 	e->size = size;
 	e->auto_start = auto_start;
-	if (entry_charge(a, e)) {
+	if (entry_charge(a, e) == ACTIVATION_E_QUOTA) {
 		_cleanup_free_ char *text = NULL;
 
 		message_unref(e->msg);
@@ -535,7 +536,7 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 			      &err);
 	if (r) {
 		/* Nobody else waits yet: the caller gets the error, the activation is gone. */
-		if (r > 0) {
+		if (r == ACTIVATION_E_FAILED) {
 			act_log(a, 6, "Failed to activate service %s: %s", name, err.message);
 			act_pending_fail_quiet(p, err.name, err.message);
 			r = 0;

@@ -104,8 +104,14 @@ struct message;
 
 #define ACTIVATION_SYSTEMD_NAME "org.freedesktop.systemd1"
 
-/* Positive return code: the request failed, the error is in struct activation_error. */
-#define ACTIVATION_E_FAILED 1
+/* Positive return codes. */
+enum {
+	_ACTIVATION_E_SUCCESS,
+	/* The request failed: the error is in struct activation_error. */
+	ACTIVATION_E_FAILED,
+	/* ops->charge(): the sender's user may not have the message wait. */
+	ACTIVATION_E_QUOTA,
+};
 
 /**
  * struct activation_error - a D-Bus error to return to a caller
@@ -146,8 +152,9 @@ void activation_error_deinit(struct activation_error *err);
  * @loginfo:	who @sender is, for log lines: uid=U pid=P comm="..." as
  *		dbus-daemon writes it, or NULL. May be NULL.
  * @charge:	a message of @sender (not NULL) of @bytes with @n_fds is
- *		about to wait in the queue: 0, or non-zero if @sender's user
- *		may not have it wait (nothing charged). May be NULL.
+ *		about to wait in the queue: 0, or ACTIVATION_E_QUOTA if
+ *		@sender's user may not have it wait (nothing charged). May be
+ *		NULL.
  * @uncharge:	that message left the queue (delivered, answered, dropped).
  */
 struct activation_ops {

@@ -36,14 +36,16 @@
 #include "broker/selinux.h"
 #include "broker/state.h"
 #include "conf/config.h"
+#include "util/error.h"
 
 /* ------------------------------------------------------------- listeners */
 
+/* @msg (malloc()ed, NULL: out of memory) is why the bus cannot start: BROKER_E_INVALID. */
 static int broker_set_error(struct broker *broker, char *msg)
 {
 	free(broker->error);
 	broker->error = msg;
-	return msg ? 1 : -ENOMEM;
+	return msg ? BROKER_E_INVALID : -ENOMEM;
 }
 
 /* Add @l to the listeners and its address to the bus address. 0 or -ENOMEM. */
@@ -83,10 +85,10 @@ static int broker_add_systemd_listeners(struct broker *broker, const int *fds, s
 		/* Given ones stay the caller's: the listener takes a copy. */
 		int fd = fds ? fcntl(fds[i], F_DUPFD_CLOEXEC, SD_LISTEN_FDS_START) :
 			       SD_LISTEN_FDS_START + i;
-		int r = fd < 0 ? -errno : listener_new_fd(&l, &broker->bus, fd, &err);
+		int r = fd < 0 ? error_origin(-errno) : listener_new_fd(&l, &broker->bus, fd, &err);
 
 		if (r)
-			return r < 0 ? r : broker_set_error(broker, err);
+			return r == LISTENER_E_NOT_LISTENING ? broker_set_error(broker, err) : r;
 		r = broker_link_listener(broker, l);
 		if (r < 0)
 			return r;
@@ -151,7 +153,7 @@ int broker_take_socket_unit(struct broker *broker, const struct broker_options *
 		/* The listener takes a copy: the passed ones stay the caller's. */
 		copy = fcntl(fd, F_DUPFD_CLOEXEC, SD_LISTEN_FDS_START);
 		if (copy < 0)
-			return -errno;
+			return error_origin(-errno);
 		if (stale) {
 			/* The .socket unit was restarted: its new socket replaces the old one. */
 			r = listener_replace_socket(stale, copy);
@@ -166,7 +168,7 @@ int broker_take_socket_unit(struct broker *broker, const struct broker_options *
 		r = listener_new_fd(&l, &broker->bus, copy, &err);
 		if (r) {
 			close(copy);
-			return r < 0 ? r : broker_set_error(broker, err);
+			return r == LISTENER_E_NOT_LISTENING ? broker_set_error(broker, err) : r;
 		}
 		r = broker_link_listener(broker, l);
 		if (r < 0)
@@ -188,7 +190,7 @@ static int broker_add_listener(struct broker *broker, const char *address,
 		return broker_add_systemd_listeners(broker, opts->listen_fds, opts->n_listen_fds);
 	r = listener_new(&l, &broker->bus, address, &err);
 	if (r)
-		return r < 0 ? r : broker_set_error(broker, err);
+		return r == LISTENER_E_INVALID_ADDRESS ? broker_set_error(broker, err) : r;
 	return broker_link_listener(broker, l);
 }
 
@@ -206,9 +208,11 @@ static void broker_resume_listeners(struct bus *bus)
 static int broker_reload_config(struct bus *bus, char **errorp)
 {
 	struct broker *broker = container_of(bus, struct broker, bus);
+	int r;
 
 	/* Invalid file: the old configuration stays (logged, returned for ReloadConfig). */
-	return config_reload_run(broker->reload, errorp);
+	r = config_reload_run(broker->reload, errorp);
+	return r == CONFIG_RELOAD_E_INVALID ? BUS_E_INVALID_CONFIG : r;
 }
 
 static const struct bus_loop_ops broker_loop_ops = {
@@ -299,7 +303,7 @@ static int broker_new_restoring(struct broker **brokerp, const struct broker_opt
 	/* Before raise_fd_limit(): activated services get the original RLIMIT_NOFILE. */
 	r = bus_init(&broker->bus, config, opts->systemd_activation, &broker_loop_ops, &err);
 	if (r)
-		return r < 0 ? r : broker_set_error(broker, err);
+		return r == BUS_E_INVALID_CONFIG ? broker_set_error(broker, err) : r;
 	broker->bus.containers_enabled = opts->containers;
 	r = socket_transport_new(&broker->sockets, &broker->bus);
 	if (r < 0)
@@ -451,7 +455,7 @@ int broker_run(struct broker *broker)
 	/* The inotify watches of the reloader. */
 	r = config_reload_attach(broker->reload, broker->event);
 	if (r < 0)
-		log_warn("cannot watch the configuration directories: %s", strerror(-r));
+		log_warn("cannot watch the configuration directories: %s", log_error(r));
 
 	r = broker_block_signals();
 	if (r < 0)
@@ -482,7 +486,7 @@ int broker_run(struct broker *broker)
 	 */
 	r = sd_event_set_watchdog(broker->event, true);
 	if (r < 0)
-		log_warn("cannot set up systemd's watchdog: %s", strerror(-r));
+		log_warn("cannot set up systemd's watchdog: %s", log_error(r));
 	return sd_event_loop(broker->event);
 }
 
@@ -581,7 +585,7 @@ static bool broker_state_parse(struct state_reader *r, struct broker_state *st)
 	return state_expect(r, STATE_TAG_END) && r->pos == r->n;
 }
 
-/* Read the stream of @fd into @st. 0, 1 (cannot: logged), -errno. */
+/* Read the stream of @fd into @st. 0, BROKER_E_STATE_UNREADABLE (logged), -errno. */
 static int broker_state_load(int fd, struct state_reader *r, struct broker_state *st,
 			     struct fdstore_carried *carried)
 {
@@ -590,14 +594,15 @@ static int broker_state_load(int fd, struct state_reader *r, struct broker_state
 
 	*st = (struct broker_state){ .native_fd = -1 };
 	ret = state_reader_init(r, fd, &version);
-	if (ret) {
-		if (ret > 0)
-			log_err("re-exec: the state is %s (version %u; this program reads %u to %u)",
-				version ? "of another version" : "not a bus1-broker state",
-				(unsigned int)version, (unsigned int)STATE_VERSION_MIN,
-				(unsigned int)STATE_VERSION);
-		return ret;
+	if (ret == STATE_E_UNREADABLE) {
+		log_err("re-exec: the state is %s (version %u; this program reads %u to %u)",
+			version ? "of another version" : "not a bus1-broker state",
+			(unsigned int)version, (unsigned int)STATE_VERSION_MIN,
+			(unsigned int)STATE_VERSION);
+		return BROKER_E_STATE_UNREADABLE;
 	}
+	if (ret < 0)
+		return ret;
 	if (carried) {
 		r->fd_present = fdstore_carries;
 		r->fd_userdata = carried;
@@ -610,7 +615,7 @@ static int broker_state_load(int fd, struct state_reader *r, struct broker_state
 			(unsigned int)r->unknown_version);
 	else
 		log_err("re-exec: the state is malformed (at byte %zu)", r->pos);
-	return 1;
+	return BROKER_E_STATE_UNREADABLE;
 }
 
 int broker_check_state(int fd)
@@ -674,7 +679,7 @@ static int claim_fd(int *fd, void *userdata)
 	}
 	copy = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
 	if (copy < 0)
-		return -errno;
+		return error_origin(-errno);
 	*fd = copy;
 	return 0;
 }
@@ -814,7 +819,7 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 	reexec_cloexec_all();
 	ret = broker_state_load(state_fd, &r, &st, carried);
 	if (ret == 0 && fail_load)
-		ret = 1;
+		ret = BROKER_E_STATE_UNREADABLE;
 	if (ret) {
 		broker_state_deinit(&st);
 		state_reader_deinit(&r);
@@ -831,7 +836,7 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 		if (carried) {
 			/* Nothing was touched: the caller starts a new bus. */
 			close(state_fd);
-			return ret < 0 ? ret : 1;
+			return ret;
 		}
 		return ret < 0 ? ret : -EINVAL;
 	}
@@ -842,7 +847,7 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 	/* The socket unit may have been restarted meanwhile: serve its sockets. */
 	if (ret == 0 && carried) {
 		ret = broker_take_socket_unit(*brokerp, opts);
-		if (ret > 0) {
+		if (ret == BROKER_E_INVALID) {
 			log_err("fd store: %s", broker_get_error(*brokerp));
 			ret = -ENOTSOCK;
 		}
@@ -855,7 +860,8 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 		 * what is half built is left as it is, and the previous program
 		 * gets every fd as it handed them over.
 		 */
-		log_err("re-exec: cannot restore the bus: %s", strerror(ret < 0 ? -ret : EINVAL));
+		log_err("re-exec: cannot restore the bus: %s",
+			ret < 0 ? log_error(ret) : broker_get_error(*brokerp));
 		/* Exactly those: the fds this program opened itself stay its own. */
 		handed_over_fds(&handed, &r, state_fd);
 		reexec_go_back(fallback_fd, argv, &handed);

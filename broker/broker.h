@@ -55,6 +55,15 @@ struct broker_options {
 	size_t n_listen_fds;
 };
 
+/* Positive codes of broker_new(), broker_restore() and friends. */
+enum {
+	_BROKER_E_SUCCESS,
+	/* The configuration, an address or a passed socket cannot be used: broker_get_error(). */
+	BROKER_E_INVALID,
+	/* This program cannot read the state it was given (logged). */
+	BROKER_E_STATE_UNREADABLE,
+};
+
 struct broker {
 	struct bus bus;
 	struct socket_transport *sockets;	/* every socket connection (connection.h) */
@@ -84,9 +93,9 @@ struct broker {
 /**
  * broker_new() - create the bus and its listening sockets
  *
- * Return: 0, negative errno, or 1 on an invalid configuration or address
- * (broker_get_error()); *@brokerp is set in all cases where it could be
- * allocated, so the error can be read.
+ * Return: 0, BROKER_E_INVALID (an invalid configuration or address:
+ * broker_get_error()) or negative errno; *@brokerp is set in all cases where
+ * it could be allocated, so the error can be read.
  */
 int broker_new(struct broker **brokerp, const struct broker_options *opts);
 struct broker *broker_free(struct broker *broker);
@@ -107,7 +116,8 @@ const char *broker_get_error(struct broker *broker);
  * socket: one bound to the name of a carried listener replaces that
  * listener's socket, any other becomes a listener of its own. The passed
  * fds stay the caller's (copies are taken).
- * Return: 0, 1 (not a listening unix socket, broker_get_error()) or -errno.
+ * Return: 0, BROKER_E_INVALID (not a listening unix socket, broker_get_error())
+ * or -errno.
  */
 int broker_take_socket_unit(struct broker *broker, const struct broker_options *opts);
 
@@ -143,7 +153,8 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
 
 /*
  * --check-state=FD: read the whole state without acting on it.
- * Return 0 if this program can restore it, 1 if not (logged), -errno.
+ * Return 0 if this program can restore it, BROKER_E_STATE_UNREADABLE if not
+ * (logged), -errno.
  */
 int broker_check_state(int fd);
 
@@ -159,9 +170,11 @@ int broker_check_state(int fd);
  * is announced: the caller tells systemd (READY=1) once it runs as it must.
  * A state this program cannot read makes it execute @fallback_fd with the
  * same command line (reexec_go_back()); from the fd store (it may name only
- * @carried fds) it returns 1 then, with nothing created.
- * Return: 0, 1, or negative errno (logged; the process must exit: a bus
- * that cannot serve must not look as if it did).
+ * @carried fds) it returns BROKER_E_STATE_UNREADABLE then, with nothing
+ * created.
+ * Return: 0, BROKER_E_STATE_UNREADABLE, BROKER_E_INVALID (the configuration
+ * cannot be served: broker_get_error()), or negative errno (logged; the
+ * process must exit: a bus that cannot serve must not look as if it did).
  */
 struct fdstore_carried;
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,

@@ -4,6 +4,7 @@
  * activation glue and the once-per-iteration flush of output. See bus.h.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <malloc.h>
 #include <fcntl.h>
@@ -134,7 +135,7 @@ static void bus_activation_deliver(void *userdata, void *sender, struct message 
 	int r = router_resume_activated(sender, msg);
 
 	if (r < 0)
-		log_warn("cannot deliver a message to an activated service: %s", strerror(-r));
+		log_warn("cannot deliver a message to an activated service: %s", log_error(r));
 }
 
 static bool bus_activation_send_to_systemd(void *userdata, struct message *msg)
@@ -149,7 +150,7 @@ static bool bus_activation_send_to_systemd(void *userdata, struct message *msg)
 	if (r == PEER_E_QUOTA)
 		peer_overflow(systemd);
 	else if (r < 0)
-		log_warn("cannot queue a message for systemd: %s", strerror(-r));
+		log_warn("cannot queue a message for systemd: %s", log_error(r));
 	return true;
 }
 
@@ -162,11 +163,12 @@ static int bus_activation_charge(void *userdata, void *sender, size_t bytes, siz
 {
 	struct peer *peer = sender;
 
+	/* USER_E_QUOTA (or a charge that cannot be taken): it may not wait. */
 	if (peer_charge(peer, USER_SLOT_ACTIVATIONS, 1))
-		return 1;
+		return ACTIVATION_E_QUOTA;
 	if (peer_charge_message(peer, bytes, n_fds)) {
 		peer_uncharge(peer, USER_SLOT_ACTIVATIONS, 1);
-		return 1;
+		return ACTIVATION_E_QUOTA;
 	}
 	return 0;
 }
@@ -233,7 +235,7 @@ void bus_config_reloaded(struct bus *bus)
 	message_builder_deinit(&b);
 	if (r < 0) {
 		log_info("Unable to send signal that configuration has been reloaded: %s",
-			 strerror(-r));
+			 log_error(r));
 		return;
 	}
 	router_broadcast_from_driver(bus, m);
@@ -281,7 +283,7 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 					*errorp = NULL;
 					return -ENOMEM;
 				}
-				return 1;
+				return BUS_E_INVALID_CONFIG;
 			}
 			bus->auth_mechs |= m;
 		}
@@ -290,14 +292,14 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	/* SELinux first, then AppArmor, as dbus-daemon starts them. */
 	r = selinux_new(&bus->selinux, errorp);
 	if (r)
-		return r;
+		return r == SELINUX_E_FAILED ? BUS_E_INVALID_CONFIG : r;
 	if (bus->selinux)
 		log_info("SELinux support is enabled");
 	/* <apparmor mode=...> counts at start only, as in dbus-daemon. */
 	r = apparmor_new(&bus->apparmor, config ? config->apparmor : BUS_CONFIG_APPARMOR_UNSET,
 			 config ? config->type : NULL, errorp);
 	if (r)
-		return r;
+		return r == APPARMOR_E_UNAVAILABLE ? BUS_E_INVALID_CONFIG : r;
 	if (bus->apparmor)
 		log_info("AppArmor D-Bus mediation is enabled");
 
@@ -340,8 +342,13 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 
 static void bus_free_dead(struct bus *bus)
 {
-	while (!list_is_empty(&bus->dead_list))
-		peer_free(list_first_entry(&bus->dead_list, struct peer, dead_link));
+	while (!list_is_empty(&bus->dead_list)) {
+		struct peer *p = list_first_entry(&bus->dead_list, struct peer, dead_link);
+
+		/* Only a closed peer is freed, and only once (it leaves the list). */
+		assert(p->closed && !list_node_is_linked(&p->bus_link));
+		peer_free(p);
+	}
 }
 
 void bus_deinit(struct bus *bus)
@@ -350,6 +357,10 @@ void bus_deinit(struct bus *bus)
 	while (!list_is_empty(&bus->peers))
 		peer_close(list_first_entry(&bus->peers, struct peer, bus_link), NULL);
 	bus_free_dead(bus);
+	/* Every peer went through peer_close(): nothing counts them any more. */
+	assert(list_is_empty(&bus->monitors) && list_is_empty(&bus->overflow_list));
+	assert(bus->n_incomplete == 0 && bus->n_active == 0);
+	assert(!bus->dispatching && !bus->peer_leaving);
 	/* Their sockets go too (their files removed), as dbus-daemon's at exit. */
 	bus->containers = container_registry_free(bus->containers);
 	/* After every source of its lines (peers, instances) told what it left out. */
@@ -381,6 +392,8 @@ int bus_attach(struct bus *bus, sd_event *event)
 {
 	int r;
 
+	/* Once: a second deferred flush would leak the first. */
+	assert(!bus->event && !bus->flush);
 	bus->event = event;
 	log_limits_attach(&bus->log_limits, event);
 	/* Child sources of activated services. */
@@ -438,19 +451,10 @@ int bus_set_address(struct bus *bus, const char *address)
 	return activation_set_address(bus->activation, address);
 }
 
-struct peer *bus_resolve(struct bus *bus, const char *name)
-{
-	struct name_owner *o = name_registry_resolve(bus->names, name);
-	struct peer *c;
-
-	if (!o)
-		return NULL;
-	c = container_of(o, struct peer, owner);
-	return c->closed ? NULL : c;
-}
-
 void bus_incomplete_done(struct bus *bus)
 {
+	/* Once per peer: when it registers or, still incomplete, closes. */
+	assert(bus->n_incomplete > 0);
 	bus->n_incomplete--;
 	bus_resume_listeners(bus);
 }
@@ -475,6 +479,8 @@ void bus_flush_now(struct bus *bus)
 			struct peer *c = list_first_entry(&bus->overflow_list, struct peer,
 							 overflow_link);
 
+			/* peer_overflow() never lists a closed peer; peer_close() unlists it. */
+			assert(c->overflow && !c->closed);
 			list_unlink(&c->overflow_link);
 			peer_close(c, "its output queue is full: it does not read");
 		}

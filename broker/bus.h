@@ -42,6 +42,8 @@
 #include <systemd/sd-event.h>
 #include "broker/log-limit.h"
 #include "broker/match.h"
+#include "broker/name.h"
+#include "broker/peer.h"
 #include "broker/user.h"
 #include "conf/config.h"
 #include "util/list.h"
@@ -87,9 +89,16 @@ struct bus_transport {
  * @resume_listeners:	fewer incomplete connections than
  *			max_incomplete_connections: accept again
  * @reload_config:	reload the configuration file now (ReloadConfig):
- *			0, 1 (invalid: *@errorp says why, the old one stays) or
- *			negative errno
+ *			0, BUS_E_INVALID_CONFIG (invalid: *@errorp says why,
+ *			the old one stays) or negative errno
  */
+/* Positive codes of bus_init() and of struct bus_loop_ops. */
+enum {
+	_BUS_E_SUCCESS,
+	/* The configuration cannot be served (*errorp says why). */
+	BUS_E_INVALID_CONFIG,
+};
+
 struct bus_loop_ops {
 	void (*resume_listeners)(struct bus *bus);
 	int (*reload_config)(struct bus *bus, char **errorp);
@@ -180,8 +189,9 @@ struct bus {
  * @errorp:	set to a message (malloc()ed) when the configuration is invalid
  *
  * Nothing of the event loop yet: it must not cross --fork (bus_attach()).
- * Return: 0, 1 (invalid configuration: *@errorp) or negative errno; call
- * bus_deinit() in every case.
+ * Return: 0, BUS_E_INVALID_CONFIG (an unsupported <auth> mechanism, or an
+ * LSM the bus must mediate with is unusable: *@errorp) or negative errno;
+ * call bus_deinit() in every case.
  */
 int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_activation,
 	     const struct bus_loop_ops *loop, char **errorp);
@@ -238,7 +248,16 @@ void bus_schedule_flush(struct bus *bus);
 void bus_incomplete_done(struct bus *bus);
 
 /* The peer owning @name (unique or primary owner of a well-known name), or NULL. */
-struct peer *bus_resolve(struct bus *bus, const char *name);
+static inline struct peer *bus_resolve(struct bus *bus, const char *name)
+{
+	struct name_owner *o = name_registry_resolve(bus->names, name);
+	struct peer *c;
+
+	if (!o)
+		return NULL;
+	c = container_of(o, struct peer, owner);
+	return c->closed ? NULL : c;
+}
 
 /* Next serial for a message the bus sends (bus-wide counter, never 0). */
 static inline uint32_t bus_next_serial(struct bus *bus)

@@ -99,7 +99,7 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 
 			if (cli->bus_type || cli->config_file) {
 				*errorp = "only one of --session, --system and --config-file may be given";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->bus_type = type;
 			cli->config_file = cli_default_config(type);
@@ -107,40 +107,40 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 			if (!v) {
 				if (i + 1 >= argc) {
 					*errorp = "--config-file needs a file name";
-					return 1;
+					return CLI_E_INVALID;
 				}
 				v = argv[++i];
 			}
 			if (cli->bus_type || cli->config_file) {
 				*errorp = "only one of --session, --system and --config-file may be given";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			if (!*v) {
 				*errorp = "--config-file needs a file name";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->config_file = v;
 		} else if ((v = match_opt(arg, "--address", &m)), m) {
 			if (!v) {
 				if (i + 1 >= argc) {
 					*errorp = "--address needs an address";
-					return 1;
+					return CLI_E_INVALID;
 				}
 				v = argv[++i];
 			}
 			if (cli->address) {
 				*errorp = "--address may be given only once";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			if (!*v) {
 				*errorp = "--address needs an address";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->address = v;
 		} else if ((v = match_opt(arg, "--print-address", &m)), m) {
 			if (cli->print_address) {
 				*errorp = "--print-address may be given only once";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->print_address = true;
 			/* dbus-run-session passes the descriptor as the next word. */
@@ -149,12 +149,12 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 			if (v && parse_fd(v, &cli->print_address_fd) < 0) {
 				*wordp = v;
 				*errorp = "invalid file descriptor for --print-address";
-				return 1;
+				return CLI_E_INVALID;
 			}
 		} else if ((v = match_opt(arg, "--print-pid", &m)), m) {
 			if (cli->print_pid) {
 				*errorp = "--print-pid may be given only once";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->print_pid = true;
 			if (!v && i + 1 < argc && argv[i + 1][0] != '-')
@@ -162,20 +162,20 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 			if (v && parse_fd(v, &cli->print_pid_fd) < 0) {
 				*wordp = v;
 				*errorp = "invalid file descriptor for --print-pid";
-				return 1;
+				return CLI_E_INVALID;
 			}
 		} else if (!strcmp(arg, "--print-env")) {
 			cli->print_env = true;
 		} else if (!strcmp(arg, "--fork")) {
 			if (cli->fork == CLI_FORK_NO) {
 				*errorp = "--fork and --nofork conflict";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->fork = CLI_FORK_YES;
 		} else if (!strcmp(arg, "--nofork")) {
 			if (cli->fork == CLI_FORK_YES) {
 				*errorp = "--fork and --nofork conflict";
-				return 1;
+				return CLI_E_INVALID;
 			}
 			cli->fork = CLI_FORK_NO;
 		} else if (!strcmp(arg, "--nopidfile")) {
@@ -195,26 +195,26 @@ int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const
 		} else if ((v = match_opt(arg, "--check-state", &m)), m) {
 			if (!v || parse_fd(v, &cli->check_state_fd) < 0) {
 				*errorp = "--check-state needs a file descriptor";
-				return 1;
+				return CLI_E_INVALID;
 			}
 		} else if ((v = match_opt(arg, "--check-state-from", &m)), m) {
 			if (!v || parse_fd(v, &cli->check_state_from_fd) < 0) {
 				*errorp = "--check-state-from needs a file descriptor";
-				return 1;
+				return CLI_E_INVALID;
 			}
 		} else if ((v = match_opt(arg, "--restore-state", &m)), m) {
 			if (!v || parse_fd(v, &cli->restore_state_fd) < 0) {
 				*errorp = "--restore-state needs a file descriptor";
-				return 1;
+				return CLI_E_INVALID;
 			}
 		} else if ((v = match_opt(arg, "--reexec-fallback", &m)), m) {
 			if (!v || parse_fd(v, &cli->reexec_fallback_fd) < 0) {
 				*errorp = "--reexec-fallback needs a file descriptor";
-				return 1;
+				return CLI_E_INVALID;
 			}
 		} else {
 			*errorp = "unknown option";
-			return 1;
+			return CLI_E_INVALID;
 		}
 	}
 	return 0;

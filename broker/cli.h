@@ -69,6 +69,13 @@ struct cli {
 	int reexec_fallback_fd;		/* --reexec-fallback=FD */
 };
 
+/* Positive code of cli_parse(). */
+enum {
+	_CLI_E_SUCCESS,
+	/* The command line is invalid: *errorp says why, *wordp where. */
+	CLI_E_INVALID,
+};
+
 /**
  * cli_parse() - parse argv
  * @cli:	filled in
@@ -76,7 +83,8 @@ struct cli {
  * @errorp:	on failure, a static or argv-owned message is stored here (the
  *		caller prints it with the offending word)
  *
- * Return: 0, or 1 when the command line is invalid (see *errorp / *wordp).
+ * Return: 0, or CLI_E_INVALID when the command line is invalid (see *errorp /
+ * *wordp).
  */
 int cli_parse(struct cli *cli, int argc, char **argv, const char **errorp, const char **wordp);
 

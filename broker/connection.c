@@ -33,6 +33,12 @@
  */
 #define CONNECTION_READ_BUDGET 16
 
+/* Positive code of the input steps below. */
+enum {
+	_CONNECTION_E_SUCCESS,
+	CONNECTION_E_CLOSED,	/* the peer was closed (peer_close()): read no more */
+};
+
 /**
  * struct delivery - one message queued on one socket
  * @entry:	the socket's write-queue entry
@@ -88,6 +94,7 @@ static struct delivery *delivery_alloc(struct delivery_cache *cache)
 	struct delivery *d = cache->free_list;
 
 	if (d) {
+		assert(cache->n_free > 0);
 		cache->free_list = d->next_free;
 		cache->n_free--;
 		cache->n_used++;
@@ -101,6 +108,8 @@ static struct delivery *delivery_alloc(struct delivery_cache *cache)
 
 static void delivery_recycle(struct delivery_cache *cache, struct delivery *d)
 {
+	/* An entry goes back once: twice would put it twice on the free list. */
+	assert(cache->n_used > 0);
 	cache->n_used--;
 	if (cache->n_free >= DELIVERY_CACHE_MAX) {
 		free(d);
@@ -117,6 +126,9 @@ static void delivery_release(struct socket_entry *entry)
 	struct peer *peer = d->peer;
 	size_t size = message_get_size(d->msg);
 
+	/* What connection_queue() added, taken back once. */
+	assert(peer->n_queued_bytes >= size && peer->n_queued_fds >= d->msg->n_fds);
+	assert(peer->n_queued_msgs > 0);
 	peer->n_queued_bytes -= size;
 	peer->n_queued_fds -= d->msg->n_fds;
 	peer->n_queued_msgs--;
@@ -302,37 +314,38 @@ static int connection_cookie_source(void *userdata, const char *identity,
 	if (identity[0] >= '0' && identity[0] <= '9') {
 		for (const char *p = identity; *p; p++) {
 			if (*p < '0' || *p > '9' || v > (uid_t)-1)
-				return 1;
+				return SASL_COOKIE_E_REJECTED;
 			v = v * 10 + (unsigned long long)(*p - '0');
 		}
 		if (v >= (uid_t)-1)
-			return 1;
+			return SASL_COOKIE_E_REJECTED;
 		uid = (uid_t)v;
 	} else {
 		struct passwd pw, *res = NULL;
 		char buf[4096];
 
 		if (getpwnam_r(identity, &pw, buf, sizeof(buf), &res) || !res)
-			return 1;
+			return SASL_COOKIE_E_REJECTED;
 		uid = res->pw_uid;
 	}
 	if (uid != geteuid())
-		return 1;
+		return SASL_COOKIE_E_REJECTED;
 
 	home = own_home();
 	if (!home)
-		return 1;
+		return SASL_COOKIE_E_REJECTED;
 	if (asprintf(&dir, "%s/.dbus-keyrings", home) < 0) {
 		dir = NULL;
 		return -ENOMEM;
 	}
 	r = keyring_get_cookie(dir, KEYRING_CONTEXT_DEFAULT, (int64_t)time(NULL), &kc);
-	if (r < 0 && r != -ENOMEM)
-		r = 1;
+	/* No usable keyring: the client is rejected, the bus goes on. */
+	if (r == KEYRING_E_UNUSABLE || (r < 0 && r != -ENOMEM))
+		r = SASL_COOKIE_E_REJECTED;
 	if (r)
 		goto out;
 	if (strlen(kc.secret) > SASL_COOKIE_SECRET_MAX) {
-		r = 1;
+		r = SASL_COOKIE_E_REJECTED;
 		goto out;
 	}
 	cookie->uid = uid;
@@ -346,14 +359,16 @@ out:
 
 /*
  * nonce-tcp: the first ADDRESS_NONCE_LEN bytes must be the listener's nonce
- * (compared without an early exit). Returns 0 (done or more needed), 1 when
- * the connection was closed for a wrong nonce.
+ * (compared without an early exit). Returns 0 (done or more needed), or
+ * CONNECTION_E_CLOSED when the connection was closed for a wrong nonce.
  */
 static int connection_check_nonce(struct connection *conn)
 {
 	const uint8_t *data;
 	size_t n, k;
 
+	/* The index below stays in the nonce. */
+	assert(conn->nonce_left > 0 && conn->nonce_left <= ADDRESS_NONCE_LEN);
 	data = socket_peek_raw(conn->socket, &n);
 	k = MIN(n, (size_t)conn->nonce_left);
 	for (size_t i = 0; i < k; i++)
@@ -364,7 +379,7 @@ static int connection_check_nonce(struct connection *conn)
 		explicit_bzero(conn->nonce, sizeof(conn->nonce));
 		if (conn->nonce_diff) {
 			peer_close(conn->peer, "wrong nonce (nonce-tcp)");
-			return 1;
+			return CONNECTION_E_CLOSED;
 		}
 	}
 	return 0;
@@ -397,13 +412,15 @@ static void connection_free_sasl(struct connection *conn)
 	conn->sasl = NULL;
 }
 
-/* Feed raw input to the SASL server. Returns 0, 1 (closed) or -errno. */
+/* Feed raw input to the SASL server. Returns 0, CONNECTION_E_CLOSED or -errno. */
 static int connection_authenticate(struct connection *conn)
 {
 	const void *data;
 	size_t n, consumed = 0;
 	int r;
 
+	/* Until authenticated (a restored connection is, and has none). */
+	assert(conn->sasl && !conn->peer->authenticated);
 	if (conn->nonce_left) {
 		r = connection_check_nonce(conn);
 		if (r || conn->nonce_left)
@@ -424,7 +441,7 @@ static int connection_authenticate(struct connection *conn)
 		/* Let the last ERROR/REJECTED reach the client, then close. */
 		connection_flush(conn);
 		peer_close(conn->peer, why ? why : "authentication failed");
-		return 1;
+		return CONNECTION_E_CLOSED;
 	}
 	if (r == SASL_SERVER_DONE) {
 		uid_t uid = sasl_server_get_uid(conn->sasl);
@@ -435,7 +452,9 @@ static int connection_authenticate(struct connection *conn)
 		connection_free_sasl(conn);
 		socket_start_framing(conn->socket);
 		/* auth_timeout runs on until Hello (connection_registered()). */
-		return peer_authenticated(conn->peer, uid, unix_fds, anonymous);
+		r = peer_authenticated(conn->peer, uid, unix_fds, anonymous);
+		/* The policy or an LSM refused it, and it is closed. */
+		return r == PEER_E_REFUSED ? CONNECTION_E_CLOSED : r;
 	}
 	return 0;
 }
@@ -454,7 +473,8 @@ static void close_and_free_fds(int *fds, size_t n)
  * next messages that declare fds. Fewer than UNIX_FDS is a protocol error,
  * and so are more than max_message_unix_fds waiting (dbus-daemon's loader
  * holds no more); waiting fds count for pending_fd_timeout and are closed
- * with the connection. Takes @msg, the fds and the @fds array.
+ * with the connection. Takes @msg, the fds and the @fds array. Returns 0,
+ * CONNECTION_E_CLOSED or -errno.
  */
 static int connection_dispatch_frame(struct connection *conn, struct message *msg, int *fds,
 				     size_t n_fds)
@@ -467,7 +487,7 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 		close_and_free_fds(fds, n_fds);
 		message_unref(msg);
 		peer_close(conn->peer, "sent more file descriptors than max_message_unix_fds");
-		return 1;
+		return CONNECTION_E_CLOSED;
 	}
 	if (conn->n_spare_fds > 0) {
 		if (n_fds > 0) {
@@ -491,6 +511,7 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 
 	/* The message owns the first n_taken fds, in all cases. */
 	r = message_parse_queued(msg, all, n_all, &n_taken);
+	assert(n_taken <= n_all);
 	if (n_taken < n_all) {
 		memmove(all, all + n_taken, (n_all - n_taken) * sizeof(*all));
 		conn->spare_fds = all;
@@ -498,10 +519,12 @@ static int connection_dispatch_frame(struct connection *conn, struct message *ms
 	} else {
 		free(all);
 	}
-	return peer_dispatch_parsed(conn->peer, msg, r);
+	r = peer_dispatch_parsed(conn->peer, msg, r);
+	/* Positive: the message was invalid, and the peer is closed for it. */
+	return r > 0 ? CONNECTION_E_CLOSED : r;
 }
 
-/* Take and dispatch every complete message. Returns 0, 1 (closed) or -errno. */
+/* Take and dispatch every complete message. Returns 0, CONNECTION_E_CLOSED or -errno. */
 static int connection_read_frames(struct connection *conn)
 {
 	struct bus *bus = conn->peer->bus;
@@ -523,19 +546,19 @@ static int connection_read_frames(struct connection *conn)
 			    (socket_frame_size(data, &size) ||
 			     size > (size_t)bus->limits.max_message_size)) {
 				peer_close(conn->peer, "message exceeds max_message_size");
-				return 1;
+				return CONNECTION_E_CLOSED;
 			}
 			return 0;
 		}
 		if (r > 0) {
 			peer_close(conn->peer, "invalid message framing");
-			return 1;
+			return CONNECTION_E_CLOSED;
 		}
 		if (r < 0)
 			return r;
 		if (size > (size_t)bus->limits.max_message_size) {
 			peer_close(conn->peer, "message exceeds max_message_size");
-			return 1;
+			return CONNECTION_E_CLOSED;
 		}
 
 		if (size > SOCKET_FRAME_LARGE) {
@@ -568,19 +591,19 @@ static int connection_read_frames(struct connection *conn)
 			if (r < 0)
 				return r;
 			peer_close(conn->peer, "invalid message framing");
-			return 1;
+			return CONNECTION_E_CLOSED;
 		}
 		if (n_fds && !conn->peer->unix_fds) {
 			close_and_free_fds(fds, n_fds);
 			message_unref(msg);
 			peer_close(conn->peer, "sent file descriptors without negotiating them");
-			return 1;
+			return CONNECTION_E_CLOSED;
 		}
 		r = connection_dispatch_frame(conn, msg, fds, n_fds);
 		if (r)
 			return r;
 		if (conn->closed)
-			return 1;
+			return CONNECTION_E_CLOSED;
 	}
 }
 
@@ -705,7 +728,7 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 
 out:
 	if (r < 0)
-		peer_close(conn->peer, strerror(-r));
+		peer_close(conn->peer, log_error(r));
 	return 0;
 }
 
@@ -1111,6 +1134,7 @@ struct socket_transport *socket_transport_free(struct socket_transport *sockets)
 		return NULL;
 	bus_remove_transport(&sockets->transport);
 	/* The peers are gone: no entry is in use any more. */
+	assert(sockets->deliveries.n_used == 0 && list_is_empty(&sockets->flush_list));
 	while (sockets->deliveries.free_list) {
 		struct delivery *d = sockets->deliveries.free_list;
 

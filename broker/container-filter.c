@@ -81,7 +81,14 @@ static int rule_set_match(struct filter_rule *rule, const char *text)
 	return 0;
 }
 
-/* One option into @rule: 0, 1 (not one we know, or bad), -ENOMEM. */
+/* What filter_parse_option() made of an option, besides 0 (@rule is set). */
+enum {
+	_FILTER_OPTION_E_SUCCESS,
+	FILTER_OPTION_E_INVALID,	/* not one we know, or bad */
+	FILTER_OPTION_E_FLAG,		/* a flag of the filter (--sloppy-names, --log): no rule */
+};
+
+/* One option into @rule: 0, FILTER_OPTION_E_INVALID, FILTER_OPTION_E_FLAG, -ENOMEM. */
 static int filter_parse_option(struct container_filter *f, struct filter_rule *rule,
 			       const char *opt)
 {
@@ -110,7 +117,7 @@ static int filter_parse_option(struct container_filter *f, struct filter_rule *r
 		/* xdg-dbus-proxy: a valid bus name, not a unique one. */
 		if (rule->name[0] == ':' ||
 		    !validate_bus_name(rule->name, strlen(rule->name)))
-			return 1;
+			return FILTER_OPTION_E_INVALID;
 		return 0;
 	}
 	if (!strncmp(opt, "--call=", 7))
@@ -119,16 +126,16 @@ static int filter_parse_option(struct container_filter *f, struct filter_rule *r
 		rule->types = FILTER_TYPE_BROADCAST;
 	else if (!strcmp(opt, "--sloppy-names")) {
 		f->sloppy_names = true;
-		return 2;
+		return FILTER_OPTION_E_FLAG;
 	} else if (!strcmp(opt, "--log")) {
 		f->log = true;
-		return 2;
+		return FILTER_OPTION_E_FLAG;
 	} else
-		return 1;
+		return FILTER_OPTION_E_INVALID;
 	opt = strchr(opt, '=') + 1;
 	eq = strchr(opt, '=');
 	if (!eq)
-		return 1;
+		return FILTER_OPTION_E_INVALID;
 	rule->level = FILTER_TALK;
 	r = rule_set_name(rule, opt, (size_t)(eq - opt));
 	if (r < 0)
@@ -146,7 +153,7 @@ int container_filter_new(struct container_filter **fp, const char *const *option
 	*errtextp = NULL;
 	if (n > FILTER_MAX_OPTIONS)
 		return asprintf(errtextp, "A filter has at most %d options", FILTER_MAX_OPTIONS) < 0
-		       ? -ENOMEM : 1;
+		       ? -ENOMEM : FILTER_E_INVALID;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -171,7 +178,7 @@ int container_filter_new(struct container_filter **fp, const char *const *option
 
 		if (len > FILTER_MAX_OPTION_LEN) {
 			r = asprintf(errtextp, "Filter option %zu is longer than %d bytes", i,
-				     FILTER_MAX_OPTION_LEN) < 0 ? -ENOMEM : 1;
+				     FILTER_MAX_OPTION_LEN) < 0 ? -ENOMEM : FILTER_E_INVALID;
 			container_filter_unref(f);
 			return r;
 		}
@@ -183,15 +190,15 @@ int container_filter_new(struct container_filter **fp, const char *const *option
 		f->n_options++;
 		f->n_bytes += len;
 		r = filter_parse_option(f, rule, options[i]);
-		if (r == 2)
-			continue;	/* a flag, no rule */
+		if (r == FILTER_OPTION_E_FLAG)
+			continue;	/* no rule */
 		f->n_rules++;	/* freed with the filter, also when bad */
+		if (r == FILTER_OPTION_E_INVALID)
+			r = asprintf(errtextp, "Filter option '%s' is not understood "
+				     "(xdg-dbus-proxy's --see=, --talk=, --own=, --call=, "
+				     "--broadcast=, --sloppy-names, --log)", options[i]) < 0 ?
+			    -ENOMEM : FILTER_E_INVALID;
 		if (r) {
-			if (r > 0 && asprintf(errtextp, "Filter option '%s' is not understood "
-					      "(xdg-dbus-proxy's --see=, --talk=, --own=, "
-					      "--call=, --broadcast=, --sloppy-names, --log)",
-					      options[i]) < 0)
-				r = -ENOMEM;
 			container_filter_unref(f);
 			return r;
 		}

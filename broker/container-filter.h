@@ -96,12 +96,19 @@ struct filter_match {
 	uint64_t bits[FILTER_WORDS];
 };
 
+/* Positive code of container_filter_new(). */
+enum {
+	_FILTER_E_SUCCESS,
+	/* An option is not understood, or there are too many: *errtextp says which. */
+	FILTER_E_INVALID,
+};
+
 /**
  * container_filter_new() - compile xdg-dbus-proxy options
  * @options, @n: the strings, as given
- * @errtextp:	why not, on a positive return (malloc'ed)
+ * @errtextp:	why not, on FILTER_E_INVALID (malloc'ed)
  *
- * Return: 0 (*@fp set, one reference), 1 (invalid), or -ENOMEM.
+ * Return: 0 (*@fp set, one reference), FILTER_E_INVALID, or -ENOMEM.
  */
 int container_filter_new(struct container_filter **fp, const char *const *options, size_t n,
 			 char **errtextp);

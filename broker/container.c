@@ -35,7 +35,6 @@ int container_registry_new(struct container_registry **regp, struct bus *bus)
 		return -ENOMEM;
 	reg->bus = bus;
 	list_init(&reg->instances);
-	container_policy_add(reg);
 	*regp = reg;
 	return 0;
 }
@@ -57,7 +56,8 @@ static void container_free(struct container *c)
 	/* listener_free() removes the socket file. */
 	listener_free(c->listener);
 	list_unlink(&c->link);
-	c->registry->n_instances--;
+	if (--c->registry->n_instances == 0)
+		container_policy_remove(c->registry);
 	free(c->path);
 	free(c->type);
 	free(c->name);
@@ -75,7 +75,6 @@ struct container_registry *container_registry_free(struct container_registry *re
 	/* At exit: nobody is left to tell (InstanceRemoved). */
 	while (!list_is_empty(&reg->instances))
 		container_free(list_first_entry(&reg->instances, struct container, link));
-	policy_remove_module(&reg->policy);
 	free(reg);
 	return NULL;
 }
@@ -466,6 +465,7 @@ static unsigned int container_count_uid(const struct container_registry *reg, ui
 	return n;
 }
 
+/* Refuse with the error @name and @text (malloc()ed; NULL: -ENOMEM). */
 static int container_fail(const char **errnamep, char **errtextp, const char *name,
 			  char *text)
 {
@@ -473,7 +473,7 @@ static int container_fail(const char **errnamep, char **errtextp, const char *na
 		return -ENOMEM;
 	*errnamep = name;
 	*errtextp = text;
-	return 1;
+	return CONTAINER_E_REFUSED;
 }
 
 static int container_listen(struct container *c, const char **errnamep, char **errtextp)
@@ -497,7 +497,7 @@ static int container_listen(struct container *c, const char **errnamep, char **e
 	r = listener_new(&c->listener, bus, address, &err);
 	if (r < 0)
 		return r;
-	if (r > 0)
+	if (r == LISTENER_E_INVALID_ADDRESS)
 		return container_fail(errnamep, errtextp, DC_ERROR_FAILED,
 				      asprintf(&text, "Cannot listen on %s: %s", c->socket_path,
 					       err ? err : "unusable address") < 0 ? NULL : text);
@@ -611,7 +611,9 @@ int container_new(struct container_registry *reg, uint64_t id, const char *path,
 		}
 	}
 	list_append(&reg->instances, &c->link);
-	reg->n_instances++;
+	/* The policy asks the instances only while there is one: no cost without. */
+	if (reg->n_instances++ == 0)
+		container_policy_add(reg);
 	c->type = strdup(type);
 	c->name = strdup(name);
 	c->metadata = malloc(n_metadata ? n_metadata : 1);

@@ -138,12 +138,23 @@ struct container_registry {
 
 int container_registry_new(struct container_registry **regp, struct bus *bus);
 
-/* Ask @reg's instances about every message from now on (container-policy.c). */
+/*
+ * The instances' say in the policy (container-policy.c): asked about every
+ * message from the first instance on, until the last one ends.
+ */
 void container_policy_add(struct container_registry *reg);
+void container_policy_remove(struct container_registry *reg);
 struct container_registry *container_registry_free(struct container_registry *reg);
 
 /* The instance with object path @path, or NULL. */
 struct container *container_find(struct container_registry *reg, const char *path);
+
+/* Positive code of container_add(). */
+enum {
+	_CONTAINER_E_SUCCESS,
+	/* Refused (a limit, no socket): the D-Bus error for the caller is set. */
+	CONTAINER_E_REFUSED,
+};
 
 /**
  * container_add() - AddServer: a new instance and its listening socket
@@ -152,10 +163,11 @@ struct container *container_find(struct container_registry *reg, const char *pat
  *		marshalled at offset 0 in native byte order; copied)
  * @metadata, @n_metadata: likewise, the metadata a{sv} (copied)
  * @filter:	its connections' filter (a reference is taken), or NULL
- * @errnamep, @errtextp: the D-Bus error on a positive return (*@errtextp
+ * @errnamep, @errtextp: the D-Bus error on CONTAINER_E_REFUSED (*@errtextp
  *		malloc'ed)
  *
- * Return: 0 (*@cp set), 1 (an error for the caller), or negative errno.
+ * Return: 0 (*@cp set), CONTAINER_E_REFUSED (an error for the caller), or
+ * negative errno.
  */
 int container_add(struct container_registry *reg, struct peer *creator, const char *type,
 		  const char *name, const void *metadata, size_t n_metadata,

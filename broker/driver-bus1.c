@@ -34,6 +34,7 @@
 #include "dbus-compat/signature.h"
 #include "dbus-compat/socket.h"
 #include "dbus-compat/validate.h"
+#include "util/error.h"
 #include "broker/driver-internal.h"
 
 /* --------------------------------------------- org.freedesktop.DBus.Bus1 */
@@ -71,7 +72,7 @@ int driver_method_bus1_connect(struct driver_call *c)
 	r = native_attach(native, peer, msg->fds[index], handles, &nc);
 	if (r < 0)
 		return r;
-	if (r > 0)
+	if (r == NATIVE_E_NOT_BUS1 || r == NATIVE_E_TRANSFER)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s",
 				   r == NATIVE_E_NOT_BUS1 ? "Connect needs a /dev/bus1 fd" :
 							    "bus1 handle transfer failed");
@@ -148,12 +149,15 @@ int driver_method_bus1_get_direct_handle(struct driver_call *c)
 				   "The policy does not allow replies from '%s': no direct "
 				   "handle", name);
 	default:
-		return r < 0 ? r : -EINVAL;
+		if (r < 0)
+			return r;
+		/* policy_check_direct() answers with one of the above. */
+		assert_not_reached();
 	}
 	r = native_conn_allow_direct(callee, (uint32_t)c->peer->uid);
 	if (r < 0)
 		return r;
-	if (r > 0)
+	if (r == NATIVE_E_NO_DIRECT)
 		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED, "No direct handle to '%s' now",
 				   name);
 

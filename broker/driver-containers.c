@@ -35,7 +35,11 @@ int driver_prop_containers_supported_arguments(struct driver_call *c, struct dc_
 	return dc_writer_close(w);
 }
 
-/* The next value of @r (an a{sv}) marshalled alone, native byte order. */
+/*
+ * The next value of @r (an a{sv}) marshalled alone, native byte order.
+ * Return as dc_copy_value(): 0, a positive dc_invalid code (the argument is
+ * invalid), or negative errno.
+ */
 static int copy_asv(struct dc_reader *r, void **datap, size_t *sizep)
 {
 	struct dc_writer w;
@@ -66,7 +70,7 @@ static int snapshot_credentials(struct peer *peer, void **datap, size_t *sizep)
 	return r;
 }
 
-/* The Filter argument (as), the reader inside its variant: 0, 1 (error set), -errno. */
+/* The Filter argument (as), the reader inside its variant: 0, DRIVER_E_ERROR_SET, -errno. */
 static int read_filter(struct driver_call *c, struct container_filter **filterp)
 {
 	struct dc_reader *r = &c->reader;
@@ -90,12 +94,12 @@ static int read_filter(struct driver_call *c, struct container_filter **filterp)
 	container_filter_unref(*filterp);
 	*filterp = NULL;
 	k = container_filter_new(filterp, options, n, &errtext);
-	if (k > 0)
+	if (k == FILTER_E_INVALID)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", errtext);
 	return k;
 }
 
-/* AddServer's named arguments: 0, 1 (error set) or negative errno. */
+/* AddServer's named arguments: 0, DRIVER_E_ERROR_SET or negative errno. */
 static int read_named_arguments(struct driver_call *c, bool *stop_on_disconnectp,
 				struct container_filter **filterp)
 {
@@ -180,7 +184,7 @@ int driver_method_containers_add_server(struct driver_call *c)
 	container_filter_unref(filter);
 	if (r < 0)
 		return r;
-	if (r > 0)
+	if (r == CONTAINER_E_REFUSED)
 		return driver_fail(c, errname, "%s", errtext);
 
 	driver_reply_init(c, &b, "oays");
@@ -191,7 +195,7 @@ int driver_method_containers_add_server(struct driver_call *c)
 	return driver_reply_send(c, &b);
 }
 
-/* The instance the "o" argument names: 0, or 1 (error set). */
+/* The instance the "o" argument names: 0, or DRIVER_E_ERROR_SET. */
 static int lookup_instance(struct driver_call *c, struct container **ctp)
 {
 	const char *path;
@@ -205,7 +209,7 @@ static int lookup_instance(struct driver_call *c, struct container **ctp)
 	return 0;
 }
 
-/* lookup_instance(), and may the caller stop it? 0, or 1 (error set). */
+/* lookup_instance(), and may the caller stop it? 0, or DRIVER_E_ERROR_SET. */
 static int lookup_for_stop(struct driver_call *c, struct container **ctp)
 {
 	int r = lookup_instance(c, ctp);

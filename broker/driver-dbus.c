@@ -179,7 +179,7 @@ int driver_method_update_activation_environment(struct driver_call *c)
 
 	/* The privilege check is the method table's (METHOD_PRIVILEGED). */
 	r = activation_update_environment(c->bus->activation, c->msg, &err);
-	if (r > 0)
+	if (r == ACTIVATION_E_FAILED)
 		r = driver_fail(c, err.name, "%s", err.message ? err.message : "");
 	activation_error_deinit(&err);
 	if (r)
@@ -348,20 +348,16 @@ int driver_method_remove_match(struct driver_call *c)
 
 int driver_method_get_name_owner(struct driver_call *c)
 {
-	struct peer *owner;
+	struct peer *owner = NULL;
+	bool self = false;
 	const char *name;
 	int r;
 
-	r = driver_read_name(c, &name);
+	/* "Could not get owner of name '%s': no such name", as dbus-daemon. */
+	r = driver_lookup_conn(c, "owner", &name, &owner, &self);
 	if (r)
 		return r;
-	if (!strcmp(name, DC_SERVICE_DBUS))
-		return driver_reply_s(c, DC_SERVICE_DBUS);
-	owner = bus_resolve(c->bus, name);
-	if (!owner)
-		return driver_fail(c, DC_ERROR_NAME_HAS_NO_OWNER,
-				   "Could not get owner of name '%s': no such name", name);
-	return driver_reply_s(c, peer_name(owner));
+	return driver_reply_s(c, self ? DC_SERVICE_DBUS : peer_name(owner));
 }
 
 int driver_method_list_queued_owners(struct driver_call *c)
@@ -608,7 +604,7 @@ int driver_method_reload_config(struct driver_call *c)
 	if (r < 0)
 		return driver_fail(c, DC_ERROR_FAILED, "Reloading the configuration failed: %s",
 				   strerror(-r));
-	if (r > 0)
+	if (r == BUS_E_INVALID_CONFIG)
 		return driver_fail(c, DC_ERROR_FAILED, "%s", err ? err : "invalid configuration");
 	return driver_reply_empty(c);
 }

@@ -13,8 +13,8 @@
  *   driver-containers.c  org.freedesktop.DBus.Containers1 (container.h)
  *
  * A method gets its call (struct driver_call: the caller, the message, a
- * reader at its arguments) and returns 0 (answered), 1 (an error set with
- * driver_fail(), which the dispatcher sends) or negative errno.
+ * reader at its arguments) and returns 0 (answered), DRIVER_E_ERROR_SET (an
+ * error set with driver_fail(), which the dispatcher sends) or negative errno.
  */
 
 #include <stdbool.h>
@@ -34,7 +34,14 @@ struct driver_call {
 	char *err_text;
 };
 
-/* Record an error for the caller; returns 1 (the "error set" code). */
+/* The positive code of the methods and their helpers. */
+enum {
+	_DRIVER_E_SUCCESS,
+	/* An error for the caller is set (driver_fail()): the dispatcher sends it. */
+	DRIVER_E_ERROR_SET,
+};
+
+/* Record an error for the caller; returns DRIVER_E_ERROR_SET. */
 __attribute__((format(printf, 3, 4)))
 int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...);
 
@@ -59,12 +66,12 @@ void driver_asv_s(struct dc_writer *w, const char *key, const char *v);
 
 /* The caller runs as the bus' user or root. */
 bool driver_caller_is_privileged(const struct driver_call *c);
-/* Read the single string argument every "s" method has: 0, or 1 (error set). */
+/* Read the single string argument every "s" method has: 0, or DRIVER_E_ERROR_SET. */
 int driver_read_name(struct driver_call *c, const char **namep);
 /*
  * Which connection does the "s" argument denote (bus_driver_get_conn_helper)?
  * Return: 0 with *selfp set for org.freedesktop.DBus or *connp for a peer,
- * 1 (error set: NameHasNoOwner / InvalidArgs).
+ * DRIVER_E_ERROR_SET (NameHasNoOwner / InvalidArgs).
  */
 int driver_lookup_conn(struct driver_call *c, const char *what, const char **namep,
 		       struct peer **connp, bool *selfp);

@@ -40,7 +40,6 @@
 #include "dbus-compat/socket.h"
 #include "dbus-compat/validate.h"
 
-/* Record an error for the caller; returns 1 (the "error set" code). */
 int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
 {
 	va_list ap;
@@ -52,7 +51,7 @@ int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
 	if (vasprintf(&c->err_text, fmt, ap) < 0)
 		c->err_text = NULL;
 	va_end(ap);
-	return 1;
+	return DRIVER_E_ERROR_SET;
 }
 
 void driver_reply_init(struct driver_call *c, struct message_builder *b, const char *sig)
@@ -135,11 +134,6 @@ int driver_read_name(struct driver_call *c, const char **namep)
 	return 0;
 }
 
-/*
- * Which connection does the "s" argument denote (bus_driver_get_conn_helper)?
- * Return: 0 with *selfp set for org.freedesktop.DBus or *connp for a peer,
- * 1 (error set: NameHasNoOwner / InvalidArgs).
- */
 int driver_lookup_conn(struct driver_call *c, const char *what, const char **namep,
 		       struct peer **connp, bool *selfp)
 {
@@ -450,10 +444,10 @@ static int method_props_get(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
 	i = find_interface(c, iface);
 	if (!i)
-		return 1;
+		return DRIVER_E_ERROR_SET;
 	p = find_property(c, i, prop);
 	if (!p)
-		return 1;
+		return DRIVER_E_ERROR_SET;
 	driver_reply_init(c, &b, "v");
 	dc_writer_open(&b.body, 'v', p->type);
 	p->get(c, &b.body);
@@ -474,7 +468,7 @@ static int method_props_get_all(struct driver_call *c)
 		return r;
 	i = find_interface(c, iface);
 	if (!i)
-		return 1;
+		return DRIVER_E_ERROR_SET;
 	driver_reply_init(c, &b, "a{sv}");
 	dc_writer_open(&b.body, 'a', NULL);
 	for (p = i->properties; p && p->name; p++) {
@@ -500,9 +494,9 @@ static int method_props_set(struct driver_call *c)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments");
 	i = find_interface(c, iface);
 	if (!i)
-		return 1;
+		return DRIVER_E_ERROR_SET;
 	if (!find_property(c, i, prop))
-		return 1;
+		return DRIVER_E_ERROR_SET;
 	return driver_fail(c, DC_ERROR_PROPERTY_READ_ONLY, "Property '%s.%s' cannot be set",
 			   iface, prop);
 }
@@ -623,9 +617,10 @@ static int method_introspect(struct driver_call *c)
 
 /* ---------------------------------------------------------------- dispatch */
 
+/* Send the error a method set (DRIVER_E_ERROR_SET); free the call. 0 or negative errno. */
 static int driver_finish(struct driver_call *c, int r)
 {
-	if (r > 0) {
+	if (r == DRIVER_E_ERROR_SET) {
 		r = router_send_error(c->peer, c->msg, c->err_name, "%s",
 				      c->err_text ? c->err_text : "");
 	}
@@ -633,15 +628,22 @@ static int driver_finish(struct driver_call *c, int r)
 	return r < 0 ? r : 0;
 }
 
+/* Return: 0, the positive code of message_get_body_reader() (unreadable body), -errno. */
 static int driver_call_init(struct driver_call *c, struct peer *peer, struct message *msg)
 {
 	*c = (struct driver_call){ .bus = peer->bus, .peer = peer, .msg = msg };
 	return message_get_body_reader(msg, &c->reader);
 }
 
+/* Positive code of driver_call_start(). */
+enum {
+	_DRIVER_CALL_E_SUCCESS,
+	DRIVER_CALL_E_ANSWERED,		/* the body cannot be read: InvalidArgs was sent */
+};
+
 /*
  * driver_call_init(), and a body that cannot be read is answered with
- * InvalidArgs. Return: 0, 1 (answered) or negative errno.
+ * InvalidArgs. Return: 0, DRIVER_CALL_E_ANSWERED or negative errno.
  */
 static int driver_call_start(struct driver_call *c, struct peer *peer, struct message *msg)
 {
@@ -650,7 +652,7 @@ static int driver_call_start(struct driver_call *c, struct peer *peer, struct me
 	if (r <= 0)
 		return r;
 	r = driver_finish(c, driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid message body"));
-	return r < 0 ? r : 1;
+	return r < 0 ? r : DRIVER_CALL_E_ANSWERED;
 }
 
 int driver_dispatch(struct peer *peer, struct message *msg)

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 #include "broker/fdstore.h"
 #include "broker/log.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 #define FDSTORE_STATE_NAME "bus1-state"
@@ -64,7 +65,7 @@ static int send_batch(int sock, const int *fds, size_t n)
 		k = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	} while (k < 0 && errno == EINTR);
 	if (k < 0)
-		return errno == EAGAIN ? -ENOBUFS : -errno;
+		return error_origin(errno == EAGAIN ? -ENOBUFS : -errno);
 	/* A stream socket takes a small message whole, or nothing. */
 	return (size_t)k == iov.iov_len ? 0 : -EIO;
 }
@@ -90,7 +91,7 @@ int fdstore_hand_over(int state_fd, const int *fds, size_t n_fds)
 	int pair[2], r = 0;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
-		return -errno;
+		return error_origin(-errno);
 	for (size_t i = 0; i < n_fds && r == 0; i += FDSTORE_BATCH)
 		r = send_batch(pair[0], fds + i, MIN(n_fds - i, (size_t)FDSTORE_BATCH));
 	/* The reader sees the end of the stream once everything is read. */

@@ -18,6 +18,7 @@
 #include "broker/log.h"
 #include "broker/state.h"
 #include "dbus-compat/address.h"
+#include "util/error.h"
 #include "util/fd.h"
 #include <systemd/sd-daemon.h>
 
@@ -54,10 +55,11 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
 		if (asprintf(errorp, "invalid address '%s': %s", address,
 			     last_error ? last_error : "parse error") < 0)
 			return -ENOMEM;
-		return 1;
+		return LISTENER_E_INVALID_ADDRESS;
 	}
 
-	r = 1;
+	/* No entry (yet) that could be listened on. */
+	r = ADDRESS_E_UNUSABLE;
 	for (i = 0; i < list.n_entries; i++) {
 		const struct address *a = &list.entries[i];
 		char *err = NULL;
@@ -88,7 +90,7 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
 		if (asprintf(errorp, "cannot listen on '%s': %s", address,
 			     last_error ? last_error : "unusable address") < 0)
 			return -ENOMEM;
-		return 1;
+		return LISTENER_E_INVALID_ADDRESS;
 	}
 
 	*listenerp = steal_ptr(l);
@@ -110,7 +112,7 @@ int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char *
 		if (asprintf(errorp, "inherited socket %d is not a listening unix stream socket "
 			     "(only those are supported)", fd) < 0)
 			return -ENOMEM;
-		return 1;
+		return LISTENER_E_NOT_LISTENING;
 	}
 	/* The loop accepts until EAGAIN: a blocking socket would stall the bus. */
 	r = fd_prepare_for_loop(fd);
@@ -285,7 +287,7 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 		if (l->bus->n_incomplete >= (unsigned int)l->bus->limits.max_incomplete_connections) {
 			r = listener_enable(l, SD_EVENT_OFF);
 			if (r < 0)
-				log_err("cannot pause accepting: %s", strerror(-r));
+				log_err("cannot pause accepting: %s", log_error(r));
 			else
 				l->full = true;
 			return 0;
@@ -300,10 +302,11 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 				/* Out of resources: keep running, try again later. */
 				r = listener_pause(l, errno);
 				if (r < 0)
-					log_err("cannot pause accepting: %s", strerror(-r));
+					log_err("cannot pause accepting: %s", log_error(r));
 				return 0;
 			}
-			log_err("accept failed: %s", strerror(errno));
+			r = error_origin(-errno);
+			log_err("accept failed: %s", log_error(r));
 			return 0;
 		}
 		if (l->accept)
@@ -312,7 +315,7 @@ static int listener_io(sd_event_source *s, int fd, uint32_t revents, void *userd
 			r = socket_transport_accept(socket_transport_of(l->bus), cfd,
 						    l->has_nonce ? l->nonce : NULL, 0, NULL);
 		if (r < 0)
-			log_warn("cannot set up new connection: %s", strerror(-r));
+			log_warn("cannot set up new connection: %s", log_error(r));
 	}
 	return 0;
 }

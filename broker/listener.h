@@ -24,6 +24,15 @@
 
 struct bus;
 
+/* Positive codes of listener_new() and listener_new_fd(), with *errorp set. */
+enum {
+	_LISTENER_E_SUCCESS,
+	/* No entry of the address is valid and can be listened on. */
+	LISTENER_E_INVALID_ADDRESS,
+	/* The inherited socket is not a listening unix stream socket. */
+	LISTENER_E_NOT_LISTENING,
+};
+
 struct listener {
 	struct bus *bus;
 	struct list_node link;		/* in bus->listeners */
@@ -56,7 +65,8 @@ struct listener {
  *		listened on is used, as dbus-daemon does
  * @errorp:	output: malloc()ed message on a positive return
  *
- * Return: 0, 1 (unusable/invalid address, see *errorp) or negative errno.
+ * Return: 0, LISTENER_E_INVALID_ADDRESS (unusable/invalid address, see
+ * *errorp) or negative errno.
  */
 int listener_new(struct listener **listenerp, struct bus *bus, const char *address,
 		 char **errorp);
@@ -67,7 +77,8 @@ int listener_new(struct listener **listenerp, struct bus *bus, const char *addre
  *
  * The socket is made non-blocking; its file is never unlinked (systemd owns
  * it). The connectable address is derived from getsockname().
- * Return: 0, 1 (not a listening unix stream socket, see *errorp) or -errno.
+ * Return: 0, LISTENER_E_NOT_LISTENING (not a listening unix stream socket,
+ * see *errorp) or -errno.
  */
 int listener_new_fd(struct listener **listenerp, struct bus *bus, int fd, char **errorp);
 

@@ -7,10 +7,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <syslog.h>
 #include <unistd.h>
 #include "broker/log.h"
+#include "util/error.h"
 
 static enum log_target log_target = LOG_TARGET_STDERR;
 static bool log_opened;
@@ -67,4 +69,16 @@ void log_printf(int priority, const char *fmt, ...)
 		va_end(ap);
 	}
 	errno = saved;
+}
+
+const char *log_error_text(int r, char *buf, size_t size)
+{
+	const struct error_origin *o = error_origin_get();
+
+	if (o && o->error == r)
+		snprintf(buf, size, "%s (%s:%d, %s())", strerror(-r), o->file, o->line, o->func);
+	else
+		snprintf(buf, size, "%s", strerror(-r));
+	error_origin_clear();
+	return buf;
 }

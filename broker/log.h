@@ -11,6 +11,7 @@
  */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include "util/macro.h"
 
 enum log_target {
@@ -32,3 +33,14 @@ void log_printf(int priority, const char *fmt, ...) _printf_(2, 3);
 #define log_err(...) log_printf(3, __VA_ARGS__)
 #define log_warn(...) log_printf(4, __VA_ARGS__)
 #define log_info(...) log_printf(6, __VA_ARGS__)
+
+/*
+ * The text of a fatal error @r (a negative errno) for a log line: its
+ * strerror(), and where it arose when error_origin() recorded that for @r
+ * (util/error.h): "Permission denied (broker/listener.c:290, listener_io())".
+ * The record is cleared: the error is logged now. log_error() writes into a
+ * buffer of the enclosing block, so a log call may take several.
+ */
+#define LOG_ERROR_MAX 256
+const char *log_error_text(int r, char *buf, size_t size);
+#define log_error(r) log_error_text((r), (char[LOG_ERROR_MAX]){}, LOG_ERROR_MAX)

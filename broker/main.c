@@ -47,6 +47,15 @@ static int write_all(int fd, const char *s, size_t n)
 	return 0;
 }
 
+/* "PID\n", as in dbus-daemon's pid file and --print-pid. */
+static int write_pid(int fd)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	return write_all(fd, buf, strlen(buf));
+}
+
 /*
  * Print the address and/or pid as dbus-daemon does: address first, then pid,
  * each on its own line; a descriptor other than stdout is closed afterwards so
@@ -57,7 +66,6 @@ static int print_startup_info(const struct cli *cli, const char *address)
 	int afd = cli->print_address_fd < 0 ? STDOUT_FILENO : cli->print_address_fd;
 	int pfd = cli->print_pid_fd < 0 ? STDOUT_FILENO : cli->print_pid_fd;
 	_cleanup_free_ char *line = NULL;
-	char pid[32];
 	int r;
 
 	if (cli->print_address) {
@@ -69,8 +77,7 @@ static int print_startup_info(const struct cli *cli, const char *address)
 			return r;
 	}
 	if (cli->print_pid) {
-		snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-		r = write_all(pfd, pid, strlen(pid));
+		r = write_pid(pfd);
 		if (r < 0)
 			return r;
 	}
@@ -87,13 +94,11 @@ static int print_startup_info(const struct cli *cli, const char *address)
 static int write_pidfile(const char *path)
 {
 	_cleanup_close_ int fd = -1;
-	char buf[32];
 
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
-	snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
-	return write_all(fd, buf, strlen(buf));
+	return write_pid(fd);
 }
 
 /*
@@ -313,133 +318,143 @@ static int announce(const struct cli *cli, struct broker *broker,
 	return 0;
 }
 
-int main(int argc, char **argv)
+/*
+ * --check-state-fd, --check-state-from-fd: the new program of a re-exec,
+ * asked whether it can take the state and start from the configuration file
+ * as it is now (a broken one would make the re-executed bus exit: refused
+ * instead). Return: an exit status.
+ */
+static int check_state(const struct cli *cli)
 {
 	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
-	_cleanup_(broker_freep) struct broker *broker = NULL;
-	_cleanup_(fdstore_carried_free) struct fdstore_carried carried = { .state_fd = -1 };
-	struct broker_options opts = {};
-	struct cli cli;
-	const char *err = NULL, *word = NULL;
-	const char *pidfile = NULL;
-	bool from_store;
-	int ready_fd = -1;
-	bool do_fork;
+	int fd = cli->check_state_fd;
+
+	/*
+	 * A signal meant for the bus may reach every process of its
+	 * service (systemctl kill): not a reason to fail the check.
+	 */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGUSR2, SIG_IGN);
+	/* Started before the state was written: say we know the option, wait for it. */
+	if (cli->check_state_from_fd >= 0 && reexec_check_hello(cli->check_state_from_fd) < 0)
+		return EXIT_FAILURE;
+	if (cli->config_file && load_config(cli, &config) < 0)
+		return EXIT_FAILURE;
+	if (fd < 0) {
+		fd = reexec_check_receive(cli->check_state_from_fd);
+		if (fd < 0) {
+			fprintf(stderr, "%s: no state to check: %s\n",
+				program_invocation_short_name, strerror(-fd));
+			return EXIT_FAILURE;
+		}
+	}
+	return broker_check_state(fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/*
+ * What every way of starting the bus needs first: the fds systemd passed,
+ * the log, the configuration and with it the pid file. Return 0 or -1
+ * (reported).
+ */
+static int prepare(const struct cli *cli, struct fdstore_carried *carried,
+		   struct bus_config **configp, const char **pidfilep)
+{
 	int r;
 
-	ensure_stdio();
-	signal(SIGPIPE, SIG_IGN);
-
-	if (cli_parse(&cli, argc, argv, &err, &word)) {
-		fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, word ? word : "",
-			err);
-		cli_print_help(stderr, program_invocation_short_name);
-		return EXIT_FAILURE;
-	}
-	/*
-	 * The new program of a re-exec, asked whether it can take the state and
-	 * start from the configuration file as it is now (a broken one would
-	 * make the re-executed bus exit: refused instead).
-	 */
-	if (cli.check_state_fd >= 0 || cli.check_state_from_fd >= 0) {
-		int fd = cli.check_state_fd;
-
-		/*
-		 * A signal meant for the bus may reach every process of its
-		 * service (systemctl kill): not a reason to fail the check.
-		 */
-		signal(SIGTERM, SIG_IGN);
-		signal(SIGINT, SIG_IGN);
-		signal(SIGHUP, SIG_IGN);
-		signal(SIGUSR2, SIG_IGN);
-		/* Started before the state was written: say we know the option, wait for it. */
-		if (cli.check_state_from_fd >= 0 && reexec_check_hello(cli.check_state_from_fd) < 0)
-			return EXIT_FAILURE;
-		if (cli.config_file && load_config(&cli, &config) < 0)
-			return EXIT_FAILURE;
-		if (fd < 0) {
-			fd = reexec_check_receive(cli.check_state_from_fd);
-			if (fd < 0) {
-				fprintf(stderr, "%s: no state to check: %s\n",
-					program_invocation_short_name, strerror(-fd));
-				return EXIT_FAILURE;
-			}
-		}
-		return broker_check_state(fd) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-	}
-	r = answer_query(&cli);
-	if (r >= 0)
-		return r;
 	/* Before anything opens an fd: a hand-over puts fds at fixed numbers. */
-	if (cli.restore_state_fd < 0) {
-		r = fdstore_take(&carried);
+	if (cli->restore_state_fd < 0) {
+		r = fdstore_take(carried);
 		if (r < 0)
 			fprintf(stderr, "%s: cannot read the fds systemd passed: %s\n",
 				program_invocation_short_name, strerror(-r));
 	}
-	if (!cli.config_file && !cli.address) {
+	if (!cli->config_file && !cli->address) {
 		fprintf(stderr, "No configuration file specified.\n");
 		cli_print_help(stderr, program_invocation_short_name);
-		return EXIT_FAILURE;
+		return -1;
 	}
 
-	log_setup(cli.syslog == CLI_SYSLOG_ONLY ? LOG_TARGET_SYSLOG :
-		  cli.syslog == CLI_SYSLOG_BOTH ? LOG_TARGET_BOTH : LOG_TARGET_STDERR);
-	if (cli.config_file) {
-		if (load_config(&cli, &config) < 0)
-			return EXIT_FAILURE;
-		if (config->syslog && cli.syslog == CLI_SYSLOG_DEFAULT)
+	log_setup(cli->syslog == CLI_SYSLOG_ONLY ? LOG_TARGET_SYSLOG :
+		  cli->syslog == CLI_SYSLOG_BOTH ? LOG_TARGET_BOTH : LOG_TARGET_STDERR);
+	if (cli->config_file) {
+		if (load_config(cli, configp) < 0)
+			return -1;
+		if ((*configp)->syslog && cli->syslog == CLI_SYSLOG_DEFAULT)
 			log_setup(LOG_TARGET_BOTH);
-		if (!cli.nopidfile)
-			pidfile = config->pidfile;
+		if (!cli->nopidfile)
+			*pidfilep = (*configp)->pidfile;
 	}
+	return 0;
+}
 
-	opts.config = config;
-	opts.config_file = cli.config_file;
-	opts.address = cli.address;
-	opts.systemd_activation = cli.systemd_activation;
-	opts.containers = cli.containers;
-	opts.listen_fds = carried.listen_fds;
-	opts.n_listen_fds = carried.n_listen;
-	from_store = carried.state_fd >= 0;
-	if (carried.state_fd >= 0) {
-		/* Restarted by systemd, which kept the bus in its fd store (fdstore.h). */
-		(void)broker_block_signals();
-		r = broker_restore(&broker, &opts, steal_fd(&carried.state_fd), -1, argv, &carried);
-		if (r < 0) {
-			/*
-			 * Half restored: exit rather than look healthy, and
-			 * leave nothing in the store, so that the next start
-			 * (systemd's, or the socket unit's on the next client)
-			 * is a clean one. Nothing is torn down: the clients see
-			 * their connections end, as after dbus-daemon's restart.
-			 */
-			log_err("fd store: cannot restore the bus: %s; exiting", strerror(-r));
-			fdstore_discard(&carried);
+/*
+ * Restarted by systemd, which kept the bus in its fd store (fdstore.h).
+ * Return: whether the bus is restored and ready to run (false: the state
+ * cannot be used and a new bus must start); exits on anything else.
+ */
+static bool restore_from_store(struct broker **brokerp, const struct broker_options *opts,
+			      char **argv, struct fdstore_carried *carried,
+			      const struct bus_config *config, const char *pidfile)
+{
+	int r;
+
+	(void)broker_block_signals();
+	r = broker_restore(brokerp, opts, steal_fd(&carried->state_fd), -1, argv, carried);
+	if (r < 0) {
+		/*
+		 * Half restored: exit rather than look healthy, and
+		 * leave nothing in the store, so that the next start
+		 * (systemd's, or the socket unit's on the next client)
+		 * is a clean one. Nothing is torn down: the clients see
+		 * their connections end, as after dbus-daemon's restart.
+		 */
+		log_err("fd store: cannot restore the bus: %s; exiting", log_error(r));
+		fdstore_discard(carried);
+		_exit(EXIT_FAILURE);
+	}
+	if (r == 0) {
+		fdstore_taken(carried);
+		/* A new process: what the first one did before it served, again. */
+		if (become_bus_user(*brokerp, config, pidfile) < 0)
 			_exit(EXIT_FAILURE);
-		}
-		if (r == 0) {
-			fdstore_taken(&carried);
-			/* A new process: what the first one did before it served, again. */
-			if (become_bus_user(broker, config, pidfile) < 0)
-				_exit(EXIT_FAILURE);
-			(void)sd_notify(0, "READY=1");
-			goto run;
-		}
-		log_err("fd store: the handed-over state cannot be used; starting a new bus");
-		fdstore_discard(&carried);
-	}
-	if (cli.restore_state_fd >= 0) {
-		/* Re-executed (reexec.h): the bus is up and announced already. */
-		r = broker_restore(&broker, &opts, cli.restore_state_fd, cli.reexec_fallback_fd,
-				   argv, NULL);
-		if (r < 0) {
-			log_err("re-exec: cannot restore the bus: %s", strerror(-r));
-			return EXIT_FAILURE;
-		}
 		(void)sd_notify(0, "READY=1");
-		goto run;
+		return true;
 	}
+	log_err("fd store: the handed-over state cannot be used; starting a new bus");
+	fdstore_discard(carried);
+	return false;
+}
+
+/* Re-executed (reexec.h): the bus is up and announced already. Return 0 or -1 (logged). */
+static int restore_reexec(struct broker **brokerp, const struct broker_options *opts,
+			  const struct cli *cli, char **argv)
+{
+	int r;
+
+	r = broker_restore(brokerp, opts, cli->restore_state_fd, cli->reexec_fallback_fd, argv,
+			   NULL);
+	if (r < 0) {
+		log_err("re-exec: cannot restore the bus: %s", strerror(-r));
+		return -1;
+	}
+	(void)sd_notify(0, "READY=1");
+	return 0;
+}
+
+/*
+ * A new bus: listen, fork if asked to, then announce it. @from_store: systemd
+ * passed a state that could not be used. Return 0 or -1 (reported).
+ */
+static int start_new(struct broker **brokerp, const struct broker_options *opts,
+		     const struct cli *cli, const struct bus_config *config, const char *pidfile,
+		     bool from_store)
+{
+	int ready_fd = -1;
+	bool do_fork;
+	int r;
+
 	/*
 	 * A fresh start refuses an existing pid file before it listens, as
 	 * dbus-daemon does. A restart through the fd store replaces the one its
@@ -448,24 +463,25 @@ int main(int argc, char **argv)
 	if (pidfile && !from_store && access(pidfile, F_OK) == 0) {
 		fprintf(stderr, "Failed to start message bus: The pid file \"%s\" exists, if the "
 			"message bus is not running, remove this file\n", pidfile);
-		return EXIT_FAILURE;
+		return -1;
 	}
-	r = broker_new(&broker, &opts);
+	r = broker_new(brokerp, opts);
 	if (r) {
 		fprintf(stderr, "Failed to start message bus: %s\n",
-			r > 0 ? broker_get_error(broker) : strerror(-r));
-		return EXIT_FAILURE;
+			r == BROKER_E_INVALID ? broker_get_error(*brokerp) : strerror(-r));
+		return -1;
 	}
 
-	do_fork = cli.fork == CLI_FORK_YES || (cli.fork == CLI_FORK_DEFAULT && config && config->fork);
+	do_fork = cli->fork == CLI_FORK_YES ||
+		  (cli->fork == CLI_FORK_DEFAULT && config && config->fork);
 	if (do_fork) {
 		r = daemonize(&ready_fd);
 		if (r < 0) {
 			fprintf(stderr, "Failed to fork: %s\n", strerror(-r));
-			return EXIT_FAILURE;
+			return -1;
 		}
 		/* The bus is this process now, not the parent that exits. */
-		broker_set_pid(broker, getpid());
+		broker_set_pid(*brokerp, getpid());
 		if (!(config && config->keep_umask))
 			umask(022);
 	}
@@ -477,10 +493,40 @@ int main(int argc, char **argv)
 	 */
 	(void)broker_block_signals();
 
-	if (announce(&cli, broker, config, pidfile, do_fork, ready_fd) < 0)
-		return EXIT_FAILURE;
+	return announce(cli, *brokerp, config, pidfile, do_fork, ready_fd);
+}
 
-run:
+/*
+ * The bus of the fd store if it can be used, else the re-executed one, else
+ * a new one. Return 0 or -1 (reported).
+ */
+static int start(struct broker **brokerp, const struct cli *cli, char **argv,
+		 const struct bus_config *config, struct fdstore_carried *carried,
+		 const char *pidfile)
+{
+	struct broker_options opts = {
+		.config = config,
+		.config_file = cli->config_file,
+		.address = cli->address,
+		.systemd_activation = cli->systemd_activation,
+		.containers = cli->containers,
+		.listen_fds = carried->listen_fds,
+		.n_listen_fds = carried->n_listen,
+	};
+	bool from_store = carried->state_fd >= 0;
+
+	if (from_store && restore_from_store(brokerp, &opts, argv, carried, config, pidfile))
+		return 0;
+	if (cli->restore_state_fd >= 0)
+		return restore_reexec(brokerp, &opts, cli, argv);
+	return start_new(brokerp, &opts, cli, config, pidfile, from_store);
+}
+
+/* The event loop, until the bus stops or hands over. Return: an exit status. */
+static int serve(struct broker *broker, char **argv, const char *pidfile)
+{
+	int r;
+
 	r = reexec_prepare(broker, argv, broker_serialize);
 	if (r < 0)
 		log_warn("re-exec will be refused: cannot find the running program: %s",
@@ -496,8 +542,39 @@ run:
 	if (pidfile)
 		unlink(pidfile);
 	if (r < 0) {
-		log_err("event loop failed: %s", strerror(-r));
+		log_err("event loop failed: %s", log_error(r));
 		return EXIT_FAILURE;
 	}
 	return EXIT_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
+	_cleanup_(broker_freep) struct broker *broker = NULL;
+	_cleanup_(fdstore_carried_free) struct fdstore_carried carried = { .state_fd = -1 };
+	const char *err = NULL, *word = NULL;
+	const char *pidfile = NULL;
+	struct cli cli;
+	int r;
+
+	ensure_stdio();
+	signal(SIGPIPE, SIG_IGN);
+
+	if (cli_parse(&cli, argc, argv, &err, &word)) {
+		fprintf(stderr, "%s: %s: %s\n", program_invocation_short_name, word ? word : "",
+			err);
+		cli_print_help(stderr, program_invocation_short_name);
+		return EXIT_FAILURE;
+	}
+	if (cli.check_state_fd >= 0 || cli.check_state_from_fd >= 0)
+		return check_state(&cli);
+	r = answer_query(&cli);
+	if (r >= 0)
+		return r;
+	if (prepare(&cli, &carried, &config, &pidfile) < 0)
+		return EXIT_FAILURE;
+	if (start(&broker, &cli, argv, config, &carried, pidfile) < 0)
+		return EXIT_FAILURE;
+	return serve(broker, argv, pidfile);
 }

@@ -772,6 +772,8 @@ struct match_registry *match_registry_free(struct match_registry *reg)
 		return NULL;
 	if (reg->n_rules)
 		abort(); /* rules would point at dead owners */
+	/* No rule left: no bucket nor sender key either. */
+	assert(hmap_size(&reg->buckets) == 0 && hmap_size(&reg->sender_keys) == 0);
 	hmap_deinit(&reg->buckets);
 	hmap_deinit(&reg->uniq_senders);
 	hmap_deinit(&reg->uniq_dests);
@@ -798,6 +800,7 @@ void match_owner_deinit(struct match_owner *owner)
 {
 	while (!list_is_empty(&owner->rules))
 		match_registry_remove(list_entry(owner->rules.next, struct match_rule, owner_link));
+	assert(owner->n_rules == 0);
 }
 
 static void rule_keys(const struct match_rule *rule, const char *keys[_IDX_N], unsigned int *maskp)
@@ -888,6 +891,8 @@ static void sender_key_unref(struct match_registry *reg, const char *str)
 {
 	struct sender_key *k = sender_key_find(reg, str, hash_str(str));
 
+	/* Every rule with a sender= holds a reference on its key. */
+	assert(k && k->n_rules > 0);
 	if (k && --k->n_rules == 0) {
 		hmap_remove(&reg->sender_keys, &k->node);
 		free(k);
@@ -909,7 +914,10 @@ int match_registry_add(struct match_registry *reg, struct match_owner *owner,
 	bool new_bucket = false;
 	int r;
 
+	/* A rule is in one registry at a time: its links are its own. */
+	assert(!rule->registry);
 	rule_keys(rule, keys, &mask);
+	assert(mask < IDX_MASKS);
 	for (unsigned int i = 0; i < _IDX_N; i++)
 		if (keys[i])
 			h[i] = hash_str(keys[i]);
@@ -992,6 +1000,9 @@ void match_registry_remove(struct match_rule *rule)
 		free(rule);
 		return;
 	}
+	assert(b && b->n_rules > 0 && reg->mask_rules[b->mask] > 0);
+	assert(rule->owner->n_rules > 0 && reg->n_rules > 0);
+	assert(!reg->peaks || reg->peaks->n_rules > 0);
 	reg->mask_rules[b->mask]--;
 	if (rule->sender)
 		sender_key_unref(reg, rule->sender);
@@ -1080,6 +1091,8 @@ size_t match_registry_drop_unique(struct match_registry *reg, const char *unique
 	if (unique_name[0] != ':')
 		return 0;
 	while ((rule = uniq_find(reg, unique_name))) {
+		/* Indexed here, so removing it takes it out of the index: the loop ends. */
+		assert(rule->registry == reg);
 		if (fn)
 			fn(userdata, rule);
 		match_registry_remove(rule);

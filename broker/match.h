@@ -98,9 +98,10 @@ enum {
 
 /* Positive error codes. */
 enum {
-	MATCH_E_INVALID = 1, /* org.freedesktop.DBus.Error.MatchRuleInvalid */
-	MATCH_E_TOO_LONG,    /* org.freedesktop.DBus.Error.LimitsExceeded */
-	MATCH_E_NOT_FOUND,   /* org.freedesktop.DBus.Error.MatchRuleNotFound */
+	_MATCH_E_SUCCESS,
+	MATCH_E_INVALID,	/* org.freedesktop.DBus.Error.MatchRuleInvalid */
+	MATCH_E_TOO_LONG,	/* org.freedesktop.DBus.Error.LimitsExceeded */
+	MATCH_E_NOT_FOUND,	/* org.freedesktop.DBus.Error.MatchRuleNotFound */
 };
 
 /* Kinds of argument conditions in a rule. */

@@ -4,6 +4,7 @@
  * dbus-daemon's RequestName/ReleaseName decisions and event order (name.h).
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "broker/name.h"
 #include "broker/state.h"
 #include "dbus-compat/validate.h"
+#include "util/error.h"
 #include "util/macro.h"
 
 const char *name_error_string(int code)
@@ -24,7 +26,8 @@ const char *name_error_string(int code)
 	case NAME_E_RESERVED:
 		return "The name org.freedesktop.DBus is reserved for the bus itself";
 	default:
-		return "Unknown error";
+		/* Only the registry's own codes are asked about. */
+		assert_not_reached();
 	}
 }
 
@@ -109,6 +112,7 @@ static int by_id_reserve(struct name_registry *reg)
 /* Append @owner (after by_id_reserve()); an id out of order is sorted later. */
 static void by_id_append(struct name_registry *reg, struct name_owner *owner)
 {
+	assert(reg->n_by_id < reg->cap_by_id);
 	if (reg->n_by_id && reg->by_id[reg->n_by_id - 1].id >= owner->id)
 		reg->by_id_unsorted = true;
 	owner->id_pos = reg->n_by_id;
@@ -127,6 +131,7 @@ static void by_id_compact(struct name_registry *reg)
 		reg->by_id[n].owner->id_pos = n;
 		n++;
 	}
+	assert(n == reg->n_by_id - reg->n_by_id_holes);
 	reg->n_by_id = n;
 	reg->n_by_id_holes = 0;
 	/* After a crowd left: halve an array three quarters empty. */
@@ -147,6 +152,8 @@ static void by_id_compact(struct name_registry *reg)
  */
 static void by_id_remove(struct name_registry *reg, struct name_owner *owner)
 {
+	/* Its place is its own: a stale id_pos would punch a hole in another owner. */
+	assert(owner->id_pos < reg->n_by_id && reg->by_id[owner->id_pos].owner == owner);
 	reg->by_id[owner->id_pos].owner = NULL;
 	reg->n_by_id_holes++;
 	if (reg->n_by_id_holes > NAME_LIST_SLACK &&
@@ -244,6 +251,7 @@ int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner
 void name_registry_remove_unique(struct name_registry *reg, struct name_owner *owner)
 {
 	name_registry_release_all(reg, owner);
+	assert(owner->n_ownerships == 0);
 	if (owner->registry != reg)
 		return;
 	hmap_remove(&reg->uniques, &owner->unique_node);
@@ -366,6 +374,9 @@ static struct name_ownership *ownership_new(struct name *name, struct name_owner
 /* Unlink from both lists and free; does not touch the name's lifetime. */
 static void ownership_free(struct name_ownership *o)
 {
+	assert(list_node_is_linked(&o->name_link) && list_node_is_linked(&o->owner_link));
+	assert(o->name->n_queued > 0 && o->owner->n_ownerships > 0 &&
+	       o->name->registry->n_ownerships > 0);
 	list_unlink(&o->name_link);
 	o->name->n_queued--;
 	list_unlink(&o->owner_link);
@@ -376,6 +387,9 @@ static void ownership_free(struct name_ownership *o)
 
 static void name_free(struct name *name)
 {
+	/* A name is freed with its last owner, never under one. */
+	assert(list_is_empty(&name->queue) && name->n_queued == 0);
+	assert(name->registry->n_names > 0);
 	hmap_remove(&name->registry->names, &name->node);
 	list_unlink(&name->registry_link);
 	name->registry->n_names--;
@@ -387,6 +401,8 @@ static void queue_insert_second(struct name *name, struct name_ownership *o)
 {
 	struct list_node *first = name->queue.next;
 
+	/* Behind a primary owner, and in no queue yet. */
+	assert(!list_is_empty(&name->queue) && !list_node_is_linked(&o->name_link));
 	list_insert_between(&o->name_link, first, first->next);
 }
 
@@ -401,6 +417,7 @@ static void name_drop_primary(struct name_registry *reg, struct name *name,
 	struct name_owner *old_owner = p->owner, *new_owner = NULL;
 	struct name_ownership *next;
 
+	assert(name_primary(name) == p);
 	ownership_free(p);
 	next = list_first_entry(&name->queue, struct name_ownership, name_link);
 	if (next)
@@ -495,7 +512,9 @@ int name_registry_request(struct name_registry *reg, struct name_owner *owner,
 		return 0;
 	}
 
+	/* A name in the index has an owner: it goes with its last one. */
 	primary = name_primary(name);
+	assert(primary);
 	if (primary->owner == owner) {
 		primary->flags = flags;
 		*replyp = NAME_REQUEST_ALREADY_OWNER;

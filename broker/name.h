@@ -102,9 +102,10 @@
  * all three to org.freedesktop.DBus.Error.InvalidArgs (see name_error_string).
  */
 enum {
-	NAME_E_INVALID = 1, /* not a valid bus name */
-	NAME_E_UNIQUE,      /* starts with ':' (unique names are not requested) */
-	NAME_E_RESERVED,    /* org.freedesktop.DBus */
+	_NAME_E_SUCCESS,
+	NAME_E_INVALID,		/* not a valid bus name */
+	NAME_E_UNIQUE,		/* starts with ':' (unique names are not requested) */
+	NAME_E_RESERVED,	/* org.freedesktop.DBus */
 };
 
 #define NAME_DRIVER "org.freedesktop.DBus"

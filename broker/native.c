@@ -5,6 +5,7 @@
  * docs/native-protocol.md.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -158,6 +159,7 @@ static void native_flush(struct native *native)
 
 	if (!native || !native->batch_msg)
 		return;
+	assert(native->batch_n <= native->max_destinations);
 
 	/* Drop connections freed while collected. */
 	for (size_t i = 0; i < native->batch_n; i++) {
@@ -184,7 +186,7 @@ static void native_flush(struct native *native)
 			 * Like a socket that cannot take its output, the receivers lose
 			 * their connection rather than silently a message.
 			 */
-			log_warn("bus1 multicast to %zu destinations failed: %s", n, strerror(-r));
+			log_warn("bus1 multicast to %zu destinations failed: %s", n, log_error(r));
 			for (size_t i = 0; i < n; i++)
 				peer_overflow(native->batch_nc[i]->peer);
 		} else {
@@ -274,6 +276,8 @@ static void native_conn_refresh(struct native_conn *nc)
 	if (nc->charged_bytes > bytes || nc->charged_fds > fds)
 		native_conn_uncharge(nc, nc->charged_bytes > bytes ? nc->charged_bytes - bytes : 0,
 				     nc->charged_fds > fds ? nc->charged_fds - fds : 0);
+	/* Never charged for more than is unread. */
+	assert(nc->charged_bytes <= bytes && nc->charged_fds <= fds);
 	nc->q_bytes = bytes;
 	nc->q_fds = fds;
 	nc->q_msgs = msgs;
@@ -304,6 +308,8 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 
 	if (peer->closed || peer->overflow)
 		return PEER_E_DEAD;
+	/* Released only when the peer closes. */
+	assert(!nc->released);
 	/*
 	 * No fd check here: every native client negotiated fds (its bootstrap
 	 * carried one), so one multicast with the fds suits all of them.
@@ -334,6 +340,8 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 		native_flush(native);
 		native->batch_msg = message_ref(msg);
 	}
+	/* A full batch went out above: there is room for this destination. */
+	assert(native->batch_n < native->max_destinations);
 	native->batch_dst[native->batch_n] = nc->client;
 	native->batch_nc[native->batch_n] = nc;
 	native->batch_n++;
@@ -429,7 +437,7 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		if (r == -EAGAIN)
 			break;
 		if (r < 0) {
-			log_err("bus1 receive failed: %s", strerror(-r));
+			log_err("bus1 receive failed: %s", log_error(r));
 			return sd_event_exit(native->bus->event, r);
 		}
 		/* The broker keeps no count of who holds its nodes. */
@@ -446,7 +454,7 @@ static int native_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
 		/* copied out: the next RECV releases the slice, in the same ioctl */
 		b1_peer_msg_release_later(native->peer, &bm);
 		if (r < 0) {
-			log_err("bus1 input failed: %s", strerror(-r));
+			log_err("bus1 input failed: %s", log_error(r));
 			return sd_event_exit(native->bus->event, r);
 		}
 	}
@@ -566,6 +574,8 @@ static void native_conn_release(struct native_conn *nc)
 	for (size_t i = 0; i < native->batch_n; i++)
 		if (native->batch_nc[i] == nc)
 			native->batch_nc[i] = NULL;
+	/* Indexed since native_attach() or native_conn_restore(), until now. */
+	assert(find_by_node(native, nc->node) == nc && find_by_client(native, nc->client) == nc);
 	hmap_remove(&native->nodes, &nc->node_link);
 	hmap_remove(&native->clients, &nc->client_link);
 	/* Releasing the owner's handle destroys the node: the client is told. */
@@ -614,6 +624,8 @@ struct native_conn *native_conn_of(struct peer *peer)
 /*
  * Tell @nc (through the broker, so in the broker's order) which uids may call
  * it directly: the full set each time (an empty set revokes every handle).
+ * Return: 0, NATIVE_E_NO_DIRECT (it cannot take the signal: PEER_E_QUOTA,
+ * PEER_E_DEAD), or negative errno.
  */
 static int native_publish(struct native_conn *nc)
 {
@@ -635,18 +647,19 @@ static int native_publish(struct native_conn *nc)
 	r = peer_queue(peer, sig);
 	if (r == PEER_E_QUOTA)
 		peer_overflow(peer);
-	return r < 0 ? r : (r ? 1 : 0);
+	return r < 0 ? r : (r ? NATIVE_E_NO_DIRECT : 0);
 }
 
 int native_conn_allow_direct(struct native_conn *nc, uint32_t uid)
 {
 	uint32_t *v;
 
+	assert(nc->n_uids <= 4096);
 	for (size_t i = 0; i < nc->n_uids; i++)
 		if (nc->uids[i] == uid)
 			return 0;
 	if (nc->n_uids >= 4096)
-		return 1;	/* no more: direct calls from this uid are refused */
+		return NATIVE_E_NO_DIRECT;	/* no more: calls from this uid are not direct */
 	v = realloc(nc->uids, (nc->n_uids + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -799,7 +812,7 @@ int native_new(struct native **nativep, struct bus *bus)
 		return -ENOMEM;
 	r = b1_peer_new_from_path(path, &native->peer);
 	if (r < 0) {
-		log_warn("cannot open %s (%s): serving socket clients only", path, strerror(-r));
+		log_warn("cannot open %s (%s): serving socket clients only", path, log_error(r));
 		native_free(native);
 		return 0;
 	}
@@ -996,6 +1009,7 @@ struct native *native_free(struct native *native)
 	native->batch_msg = message_unref(native->batch_msg);
 	native->io = sd_event_source_disable_unref(native->io);
 	/* Connections still pointing here are freed first by the bus. */
+	assert(hmap_size(&native->nodes) == 0 && hmap_size(&native->clients) == 0);
 	hmap_deinit(&native->nodes);
 	hmap_deinit(&native->clients);
 	native->peer = b1_peer_free(native->peer);

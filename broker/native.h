@@ -55,6 +55,7 @@ enum {
 	_NATIVE_E_SUCCESS,
 	NATIVE_E_NOT_BUS1,	/* the fd is not a /dev/bus1 peer */
 	NATIVE_E_TRANSFER,	/* the kernel refused a handle transfer */
+	NATIVE_E_NO_DIRECT,	/* no direct handle now (too many uids, the callee's queue full) */
 };
 
 /**
@@ -99,8 +100,8 @@ void native_conn_get_queued(const struct native_conn *nc, uint64_t *bytesp, uint
 /*
  * The direct path (docs/native-protocol.md): let callers of @uid call @nc
  * directly, and tell @nc so (a DirectPolicy signal through the broker, so in
- * the broker's order). Return: 0, 1 if @nc has too many allowed uids (no
- * direct handle), or negative errno.
+ * the broker's order). Return: 0, NATIVE_E_NO_DIRECT if @nc has too many
+ * allowed uids or cannot be told now (no direct handle), or negative errno.
  */
 int native_conn_allow_direct(struct native_conn *nc, uint32_t uid);
 

@@ -30,6 +30,7 @@
 #include "broker/peer.h"
 #include "broker/reexec.h"
 #include "broker/state.h"
+#include "util/error.h"
 #include "util/fd.h"
 #if HAVE_VALGRIND_VALGRIND_H
 #include <valgrind/valgrind.h>
@@ -150,9 +151,16 @@ static char **check_argv(struct broker *broker, char *arg)
 	return argv;
 }
 
+/* Positive code of the check of the state by the new program. */
+enum {
+	_REEXEC_E_SUCCESS,
+	REEXEC_E_REFUSED,	/* the new program cannot read the state: *why says how it ended */
+};
+
 /*
  * Wait for the check child @pid (at most REEXEC_CHECK_TIMEOUT_MSEC, then it
- * is killed). Return 0 if it read the state, 1 if not (*@why), negative errno.
+ * is killed). Return 0 if it read the state, REEXEC_E_REFUSED if not
+ * (*@why), negative errno.
  */
 static int check_wait(struct broker *broker, pid_t pid, char *why, size_t why_size)
 {
@@ -171,7 +179,7 @@ static int check_wait(struct broker *broker, pid_t pid, char *why, size_t why_si
 		w = waitpid(pid, &status, 0);
 	} while (w < 0 && errno == EINTR);
 	if (w < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	if (WIFEXITED(status))
@@ -180,12 +188,12 @@ static int check_wait(struct broker *broker, pid_t pid, char *why, size_t why_si
 	else
 		snprintf(why, why_size, "%s --check-state was killed by signal %d",
 			 broker->exe_path, WTERMSIG(status));
-	return 1;
+	return REEXEC_E_REFUSED;
 }
 
 /*
  * Run the new program on the state written already: it must read all of
- * it. Return 0 if it did, 1 if not (*@why), negative errno.
+ * it. Return 0 if it did, REEXEC_E_REFUSED if not (*@why), negative errno.
  */
 static int reexec_check(struct broker *broker, int state_fd, char *why, size_t why_size)
 {
@@ -200,7 +208,7 @@ static int reexec_check(struct broker *broker, int state_fd, char *why, size_t w
 	pid = fork();
 	if (pid < 0) {
 		free(argv);
-		return -errno;
+		return error_origin(-errno);
 	}
 	if (pid == 0) {
 		/*
@@ -342,7 +350,7 @@ int reexec_check_receive(int sock)
 		l = recvmsg(sock, mh, MSG_CMSG_CLOEXEC);
 	} while (l < 0 && errno == EINTR);
 	if (l < 0)
-		return -errno;
+		return error_origin(-errno);
 	cm = CMSG_FIRSTHDR(mh);
 	if (l != 1 || !cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
 	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
@@ -359,8 +367,8 @@ int reexec_check_hello(int sock)
 /*
  * The check of @state_fd, by @c if it started (else the classic way); the
  * fds of @fds lose FD_CLOEXEC while the new program reads (nothing forks
- * meanwhile). Return 0 with @fds ready for the exec, or 1 (*@why) or
- * negative errno with @fds as they were.
+ * meanwhile). Return 0 with @fds ready for the exec, or REEXEC_E_REFUSED
+ * (*@why) or negative errno with @fds as they were.
  */
 static int reexec_verify(struct broker *broker, struct early_check *c, int state_fd,
 			 struct reexec_fds *fds, char *why, size_t why_size)
@@ -524,7 +532,7 @@ static void reexec_now(struct broker *broker)
 	if (state_fd < 0 || fds.error) {
 		early_check_cancel(&check);
 		log_warn("re-exec refused: cannot write the state: %s",
-			 strerror(state_fd < 0 ? -state_fd : -fds.error));
+			 log_error(state_fd < 0 ? state_fd : fds.error));
 		goto out;
 	}
 	argv = reexec_argv(broker, state_fd, broker->exe_fd);
@@ -538,7 +546,7 @@ static void reexec_now(struct broker *broker)
 	r = reexec_verify(broker, &check, state_fd, &fds, why, sizeof(why));
 	check.sock = safe_close(check.sock);
 	if (r) {
-		log_warn("re-exec refused: %s", r > 0 ? why : strerror(-r));
+		log_warn("re-exec refused: %s", r == REEXEC_E_REFUSED ? why : log_error(r));
 		goto out;
 	}
 	log_info("re-exec: executing %s", broker->exe_path);
@@ -576,13 +584,13 @@ static void hand_over_now(struct broker *broker)
 	state_fd = reexec_write(broker, STATE_VERSION, true, &fds);
 	if (state_fd < 0 || fds.error) {
 		log_warn("fd store: not handing the bus over: cannot write the state: %s",
-			 strerror(state_fd < 0 ? -state_fd : -fds.error));
+			 log_error(state_fd < 0 ? state_fd : fds.error));
 		goto out_fds;
 	}
 	r = fdstore_hand_over(state_fd, fds.v, fds.n);
 	close(state_fd);
 	if (r < 0) {
-		log_warn("fd store: not handing the bus over: %s", strerror(-r));
+		log_warn("fd store: not handing the bus over: %s", log_error(r));
 		goto out_fds;
 	}
 	/* The socket files and nonce files are the next process's now. */

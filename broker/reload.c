@@ -270,7 +270,7 @@ static int config_reload_do(struct config_reload *r, char **errorp)
 	ret = bus_config_load(&config, r->config_file, &r->opts, &error);
 	if (ret) {
 		r->n_failures++;
-		if (ret > 0) {
+		if (ret == BUS_CONFIG_E_INVALID) {
 			reload_log(r, 4, "Unable to reload configuration: %s",
 				   error ? error : "invalid configuration");
 		} else {
@@ -282,7 +282,7 @@ static int config_reload_do(struct config_reload *r, char **errorp)
 		}
 		if (errorp)
 			*errorp = steal_ptr(error);
-		return ret;
+		return ret == BUS_CONFIG_E_INVALID ? CONFIG_RELOAD_E_INVALID : ret;
 	}
 
 	ret = r->ops->apply(r->userdata, config);

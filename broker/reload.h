@@ -73,14 +73,21 @@ int config_reload_attach(struct config_reload *r, sd_event *event);
  */
 int config_reload_watch(struct config_reload *r, const struct bus_config *config);
 
+/* Positive code of config_reload_run(). */
+enum {
+	_CONFIG_RELOAD_E_SUCCESS,
+	/* The file is invalid: the old configuration is kept. */
+	CONFIG_RELOAD_E_INVALID,
+};
+
 /**
  * config_reload_run() - reload now (ReloadConfig, SIGHUP)
  * @errorp:	on a positive return, a malloc'ed message for ReloadConfig's
  *		error reply (may be NULL)
  *
- * Return: 0 (applied), BUS_CONFIG_E_INVALID (invalid file, old configuration
- * kept, *errorp = "FILE:LINE: message"), or negative errno (loading or
- * applying failed; *errorp describes it when possible).
+ * Return: 0 (applied), CONFIG_RELOAD_E_INVALID (invalid file, old
+ * configuration kept, *errorp = "FILE:LINE: message"), or negative errno
+ * (loading or applying failed; *errorp describes it when possible).
  */
 int config_reload_run(struct config_reload *r, char **errorp);
 

@@ -3,6 +3,7 @@
  * Expected-reply tracking (reply.h).
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include "broker/reply.h"
@@ -115,6 +116,8 @@ int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
 {
 	struct reply_slot *s;
 
+	/* A slot is freed through its caller's registry: both must be this one. */
+	assert(caller->registry == reg && callee->registry == reg);
 	/* dbus-daemon checks the duplicate before the limit. */
 	if (reply_registry_find(reg, caller, callee, serial))
 		return REPLY_E_EXISTS;
@@ -136,6 +139,9 @@ void reply_slot_free(struct reply_slot *s)
 {
 	struct reply_registry *reg = s->caller->registry;
 
+	assert(list_node_is_linked(&s->caller_link) && list_node_is_linked(&s->callee_link));
+	assert(s->caller->n_calls > 0 && s->callee->n_pending > 0 && reg->n_slots > 0);
+	assert(!s->callee->pending_tally || *s->callee->pending_tally > 0);
 	hmap_remove(&reg->slots, &s->node);
 	list_unlink(&s->caller_link);
 	s->caller->n_calls--;
@@ -174,6 +180,7 @@ void reply_owner_flush(struct reply_owner *owner, reply_noreply_fn fn, void *use
 	}
 	while (!list_is_empty(&owner->calls))
 		reply_slot_free(list_entry(owner->calls.next, struct reply_slot, caller_link));
+	assert(owner->n_calls == 0 && owner->n_pending == 0);
 }
 
 size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
@@ -187,6 +194,8 @@ size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
 		struct reply_owner *caller = s->caller;
 		uint32_t serial = s->serial;
 
+		/* Only slots that expire are on the list (0 would expire at once). */
+		assert(s->deadline_usec);
 		if (s->deadline_usec > now_usec)
 			break;
 		reply_slot_free(s);
@@ -211,6 +220,7 @@ static int reply_registry_restore_slot(struct reply_registry *reg, struct reply_
 	struct reply_slot *s, *pos;
 	struct list_node *at;
 
+	assert(caller->registry == reg && callee->registry == reg);
 	if (reply_registry_find(reg, caller, callee, serial))
 		return -EEXIST;
 	s = slot_new(reg, caller, callee, serial, deadline_usec);

@@ -38,9 +38,10 @@
 
 /* Positive codes of reply_registry_add() / reply_registry_consume(). */
 enum {
-	REPLY_E_EXISTS = 1, /* same (caller, callee, serial) outstanding: AccessDenied */
-	REPLY_E_QUOTA,      /* caller has max_replies slots: LimitsExceeded */
-	REPLY_E_UNEXPECTED, /* no such slot: a forged/duplicate reply, AccessDenied */
+	_REPLY_E_SUCCESS,
+	REPLY_E_EXISTS,		/* same (caller, callee, serial) outstanding: AccessDenied */
+	REPLY_E_QUOTA,		/* caller has max_replies slots: LimitsExceeded */
+	REPLY_E_UNEXPECTED,	/* no such slot: a forged/duplicate reply, AccessDenied */
 };
 
 #define REPLY_DEFAULT_MAX_SESSION 50000

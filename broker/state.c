@@ -3,6 +3,7 @@
  * The serialized state of a re-exec: writer and bounded reader. See state.h.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "broker/state.h"
+#include "util/error.h"
 #include "util/fd.h"
 #include "util/macro.h"
 
@@ -24,6 +26,8 @@ static void state_reserve(struct state_writer *w, size_t n)
 	size_t cap;
 	uint8_t *p;
 
+	assert(w->n <= w->cap);
+	assert(!w->mapped || w->memfd >= 0);
 	if (w->error || w->cap - w->n >= n)
 		return;
 	cap = w->cap ? w->cap : 4096;
@@ -32,12 +36,12 @@ static void state_reserve(struct state_writer *w, size_t n)
 	if (w->mapped) {
 		/* The memfd grows; its pages stay where they are. */
 		if (ftruncate(w->memfd, (off_t)cap) < 0) {
-			w->error = -errno;
+			w->error = error_origin(-errno);
 			return;
 		}
 		p = mremap(w->buf, w->cap, cap, MREMAP_MAYMOVE);
 		if (p == MAP_FAILED) {
-			w->error = -errno;
+			w->error = error_origin(-errno);
 			return;
 		}
 	} else {
@@ -56,6 +60,7 @@ static void state_put_raw(struct state_writer *w, const void *p, size_t n)
 	state_reserve(w, n);
 	if (w->error)
 		return;
+	assert(w->cap - w->n >= n);
 	memcpy(w->buf + w->n, p, n);
 	w->n += n;
 }
@@ -167,6 +172,7 @@ static int state_writer_unmap(struct state_writer *w)
 	int fd = w->memfd;
 	off_t n = (off_t)w->n;
 
+	assert(w->mapped && fd >= 0);
 	/* No writable mapping may remain for F_SEAL_WRITE. */
 	munmap(w->buf, w->cap);
 	w->buf = NULL;
@@ -174,7 +180,7 @@ static int state_writer_unmap(struct state_writer *w)
 	w->mapped = false;
 	w->memfd = -1;
 	if (ftruncate(fd, n) < 0) {
-		int r = -errno;
+		int r = error_origin(-errno);
 
 		close(fd);
 		return r;
@@ -197,7 +203,7 @@ int state_writer_to_memfd(struct state_writer *w)
 	}
 	fd = memfd_create("bus1-broker-state", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
-		return -errno;
+		return error_origin(-errno);
 	while (done < w->n) {
 		ssize_t k = write(fd, w->buf + done, w->n - done);
 
@@ -207,7 +213,7 @@ int state_writer_to_memfd(struct state_writer *w)
 			if (r == -EINTR)
 				continue;
 			close(fd);
-			return r;
+			return error_origin(r);
 		}
 		done += (size_t)k;
 	}
@@ -215,7 +221,7 @@ seal:
 	/* The reader may trust that nobody changes it under its feet. */
 	(void)fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
 	if (lseek(fd, 0, SEEK_SET) < 0) {
-		int r = -errno;
+		int r = error_origin(-errno);
 
 		close(fd);
 		return r;
@@ -229,6 +235,8 @@ static const uint8_t *state_take(struct state_reader *r, size_t n)
 {
 	const uint8_t *p;
 
+	/* The position never passes the end: r->n - r->pos cannot wrap. */
+	assert(r->pos <= r->n);
 	if (r->error || r->n - r->pos < n) {
 		r->error = true;
 		return NULL;
@@ -304,6 +312,7 @@ bool state_next_is(const struct state_reader *r, uint32_t tag)
 {
 	const uint8_t *b = r->buf + r->pos;
 
+	assert(r->pos <= r->n);
 	if (r->error || r->n - r->pos < 4)
 		return false;
 	return ((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
@@ -411,11 +420,17 @@ int *state_get_fds(struct state_reader *r, size_t *np)
 	return v;
 }
 
+/* Positive code of state_map(). */
+enum {
+	_STATE_MAP_E_SUCCESS,
+	STATE_MAP_E_COPY,	/* not a sealed memfd, or mmap() refused: copy it instead */
+};
+
 /*
  * A memfd sealed as state_writer_to_memfd() seals it can neither change nor
  * shrink under a mapping of it: read in place, its pages are the writer's
- * (no copy, no fresh pages to fault in). Return 0, 1 (not such a file, or
- * mmap() refused: copy it instead), negative errno.
+ * (no copy, no fresh pages to fault in). Return 0, STATE_MAP_E_COPY,
+ * negative errno.
  */
 static int state_map(struct state_reader *r, int fd)
 {
@@ -424,10 +439,10 @@ static int state_map(struct state_reader *r, int fd)
 
 	if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_SHRINK)) !=
 			 (F_SEAL_WRITE | F_SEAL_SHRINK))
-		return 1;
+		return STATE_MAP_E_COPY;
 	p = mmap(NULL, r->n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED)
-		return errno == ENOMEM ? -ENOMEM : 1;
+		return errno == ENOMEM ? -ENOMEM : STATE_MAP_E_COPY;
 	r->buf = p;
 	r->mapped = true;
 	return 0;
@@ -447,7 +462,7 @@ static int state_copy(struct state_reader *r, int fd)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return k < 0 ? -errno : -EIO;
+			return error_origin(k < 0 ? -errno : -EIO);
 		done += (size_t)k;
 	}
 	return 0;
@@ -461,12 +476,12 @@ int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
 	*r = (struct state_reader){};
 	*versionp = 0;
 	if (fstat(fd, &st) < 0)
-		return -errno;
+		return error_origin(-errno);
 	if (st.st_size < 8 || (uint64_t)st.st_size > STATE_MAX_SIZE)
-		return 1;
+		return STATE_E_UNREADABLE;
 	r->n = (size_t)st.st_size;
 	e = state_map(r, fd);
-	if (e > 0)
+	if (e == STATE_MAP_E_COPY)
 		e = state_copy(r, fd);
 	if (e < 0) {
 		state_reader_deinit(r);
@@ -474,13 +489,13 @@ int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
 	}
 	if (state_get_u32(r) != STATE_MAGIC) {
 		state_reader_deinit(r);
-		return 1;
+		return STATE_E_UNREADABLE;
 	}
 	r->version = state_get_u32(r);
 	*versionp = r->version;
 	if (r->version < STATE_VERSION_MIN || r->version > STATE_VERSION) {
 		state_reader_deinit(r);
-		return 1;
+		return STATE_E_UNREADABLE;
 	}
 	return 0;
 }

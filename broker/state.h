@@ -118,11 +118,18 @@ struct state_reader {
 	size_t cap_fds;
 };
 
+/* Positive code of state_reader_init(). */
+enum {
+	_STATE_E_SUCCESS,
+	/* Not a state stream, or of a stream version this program cannot read. */
+	STATE_E_UNREADABLE,
+};
+
 /*
  * Read the stream from @fd (from its start): in place if it is a memfd sealed
- * against writes and shrinking (mapped, read-only), else a copy. Return 0, 1 if it is not a
- * state stream or of a stream version this binary cannot read (*@versionp:
- * the version found), or negative errno.
+ * against writes and shrinking (mapped, read-only), else a copy. Return 0,
+ * STATE_E_UNREADABLE (not a state stream, or of a stream version this binary
+ * cannot read: *@versionp is the version found), or negative errno.
  */
 int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp);
 void state_reader_deinit(struct state_reader *r);

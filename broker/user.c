@@ -3,6 +3,7 @@
  * Per-user accounting (user.h).
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include "broker/user.h"
@@ -46,6 +47,7 @@ void user_counters_init(struct user_counters *c, const struct user_limits *limit
 
 int user_counters_charge(struct user_counters *c, enum user_slot slot, uint64_t amount)
 {
+	assert((unsigned int)slot < _USER_SLOT_N);
 	/* Written so that no addition can overflow. */
 	if (c->used[slot] > c->max[slot] || amount > c->max[slot] - c->used[slot])
 		return USER_E_QUOTA;
@@ -55,6 +57,7 @@ int user_counters_charge(struct user_counters *c, enum user_slot slot, uint64_t 
 
 void user_counters_uncharge(struct user_counters *c, enum user_slot slot, uint64_t amount)
 {
+	assert((unsigned int)slot < _USER_SLOT_N);
 	if (amount > c->used[slot])
 		abort(); /* an accounting bug, never a client's doing */
 	c->used[slot] -= amount;
@@ -111,6 +114,8 @@ int user_registry_ref_user(struct user_registry *reg, struct user **userp, uid_t
 	int r;
 
 	if (u) {
+		/* An indexed user is alive: its last reference unindexes it. */
+		assert(u->n_refs > 0 && u->registry == reg);
 		*userp = user_ref(u);
 		return 0;
 	}
@@ -135,14 +140,19 @@ int user_registry_ref_user(struct user_registry *reg, struct user **userp, uid_t
 
 struct user *user_ref(struct user *user)
 {
-	if (user)
+	if (user) {
+		assert(user->n_refs > 0);
 		user->n_refs++;
+	}
 	return user;
 }
 
 struct user *user_unref(struct user *user)
 {
-	if (!user || --user->n_refs > 0)
+	if (!user)
+		return NULL;
+	assert(user->n_refs > 0);
+	if (--user->n_refs > 0)
 		return NULL;
 	for (size_t i = 0; i < _USER_SLOT_N; i++)
 		if (user->counters.used[i])
@@ -173,6 +183,7 @@ int user_charge(struct user_charge *charge, struct user *user, enum user_slot sl
 			user->registry->bytes_peak = user->registry->bytes_used;
 	}
 	if (!charge->user) {
+		assert(charge->amount == 0);
 		charge->user = user_ref(user);
 		charge->slot = slot;
 	}
@@ -183,17 +194,11 @@ int user_charge(struct user_charge *charge, struct user *user, enum user_slot sl
 void user_uncharge(struct user *user, enum user_slot slot, uint64_t amount)
 {
 	user_counters_uncharge(&user->counters, slot, amount);
-	if (slot == USER_SLOT_BYTES)
+	if (slot == USER_SLOT_BYTES) {
+		/* Every user's BYTES are in the sum: it holds this amount too. */
+		assert(user->registry->bytes_used >= amount);
 		user->registry->bytes_used -= amount;
-}
-
-bool user_registry_drained(struct user_registry *reg)
-{
-	if (reg->bytes_peak - reg->bytes_used < 4 * 1024 * 1024 ||
-	    reg->bytes_used > reg->bytes_peak / 4)
-		return false;
-	reg->bytes_peak = reg->bytes_used;
-	return true;
+	}
 }
 
 void user_charge_release(struct user_charge *charge)
@@ -246,6 +251,7 @@ int user_actor_charge(struct user *user, uint64_t key, uint64_t bytes, uint64_t 
 	if (!key)
 		return 0;
 	a = user_find_actor(user, key);
+	assert(!a || (a->user == user && a->n_refs > 0));
 	if (fair && !user_fair_share(user, a ? a->bytes : 0, bytes,
 				     hmap_size(&user->actors) + !a))
 		return USER_E_QUOTA;

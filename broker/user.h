@@ -55,6 +55,7 @@
  * finds room.
  */
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,8 +72,10 @@ enum user_slot {
 	_USER_SLOT_N,
 };
 
+/* Positive codes of the charges. */
 enum {
-	USER_E_QUOTA = 1,
+	_USER_E_SUCCESS,
+	USER_E_QUOTA,		/* over the limit (or the fair share): nothing charged */
 };
 
 struct user_limits {
@@ -147,7 +150,15 @@ struct user_registry {
  * memory back to the system (malloc_trim()), which a heap fragmented by a
  * flood would otherwise keep.
  */
-bool user_registry_drained(struct user_registry *reg);
+static inline bool user_registry_drained(struct user_registry *reg)
+{
+	assert(reg->bytes_peak >= reg->bytes_used);
+	if (reg->bytes_peak - reg->bytes_used < 4 * 1024 * 1024 ||
+	    reg->bytes_used > reg->bytes_peak / 4)
+		return false;
+	reg->bytes_peak = reg->bytes_used;
+	return true;
+}
 
 /* @limits NULL: session defaults. */
 int user_registry_new(struct user_registry **regp, const struct user_limits *limits);

@@ -25,7 +25,7 @@ static void harness_resume_listeners(struct bus *bus)
 static int harness_reload_config(struct bus *bus, char **errorp)
 {
 	*errorp = strdup("the test harness has no configuration file");
-	return *errorp ? 1 : -ENOMEM;
+	return *errorp ? BUS_E_INVALID_CONFIG : -ENOMEM;
 }
 
 static const struct bus_loop_ops harness_loop_ops = {

@@ -126,7 +126,7 @@ static int fake_charge(void *userdata, void *sender, size_t bytes, size_t n_fds)
 
 	CHECK(sender && bytes > 0);
 	if (sender == f->limited && f->n_limited == 2)
-		return 1;
+		return ACTIVATION_E_QUOTA;
 	f->n_limited += sender == f->limited;
 	f->n_charged++;
 	f->n_fds += (long)n_fds;
@@ -1196,7 +1196,7 @@ static void test_reload(void)
 	/* Invalid: the old configuration stays; the error names file and line. */
 	write_file(conf, "<busconfig>\n  <type>session</type>\n  <limit name=\"nonsense\">1"
 		   "</limit>\n</busconfig>\n");
-	CHECK_EQ(config_reload_run(rl, &error), BUS_CONFIG_E_INVALID);
+	CHECK_EQ(config_reload_run(rl, &error), CONFIG_RELOAD_E_INVALID);
 	CHECK(error);
 	CHECK(!strncmp(error, conf, strlen(conf)));
 	CHECK(!strncmp(error + strlen(conf), ":3: ", 4));

@@ -151,7 +151,7 @@ static void test_sections(void)
 	{
 		uint32_t version;
 
-		CHECK_EQ(state_reader_init(&r, fd, &version), 1);
+		CHECK_EQ(state_reader_init(&r, fd, &version), STATE_E_UNREADABLE);
 		CHECK_EQ(version, STATE_VERSION_MIN - 1);
 	}
 	close(fd);
@@ -180,13 +180,13 @@ int main(void)
 
 	/* Another version: refused, and its number reported. */
 	fd = write_sample(STATE_VERSION + 41);
-	CHECK_EQ(state_reader_init(&r, fd, &version), 1);
+	CHECK_EQ(state_reader_init(&r, fd, &version), STATE_E_UNREADABLE);
 	CHECK_EQ(version, STATE_VERSION + 41);
 	close(fd);
 
 	/* Not a state stream. */
 	fd = memfd_of((const uint8_t *)"not a state at all", 18);
-	CHECK_EQ(state_reader_init(&r, fd, &version), 1);
+	CHECK_EQ(state_reader_init(&r, fd, &version), STATE_E_UNREADABLE);
 	close(fd);
 
 	/* Cut at every length: refused or read with the error flag, never past the end. */
