@@ -198,3 +198,8 @@ void container_policy_add(struct container_registry *reg)
 {
 	policy_add_module(reg->bus, &reg->policy, &container_policy_ops);
 }
+
+void container_policy_remove(struct container_registry *reg)
+{
+	policy_remove_module(&reg->policy);
+}

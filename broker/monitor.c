@@ -60,15 +60,12 @@ int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules)
 	return 0;
 }
 
-void monitor_capture(struct bus *bus, struct message *msg, struct peer *sender,
-		     struct peer *recipient)
+void monitor_capture_all(struct bus *bus, struct message *msg, struct peer *sender,
+			 struct peer *recipient)
 {
 	struct match_message mm;
 	struct list_node result;
 	struct match_owner *o;
-
-	if (list_is_empty(&bus->monitors))
-		return;
 
 	router_fill_match(&mm, msg, sender, recipient);
 	/* Monitors see everything: no recipient is excluded. */

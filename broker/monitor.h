@@ -21,6 +21,7 @@
  */
 
 #include <stddef.h>
+#include "broker/bus.h"
 
 struct bus;
 struct peer;
@@ -38,5 +39,13 @@ struct message;
  */
 int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules);
 
-void monitor_capture(struct bus *bus, struct message *msg, struct peer *sender,
-		     struct peer *recipient);
+void monitor_capture_all(struct bus *bus, struct message *msg, struct peer *sender,
+			 struct peer *recipient);
+
+/* Inline: without monitors (the common case) it costs a test. */
+static inline void monitor_capture(struct bus *bus, struct message *msg, struct peer *sender,
+				   struct peer *recipient)
+{
+	if (!list_is_empty(&bus->monitors))
+		monitor_capture_all(bus, msg, sender, recipient);
+}

@@ -63,12 +63,7 @@ static void policy_message(struct bus_policy_message *pm, const struct message *
 	};
 }
 
-bool policy_active(struct bus *bus)
-{
-	return bus->policy || bus->apparmor || bus->selinux;
-}
-
-void verdict_deinit(struct verdict *v)
+void verdict_release(struct verdict *v)
 {
 	free(v->text);
 	v->text = NULL;
@@ -284,19 +279,19 @@ void policy_remove_module(struct policy_module *mod)
 		_r;                                                            \
 	})
 
-int policy_judge_send(struct peer *from, struct message *m, struct verdict *v)
+int policy_ask_send(struct peer *from, struct message *m, struct verdict *v)
 {
 	*v = (struct verdict){};
 	return POLICY_ASK_MODULES(from->bus, v, judge_send, from, m);
 }
 
-int policy_judge_call(struct peer *from, struct message *m, struct verdict *v)
+int policy_ask_call(struct peer *from, struct message *m, struct verdict *v)
 {
 	*v = (struct verdict){};
 	return POLICY_ASK_MODULES(from->bus, v, judge_call, from, m);
 }
 
-int policy_delivered(struct peer *to, struct peer *from)
+int policy_ask_delivered(struct peer *to, struct peer *from)
 {
 	struct policy_module *mod;
 	int r;
@@ -322,8 +317,8 @@ void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *o
 
 /* ------------------------------------------------------------ the judges */
 
-int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
-			 struct message *m, bool requested_reply, struct verdict *v)
+int policy_ask_unicast(struct bus *bus, struct peer *from, struct peer *to,
+		       struct message *m, bool requested_reply, struct verdict *v)
 {
 	int r;
 
@@ -334,9 +329,9 @@ int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
 	return policy_check(bus, from, NULL, to, m, requested_reply, false, VERDICT_DENY, v);
 }
 
-int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
-			 const struct bus_policy_peer *from_names, struct message *m,
-			 bool eavesdropping, struct verdict *v)
+int policy_ask_receive(struct bus *bus, struct peer *to, struct peer *from,
+		       const struct bus_policy_peer *from_names, struct message *m,
+		       bool eavesdropping, struct verdict *v)
 {
 	int r;
 
@@ -348,8 +343,8 @@ int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
 	return policy_check(bus, from, from_names, to, m, false, eavesdropping, VERDICT_DROP, v);
 }
 
-int policy_judge_driver(struct bus *bus, struct peer *from, struct message *m,
-			struct verdict *v)
+int policy_ask_driver(struct bus *bus, struct peer *from, struct message *m,
+		      struct verdict *v)
 {
 	*v = (struct verdict){};
 	if (!policy_active(bus))
@@ -357,8 +352,8 @@ int policy_judge_driver(struct bus *bus, struct peer *from, struct message *m,
 	return policy_check(bus, from, NULL, NULL, m, false, false, VERDICT_DENY, v);
 }
 
-int policy_judge_from_driver(struct bus *bus, struct peer *to, struct message *m,
-			     struct verdict *v)
+int policy_ask_from_driver(struct bus *bus, struct peer *to, struct message *m,
+			   struct verdict *v)
 {
 	*v = (struct verdict){};
 	/* A connection before Hello receives anything. */
@@ -518,7 +513,8 @@ int policy_setup_peer(struct peer *peer)
 	/* at_console: decided now (connect, reload), as dbus-daemon; see conf/console.h */
 	r = bus_client_policy_new(&peer->policy, bus->policy, (uint32_t)peer->uid, gids, n,
 				  peer->uid != (uid_t)-1 &&
-				  bus_policy_uid_at_console(bus->policy, (uint32_t)peer->uid) > 0);
+				  bus_policy_uid_at_console(bus->policy, (uint32_t)peer->uid) ==
+				  BUS_CONSOLE_PRESENT);
 	return r < 0 ? r : 0;
 }
 

@@ -41,8 +41,11 @@
  */
 
 #include <stdbool.h>
+#include "broker/bus.h"
+#include "broker/peer.h"
 #include "conf/policy.h"
 #include "util/list.h"
+#include "util/macro.h"
 
 struct bus;
 struct peer;
@@ -81,8 +84,17 @@ enum {
 	POLICY_E_REFUSED,
 };
 
-/* Whether a message may be held back at all: a <policy> or LSM mediation. */
-bool policy_active(struct bus *bus);
+/* Whether a message may be held back by more than the modules: a <policy> or LSM mediation. */
+static inline bool policy_active(const struct bus *bus)
+{
+	return bus->policy || bus->apparmor || bus->selinux;
+}
+
+/* Whether a module asks about messages (policy_add_module()). */
+static inline bool policy_has_modules(const struct bus *bus)
+{
+	return !list_is_empty(&bus->policy_modules);
+}
 
 /**
  * enum verdict_kind - what becomes of a message
@@ -120,7 +132,14 @@ struct verdict {
 	bool logged;
 };
 
-void verdict_deinit(struct verdict *v);
+void verdict_release(struct verdict *v);
+
+/* Release what @v holds (inline: most verdicts hold nothing). */
+static inline void verdict_deinit(struct verdict *v)
+{
+	if (_unlikely_(v->text || v->answer))
+		verdict_release(v);
+}
 #define _cleanup_verdict_ __attribute__((cleanup(verdict_deinit)))
 
 /* Set @v to @kind with @text (owned; NULL: -ENOMEM). Return 0 or -ENOMEM. */
@@ -172,6 +191,23 @@ char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struc
 			 const struct message *m, bool requested_reply,
 			 const struct bus_policy_rule *rule);
 
+/*
+ * The judges' common case inline, where nobody asks (no module, and for
+ * the <policy> and LSM questions, policy_active() false): delivered without
+ * a call. The rest of each is policy_ask_*() in policy.c.
+ */
+int policy_ask_send(struct peer *from, struct message *m, struct verdict *v);
+int policy_ask_call(struct peer *from, struct message *m, struct verdict *v);
+int policy_ask_unicast(struct bus *bus, struct peer *from, struct peer *to, struct message *m,
+		       bool requested_reply, struct verdict *v);
+int policy_ask_receive(struct bus *bus, struct peer *to, struct peer *from,
+		       const struct bus_policy_peer *from_names, struct message *m,
+		       bool eavesdropping, struct verdict *v);
+int policy_ask_driver(struct bus *bus, struct peer *from, struct message *m, struct verdict *v);
+int policy_ask_from_driver(struct bus *bus, struct peer *to, struct message *m,
+			   struct verdict *v);
+int policy_ask_delivered(struct peer *to, struct peer *from);
+
 /**
  * policy_judge_send() - what @from sends, before its destination is looked up
  *
@@ -181,13 +217,21 @@ char *policy_denial_text(const char *lead, int n_rules, struct peer *from, struc
  * waits for it is the reply tracking's to say). The filter logs its own
  * refusals (--log): @v->logged.
  */
-int policy_judge_send(struct peer *from, struct message *m, struct verdict *v);
+static inline int policy_judge_send(struct peer *from, struct message *m, struct verdict *v)
+{
+	*v = (struct verdict){};
+	return policy_has_modules(from->bus) ? policy_ask_send(from, m, v) : 0;
+}
 
 /*
  * A call of @from that would wait for a reply: within the limits of the
  * group it acts with (LimitsExceeded beyond max_replies_per_container)?
  */
-int policy_judge_call(struct peer *from, struct message *m, struct verdict *v);
+static inline int policy_judge_call(struct peer *from, struct message *m, struct verdict *v)
+{
+	*v = (struct verdict){};
+	return policy_has_modules(from->bus) ? policy_ask_call(from, m, v) : 0;
+}
 
 /**
  * policy_judge_unicast() - may @m go from @from to @to, which it addresses?
@@ -196,8 +240,15 @@ int policy_judge_call(struct peer *from, struct message *m, struct verdict *v);
  * A reply nobody waits for, to or from a filtered connection, is dropped.
  * Denied: VERDICT_DENY.
  */
-int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
-			 struct message *m, bool requested_reply, struct verdict *v);
+static inline int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
+				       struct message *m, bool requested_reply,
+				       struct verdict *v)
+{
+	*v = (struct verdict){};
+	if (!policy_has_modules(bus) && !policy_active(bus))
+		return 0;
+	return policy_ask_unicast(bus, from, to, m, requested_reply, v);
+}
 
 /**
  * policy_judge_receive() - may @to receive a copy of @m, of @from?
@@ -210,21 +261,38 @@ int policy_judge_unicast(struct bus *bus, struct peer *from, struct peer *to,
  * connection gets what its filter passes and never eavesdrops. Denied:
  * VERDICT_DROP (monitors see why).
  */
-int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
-			 const struct bus_policy_peer *from_names, struct message *m,
-			 bool eavesdropping, struct verdict *v);
+static inline int policy_judge_receive(struct bus *bus, struct peer *to, struct peer *from,
+				       const struct bus_policy_peer *from_names,
+				       struct message *m, bool eavesdropping, struct verdict *v)
+{
+	*v = (struct verdict){};
+	if (!policy_has_modules(bus) && !policy_active(bus))
+		return 0;
+	return policy_ask_receive(bus, to, from, from_names, m, eavesdropping, v);
+}
 
 /* May @from call the driver with @m? Denied: VERDICT_DENY. */
-int policy_judge_driver(struct bus *bus, struct peer *from, struct message *m,
-			struct verdict *v);
+static inline int policy_judge_driver(struct bus *bus, struct peer *from, struct message *m,
+				      struct verdict *v)
+{
+	*v = (struct verdict){};
+	return policy_active(bus) ? policy_ask_driver(bus, from, m, v) : 0;
+}
 
 /*
  * May @to receive @m of the driver (a signal, a reply, an error)? Asked of
  * a registered receiver's receive rules, a reply counting as requested, as
  * dbus-daemon asks them. Denied: VERDICT_DROP.
  */
-int policy_judge_from_driver(struct bus *bus, struct peer *to, struct message *m,
-			     struct verdict *v);
+static inline int policy_judge_from_driver(struct bus *bus, struct peer *to, struct message *m,
+					   struct verdict *v)
+{
+	*v = (struct verdict){};
+	/* A connection before Hello receives anything. */
+	if (!to->policy || !to->registered)
+		return 0;
+	return policy_ask_from_driver(bus, to, m, v);
+}
 
 /*
  * The LSMs' say, and theirs only, on @m from @from to the bus driver: for
@@ -250,7 +318,10 @@ int policy_judge_activation(struct bus *bus, struct peer *from, struct message *
  * @to was given a message of @from (NULL: the driver): a filtered @to
  * learns that @from exists. Return 0 or -ENOMEM.
  */
-int policy_delivered(struct peer *to, struct peer *from);
+static inline int policy_delivered(struct peer *to, struct peer *from)
+{
+	return policy_has_modules(to->bus) ? policy_ask_delivered(to, from) : 0;
+}
 
 /* @owner became the primary owner of @name: filtered connections learn it. */
 void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *owner);

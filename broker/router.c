@@ -343,10 +343,10 @@ static int router_collect_matches(struct bus *bus, struct message *msg, struct p
 	bool have_sn = false;
 	int r = 0;
 
-	if (match_registry_count(bus->matches) == 0)
-		return 0;
 	/* Unicast messages only match eavesdropping rules: skip the lookup without any. */
 	if (msg->destination && bus->n_eavesdrop_rules == 0)
+		return 0;
+	if (match_registry_count(bus->matches) == 0)
 		return 0;
 	router_fill_match(&mm, msg, sender, recipient);
 	match_registry_match(bus->matches, &mm, &result);
