@@ -52,7 +52,7 @@ enum {
 struct delivery {
 	struct socket_entry entry;
 	struct message *msg;
-	struct peer *peer;
+	struct connection *conn;
 	struct queue_charge charge;
 	struct socket_transport *sockets;
 	struct iovec iov[2];
@@ -123,16 +123,16 @@ static void delivery_recycle(struct delivery_cache *cache, struct delivery *d)
 static void delivery_release(struct socket_entry *entry)
 {
 	struct delivery *d = container_of(entry, struct delivery, entry);
-	struct peer *peer = d->peer;
+	struct connection *conn = d->conn;
 	size_t size = message_get_size(d->msg);
 
 	/* What connection_queue() added, taken back once. */
-	assert(peer->n_queued_bytes >= size && peer->n_queued_fds >= d->msg->n_fds);
-	assert(peer->n_queued_msgs > 0);
-	peer->n_queued_bytes -= size;
-	peer->n_queued_fds -= d->msg->n_fds;
-	peer->n_queued_msgs--;
-	peer_uncharge_queued(peer, &d->charge);
+	assert(conn->n_queued_bytes >= size && conn->n_queued_fds >= d->msg->n_fds);
+	assert(conn->n_queued_msgs > 0);
+	conn->n_queued_bytes -= size;
+	conn->n_queued_fds -= d->msg->n_fds;
+	conn->n_queued_msgs--;
+	peer_uncharge_queued(conn->peer, &d->charge);
 	message_unref(d->msg);
 	delivery_recycle(&d->sockets->deliveries, d);
 }
@@ -184,14 +184,14 @@ static void connection_schedule_flush(struct connection *conn)
  * bounds (BUS_QUEUE_*_CAP) hold whatever the configuration says, message
  * included.
  */
-static bool connection_queue_full(const struct peer *peer, size_t size, size_t n_fds)
+static bool connection_queue_full(const struct connection *conn, size_t size, size_t n_fds)
 {
-	const struct bus *bus = peer->bus;
+	const struct bus *bus = conn->peer->bus;
 
-	return peer->n_queued_bytes > bus->max_queued_bytes ||
-	       peer->n_queued_fds > bus->max_queued_fds ||
-	       peer->n_queued_bytes + size > BUS_QUEUE_BYTES_CAP ||
-	       peer->n_queued_fds + n_fds > BUS_QUEUE_FDS_CAP;
+	return conn->n_queued_bytes > bus->max_queued_bytes ||
+	       conn->n_queued_fds > bus->max_queued_fds ||
+	       conn->n_queued_bytes + size > BUS_QUEUE_BYTES_CAP ||
+	       conn->n_queued_fds + n_fds > BUS_QUEUE_FDS_CAP;
 }
 
 static int connection_queue(struct peer_transport *transport, struct message *msg)
@@ -205,7 +205,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 
 	if (conn->closed)
 		return PEER_E_DEAD;
-	if (connection_queue_full(peer, size, msg->n_fds)) {
+	if (connection_queue_full(conn, size, msg->n_fds)) {
 		/*
 		 * The quota is for what the receiver does not take: one read
 		 * batch may produce more than it for a reader, so give the
@@ -217,7 +217,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 			peer_overflow(peer);
 			return PEER_E_DEAD;
 		}
-		if (connection_queue_full(peer, size, msg->n_fds))
+		if (connection_queue_full(conn, size, msg->n_fds))
 			return PEER_E_QUOTA;
 	}
 	r = peer_charge_queued(peer, msg, &charge);
@@ -230,7 +230,7 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		return -ENOMEM;
 	}
 	d->msg = message_ref(msg);
-	d->peer = peer;
+	d->conn = conn;
 	d->charge = charge;
 	d->sockets = conn->sockets;
 	message_get_iovec(msg, d->iov);
@@ -242,24 +242,21 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		.release = delivery_release,
 	};
 	list_init(&d->entry.link);
-	peer->n_queued_bytes += size;
-	peer->n_queued_fds += msg->n_fds;
+	conn->n_queued_bytes += size;
+	conn->n_queued_fds += msg->n_fds;
 	r = socket_queue(conn->socket, &d->entry);
 	if (r) {
 		/* release is not called on failure: undo by hand. */
-		peer->n_queued_bytes -= size;
-		peer->n_queued_fds -= msg->n_fds;
+		conn->n_queued_bytes -= size;
+		conn->n_queued_fds -= msg->n_fds;
 		peer_uncharge_queued(peer, &d->charge);
 		message_unref(d->msg);
 		delivery_recycle(&conn->sockets->deliveries, d);
 		return r < 0 ? r : PEER_E_QUOTA;
 	}
-	if (peer->n_queued_bytes > peer->peak_queued_bytes)
-		peer->peak_queued_bytes = peer->n_queued_bytes;
-	if (peer->n_queued_fds > peer->peak_queued_fds)
-		peer->peak_queued_fds = peer->n_queued_fds;
-	peer->n_queued_msgs++;
-	peer->n_outgoing++;
+	conn->peak_queued_bytes = MAX(conn->peak_queued_bytes, conn->n_queued_bytes);
+	conn->peak_queued_fds = MAX(conn->peak_queued_fds, conn->n_queued_fds);
+	conn->n_queued_msgs++;
 	connection_schedule_flush(conn);
 	return 0;
 }
@@ -818,11 +815,24 @@ static void connection_free(struct peer_transport *transport)
 	free(conn);
 }
 
+static void connection_output_stats(struct peer_transport *transport,
+				    struct peer_output_stats *st)
+{
+	struct connection *conn = container_of(transport, struct connection, transport);
+
+	st->bytes += conn->n_queued_bytes;
+	st->fds += conn->n_queued_fds;
+	st->msgs += conn->n_queued_msgs;
+	st->peak_bytes = MAX(st->peak_bytes, conn->peak_queued_bytes);
+	st->peak_fds = MAX(st->peak_fds, conn->peak_queued_fds);
+}
+
 static const struct peer_transport_ops connection_ops = {
 	.queue = connection_queue,
 	.close = connection_close,
 	.free = connection_free,
 	.registered = connection_registered,
+	.output_stats = connection_output_stats,
 };
 
 /*

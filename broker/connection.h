@@ -65,6 +65,13 @@ struct connection {
 
 	bool closed;			/* the peer closed it */
 	bool eof;			/* the client closed its end */
+
+	/* its output queue, for GetConnectionStats (peer_output_stats()) */
+	size_t n_queued_bytes;		/* queued, not yet written */
+	size_t n_queued_fds;
+	size_t n_queued_msgs;
+	uint64_t peak_queued_bytes;
+	uint64_t peak_queued_fds;
 };
 
 /* The socket transport of @bus, registered with it (bus_add_transport()). 0 or -ENOMEM. */

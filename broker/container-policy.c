@@ -184,6 +184,14 @@ static void name_owner_changed(struct policy_module *mod, const char *name, stru
 	filter_name_owner_changed(reg->bus, name, owner);
 }
 
+/* A filtered connection lists only the names it may see. */
+static bool sees(struct policy_module *mod, struct peer *peer, const char *name)
+{
+	struct filter_view *view = container_filter_view(peer);
+
+	return !view || filter_view_sees(view, name);
+}
+
 static const struct policy_module_ops container_policy_ops = {
 	.judge_send = judge_send,
 	.judge_call = judge_call,
@@ -192,6 +200,7 @@ static const struct policy_module_ops container_policy_ops = {
 	.judge_direct = judge_direct,
 	.delivered = delivered,
 	.name_owner_changed = name_owner_changed,
+	.sees = sees,
 };
 
 void container_policy_add(struct container_registry *reg)

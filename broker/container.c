@@ -243,10 +243,35 @@ static void member_describe(struct peer_attachment *a, char *buf, size_t size)
 		snprintf(buf, size, "container=%s %s=\"%s\"", c->path, c->type, c->name);
 }
 
+/* Said Hello: its filter's view learns what it may see from the start. */
+static int member_registered(struct peer_attachment *a)
+{
+	struct container_member *m = container_of(a, struct container_member, attachment);
+
+	return m->view ? filter_view_hello(m->view) : 0;
+}
+
+/* GetConnectionCredentials: its instance, as dbus's draft names it. */
+static void member_credentials(struct peer_attachment *a, struct dc_writer *w)
+{
+	struct container_member *m = container_of(a, struct container_member, attachment);
+
+	if (!m->container)
+		return;
+	dc_writer_open(w, '{', NULL);
+	dc_writer_write(w, "s", DC_INTERFACE_CONTAINERS1 ".Instance");
+	dc_writer_open(w, 'v', "o");
+	dc_writer_write(w, "o", m->container->path);
+	dc_writer_close(w);
+	dc_writer_close(w);
+}
+
 static const struct peer_attachment_ops member_ops = {
 	.gone = member_gone,
 	.free = member_free,
 	.describe = member_describe,
+	.registered = member_registered,
+	.credentials = member_credentials,
 };
 
 struct container_member *container_member_of(const struct peer *peer)
@@ -295,6 +320,8 @@ int container_join(struct container *c, struct peer *peer)
 	list_append(&c->members, &m->link);
 	c->n_members++;
 	peer->group = &c->group;
+	/* A contained connection is never privileged (dbus's draft). */
+	peer->restricted = true;
 	peer_attach(peer, &m->attachment, &member_ops);
 	return 0;
 }

@@ -14,15 +14,12 @@
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
-#include "broker/container-filter.h"
-#include "broker/container.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
 #include "broker/name.h"
-#include "broker/native.h"
 #include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
@@ -200,7 +197,6 @@ int driver_method_name_has_owner(struct driver_call *c)
 
 int driver_method_list_names(struct driver_call *c)
 {
-	const struct filter_view *v = container_filter_view(c->peer);
 	struct message_builder b;
 	struct name_owner *o = NULL;
 	struct name *n;
@@ -208,12 +204,12 @@ int driver_method_list_names(struct driver_call *c)
 	driver_reply_init(c, &b, "as");
 	dc_writer_open(&b.body, 'a', NULL);
 	dc_writer_write(&b.body, "s", DC_SERVICE_DBUS);
-	/* A container's filter lists only what its connection may see. */
+	/* Only what the connection may see (a container's filter hides names). */
 	while ((o = name_registry_next_unique(c->bus->names, o)))
-		if (!v || filter_view_sees(v, o->unique_name))
+		if (policy_sees(c->peer, o->unique_name))
 			dc_writer_write(&b.body, "s", o->unique_name);
 	list_for_each_entry(n, &c->bus->names->name_list, registry_link)
-		if (!v || filter_view_sees(v, n->str))
+		if (policy_sees(c->peer, n->str))
 			dc_writer_write(&b.body, "s", n->str);
 	dc_writer_close(&b.body);
 	return driver_reply_send(c, &b);
@@ -221,7 +217,6 @@ int driver_method_list_names(struct driver_call *c)
 
 int driver_method_list_activatable_names(struct driver_call *c)
 {
-	const struct filter_view *v = container_filter_view(c->peer);
 	const struct bus_services *services;
 	struct message_builder b;
 	size_t i;
@@ -233,7 +228,7 @@ int driver_method_list_activatable_names(struct driver_call *c)
 	for (i = 0; i < services->n_services; i++) {
 		const char *name = bus_services_get(services, i)->name;
 
-		if (!v || filter_view_sees(v, name))
+		if (policy_sees(c->peer, name))
 			dc_writer_write(&b.body, "s", name);
 	}
 	dc_writer_close(&b.body);
@@ -540,15 +535,8 @@ int driver_method_get_connection_credentials(struct driver_call *c)
 		}
 		pidfd = peer_get_pidfd(peer);
 		asv_process_fd(c, &b, &pidfd);
-		/* Its container instance (container.h), as dbus's draft names it. */
-		if (container_of_peer(peer)) {
-			dc_writer_open(w, '{', NULL);
-			dc_writer_write(w, "s", DC_INTERFACE_CONTAINERS1 ".Instance");
-			dc_writer_open(w, 'v', "o");
-			dc_writer_write(w, "o", container_of_peer(peer)->path);
-			dc_writer_close(w);
-			dc_writer_close(w);
-		}
+		/* What hangs on it adds (its container instance, as dbus's draft names it). */
+		peer_attachments_credentials(peer, w);
 	}
 	dc_writer_close(w);
 	return driver_reply_send(c, &b);

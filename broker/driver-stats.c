@@ -19,7 +19,6 @@
 #include "broker/match.h"
 #include "broker/monitor.h"
 #include "broker/name.h"
-#include "broker/native.h"
 #include "broker/policy.h"
 #include "broker/reply.h"
 #include "broker/router.h"
@@ -156,8 +155,7 @@ static uint32_t clamp_u32(uint64_t v)
 /* GetConnectionStats' entries for @peer, dbus-daemon's then ours, inside the open array. */
 static void write_conn_stats(struct bus *bus, struct dc_writer *w, struct peer *peer)
 {
-	uint64_t out_bytes, out_fds, out_msgs;
-	struct native_conn *nc;
+	struct peer_output_stats out;
 
 	driver_asv_u(w, "Serial", bus->conn_stats_serial);
 	driver_asv_u(w, "MatchRules", (uint32_t)peer->matches.n_rules);
@@ -170,24 +168,13 @@ static void write_conn_stats(struct bus *bus, struct dc_writer *w, struct peer *
 	driver_asv_u(w, "IncomingFDs", (uint32_t)peer->n_dispatching_fds);
 	driver_asv_u(w, "PeakIncomingBytes", (uint32_t)peer->peak_dispatching_bytes);
 	driver_asv_u(w, "PeakIncomingFDs", (uint32_t)peer->peak_dispatching_fds);
-	out_bytes = peer->n_queued_bytes;
-	out_fds = peer->n_queued_fds;
-	out_msgs = peer->n_queued_msgs;
-	nc = native_conn_of(peer);
-	if (nc) {
-		uint64_t bytes, fds, msgs;
-
-		/* A native client's output: its bus1 queue, after what its socket holds. */
-		native_conn_get_queued(nc, &bytes, &fds, &msgs);
-		out_bytes += bytes;
-		out_fds += fds;
-		out_msgs += msgs;
-	}
-	driver_asv_u(w, "OutgoingMessages", (uint32_t)out_msgs);
-	driver_asv_u(w, "OutgoingBytes", (uint32_t)out_bytes);
-	driver_asv_u(w, "OutgoingFDs", (uint32_t)out_fds);
-	driver_asv_u(w, "PeakOutgoingBytes", (uint32_t)peer->peak_queued_bytes);
-	driver_asv_u(w, "PeakOutgoingFDs", (uint32_t)peer->peak_queued_fds);
+	/* What its transports hold (a native client's: its socket's and its bus1 queue). */
+	peer_output_stats(peer, &out);
+	driver_asv_u(w, "OutgoingMessages", (uint32_t)out.msgs);
+	driver_asv_u(w, "OutgoingBytes", (uint32_t)out.bytes);
+	driver_asv_u(w, "OutgoingFDs", (uint32_t)out.fds);
+	driver_asv_u(w, "PeakOutgoingBytes", (uint32_t)out.peak_bytes);
+	driver_asv_u(w, "PeakOutgoingFDs", (uint32_t)out.peak_fds);
 
 	/* bus1-broker's own keys. */
 	if (peer->uid != (uid_t)-1)

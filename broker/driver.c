@@ -16,8 +16,6 @@
 #include <unistd.h>
 #include "broker/activation.h"
 #include "broker/bus.h"
-#include "broker/container.h"
-#include "broker/container-filter.h"
 #include "broker/peer.h"
 #include "broker/driver.h"
 #include "broker/driver-internal.h"
@@ -696,7 +694,7 @@ int driver_dispatch(struct peer *peer, struct message *msg)
 				continue;
 			/* A contained connection is never privileged (dbus's draft). */
 			if ((m->flags & (METHOD_PRIVILEGED | METHOD_NO_CONTAINERS)) &&
-			    container_of_peer(peer))
+			    peer->restricted)
 				return driver_finish(&c, driver_fail(&c, DC_ERROR_ACCESS_DENIED,
 					"rejected attempt to call %s by connection %s (%s) in "
 					"container", m->name, peer_name(peer),
@@ -791,9 +789,9 @@ int driver_hello(struct peer *peer, struct message *msg)
 	if (r < 0)
 		return r;
 	r = name_registry_add_unique(bus->names, &peer->owner);
-	/* A container's filter: what the connection may see from the start. */
-	if (r >= 0 && container_filter_view(peer))
-		r = filter_view_hello(container_filter_view(peer));
+	/* What hangs on it learns (a container's filter: what it may see from the start). */
+	if (r >= 0)
+		r = peer_attachments_registered(peer);
 	return r;
 }
 

@@ -62,6 +62,7 @@
  * @released:	the nodes and handles are released (the peer closed)
  * @q_bytes, @q_fds, @q_msgs: sent (or collected) for the client and not known
  *		to be read: an upper bound, exact after native_conn_refresh()
+ * @peak_bytes, @peak_fds: the most of @q_bytes, @q_fds (GetConnectionStats)
  * @charged_bytes, @charged_fds: what of that is charged to the connection's
  *		user (USER_SLOT_BYTES/FDS, as a socket's output queue)
  * @in_batch:	collected for the message being batched, not sent yet
@@ -84,6 +85,8 @@ struct native_conn {
 	uint64_t q_bytes;
 	uint64_t q_fds;
 	uint64_t q_msgs;
+	uint64_t peak_bytes;
+	uint64_t peak_fds;
 	uint64_t charged_bytes;
 	uint64_t charged_fds;
 	uint64_t refresh_msgs;
@@ -236,27 +239,29 @@ static void native_conn_uncharge(struct native_conn *nc, uint64_t bytes, uint64_
 	nc->charged_fds -= fds;
 }
 
+/* The peaks of the bus1 queue (GetConnectionStats). */
+static void native_conn_note_peak(struct native_conn *nc)
+{
+	nc->peak_bytes = MAX(nc->peak_bytes, nc->q_bytes);
+	nc->peak_fds = MAX(nc->peak_fds, nc->q_fds);
+}
+
+static void native_conn_output_stats(struct peer_transport *transport,
+				     struct peer_output_stats *st)
+{
+	struct native_conn *nc = container_of(transport, struct native_conn, transport);
+
+	st->bytes += nc->q_bytes;
+	st->fds += nc->q_fds;
+	st->msgs += nc->q_msgs;
+	st->peak_bytes = MAX(st->peak_bytes, nc->peak_bytes);
+	st->peak_fds = MAX(st->peak_fds, nc->peak_fds);
+}
+
 /*
  * Replace the estimate by what the kernel says is unread (plus the message
  * collected but not sent yet) and return the charges of what was read.
  */
-/* The connection's peaks of output (GetConnectionStats) follow the bus1 queue too. */
-static void native_conn_note_peak(struct native_conn *nc)
-{
-	struct peer *peer = nc->peer;
-
-	peer->peak_queued_bytes = MAX(peer->peak_queued_bytes, nc->q_bytes);
-	peer->peak_queued_fds = MAX(peer->peak_queued_fds, nc->q_fds);
-}
-
-void native_conn_get_queued(const struct native_conn *nc, uint64_t *bytesp, uint64_t *fdsp,
-			    uint64_t *msgsp)
-{
-	*bytesp = nc->q_bytes;
-	*fdsp = nc->q_fds;
-	*msgsp = nc->q_msgs;
-}
-
 static void native_conn_refresh(struct native_conn *nc)
 {
 	struct native *native = nc->native;
@@ -346,7 +351,6 @@ static int native_conn_queue(struct peer_transport *t, struct message *msg)
 	native->batch_nc[native->batch_n] = nc;
 	native->batch_n++;
 	nc->in_batch = true;
-	peer->n_outgoing++;
 	/* Out at the end of the input being dispatched, or by the bus' deferred flush. */
 	bus_schedule_flush(native->bus);
 	return 0;
@@ -481,6 +485,7 @@ static const struct peer_transport_ops native_transport_ops = {
 	.queue = native_conn_queue,
 	.close = native_conn_close,
 	.free = native_conn_destroy,
+	.output_stats = native_conn_output_stats,
 };
 
 /* Give the client's peer (through @fd) a new node and the broker a handle to it. */

@@ -88,13 +88,6 @@ struct peer_transport *native_conn_transport(struct native_conn *nc);
 /* The native side of @peer, or NULL if it is a socket client. */
 struct native_conn *native_conn_of(struct peer *peer);
 
-/*
- * What the client has not read of its bus1 queue, as far as the broker
- * knows (an upper bound between the kernel's answers): GetConnectionStats'
- * Outgoing* of a native connection, beside what its socket still holds.
- */
-void native_conn_get_queued(const struct native_conn *nc, uint64_t *bytesp, uint64_t *fdsp,
-			    uint64_t *msgsp);
 
 
 /*

@@ -28,6 +28,7 @@ enum {
 static int peer_serialize(struct peer *p, struct state_writer *w)
 {
 	struct connection *conn = connection_of(p);
+	struct peer_output_stats out;
 	int r;
 
 	state_put_fd(w, connection_get_fd(conn));
@@ -51,8 +52,10 @@ static int peer_serialize(struct peer *p, struct state_writer *w)
 	state_put_u64(w, p->owner.id);
 	state_put_u64(w, p->n_incoming);
 	state_put_u64(w, p->n_outgoing);
-	state_put_u64(w, p->peak_queued_bytes);
-	state_put_u64(w, p->peak_queued_fds);
+	/* The peaks of all its transports, which the socket's carry from now on. */
+	peer_output_stats(p, &out);
+	state_put_u64(w, out.peak_bytes);
+	state_put_u64(w, out.peak_fds);
 	state_put_u64(w, p->peak_dispatching_bytes);
 	state_put_u64(w, p->peak_dispatching_fds);
 	state_put_u32(w, p->owner.peak_names);
@@ -270,8 +273,8 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 	p->authenticated = true;
 	p->n_incoming = st->n_incoming;
 	p->n_outgoing = st->n_outgoing;
-	p->peak_queued_bytes = st->peak_queued_bytes;
-	p->peak_queued_fds = st->peak_queued_fds;
+	connection_of(p)->peak_queued_bytes = st->peak_queued_bytes;
+	connection_of(p)->peak_queued_fds = st->peak_queued_fds;
 	p->peak_dispatching_bytes = st->peak_dispatching_bytes;
 	p->peak_dispatching_fds = st->peak_dispatching_fds;
 	p->owner.peak_names = st->peak_names;

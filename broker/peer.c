@@ -184,9 +184,24 @@ const char *peer_loginfo(struct peer *peer)
 
 int peer_queue(struct peer *peer, struct message *msg)
 {
+	int r;
+
 	if (peer->closed || peer->overflow)
 		return PEER_E_DEAD;
-	return peer->output->ops->queue(peer->output, msg);
+	r = peer->output->ops->queue(peer->output, msg);
+	if (r == 0)
+		peer->n_outgoing++;
+	return r;
+}
+
+void peer_output_stats(struct peer *peer, struct peer_output_stats *st)
+{
+	*st = (struct peer_output_stats){};
+	/* A native client's output: its bus1 queue, after what its socket holds. */
+	if (peer->transport && peer->transport->ops->output_stats)
+		peer->transport->ops->output_stats(peer->transport, st);
+	if (peer->output && peer->output != peer->transport && peer->output->ops->output_stats)
+		peer->output->ops->output_stats(peer->output, st);
 }
 
 void peer_set_output(struct peer *peer, struct peer_transport *output)
@@ -324,4 +339,28 @@ void peer_set_pid(struct peer *peer, pid_t pid)
 		close(peer->creds.pidfd);
 	peer->creds.pidfd = fd >= 0 ? fd : -1;
 	peer->pid = pid;
+}
+
+int peer_attachments_registered(struct peer *peer)
+{
+	struct peer_attachment *a;
+	int r;
+
+	list_for_each_entry_reverse(a, &peer->attachments, peer_link) {
+		if (!a->ops->registered)
+			continue;
+		r = a->ops->registered(a);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void peer_attachments_credentials(struct peer *peer, struct dc_writer *w)
+{
+	struct peer_attachment *a;
+
+	list_for_each_entry_reverse(a, &peer->attachments, peer_link)
+		if (a->ops->credentials)
+			a->ops->credentials(a, w);
 }

@@ -51,6 +51,18 @@ struct message;
 struct peer;
 struct peer_transport;
 
+/*
+ * What a peer's transports hold of its output, not yet taken by the client
+ * (GetConnectionStats): now, and the most they ever held.
+ */
+struct peer_output_stats {
+	uint64_t bytes;
+	uint64_t fds;
+	uint64_t msgs;
+	uint64_t peak_bytes;
+	uint64_t peak_fds;
+};
+
 /**
  * struct peer_transport_ops - what a transport does for a peer
  * @queue:	queue @msg (stitched; take a reference) for the peer, which is
@@ -61,12 +73,15 @@ struct peer_transport;
  * @free:	free the transport (the peer is being freed)
  * @registered:	the peer said Hello: it is complete (auth_timeout no longer
  *		applies). May be NULL.
+ * @output_stats: add what it holds of the peer's output to @st (sums, and
+ *		the larger peaks). May be NULL.
  */
 struct peer_transport_ops {
 	int (*queue)(struct peer_transport *transport, struct message *msg);
 	void (*close)(struct peer_transport *transport);
 	void (*free)(struct peer_transport *transport);
 	void (*registered)(struct peer_transport *transport);
+	void (*output_stats)(struct peer_transport *transport, struct peer_output_stats *st);
 };
 
 /* Embedded in the transport's own object, which gets back with container_of(). */
@@ -97,11 +112,18 @@ struct peer_attachment;
  *		closed or not
  * @describe:	write what it adds to the peer's identity in log lines
  *		(peer_loginfo()), as key=value, to @buf. May be NULL.
+ * @registered:	the peer said Hello and holds its unique name (its
+ *		NameAcquired sent): 0 or negative errno. May be NULL.
+ * @credentials: write what it adds to the peer's GetConnectionCredentials,
+ *		as dict entries into the open a{sv} @w. May be NULL.
  */
+struct dc_writer;
 struct peer_attachment_ops {
 	void (*gone)(struct peer_attachment *a);
 	void (*free)(struct peer_attachment *a);
 	void (*describe)(struct peer_attachment *a, char *buf, size_t size);
+	int (*registered)(struct peer_attachment *a);
+	void (*credentials)(struct peer_attachment *a, struct dc_writer *w);
 };
 
 struct peer_attachment {
@@ -155,16 +177,12 @@ struct peer {
 	bool closed;			/* peer_close() ran */
 	bool overflow;			/* does not read: closed after this dispatch */
 	bool input_paused;		/* too many answers unread: PEER_ANSWER_BACKLOG */
+	bool restricted;		/* never privileged, whatever its uid (a sandbox's) */
 
-	/* statistics (Debug.Stats); the output queue's, here too, are kept by its transport */
+	/* statistics (Debug.Stats); its transports keep their own (peer_output_stats()) */
 	uint64_t n_incoming;
-	uint64_t n_outgoing;
-	size_t n_queued_bytes;		/* output queued, not yet written */
-	size_t n_queued_fds;
-	size_t n_queued_msgs;
+	uint64_t n_outgoing;		/* messages its transports took for it */
 	uint64_t n_answer_bytes;	/* queued answers to its own messages (charged size) */
-	uint64_t peak_queued_bytes;
-	uint64_t peak_queued_fds;
 	size_t n_dispatching_bytes;	/* its message being routed now */
 	size_t n_dispatching_fds;
 	uint64_t peak_dispatching_bytes;
@@ -372,11 +390,23 @@ static inline void peer_attach(struct peer *peer, struct peer_attachment *a,
 	list_prepend(&peer->attachments, &a->peer_link);
 }
 
+/*
+ * Ask every attachment of @peer, oldest first, once it holds its unique name
+ * (driver.c's Hello): 0 or the first negative errno.
+ */
+int peer_attachments_registered(struct peer *peer);
+
+/* Let every attachment add its entries to @peer's credentials (an open a{sv}). */
+void peer_attachments_credentials(struct peer *peer, struct dc_writer *w);
+
 /* Take @a off its peer, before its owner frees it. */
 static inline void peer_detach(struct peer_attachment *a)
 {
 	list_unlink(&a->peer_link);
 }
+
+/* What @peer's transports hold of its output (Debug.Stats). */
+void peer_output_stats(struct peer *peer, struct peer_output_stats *st);
 
 /* Whether @peer may receive fds. */
 static inline bool peer_can_receive_fds(const struct peer *peer)

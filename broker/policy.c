@@ -306,6 +306,16 @@ int policy_ask_delivered(struct peer *to, struct peer *from)
 	return 0;
 }
 
+bool policy_ask_sees(struct peer *peer, const char *name)
+{
+	struct policy_module *mod;
+
+	list_for_each_entry(mod, &peer->bus->policy_modules, link)
+		if (mod->ops->sees && !mod->ops->sees(mod, peer, name))
+			return false;
+	return true;
+}
+
 void policy_name_owner_changed(struct bus *bus, const char *name, struct peer *owner)
 {
 	struct policy_module *mod;

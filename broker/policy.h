@@ -159,6 +159,7 @@ int verdict_set(struct verdict *v, enum verdict_kind kind, const char *error_nam
  *		the bus (POLICY_DIRECT_*)
  * @delivered:	as policy_delivered()
  * @name_owner_changed: as policy_name_owner_changed()
+ * @sees:	as policy_sees()
  */
 struct policy_module;
 struct policy_module_ops {
@@ -174,6 +175,7 @@ struct policy_module_ops {
 	int (*delivered)(struct policy_module *mod, struct peer *to, struct peer *from);
 	void (*name_owner_changed)(struct policy_module *mod, const char *name,
 				   struct peer *owner);
+	bool (*sees)(struct policy_module *mod, struct peer *peer, const char *name);
 };
 
 /* Embedded in the module's own object, which gets back with container_of(). */
@@ -321,6 +323,18 @@ int policy_judge_activation(struct bus *bus, struct peer *from, struct message *
 static inline int policy_delivered(struct peer *to, struct peer *from)
 {
 	return policy_has_modules(to->bus) ? policy_ask_delivered(to, from) : 0;
+}
+
+bool policy_ask_sees(struct peer *peer, const char *name);
+
+/*
+ * May @peer see the name @name (unique or well-known) in ListNames and
+ * ListActivatableNames? Every module must agree (a container's filter hides
+ * what its connection may not see).
+ */
+static inline bool policy_sees(struct peer *peer, const char *name)
+{
+	return !policy_has_modules(peer->bus) || policy_ask_sees(peer, name);
 }
 
 /* @owner became the primary owner of @name: filtered connections learn it. */
