@@ -23,6 +23,7 @@
 #include "broker/broker.h"
 #include "broker/connection.h"
 #include "broker/container.h"
+#include "broker/driver.h"
 #include "broker/fdstore.h"
 #include "broker/listener.h"
 #include "broker/log.h"
@@ -305,6 +306,15 @@ static int broker_new_restoring(struct broker **brokerp, const struct broker_opt
 	if (r)
 		return r == BUS_E_INVALID_CONFIG ? broker_set_error(broker, err) : r;
 	broker->bus.containers_enabled = opts->containers;
+	r = container_registry_new(&broker->bus);
+	if (r < 0)
+		return r;
+	/* The driver's interfaces besides its own: the native clients', Containers1. */
+	r = driver_add_interface(&broker->bus, &driver_bus1_interface);
+	if (r == 0 && opts->containers)
+		r = driver_add_interface(&broker->bus, &driver_containers_interface);
+	if (r < 0)
+		return r;
 	r = socket_transport_new(&broker->sockets, &broker->bus);
 	if (r < 0)
 		return r;

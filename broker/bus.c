@@ -16,7 +16,6 @@
 #include "broker/apparmor.h"
 #include "broker/audit.h"
 #include "broker/bus.h"
-#include "broker/container.h"
 #include "broker/log.h"
 #include "broker/match.h"
 #include "broker/monitor.h"
@@ -252,6 +251,7 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	list_init(&bus->transports);
 	list_init(&bus->monitors);
 	list_init(&bus->policy_modules);
+	list_init(&bus->parts);
 	list_init(&bus->dead_list);
 	list_init(&bus->overflow_list);
 	log_limits_init(&bus->log_limits);
@@ -330,9 +330,6 @@ int bus_init(struct bus *bus, const struct bus_config *config, bool systemd_acti
 	r = activation_new(&bus->activation, &bus_activation_ops, bus);
 	if (r < 0)
 		return r;
-	r = container_registry_new(&bus->containers, bus);
-	if (r < 0)
-		return r;
 	bus_apply_config(bus, config);
 	r = reply_registry_new(&bus->replies, (size_t)bus->limits.max_replies_per_connection,
 			       bus->limits.reply_timeout > 0 ?
@@ -361,8 +358,13 @@ void bus_deinit(struct bus *bus)
 	assert(list_is_empty(&bus->monitors) && list_is_empty(&bus->overflow_list));
 	assert(bus->n_incomplete == 0 && bus->n_active == 0);
 	assert(!bus->dispatching && !bus->peer_leaving);
-	/* Their sockets go too (their files removed), as dbus-daemon's at exit. */
-	bus->containers = container_registry_free(bus->containers);
+	/* The features' state (container instances: their sockets and files). */
+	while (!list_is_empty(&bus->parts)) {
+		struct bus_part *part = list_first_entry(&bus->parts, struct bus_part, link);
+
+		list_unlink(&part->link);
+		part->ops->free(part);
+	}
 	/* After every source of its lines (peers, instances) told what it left out. */
 	log_limits_deinit(&bus->log_limits);
 	bus->flush = sd_event_source_disable_unref(bus->flush);
@@ -415,6 +417,12 @@ int bus_attach(struct bus *bus, sd_event *event)
 		return r;
 	r = sd_event_source_set_enabled(bus->flush, SD_EVENT_OFF);
 	return r < 0 ? r : 0;
+}
+
+void bus_add_part(struct bus *bus, struct bus_part *part, const struct bus_part_ops *ops)
+{
+	part->ops = ops;
+	list_append(&bus->parts, &part->link);
 }
 
 void bus_add_transport(struct bus *bus, struct bus_transport *transport)

@@ -58,6 +58,26 @@ struct bus_policy;
 struct peer;
 struct message;
 struct bus_transport;
+struct bus_part;
+struct driver_interface;
+
+/**
+ * struct bus_part - the state a feature keeps for the whole bus
+ *
+ * Embedded in the feature's own object (the container instances' registry),
+ * added by whoever set the feature up (broker.c) and freed by the bus with
+ * its own state: after every peer closed and was freed (their attachments
+ * may point into it), before the bus' log limits, which its lines may still
+ * use. The bus knows no feature by name.
+ */
+struct bus_part_ops {
+	void (*free)(struct bus_part *part);
+};
+
+struct bus_part {
+	const struct bus_part_ops *ops;
+	struct list_node link;		/* in bus->parts */
+};
 
 /* What the transports hold, for Debug.Stats. */
 struct bus_transport_stats {
@@ -139,6 +159,10 @@ struct bus {
 	struct apparmor *apparmor;	/* AppArmor mediation (apparmor.h), NULL: none */
 	struct selinux *selinux;	/* SELinux mediation (selinux.h), NULL: none */
 	struct list_node transports;	/* struct bus_transport, registered by the loop */
+	struct list_node parts;		/* struct bus_part, freed with the bus */
+	/* the driver's interfaces besides its own (driver_add_interface()) */
+	const struct driver_interface *driver_interfaces[4];
+	size_t n_driver_interfaces;
 
 	struct list_node peers;		/* every peer, in accept order */
 	struct list_node monitors;	/* peers that called BecomeMonitor */
@@ -213,6 +237,9 @@ void bus_add_transport(struct bus *bus, struct bus_transport *transport);
 void bus_remove_transport(struct bus_transport *transport);
 /* The transport of the bus whose table is @ops, or NULL. */
 struct bus_transport *bus_find_transport(struct bus *bus, const struct bus_transport_ops *ops);
+/* A feature's state joins the bus, which frees it (struct bus_part). */
+void bus_add_part(struct bus *bus, struct bus_part *part, const struct bus_part_ops *ops);
+
 /* The figures of every transport, summed. */
 void bus_transport_stats(struct bus *bus, struct bus_transport_stats *st);
 

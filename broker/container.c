@@ -27,7 +27,13 @@
 #include "dbus-compat/sasl.h"
 #include "util/macro.h"
 
-int container_registry_new(struct container_registry **regp, struct bus *bus)
+static void container_registry_free(struct bus_part *part);
+
+static const struct bus_part_ops container_registry_part_ops = {
+	.free = container_registry_free,
+};
+
+int container_registry_new(struct bus *bus)
 {
 	struct container_registry *reg = calloc(1, sizeof(*reg));
 
@@ -35,7 +41,8 @@ int container_registry_new(struct container_registry **regp, struct bus *bus)
 		return -ENOMEM;
 	reg->bus = bus;
 	list_init(&reg->instances);
-	*regp = reg;
+	bus->containers = reg;
+	bus_add_part(bus, &reg->part, &container_registry_part_ops);
 	return 0;
 }
 
@@ -68,15 +75,16 @@ static void container_free(struct container *c)
 	free(c);
 }
 
-struct container_registry *container_registry_free(struct container_registry *reg)
+/* With the bus, after its peers: their sockets go too (their files removed), as at exit. */
+static void container_registry_free(struct bus_part *part)
 {
-	if (!reg)
-		return NULL;
+	struct container_registry *reg = container_of(part, struct container_registry, part);
+
 	/* At exit: nobody is left to tell (InstanceRemoved). */
 	while (!list_is_empty(&reg->instances))
 		container_free(list_first_entry(&reg->instances, struct container, link));
+	reg->bus->containers = NULL;
 	free(reg);
-	return NULL;
 }
 
 struct container *container_find(struct container_registry *reg, const char *path)

@@ -130,13 +130,15 @@ int container_join(struct container *c, struct peer *peer);
 
 struct container_registry {
 	struct bus *bus;
+	struct bus_part part;		/* the bus frees it (bus_add_part()) */
 	struct policy_module policy;	/* its say on messages (container-policy.c) */
 	struct list_node instances;
 	unsigned int n_instances;
 	uint64_t next_id;
 };
 
-int container_registry_new(struct container_registry **regp, struct bus *bus);
+/* The registry of @bus (bus->containers), which frees it. 0 or -ENOMEM. */
+int container_registry_new(struct bus *bus);
 
 /*
  * The instances' say in the policy (container-policy.c): asked about every
@@ -144,7 +146,6 @@ int container_registry_new(struct container_registry **regp, struct bus *bus);
  */
 void container_policy_add(struct container_registry *reg);
 void container_policy_remove(struct container_registry *reg);
-struct container_registry *container_registry_free(struct container_registry *reg);
 
 /* The instance with object path @path, or NULL. */
 struct container *container_find(struct container_registry *reg, const char *path);

@@ -44,7 +44,7 @@
  * the client's /dev/bus1 fd, before Hello. The reply (the client's handles
  * of its three nodes) goes out on the socket; everything after it over bus1.
  */
-int driver_method_bus1_connect(struct driver_call *c)
+static int driver_method_bus1_connect(struct driver_call *c)
 {
 	_cleanup_message_ struct message *reply = NULL;
 	struct peer *peer = c->peer;
@@ -105,7 +105,7 @@ int driver_method_bus1_connect(struct driver_call *c)
  * handle in the reply's bus1 handle list: the direct path between two
  * native clients, if the policy lets the callee enforce it (policy.h).
  */
-int driver_method_bus1_get_direct_handle(struct driver_call *c)
+static int driver_method_bus1_get_direct_handle(struct driver_call *c)
 {
 	_cleanup_message_ struct message *reply = NULL;
 	struct native_conn *caller = native_conn_of(c->peer), *callee;
@@ -172,3 +172,15 @@ int driver_method_bus1_get_direct_handle(struct driver_call *c)
 	return native_send_direct_handle(caller, callee, reply);
 }
 
+static const struct driver_method bus1_methods[] = {
+	{ DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, DC_BUS1_CONNECT_REPLY,
+	  driver_method_bus1_connect, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
+	{ DC_BUS1_METHOD_GET_DIRECT_HANDLE, DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE,
+	  DC_BUS1_GET_DIRECT_HANDLE_REPLY, driver_method_bus1_get_direct_handle, METHOD_ANY_PATH },
+	{}
+};
+
+const struct driver_interface driver_bus1_interface = {
+	DC_INTERFACE_BUS1, bus1_methods, NULL,
+	IFACE_ANY_PATH | IFACE_UNINTERESTING | IFACE_HIDDEN, NULL,
+};

@@ -27,7 +27,7 @@ static const char *const supported_arguments[] = {
 	NULL,
 };
 
-int driver_prop_containers_supported_arguments(struct driver_call *c, struct dc_writer *w)
+static int driver_prop_containers_supported_arguments(struct driver_call *c, struct dc_writer *w)
 {
 	dc_writer_open(w, 'a', NULL);
 	for (size_t i = 0; supported_arguments[i]; i++)
@@ -148,7 +148,7 @@ static int read_named_arguments(struct driver_call *c, bool *stop_on_disconnectp
 	return k ? driver_fail(c, DC_ERROR_INVALID_ARGS, "Invalid arguments") : 0;
 }
 
-int driver_method_containers_add_server(struct driver_call *c)
+static int driver_method_containers_add_server(struct driver_call *c)
 {
 	_cleanup_free_ void *metadata = NULL, *creds = NULL;
 	_cleanup_free_ char *errtext = NULL;
@@ -224,7 +224,7 @@ static int lookup_for_stop(struct driver_call *c, struct container **ctp)
 	return 0;
 }
 
-int driver_method_containers_stop_instance(struct driver_call *c)
+static int driver_method_containers_stop_instance(struct driver_call *c)
 {
 	struct container *ct;
 	int r = lookup_for_stop(c, &ct);
@@ -236,7 +236,7 @@ int driver_method_containers_stop_instance(struct driver_call *c)
 	return driver_reply_empty(c);
 }
 
-int driver_method_containers_stop_listening(struct driver_call *c)
+static int driver_method_containers_stop_listening(struct driver_call *c)
 {
 	struct container *ct;
 	int r = lookup_for_stop(c, &ct);
@@ -259,7 +259,7 @@ static int write_info(struct message_builder *b, const struct container *ct)
 	return r;
 }
 
-int driver_method_containers_get_connection_instance(struct driver_call *c)
+static int driver_method_containers_get_connection_instance(struct driver_call *c)
 {
 	struct container *instance;
 	struct message_builder b;
@@ -287,7 +287,7 @@ int driver_method_containers_get_connection_instance(struct driver_call *c)
 	return driver_reply_send(c, &b);
 }
 
-int driver_method_containers_get_instance_info(struct driver_call *c)
+static int driver_method_containers_get_instance_info(struct driver_call *c)
 {
 	struct message_builder b;
 	struct container *ct;
@@ -304,3 +304,28 @@ int driver_method_containers_get_instance_info(struct driver_call *c)
 	}
 	return driver_reply_send(c, &b);
 }
+
+static const struct driver_method containers_methods[] = {
+	{ "AddServer", "ssa{sv}a{sv}", "oays", driver_method_containers_add_server,
+	  METHOD_NO_CONTAINERS },
+	{ "StopInstance", "o", "", driver_method_containers_stop_instance, METHOD_NO_CONTAINERS },
+	{ "StopListening", "o", "", driver_method_containers_stop_listening,
+	  METHOD_NO_CONTAINERS },
+	{ "GetConnectionInstance", "s", "oa{sv}ssa{sv}",
+	  driver_method_containers_get_connection_instance, 0 },
+	{ "GetInstanceInfo", "o", "a{sv}ssa{sv}", driver_method_containers_get_instance_info, 0 },
+	{}
+};
+
+static const struct driver_property containers_properties[] = {
+	{ "SupportedArguments", "as", driver_prop_containers_supported_arguments },
+	{}
+};
+
+const struct driver_interface driver_containers_interface = {
+	DC_INTERFACE_CONTAINERS1, containers_methods,
+	"    <signal name=\"InstanceRemoved\">\n"
+	"      <arg type=\"o\" name=\"path\"/>\n"
+	"    </signal>\n",
+	0, containers_properties,
+};

@@ -4,13 +4,16 @@
 /*
  * The insides of the driver, shared by its files (not an API):
  *
- *   driver.c        the interface and method tables, properties,
- *                   introspection, dispatch; the reply helpers below
+ *   driver.c        its own interface and method tables, properties,
+ *                   introspection, dispatch; the reply helpers below; the
+ *                   interfaces a feature adds (driver_add_interface())
  *   driver-dbus.c   the methods of org.freedesktop.DBus (and Monitoring,
  *                   Peer)
  *   driver-stats.c  org.freedesktop.DBus.Debug.Stats, the peaks it reports
- *   driver-bus1.c   org.freedesktop.DBus.Bus1: the native clients' methods
- *   driver-containers.c  org.freedesktop.DBus.Containers1 (container.h)
+ *   driver-bus1.c   org.freedesktop.DBus.Bus1: the native clients' methods,
+ *                   added by the process (driver_bus1_interface)
+ *   driver-containers.c  org.freedesktop.DBus.Containers1 (container.h),
+ *                   added with --containers (driver_containers_interface)
  *
  * A method gets its call (struct driver_call: the caller, the message, a
  * reader at its arguments) and returns 0 (answered), DRIVER_E_ERROR_SET (an
@@ -32,6 +35,46 @@ struct driver_call {
 	struct dc_reader reader;
 	const char *err_name;
 	char *err_text;
+};
+
+/* An interface of the driver: its methods, properties and introspection. */
+struct driver_property {
+	const char *name;
+	const char *type;
+	int (*get)(struct driver_call *c, struct dc_writer *w);
+};
+
+enum {
+	METHOD_ANY_PATH = 1 << 0,	/* available at every object path */
+	METHOD_PRIVILEGED = 1 << 1,	/* bus uid or root only */
+	METHOD_BOOTSTRAP = 1 << 2,	/* called before Hello (driver_dispatch_bootstrap()) */
+	METHOD_NO_CONTAINERS = 1 << 3,	/* not from a container (privileged ones neither) */
+};
+
+enum {
+	IFACE_ANY_PATH = 1 << 0,	/* the interface exists at every path */
+	IFACE_UNINTERESTING = 1 << 1,	/* not listed in the Interfaces property */
+	/*
+	 * Not dbus-daemon's: not introspected, no properties, and only called
+	 * by its name (a call without interface never finds it).
+	 */
+	IFACE_HIDDEN = 1 << 2,
+};
+
+struct driver_method {
+	const char *name;
+	const char *in;
+	const char *out;
+	int (*fn)(struct driver_call *c);
+	unsigned int flags;
+};
+
+struct driver_interface {
+	const char *name;
+	const struct driver_method *methods;
+	const char *extra_xml;
+	unsigned int flags;
+	const struct driver_property *properties;
 };
 
 /* The positive code of the methods and their helpers. */
@@ -75,13 +118,6 @@ int driver_read_name(struct driver_call *c, const char **namep);
  */
 int driver_lookup_conn(struct driver_call *c, const char *what, const char **namep,
 		       struct peer **connp, bool *selfp);
-/* org.freedesktop.DBus.Containers1 (driver-containers.c, container.h). */
-int driver_method_containers_add_server(struct driver_call *c);
-int driver_method_containers_stop_instance(struct driver_call *c);
-int driver_method_containers_stop_listening(struct driver_call *c);
-int driver_method_containers_get_connection_instance(struct driver_call *c);
-int driver_method_containers_get_instance_info(struct driver_call *c);
-int driver_prop_containers_supported_arguments(struct driver_call *c, struct dc_writer *w);
 /*
  * The entries of GetConnectionCredentials' a{sv} that describe @peer (not
  * its ProcessFD, not its container) to @w, inside the open array. Return 0
@@ -92,7 +128,7 @@ int driver_write_credentials(struct dc_writer *w, struct peer *peer);
 /* Hello, for a socket client or a native one after its bootstrap. */
 int driver_hello(struct peer *peer, struct message *msg);
 
-/* The methods of the groups (driver-dbus.c, driver-stats.c, driver-bus1.c). */
+/* The methods of the driver's own groups (driver-dbus.c, driver-stats.c). */
 int driver_method_hello(struct driver_call *c);
 int driver_method_request_name(struct driver_call *c);
 int driver_method_release_name(struct driver_call *c);
@@ -120,5 +156,3 @@ int driver_method_get_connection_stats(struct driver_call *c);
 int driver_method_get_all_match_rules(struct driver_call *c);
 int driver_method_list_connection_stats(struct driver_call *c);
 int driver_method_get_user_stats(struct driver_call *c);
-int driver_method_bus1_connect(struct driver_call *c);
-int driver_method_bus1_get_direct_handle(struct driver_call *c);

@@ -192,11 +192,6 @@ void driver_asv_s(struct dc_writer *w, const char *key, const char *v)
 static int prop_features(struct driver_call *c, struct dc_writer *w);
 static int prop_interfaces(struct driver_call *c, struct dc_writer *w);
 
-struct driver_property {
-	const char *name;
-	const char *type;
-	int (*get)(struct driver_call *c, struct dc_writer *w);
-};
 
 static const struct driver_property dbus_properties[] = {
 	{ "Features", "as", prop_features },
@@ -211,40 +206,6 @@ static int method_introspect(struct driver_call *c);
 
 /* ------------------------------------------------------------------ tables */
 
-enum {
-	METHOD_ANY_PATH = 1 << 0,	/* available at every object path */
-	METHOD_PRIVILEGED = 1 << 1,	/* bus uid or root only */
-	METHOD_BOOTSTRAP = 1 << 2,	/* called before Hello (driver_dispatch_bootstrap()) */
-	METHOD_NO_CONTAINERS = 1 << 3,	/* not from a container (privileged ones neither) */
-};
-
-enum {
-	IFACE_ANY_PATH = 1 << 0,	/* the interface exists at every path */
-	IFACE_UNINTERESTING = 1 << 1,	/* not listed in the Interfaces property */
-	/*
-	 * Not dbus-daemon's: not introspected, no properties, and only called
-	 * by its name (a call without interface never finds it).
-	 */
-	IFACE_HIDDEN = 1 << 2,
-	/* Only with --containers: otherwise absent, as in dbus-daemon 1.14. */
-	IFACE_CONTAINERS = 1 << 3,
-};
-
-struct driver_method {
-	const char *name;
-	const char *in;
-	const char *out;
-	int (*fn)(struct driver_call *c);
-	unsigned int flags;
-};
-
-struct driver_interface {
-	const char *name;
-	const struct driver_method *methods;
-	const char *extra_xml;
-	unsigned int flags;
-	const struct driver_property *properties;
-};
 
 static const struct driver_method dbus_methods[] = {
 	{ "Hello", "", "s", driver_method_hello, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
@@ -308,31 +269,6 @@ static const struct driver_method peer_methods[] = {
 	{}
 };
 
-static const struct driver_method bus1_methods[] = {
-	{ DC_BUS1_METHOD_CONNECT, DC_BUS1_CONNECT_SIGNATURE, DC_BUS1_CONNECT_REPLY,
-	  driver_method_bus1_connect, METHOD_ANY_PATH | METHOD_BOOTSTRAP },
-	{ DC_BUS1_METHOD_GET_DIRECT_HANDLE, DC_BUS1_GET_DIRECT_HANDLE_SIGNATURE,
-	  DC_BUS1_GET_DIRECT_HANDLE_REPLY, driver_method_bus1_get_direct_handle, METHOD_ANY_PATH },
-	{}
-};
-
-static const struct driver_method containers_methods[] = {
-	{ "AddServer", "ssa{sv}a{sv}", "oays", driver_method_containers_add_server,
-	  METHOD_NO_CONTAINERS },
-	{ "StopInstance", "o", "", driver_method_containers_stop_instance, METHOD_NO_CONTAINERS },
-	{ "StopListening", "o", "", driver_method_containers_stop_listening,
-	  METHOD_NO_CONTAINERS },
-	{ "GetConnectionInstance", "s", "oa{sv}ssa{sv}",
-	  driver_method_containers_get_connection_instance, 0 },
-	{ "GetInstanceInfo", "o", "a{sv}ssa{sv}", driver_method_containers_get_instance_info, 0 },
-	{}
-};
-
-static const struct driver_property containers_properties[] = {
-	{ "SupportedArguments", "as", driver_prop_containers_supported_arguments },
-	{}
-};
-
 static const struct driver_interface interfaces[] = {
 	{ DC_INTERFACE_DBUS, dbus_methods,
 	  "    <signal name=\"NameOwnerChanged\">\n"
@@ -361,20 +297,35 @@ static const struct driver_interface interfaces[] = {
 	{ DC_INTERFACE_MONITORING, monitoring_methods, NULL, 0, NULL },
 	{ DC_INTERFACE_STATS, stats_methods, NULL, 0, NULL },
 	{ DC_INTERFACE_PEER, peer_methods, NULL, IFACE_ANY_PATH | IFACE_UNINTERESTING, NULL },
-	{ DC_INTERFACE_BUS1, bus1_methods, NULL,
-	  IFACE_ANY_PATH | IFACE_UNINTERESTING | IFACE_HIDDEN, NULL },
-	{ DC_INTERFACE_CONTAINERS1, containers_methods,
-	  "    <signal name=\"InstanceRemoved\">\n"
-	  "      <arg type=\"o\" name=\"path\"/>\n"
-	  "    </signal>\n",
-	  IFACE_CONTAINERS, containers_properties },
 	{}
 };
 
-/* Is @i there on @bus (Containers1 only with --containers)? */
-static bool iface_present(const struct bus *bus, const struct driver_interface *i)
+/*
+ * The @k-th interface (NULL: no more): the driver's own, then the @n_extra
+ * of @extra (those added to a bus, driver_add_interface()).
+ */
+static const struct driver_interface *iface_at(const struct driver_interface *const *extra,
+					       size_t n_extra, size_t k)
 {
-	return !(i->flags & IFACE_CONTAINERS) || bus->containers_enabled;
+	if (k < ARRAY_SIZE(interfaces) - 1)
+		return &interfaces[k];
+	k -= ARRAY_SIZE(interfaces) - 1;
+	return k < n_extra ? extra[k] : NULL;
+}
+
+#define for_each_iface(extra, n_extra, i) \
+	for (size_t _k = 0; ((i) = iface_at((extra), (n_extra), _k)); _k++)
+/* Every interface of the driver of @bus (NULL: its own only). */
+#define for_each_interface(bus, i)                                              \
+	for_each_iface((bus) ? (bus)->driver_interfaces : NULL,                 \
+		       (bus) ? (bus)->n_driver_interfaces : 0, i)
+
+int driver_add_interface(struct bus *bus, const struct driver_interface *iface)
+{
+	if (bus->n_driver_interfaces == ARRAY_SIZE(bus->driver_interfaces))
+		return -ENOSPC;
+	bus->driver_interfaces[bus->n_driver_interfaces++] = iface;
+	return 0;
 }
 
 static int prop_features(struct driver_call *c, struct dc_writer *w)
@@ -398,8 +349,8 @@ static int prop_interfaces(struct driver_call *c, struct dc_writer *w)
 	const struct driver_interface *i;
 
 	dc_writer_open(w, 'a', NULL);
-	for (i = interfaces; i->name; i++)
-		if (!(i->flags & IFACE_UNINTERESTING) && iface_present(c->bus, i))
+	for_each_interface(c->bus, i)
+		if (!(i->flags & IFACE_UNINTERESTING))
 			dc_writer_write(w, "s", i->name);
 	return dc_writer_close(w);
 }
@@ -409,8 +360,8 @@ static const struct driver_interface *find_interface(struct driver_call *c, cons
 {
 	const struct driver_interface *i;
 
-	for (i = interfaces; i->name; i++)
-		if (!(i->flags & IFACE_HIDDEN) && iface_present(c->bus, i) && !strcmp(i->name, name))
+	for_each_interface(c->bus, i)
+		if (!(i->flags & IFACE_HIDDEN) && !strcmp(i->name, name))
 			return i;
 	driver_fail(c, DC_ERROR_UNKNOWN_INTERFACE, "Interface \"%s\" not found", name);
 	return NULL;
@@ -552,7 +503,8 @@ static void sb_args(struct strbuf *sb, const char *sig, const char *direction)
 	}
 }
 
-int driver_introspect_xml(char **xmlp, const char *path, bool containers)
+int driver_introspect_xml(char **xmlp, const char *path,
+			 const struct driver_interface *const *extra, size_t n_extra)
 {
 	const struct driver_interface *i;
 	const struct driver_method *m;
@@ -563,10 +515,8 @@ int driver_introspect_xml(char **xmlp, const char *path, bool containers)
 	sb_add(&sb, "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection "
 		    "1.0//EN\"\n\"http://www.freedesktop.org/standards/dbus/1.0/"
 		    "introspect.dtd\">\n<node>\n");
-	for (i = interfaces; i->name; i++) {
+	for_each_iface(extra, n_extra, i) {
 		if (i->flags & IFACE_HIDDEN)
-			continue;
-		if ((i->flags & IFACE_CONTAINERS) && !containers)
 			continue;
 		if (!canonical && !(i->flags & IFACE_ANY_PATH))
 			continue;
@@ -607,7 +557,8 @@ static int method_introspect(struct driver_call *c)
 	_cleanup_free_ char *xml = NULL;
 	int r;
 
-	r = driver_introspect_xml(&xml, c->msg->path, c->bus->containers_enabled);
+	r = driver_introspect_xml(&xml, c->msg->path, c->bus->driver_interfaces,
+				  c->bus->n_driver_interfaces);
 	if (r < 0)
 		return r;
 	return driver_reply_s(c, xml);
@@ -680,10 +631,8 @@ int driver_dispatch(struct peer *peer, struct message *msg)
 		return r < 0 ? r : 0;
 
 	canonical = msg->path && !strcmp(msg->path, DC_PATH_DBUS);
-	for (i = interfaces; i->name; i++) {
+	for_each_interface(peer->bus, i) {
 		if (!canonical && !(i->flags & IFACE_ANY_PATH))
-			continue;
-		if (!iface_present(peer->bus, i))
 			continue;
 		if (msg->interface ? strcmp(msg->interface, i->name) != 0 :
 				     (i->flags & IFACE_HIDDEN) != 0)
@@ -796,7 +745,8 @@ int driver_hello(struct peer *peer, struct message *msg)
 }
 
 /* The METHOD_BOOTSTRAP method @msg calls, or NULL. */
-static const struct driver_method *find_bootstrap_method(const struct message *msg)
+static const struct driver_method *find_bootstrap_method(const struct bus *bus,
+							  const struct message *msg)
 {
 	const struct driver_interface *i;
 	const struct driver_method *m;
@@ -804,7 +754,7 @@ static const struct driver_method *find_bootstrap_method(const struct message *m
 	if (msg->type != DC_MESSAGE_METHOD_CALL || !msg->member || !msg->destination ||
 	    strcmp(msg->destination, DC_SERVICE_DBUS))
 		return NULL;
-	for (i = interfaces; i->name; i++) {
+	for_each_interface(bus, i) {
 		if (msg->interface ? strcmp(msg->interface, i->name) != 0 :
 				     (i->flags & IFACE_HIDDEN) != 0)
 			continue;
@@ -815,21 +765,22 @@ static const struct driver_method *find_bootstrap_method(const struct message *m
 	return NULL;
 }
 
-bool driver_is_bootstrap(const struct message *msg)
+bool driver_is_bootstrap(const struct bus *bus, const struct message *msg)
 {
-	return find_bootstrap_method(msg) != NULL;
+	return find_bootstrap_method(bus, msg) != NULL;
 }
 
 bool driver_is_hello(const struct message *msg)
 {
-	const struct driver_method *m = find_bootstrap_method(msg);
+	/* Hello is the driver's own: no other interface is looked at. */
+	const struct driver_method *m = find_bootstrap_method(NULL, msg);
 
 	return m && m->fn == driver_method_hello;
 }
 
 int driver_dispatch_bootstrap(struct peer *peer, struct message *msg)
 {
-	const struct driver_method *m = find_bootstrap_method(msg);
+	const struct driver_method *m = find_bootstrap_method(peer->bus, msg);
 	struct driver_call c;
 	int r;
 

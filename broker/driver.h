@@ -26,15 +26,29 @@
 
 #include <stdbool.h>
 
+struct bus;
+struct driver_interface;
 struct peer;
 struct message;
+
+/*
+ * @iface is served by the driver of @bus from now on, after its own
+ * (org.freedesktop.DBus and friends): added by whoever sets up the feature
+ * behind it, so the driver names none. 0 or -ENOSPC.
+ */
+int driver_add_interface(struct bus *bus, const struct driver_interface *iface);
+
+/* org.freedesktop.DBus.Bus1 (driver-bus1.c), for the native clients. */
+extern const struct driver_interface driver_bus1_interface;
+/* org.freedesktop.DBus.Containers1 (driver-containers.c), with --containers. */
+extern const struct driver_interface driver_containers_interface;
 
 /*
  * Whether @msg (from a connection that is not registered yet) calls a method
  * that comes before Hello: Hello itself, and the bus1 bootstrap
  * org.freedesktop.DBus.Bus1.Connect (docs/native-protocol.md).
  */
-bool driver_is_bootstrap(const struct message *msg);
+bool driver_is_bootstrap(const struct bus *bus, const struct message *msg);
 
 /*
  * Whether that method is Hello (the bus1 bootstrap is the transport's: no
@@ -55,6 +69,10 @@ int driver_dispatch(struct peer *peer, struct message *msg);
  */
 int driver_dispatch_peer(struct peer *peer, struct message *msg);
 
-/* The introspection XML of the driver object at @path (malloc()ed). */
-int driver_introspect_xml(char **xmlp, const char *path, bool containers);
+/*
+ * The introspection XML of the driver object at @path (malloc()ed): of its
+ * own interfaces and the @n_extra of @extra (those added to a bus).
+ */
+int driver_introspect_xml(char **xmlp, const char *path,
+			  const struct driver_interface *const *extra, size_t n_extra);
 

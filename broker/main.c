@@ -217,7 +217,9 @@ static int answer_query(const struct cli *cli)
 	}
 	if (!cli->introspect)
 		return -1;
-	r = driver_introspect_xml(&xml, DC_PATH_DBUS, cli->containers);
+	/* As the bus would serve it: Containers1 with --containers. */
+	r = driver_introspect_xml(&xml, DC_PATH_DBUS, (const struct driver_interface *[]){
+					  &driver_containers_interface }, cli->containers ? 1 : 0);
 	if (r < 0) {
 		fprintf(stderr, "introspection failed: %s\n", strerror(-r));
 		return EXIT_FAILURE;

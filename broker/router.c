@@ -1002,7 +1002,7 @@ static int router_dispatch_message(struct peer *peer, struct message *msg)
 	if (!peer->registered) {
 		if (driver_is_hello(msg))
 			return router_dispatch_hello(peer, msg);
-		if (driver_is_bootstrap(msg))
+		if (driver_is_bootstrap(peer->bus, msg))
 			return driver_dispatch_bootstrap(peer, msg);
 		return router_dispatch_unregistered(peer, msg);
 	}
