@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include <systemd/sd-event.h>
-#include "broker/bus.h"
+#include "broker/core/bus.h"
 #include "util/list.h"
 #include "util/macro.h"
 

@@ -783,7 +783,7 @@ static const struct limit_def limit_defs[] = {
 	LIMIT(max_names_per_connection, true),
 	LIMIT(max_match_rules_per_connection, true),
 	LIMIT(max_replies_per_connection, true),
-	/* The Containers1 draft's (broker/container.h). */
+	/* The Containers1 draft's (broker/containers/container.h). */
 	LIMIT(max_containers, true),
 	LIMIT(max_containers_per_user, true),
 	LIMIT(max_container_metadata_bytes, true),

@@ -59,7 +59,7 @@ enum {
  * as well). All configured values are >= 0; the ones dbus-daemon stores in an
  * int (timeouts and counts) are <= INT32_MAX. An unknown limit name is an
  * error, as in dbus-daemon 1.14. The container limits are those of dbus's
- * Containers1 draft, with its defaults (broker/container.h).
+ * Containers1 draft, with its defaults (broker/containers/container.h).
  */
 struct bus_config_limits {
 	int64_t max_incoming_bytes;		/* 127 MiB */

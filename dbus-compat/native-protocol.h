@@ -8,7 +8,7 @@
  * bootstrap of a native client (Connect, sent on the bus socket before Hello),
  * the direct path (GetDirectHandle, the DirectPolicy signal and the
  * DirectRevoked error a callee answers with) and the layout of the replies.
- * The broker (broker/native.c, broker/driver.c), libbus1-client (client/) and
+ * The broker (broker/transport/native.c, broker/core/driver.c), libbus1-client (client/) and
  * the native tests (test/native/) use these macros, never the literals. What
  * the calls do is defined in docs/native-protocol.md.
  *

@@ -73,7 +73,7 @@
  * kernel glued that segment to the end of this one. Its owner takes each
  * message's UNIX_FDS from the front of the connection's stream of fds and
  * keeps the rest for the next messages, as dbus-daemon does
- * (broker/connection.c). fds that arrive with bytes no frame claims (during
+ * (broker/transport/connection.c). fds that arrive with bytes no frame claims (during
  * the authentication phase) are a protocol violation (SOCKET_E_PROTOCOL).
  * MSG_CTRUNC is a protocol violation too.
  *

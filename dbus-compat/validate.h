@@ -5,7 +5,7 @@
  * DOC: Validation of D-Bus strings and names
  *
  * The one set of validators of the project: the wire layer (marshal.c,
- * message.c), the match rule parser (broker/match.c) and the .service file
+ * message.c), the match rule parser (broker/objects/match.c) and the .service file
  * reader (conf/service.c) all call these, so that a name or string is valid
  * in the same cases everywhere. Signatures are checked by signature.h.
  *

@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "broker/match.h"
-#include "broker/name.h"
+#include "broker/objects/match.h"
+#include "broker/objects/name.h"
 
 #define N_CONN 6
 #define MAX_VOCAB 256

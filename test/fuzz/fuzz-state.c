@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * libFuzzer target for the state a re-exec carries (broker/state.h,
- * broker/reexec.h): the input is the memfd's content, read by
+ * libFuzzer target for the state a re-exec carries (broker/objects/state.h,
+ * broker/upgrade/reexec.h): the input is the memfd's content, read by
  * broker_check_state() as `bus1-broker --check-state=FD` reads it. A
  * truncated, corrupted or hostile stream must be refused (1) or fail with
  * -errno, never crash, leak or allocate what its numbers claim. The seeds in
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "broker/log.h"
+#include "broker/objects/log.h"
 #include "broker/broker.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

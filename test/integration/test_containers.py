@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""org.freedesktop.DBus.Containers1 (broker/container.h, issue 29): container
+"""org.freedesktop.DBus.Containers1 (broker/containers/container.h, issue 29): container
 instances, their sockets, identity, limits, lifetime and re-exec, with
 dbus-python clients on a private bus. dbus-daemon 1.14 compiles the draft out, so there
 is nothing to compare with: the expectations are the draft's (dbus's

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """A restart by systemd that keeps the bus in the service's fd store
-(broker/fdstore.h), against a stand-in for the service manager: it owns
+(broker/upgrade/fdstore.h), against a stand-in for the service manager: it owns
 $NOTIFY_SOCKET, keeps what FDSTORE=1 sends (by FDNAME), drops what
 FDSTOREREMOVE=1 names, and starts the next bus with the store as
 LISTEN_FDS / LISTEN_FDNAMES, as systemd does for a service with

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""SIGUSR2 re-executes bus1-broker in place (broker/reexec.h, bus1-broker(1)
+"""SIGUSR2 re-executes bus1-broker in place (broker/upgrade/reexec.h, bus1-broker(1)
 RE-EXECUTION). Every case starts its own bus on a private socket with a
 config (and service files) written into a temp dir, and checks what the
 clients see across the switch:
@@ -72,7 +72,7 @@ from timefactor import time_factor  # noqa: E402
 # What SIGUSR2 does while a client is between AUTH and BEGIN:
 #   "refused"  re-exec refused ("... authenticating"), the next one succeeds
 #   "waits"    the bus holds new clients in the backlog until the client
-#              finished SASL, then re-executes (broker/reexec.h today)
+#              finished SASL, then re-executes (broker/upgrade/reexec.h today)
 #   "carried"  re-executes at once, the client's SASL state carried over
 SASL_EXPECTATION = "waits"
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""What the bus refuses, counted and logged (broker/log-limit.h, user.h's
+"""What the bus refuses, counted and logged (broker/objects/log-limit.h, user.h's
 enum refusal; bus1-broker(1), LOGGING and STATISTICS): a client the policy
 refuses 100 calls gets 100 AccessDenied errors, and its RefusedPolicy, its
 uid's and the bus's count them all; one whose calls meet a full queue gets a
@@ -38,7 +38,7 @@ E = D + ".Error."
 STATS = D + ".Debug.Stats"
 DENIED = "org.bus1.Test.Denied"
 IFACE = "org.bus1.Test.Refusals"
-# broker/peer.h: PEER_REFUSAL_LOG_BURST lines per PEER_REFUSAL_LOG_WINDOW_USEC per actor.
+# broker/objects/peer.h: PEER_REFUSAL_LOG_BURST lines per PEER_REFUSAL_LOG_WINDOW_USEC per actor.
 BURST = 10
 WINDOW = 5.0
 N_DENIED = 100

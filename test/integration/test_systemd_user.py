@@ -3,7 +3,7 @@
 machine's own systemd (a `systemd --user` manager started for the test), not
 by a stand-in. It checks what the other tests can only simulate: that
 systemd accepts the bus' fd-store entries and hands them back, so that
-"systemctl restart" keeps every client (broker/fdstore.h, bus1-broker(1),
+"systemctl restart" keeps every client (broker/upgrade/fdstore.h, bus1-broker(1),
 RE-EXECUTION), and what clients see on stop and on a crash.
 
 The manager and its units: systemd_user.py. The bus is switched on as a

@@ -18,7 +18,7 @@
  *                                empty reply)
  *
  * Its label is that of the socket it bootstrapped through, as for every
- * native client (broker/apparmor.h).
+ * native client (broker/policy/apparmor.h).
  */
 
 #include <errno.h>

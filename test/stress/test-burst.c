@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * A burst, then silence. The bus's connection sockets are edge-triggered
- * (broker/connection.c): epoll reports new input once, and the bus must come
+ * (broker/transport/connection.c): epoll reports new input once, and the bus must come
  * back for what it left unread. Two ways it leaves input unread, each
  * followed by a client that writes nothing more, so no new edge would wake
  * the bus:

@@ -11,7 +11,7 @@
  * the configured maximum), a bystander of another actor keeps its round-trip
  * latency, and when the flood ends and the queues drain the RSS comes back
  * down; its log keeps a burst of each flooder's refusals per window
- * (broker/log-limit.h), not one line per refusal. Prints the RSS curve (the
+ * (broker/objects/log-limit.h), not one line per refusal. Prints the RSS curve (the
  * figures of issue 41 at 2, 12 and 40 s) and the size of the log.
  *
  *   test-flood-share BUS_BINARY [CONFIG]   (STRESS_FLOOD_SECONDS=N, default 8)
@@ -30,7 +30,7 @@
 #define N_FLOODERS 8
 #define PAYLOAD 4096
 #define CALL_TIMEOUT_MS 5000
-/* broker/peer.h: the refusal lines of one actor per window, and the window. */
+/* broker/objects/peer.h: the refusal lines of one actor per window, and the window. */
 #define LOG_BURST 10
 #define LOG_WINDOW_SECONDS 5
 /* A refusal line names both peers and their command lines: well below this. */

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "broker/match.h"
-#include "broker/name.h"
+#include "broker/objects/match.h"
+#include "broker/objects/name.h"
 
 #define RULES_PER_CONN 5
 

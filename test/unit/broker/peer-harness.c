@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "broker/apparmor.h"
-#include "broker/connection.h"
-#include "broker/selinux.h"
+#include "broker/policy/apparmor.h"
+#include "broker/transport/connection.h"
+#include "broker/policy/selinux.h"
 #include "conf/config.h"
 #include "dbus-compat/protocol.h"
 #include "util/macro.h"

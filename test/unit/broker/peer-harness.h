@@ -29,8 +29,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <systemd/sd-event.h>
-#include "broker/bus.h"
-#include "broker/peer.h"
+#include "broker/core/bus.h"
+#include "broker/objects/peer.h"
 #include "dbus-compat/message.h"
 #include "check.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Unit tests of broker/activation.c and broker/reload.c against a fake bus
+ * Unit tests of broker/activation/activation.c and broker/reload.c against a fake bus
  * (struct fake implements struct activation_ops and records everything the
  * module sends), with real fork/exec of /bin/sh service commands in a
  * temporary directory, a real sd-event loop and real inotify.
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <systemd/sd-event.h>
-#include "broker/activation.h"
+#include "broker/activation/activation.h"
 #include "broker/reload.h"
 #include "conf/config.h"
 #include "dbus-compat/message.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * broker/connection.c, the socket transport, over a socketpair whose one end
+ * broker/transport/connection.c, the socket transport, over a socketpair whose one end
  * the bus takes as listener.c hands it an accepted socket
  * (socket_transport_accept()), in an sd-event loop run by the test: SASL
  * EXTERNAL, NEGOTIATE_UNIX_FD, BEGIN pipelined with Hello; a message
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "broker/connection.h"
+#include "broker/transport/connection.h"
 #include "dbus-compat/protocol.h"
 #include "peer-harness.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * broker/container-filter.c: xdg-dbus-proxy's options compiled as its
+ * broker/containers/container-filter.c: xdg-dbus-proxy's options compiled as its
  * 0.1.4 reads them (levels, NAME.*, RULE split at the last dot, paths and
  * subtrees) and which rules a well-known name matches. The verdicts on
  * messages are compared with the real xdg-dbus-proxy by
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "broker/container-filter.h"
+#include "broker/containers/container-filter.h"
 #include "util/macro.h"
 #include "check.h"
 

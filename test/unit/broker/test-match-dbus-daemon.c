@@ -7,8 +7,8 @@
  * exactly the registry's result plus the addressed recipient.
  */
 
-#include "broker/match.h"
-#include "broker/name.h"
+#include "broker/objects/match.h"
+#include "broker/objects/name.h"
 #include "daemon.h"
 #include "random-rule.h"
 

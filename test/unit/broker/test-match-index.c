@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "broker/match.h"
-#include "broker/name.h"
+#include "broker/objects/match.h"
+#include "broker/objects/name.h"
 #include "random-rule.h"
 #include "check.h"
 

@@ -8,8 +8,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "broker/match.h"
-#include "broker/name.h"
+#include "broker/objects/match.h"
+#include "broker/objects/name.h"
 #include "check.h"
 
 static int parse_code(const char *text)

@@ -7,7 +7,7 @@
  * NameLost and NameOwnerChanged signals must be identical.
  */
 
-#include "broker/name.h"
+#include "broker/objects/name.h"
 #include "daemon.h"
 
 #define N_CONN 4

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 #include <string.h>
-#include "broker/name.h"
+#include "broker/objects/name.h"
 #include "dbus-compat/validate.h"
 #include "check.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * broker/peer.c through a real bus and fake clients (peer-harness.h): the
+ * broker/objects/peer.c through a real bus and fake clients (peer-harness.h): the
  * charges of a peer against its user's quota, what a queue that cannot take
  * a message means (PEER_E_DEAD, PEER_E_QUOTA: LimitsExceeded to a caller,
  * the disconnection of a receiver that does not read), the fair share of
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "broker/user.h"
+#include "broker/objects/user.h"
 #include "dbus-compat/protocol.h"
 #include "peer-harness.h"
 

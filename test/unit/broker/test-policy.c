@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * broker/policy.c through the router, with dbus-daemon's <policy> rules
+ * broker/policy/policy.c through the router, with dbus-daemon's <policy> rules
  * (conf/policy.h) compiled by the bus from an XML configuration: a denied
  * call gets AccessDenied in dbus-daemon's words and an allowed one passes,
  * send_destination matches every name of the receiver, receive rules, a

@@ -2,14 +2,14 @@
 /*
  * util/ratelimit.h, the one rule: a burst per window, the window opening with
  * the first event after the last one ended, the events beyond counted and
- * handed out once. Then broker/log-limit.c on top of it: a window's left-out
+ * handed out once. Then broker/objects/log-limit.c on top of it: a window's left-out
  * lines told at the next line, on the timer of an sd-event loop, when the
  * source goes and on a flush, each exactly once, and counted.
  */
 
 #include <stdio.h>
 #include <systemd/sd-event.h>
-#include "broker/log-limit.h"
+#include "broker/objects/log-limit.h"
 #include "util/clock.h"
 #include "util/macro.h"
 #include "util/ratelimit.h"

@@ -5,7 +5,7 @@
  */
 
 #include <stdio.h>
-#include "broker/reply.h"
+#include "broker/objects/reply.h"
 #include "check.h"
 
 struct noreply {

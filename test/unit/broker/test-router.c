@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * broker/router.c through a real bus and fake clients (peer-harness.h):
+ * broker/core/router.c through a real bus and fake clients (peer-harness.h):
  * Hello and the unique names, a call and its reply stitched with their
  * senders, replies nobody asked for, names nobody owns, broadcasts to
  * matching rules only, NoReply when the callee goes, NameOwnerChanged /

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The serialized state of a re-exec (broker/state.c): every field comes back
+ * The serialized state of a re-exec (broker/objects/state.c): every field comes back
  * as written, and a damaged stream (cut anywhere, a wrong magic or version,
  * a count larger than the stream, a string without its NUL) is refused with
  * the error flag, never read past its end. Sections: each with its version,
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "broker/state.h"
+#include "broker/objects/state.h"
 #include "check.h"
 
 static int write_sample(uint32_t version)

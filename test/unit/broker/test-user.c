@@ -6,7 +6,7 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include "broker/user.h"
+#include "broker/objects/user.h"
 #include "check.h"
 
 static void test_defaults(void)
