@@ -951,7 +951,7 @@ static int router_dispatch_hello(struct peer *peer, struct message *msg)
 	_cleanup_message_ struct message *m = NULL;
 	int r;
 
-	if (peer->bus->apparmor || peer->bus->selinux) {
+	if (policy_lsm_active(peer->bus)) {
 		/* Never the sender field the client wrote: it has no name yet. */
 		r = message_stitch_sender(msg, ROUTER_INACTIVE_SENDER, &m);
 		if (r < 0)

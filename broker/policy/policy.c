@@ -134,14 +134,40 @@ static int policy_deny(struct verdict *v, enum verdict_kind kind, char *text, bo
 	return r;
 }
 
+/* How a question is asked (struct policy_question). */
+enum {
+	POLICY_REQUESTED_REPLY = 1 << 0,	/* a reply the receiver waits for */
+	POLICY_EAVESDROPPING = 1 << 1,		/* the receiver is not the one addressed */
+	POLICY_ACTIVATION = 1 << 2,		/* it would start its destination's service */
+};
+
 /*
- * The LSMs' say on @m from @from (not the driver: its messages are not
- * mediated) to @to: denied, @v is set to @kind. Return 0 or -ENOMEM.
+ * One question of the checks below: may @m go from @from (NULL: the driver)
+ * to @to (NULL: the driver, or with POLICY_ACTIVATION a service not there
+ * yet)? @from_names: the sender's names if the caller collected them
+ * already (several receivers of one message), else NULL. A denial sets the
+ * verdict to @deny.
  */
-static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
-			    bool activation, struct message *m, bool requested_reply,
-			    enum verdict_kind kind, struct verdict *v)
+struct policy_question {
+	struct peer *from;
+	const struct bus_policy_peer *from_names;
+	struct peer *to;
+	struct message *m;
+	unsigned int flags;
+	enum verdict_kind deny;
+};
+
+/*
+ * The LSMs' say (the driver's messages are not mediated): denied, @v is set
+ * to @q->deny. Return 0 or -ENOMEM.
+ */
+static int policy_check_lsm(struct bus *bus, const struct policy_question *q, struct verdict *v)
 {
+	struct peer *from = q->from, *to = q->to;
+	struct message *m = q->m;
+	bool activation = q->flags & POLICY_ACTIVATION;
+	bool requested_reply = q->flags & POLICY_REQUESTED_REPLY;
+	enum verdict_kind kind = q->deny;
 	const char *assumed = NULL;
 	char *text = NULL;
 	int r, err;
@@ -177,12 +203,16 @@ static int policy_check_lsm(struct bus *bus, struct peer *from, struct peer *to,
 	return policy_deny(v, kind, text, true);
 }
 
-/* The <policy> rules' say: denied, @v is set to @kind. Return 0 or -ENOMEM. */
-static int policy_check_rules(struct bus *bus, struct peer *from,
-			      const struct bus_policy_peer *from_names, struct peer *to,
-			      struct message *m, bool requested_reply, bool eavesdropping,
-			      enum verdict_kind kind, struct verdict *v)
+/* The <policy> rules' say: denied, @v is set to @q->deny. Return 0 or -ENOMEM. */
+static int policy_check_rules(struct bus *bus, const struct policy_question *q,
+			      struct verdict *v)
 {
+	struct peer *from = q->from, *to = q->to;
+	const struct bus_policy_peer *from_names = q->from_names;
+	struct message *m = q->m;
+	bool requested_reply = q->flags & POLICY_REQUESTED_REPLY;
+	bool eavesdropping = q->flags & POLICY_EAVESDROPPING;
+	enum verdict_kind kind = q->deny;
 	struct bus_policy_message pm;
 	struct policy_names fn, tn;
 	const struct bus_policy_rule *rule = NULL;
@@ -233,21 +263,17 @@ static int policy_check_rules(struct bus *bus, struct peer *from,
 }
 
 /*
- * Both the sender's send rules and the receiver's receive rules must allow
- * @m, after the LSMs: denied, @v is set to @kind. Return 0 or -ENOMEM.
+ * The LSMs, then both the sender's send rules and the receiver's receive
+ * rules must allow it: denied, @v is set to @q->deny. Return 0 or -ENOMEM.
  */
-static int policy_check(struct bus *bus, struct peer *from,
-			const struct bus_policy_peer *from_names, struct peer *to,
-			struct message *m, bool requested_reply, bool eavesdropping,
-			enum verdict_kind kind, struct verdict *v)
+static int policy_check(struct bus *bus, const struct policy_question *q, struct verdict *v)
 {
 	int r;
 
-	r = policy_check_lsm(bus, from, to, false, m, requested_reply, kind, v);
+	r = policy_check_lsm(bus, q, v);
 	if (r < 0 || v->kind != VERDICT_DELIVER)
 		return r;
-	return policy_check_rules(bus, from, from_names, to, m, requested_reply, eavesdropping,
-				  kind, v);
+	return policy_check_rules(bus, q, v);
 }
 
 /* ------------------------------------------------------------- modules */
@@ -336,7 +362,9 @@ int policy_ask_unicast(struct bus *bus, struct peer *from, struct peer *to,
 	r = POLICY_ASK_MODULES(bus, v, judge_unicast, from, to, m, requested_reply);
 	if (r < 0 || v->kind != VERDICT_DELIVER || !policy_active(bus))
 		return r;
-	return policy_check(bus, from, NULL, to, m, requested_reply, false, VERDICT_DENY, v);
+	return policy_check(bus, &(struct policy_question){
+		.from = from, .to = to, .m = m, .deny = VERDICT_DENY,
+		.flags = requested_reply ? POLICY_REQUESTED_REPLY : 0 }, v);
 }
 
 int policy_ask_receive(struct bus *bus, struct peer *to, struct peer *from,
@@ -350,7 +378,9 @@ int policy_ask_receive(struct bus *bus, struct peer *to, struct peer *from,
 	r = POLICY_ASK_MODULES(bus, v, judge_receive, to, from, m, eavesdropping);
 	if (r < 0 || v->kind != VERDICT_DELIVER || !policy_active(bus))
 		return r;
-	return policy_check(bus, from, from_names, to, m, false, eavesdropping, VERDICT_DROP, v);
+	return policy_check(bus, &(struct policy_question){
+		.from = from, .from_names = from_names, .to = to, .m = m, .deny = VERDICT_DROP,
+		.flags = eavesdropping ? POLICY_EAVESDROPPING : 0 }, v);
 }
 
 int policy_ask_driver(struct bus *bus, struct peer *from, struct message *m,
@@ -359,7 +389,8 @@ int policy_ask_driver(struct bus *bus, struct peer *from, struct message *m,
 	*v = (struct verdict){};
 	if (!policy_active(bus))
 		return 0;
-	return policy_check(bus, from, NULL, NULL, m, false, false, VERDICT_DENY, v);
+	return policy_check(bus, &(struct policy_question){
+		.from = from, .m = m, .deny = VERDICT_DENY }, v);
 }
 
 int policy_ask_from_driver(struct bus *bus, struct peer *to, struct message *m,
@@ -369,28 +400,34 @@ int policy_ask_from_driver(struct bus *bus, struct peer *to, struct message *m,
 	/* A connection before Hello receives anything. */
 	if (!to->policy || !to->registered)
 		return 0;
-	return policy_check(bus, NULL, NULL, to, m, m->reply_serial != 0, false, VERDICT_DROP, v);
+	return policy_check(bus, &(struct policy_question){
+		.to = to, .m = m, .deny = VERDICT_DROP,
+		.flags = m->reply_serial ? POLICY_REQUESTED_REPLY : 0 }, v);
 }
 
 int policy_judge_unregistered(struct bus *bus, struct peer *from, struct message *m,
 			      struct verdict *v)
 {
 	*v = (struct verdict){};
-	return policy_check_lsm(bus, from, NULL, false, m, false, VERDICT_DENY, v);
+	return policy_check_lsm(bus, &(struct policy_question){
+		.from = from, .m = m, .deny = VERDICT_DENY }, v);
 }
 
 int policy_judge_activation(struct bus *bus, struct peer *from, struct message *m,
 			    struct verdict *v)
 {
+	const struct policy_question q = {
+		.from = from, .m = m, .deny = VERDICT_DENY, .flags = POLICY_ACTIVATION,
+	};
 	int r;
 
 	*v = (struct verdict){};
 	if (!policy_active(bus))
 		return 0;
-	r = policy_check_lsm(bus, from, NULL, true, m, false, VERDICT_DENY, v);
+	r = policy_check_lsm(bus, &q, v);
 	if (r < 0 || v->kind != VERDICT_DELIVER)
 		return r;
-	return policy_check_rules(bus, from, NULL, NULL, m, false, false, VERDICT_DENY, v);
+	return policy_check_rules(bus, &q, v);
 }
 
 int policy_check_own_lsm(struct bus *bus, struct peer *peer, const char *name,
@@ -565,8 +602,9 @@ static int policy_probe(struct bus *bus, struct peer *from, struct peer *to, int
 	r = policy_probe_new(from, to, type, &probe);
 	if (r < 0)
 		return r;
-	r = policy_check(bus, from, NULL, to, probe, type != DC_MESSAGE_METHOD_CALL, false,
-			 VERDICT_DENY, &v);
+	r = policy_check(bus, &(struct policy_question){
+		.from = from, .to = to, .m = probe, .deny = VERDICT_DENY,
+		.flags = type != DC_MESSAGE_METHOD_CALL ? POLICY_REQUESTED_REPLY : 0 }, &v);
 	if (r < 0)
 		return r;
 	return v.kind == VERDICT_DELIVER ? ACCESS_ALLOWED : ACCESS_DENIED;

@@ -90,6 +90,12 @@ static inline bool policy_active(const struct bus *bus)
 	return bus->policy || bus->apparmor || bus->selinux;
 }
 
+/* Whether an LSM mediates (what a connection sends before Hello is asked of it). */
+static inline bool policy_lsm_active(const struct bus *bus)
+{
+	return bus->apparmor || bus->selinux;
+}
+
 /* Whether a module asks about messages (policy_add_module()). */
 static inline bool policy_has_modules(const struct bus *bus)
 {
