@@ -22,7 +22,6 @@
 #include "broker/policy/policy.h"
 #include "broker/objects/reply.h"
 #include "broker/core/router.h"
-#include "broker/policy/selinux.h"
 #include "broker/objects/user.h"
 #include "conf/config.h"
 #include "conf/policy.h"
