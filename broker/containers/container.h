@@ -213,7 +213,7 @@ void container_stop_instance(struct container *c);
 
 /*
  * @peer created @c (AddServer, or the re-exec's restore): when it goes, @c
- * stops (container_peer_gone()). Return 0 or -ENOMEM.
+ * stops (its creator attachment's gone op). Return 0 or -ENOMEM.
  */
 int container_set_creator(struct container *c, struct peer *peer);
 

@@ -29,8 +29,13 @@
  * get NoReply) and hands the object to the bus, which frees it after the
  * current dispatch, so callers up the stack may still look at it (->closed).
  *
- * Return codes: negative errno is fatal; PEER_E_* are conditions the caller
- * handles.
+ * Two files: peer.c is the object (credentials, charges, attachments, its
+ * log identity) and calls nothing above objects/; core/peer-dispatch.c is its
+ * life and input (authenticated, registered, closed, dispatch), where it
+ * meets the bus, the policy and the router.
+ *
+ * Return codes (util/error.h): negative errno is fatal; PEER_E_* are
+ * conditions the caller handles.
  */
 
 #include <assert.h>
