@@ -129,6 +129,12 @@ static int daemonize(int *readyp)
 	close(pipefd[0]);
 	if (setsid() < 0)
 		return -errno;
+	/*
+	 * As dbus-daemon's: a daemon keeps no directory busy, and the
+	 * services it starts begin in / (dbus-launch sessions use --fork).
+	 */
+	if (chdir("/") < 0)
+		return -errno;
 	*readyp = pipefd[1];
 	return 0;
 }

@@ -82,7 +82,7 @@ sed "s|<listen>.*</listen>|<listen>unix:tmpdir=$dir</listen>|; /<pidfile>/d
      s|<policy context=\"default\">.*</policy>|<policy context=\"default\"><allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/><allow own=\"*\"/></policy>|" \
     "$dir/fork.conf" >"$dir/fork2.conf"
 forked_pid() {  # forked_pid BUS -> "own pid" or what it said instead
-    local out addr p said creds
+    local out addr p said creds cwd
     out=$("$1" --config-file="$dir/fork2.conf" --fork --print-address=1 --print-pid=1) ||
         { echo "--fork failed"; return; }
     addr=$(sed -n 1p <<<"$out")
@@ -93,8 +93,11 @@ forked_pid() {  # forked_pid BUS -> "own pid" or what it said instead
     creds=$(DBUS_SESSION_BUS_ADDRESS=$addr busctl --user call org.freedesktop.DBus \
         /org/freedesktop/DBus org.freedesktop.DBus GetConnectionCredentials s \
         org.freedesktop.DBus 2>&1)
+    cwd=$(readlink "/proc/$p/cwd")
     kill "$p" 2>/dev/null
     [ "$said" = "u $p" ] || { echo "GetConnectionUnixProcessID: $said (daemon $p)"; return; }
+    # The daemon leaves the directory it was started from (issue 43, item 6).
+    [ "$cwd" = / ] || { echo "cwd $cwd"; return; }
     grep -q "\"ProcessID\" u $p\b" <<<"$creds" ||
         { echo "GetConnectionCredentials: $creds (daemon $p)"; return; }
     echo "own pid"
