@@ -303,3 +303,36 @@ class Raw:
             except OSError:
                 pass
         self.fds = []
+
+
+# ------------------------------------------------- what a misbehaving test reads
+
+
+def next_msg(raw, timeout):
+    """The next message, or "none" (nothing within @timeout), or "closed"."""
+    try:
+        return raw.recv(timeout)
+    except socket.timeout:
+        return "none"
+    except (EOFError, ConnectionResetError, BrokenPipeError):
+        return "closed"
+
+
+def drain(raw, timeout=0.3):
+    """Every message until @timeout of silence: (messages, "none" or "closed")."""
+    out = []
+    while True:
+        m = next_msg(raw, timeout)
+        if isinstance(m, str):
+            return out, m
+        out.append(m)
+
+
+def alive(raw):
+    """Whether the connection still works: GetId is answered."""
+    try:
+        s = raw.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                     "GetId")
+        return raw.wait_reply(s, 3)[0] == METHOD_RETURN
+    except (OSError, EOFError):
+        return False

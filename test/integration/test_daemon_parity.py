@@ -48,63 +48,36 @@ what dbus-daemon 1.14 does:
 
 import json
 import os
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import parity  # noqa: E402
 import rawclient  # noqa: E402
 
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
                        FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SENDER,
                        FIELD_SIGNATURE, FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, SIGNAL, Raw,
-                       body_strings, marshal)
+                       alive, body_strings, drain, marshal, next_msg)
 
 D, P, I = "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus"
 PEER = "org.freedesktop.DBus.Peer"
 IFACE = "org.bus1.Test.Parity"
 INACTIVE = ":not.active.yet"
 AD = I + ".Error.AccessDenied"
-DAEMON = "/usr/bin/dbus-daemon"
 
 # ------------------------------------------------------------------ scenarios
 
 
-def next_msg(raw, timeout):
-    """The next message, or "none" (nothing within @timeout), or "closed"."""
-    try:
-        return raw.recv(timeout)
-    except socket.timeout:
-        return "none"
-    except (EOFError, ConnectionResetError, BrokenPipeError):
-        return "closed"
-
-
-def drain(raw, timeout=0.3):
-    out = []
-    while True:
-        m = next_msg(raw, timeout)
-        if isinstance(m, str):
-            return out, m
-        out.append(m)
 
 
 def brief(m):
     kind = {1: "call", 2: "return", 3: "error", 4: "signal"}[m[0]]
     return [kind, m[3].get(FIELD_MEMBER) or m[3].get(FIELD_ERROR_NAME)]
 
-
-def alive(raw):
-    """Whether the connection still works: GetId is answered."""
-    try:
-        s = raw.call(D, P, I, "GetId")
-        return raw.wait_reply(s, 3)[0] == METHOD_RETURN
-    except (OSError, EOFError):
-        return False
 
 
 def add_match(raw, rule):
@@ -864,55 +837,16 @@ EXPECTED.update({
 # ------------------------------------------------------------------- driver
 
 
-def run_on(binary, override):
-    """The scenarios' outcomes on a private bus run by @binary."""
-    with tempfile.TemporaryDirectory(prefix="bus1-parity.") as tmp:
-        path = os.path.join(tmp, "out.json")
-        env = dict(os.environ, BUS_BINARY_OVERRIDE=override)
-        p = subprocess.run([os.path.join(HERE, "run-with-bus.sh"), binary,
-                            "--config", os.path.join(HERE, "parity-limits.conf"), "--",
-                            sys.executable, os.path.abspath(__file__), "--scenarios", path],
-                           env=env, timeout=170)
-        if p.returncode != 0 or not os.path.exists(path):
-            print("FAIL: the scenarios did not complete on %s" % override)
-            return None
-        with open(path) as f:
-            return json.load(f)
-
-
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--scenarios":
         return scenarios(sys.argv[2])
-    bus1 = sys.argv[1]
-    # run-under-valgrind.sh points BUS_BINARY_OVERRIDE at its valgrind wrapper
-    runs = [("bus1-broker", bus1, os.environ.get("BUS_BINARY_OVERRIDE") or bus1)]
-    if os.path.exists(DAEMON):
-        runs.append(("dbus-daemon", DAEMON, DAEMON))
-    else:
-        print("no %s: only the recorded outcomes are checked" % DAEMON)
     results = {}
-    failed = False
-    for label, binary, override in runs:
-        results[label] = res = run_on(binary, override)
-        if res is None:
-            failed = True
-            continue
-        for key, want in EXPECTED.items():
-            got = res.get(key)
-            print("%-4s %-11s %s" % ("ok" if got == want else "FAIL", label, key))
-            if got != want:
-                failed = True
-                print("       expected %s\n       got      %s" % (json.dumps(want),
-                                                                   json.dumps(got)))
-    if results.get("dbus-daemon") and results.get("bus1-broker"):
-        for key in sorted(set(results["dbus-daemon"]) | set(results["bus1-broker"])):
-            a, b = results["bus1-broker"].get(key), results["dbus-daemon"].get(key)
-            if a != b:
-                failed = True
-                print("DIFFERENT %s\n  bus1-broker %s\n  dbus-daemon %s" % (
-                    key, json.dumps(a), json.dumps(b)))
-    print("FAIL" if failed else "bus1-broker and dbus-daemon agree")
-    return 1 if failed else 0
+    for label, binary, override in parity.buses(sys.argv[1]):
+        with tempfile.TemporaryDirectory(prefix="bus1-parity.") as tmp:
+            results[label] = parity.run_scenarios(
+                __file__, binary, override, os.path.join(HERE, "parity-limits.conf"),
+                os.path.join(tmp, "out.json"))
+    return 1 if parity.compare(results, EXPECTED) else 0
 
 
 if __name__ == "__main__":
