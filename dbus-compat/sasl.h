@@ -16,8 +16,8 @@
  * input bytes it consumed; everything after that is the D-Bus message stream
  * and must be handed to the message framing unchanged.
  *
- * Mechanisms: EXTERNAL (the authorization identity, if given, must be the
- * ASCII decimal of the peer uid taken from SO_PEERCRED, hex-encoded; an empty
+ * Mechanisms: EXTERNAL (the authorization identity, if given, must name the
+ * peer uid taken from SO_PEERCRED, in ASCII digits, hex-encoded; an empty
  * identity means "whatever the transport says"; never accepted on a transport
  * without credentials, SASL_SERVER_NO_CREDENTIALS, such as TCP),
  * DBUS_COOKIE_SHA1 (the spec's challenge: the client names a user, the server
@@ -28,23 +28,41 @@
  * offered (listed in REJECTED, in this order, and tried at all) is set with
  * sasl_server_set_mechanisms(); by default EXTERNAL, plus ANONYMOUS when it is
  * allowed. The state machine follows the spec's server state diagram
- * (WaitingForAuth / WaitingForData / WaitingForBegin):
+ * (WaitingForAuth / WaitingForData / WaitingForBegin), and where the spec
+ * leaves a choice it answers as dbus-daemon 1.14 does, reply text included
+ * (test/integration/test_sasl_parity.py holds the two side by side):
  *
  * - the first byte must be a NUL, otherwise the server fails at once;
- * - "AUTH" alone and unknown mechanisms get "REJECTED <offered mechanisms>";
+ * - a line ends at "\r\n" only: a lone "\n" is a byte of the line. A line
+ *   holding a NUL or a byte above 0x7f gets ERROR. The command is the text
+ *   up to the first blank (space or tab); the blanks after it are skipped
+ *   and the rest are its arguments, which BEGIN and NEGOTIATE_UNIX_FD ignore;
+ * - hex is read up to its end or the first non-hex digit: anything left over
+ *   (a second word, a trailing blank) gets ERROR and changes no state; an odd
+ *   last digit is the high half of one more byte;
+ * - "AUTH" alone and unknown or unoffered mechanisms get "REJECTED <offered
+ *   mechanisms>";
  * - "AUTH EXTERNAL" without initial response gets "DATA" and waits for the
- *   client's "DATA" / "DATA <hex>" line;
- * - CANCEL and ERROR get REJECTED while a mechanism is running or after OK;
- *   in WaitingForAuth CANCEL is not meaningful and gets ERROR;
+ *   client's "DATA" / "DATA <hex>" line; the identity is a uid as strtoul()
+ *   reads it with base 0. ANONYMOUS takes an optional UTF-8 trace and
+ *   DBUS_COOKIE_SHA1 a user name or uid, both only as initial response;
+ * - CANCEL and ERROR get REJECTED while a mechanism is running or after OK,
+ *   ERROR also before; CANCEL and DATA before AUTH get ERROR;
  * - NEGOTIATE_UNIX_FD after OK gets AGREE_UNIX_FD if the caller allows fd
  *   passing, ERROR otherwise; before OK it gets ERROR;
  * - BEGIN after OK ends authentication (SASL_SERVER_DONE); BEGIN before OK is
  *   fatal (the spec says disconnect);
- * - unknown commands, malformed lines, non-ASCII bytes get "ERROR ...";
- * - a line longer than SASL_LINE_MAX, more than SASL_FAILURES_MAX REJECTED /
- *   ERROR replies or more than SASL_INPUT_MAX input bytes make the server fail
- *   (SASL_SERVER_FAILED), so a hostile client cannot keep a connection in the
- *   authentication phase forever or make the output grow without bound.
+ * - other commands get ERROR "Unknown command";
+ * - the SASL_REJECTED_MAX-th REJECTED is the last reply, and a line longer
+ *   than SASL_LINE_MAX ends the conversation at once, as with dbus-daemon.
+ *   Beyond dbus-daemon, so that a client which never reads cannot make the
+ *   bus queue replies without bound before it authenticated, the
+ *   SASL_ERRORS_MAX-th ERROR is the last reply too, and more than
+ *   SASL_INPUT_MAX input bytes end the conversation at once. An ended
+ *   conversation is SASL_SERVER_FAILED: the owner disconnects;
+ * - ANONYMOUS without SASL_SERVER_ALLOW_ANONYMOUS is REJECTED, where
+ *   dbus-daemon answers OK and hangs up at BEGIN: the client learns in the
+ *   conversation that the mechanism failed and can try another one.
  */
 
 #include <stdbool.h>
@@ -56,8 +74,10 @@
 #define SASL_LINE_MAX (16U * 1024U)
 /* Total number of input bytes accepted before BEGIN. */
 #define SASL_INPUT_MAX (64U * 1024U)
-/* Number of REJECTED + ERROR replies after which the client is dropped. */
-#define SASL_FAILURES_MAX 16U
+/* REJECTED replies the client gets; the last one ends the conversation (dbus-daemon's 6). */
+#define SASL_REJECTED_MAX 6U
+/* ERROR replies the client gets; the last one ends the conversation. */
+#define SASL_ERRORS_MAX 16U
 
 /* Length of a server GUID: 16 bytes in hex, without the terminating NUL. */
 #define SASL_GUID_LEN 32U
@@ -150,7 +170,7 @@ struct sasl_server {
 	bool anonymous;
 	bool unix_fd;
 
-	/* mechanism waiting for DATA */
+	/* the SASL_MECH_* bit of the mechanism waiting for DATA, 0 if none */
 	unsigned int mech;
 	unsigned int mechs;		/* SASL_MECH_* offered */
 
@@ -160,7 +180,8 @@ struct sasl_server {
 	struct sasl_cookie_state *cookie;	/* while the mechanism runs */
 
 	/* bounds */
-	unsigned int n_failures;
+	unsigned int n_rejected;
+	unsigned int n_errors;
 	size_t n_input;
 	const char *failure;
 

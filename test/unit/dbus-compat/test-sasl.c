@@ -163,13 +163,27 @@ static void test_external_initial_response(void)
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 
-	/* Non-hex, odd length, non-numeric identity, uid overflow. */
+	/* Non-hex is an ERROR, not a failed attempt; the state stays. */
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
 	CHECK(feed(&s, "AUTH EXTERNAL zz\r\n") == 0);
-	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	/* Hex is read to the first non-hex character: a second word or a trailing blank. */
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030 30\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030 \r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	/* An odd last digit is the high half of one more byte: "313" is "1" "0". */
 	CHECK(feed(&s, "AUTH EXTERNAL 313\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	CHECK(feed(&s, "AUTH EXTERNAL 3130303\r\n") == 0); /* "1000" */
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* Non-numeric identity, uid overflow. */
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
 	CHECK(feed(&s, "AUTH EXTERNAL 726f6f74\r\n") == 0); /* "root" */
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	/* 4294968296 == 2^32 + 1000 must not wrap to 1000 */
@@ -181,10 +195,49 @@ static void test_external_initial_response(void)
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
 	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	/* Leading zeros still name the uid. */
+	/* A trailing blank or a NUL is not part of a number. */
+	CHECK(feed(&s, "AUTH EXTERNAL 3130303020\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	CHECK(feed(&s, "AUTH EXTERNAL 3130303000\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	sasl_server_deinit(&s);
+
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	/* -1 is no uid (and 2^64 - 1 after strtoul()). */
+	CHECK(feed(&s, "AUTH EXTERNAL 2d31\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	/* A leading 0 is octal, as strtoul() with base 0 reads it: 512. */
 	hex_of(hex, "0001000");
 	snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
 	CHECK(feed(&s, line) == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	sasl_server_deinit(&s);
+
+	/* The other ways strtoul() with base 0 reads 1000 (dbus-daemon's reading). */
+	{
+		static const char *const forms[] = { " 1000", "\t1000", "+1000", "0x3e8", "0X3E8",
+						     "01750", NULL };
+
+		for (size_t i = 0; forms[i]; i++) {
+			init(&s, 0);
+			hex_of(hex, forms[i]);
+			snprintf(line, sizeof(line), "AUTH EXTERNAL %s\r\n", hex);
+			CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+			CHECK(feed(&s, line) == 0);
+			expect_out(&s, ok_line());
+			CHECK(sasl_server_get_uid(&s) == peer_uid);
+			sasl_server_deinit(&s);
+		}
+	}
+
+	/* Blanks: two spaces or a tab between the words. */
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0AUTH  EXTERNAL \t31303030\r\n", 27, NULL) == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0AUTH\tEXTERNAL\t31303030\r\n", 25, NULL) == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 }
@@ -222,22 +275,33 @@ static void test_external_data_exchange(void)
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 
-	/* DATA with a wrong uid or bad hex: REJECTED, back to WaitingForAuth. */
+	/* DATA with a wrong uid: REJECTED, back to WaitingForAuth. */
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
 	CHECK(feed(&s, "DATA 30\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	/* Bad hex: ERROR, still waiting for DATA; a tab separates too. */
 	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
 	expect_out(&s, "DATA\r\n");
 	CHECK(feed(&s, "DATA xy\r\n") == 0);
-	expect_out(&s, "REJECTED EXTERNAL\r\n");
-	/* Something other than DATA while waiting for it. */
-	CHECK(feed(&s, "AUTH EXTERNAL\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
+	CHECK(feed(&s, "DATA\t31303030\r\n") == 0);
+	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+
+	/* Other commands while waiting for DATA. */
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL\r\n", 16, NULL) == 0);
 	expect_out(&s, "DATA\r\n");
 	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
-	expect_out(&s, "ERROR \"Expected DATA\"\r\n");
+	expect_out(&s, "ERROR \"Need to authenticate first\"\r\n");
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	expect_out(&s, "ERROR \"Sent AUTH while another AUTH in progress\"\r\n");
+	CHECK(feed(&s, "OK\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
 	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
 	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, ok_line());
@@ -266,21 +330,27 @@ static void test_anonymous(void)
 	CHECK(sasl_server_is_anonymous(&s));
 	sasl_server_deinit(&s);
 
-	/* Enabled, empty challenge first; advertised in REJECTED. */
+	/* Enabled, without trace: OK at once; advertised in REJECTED. */
 	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
 	CHECK(feed_n(&s, "\0AUTH FOO\r\n", 11, NULL) == 0);
 	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
 	CHECK(feed(&s, "AUTH ANONYMOUS\r\n") == 0);
-	expect_out(&s, "DATA\r\n");
-	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, ok_line());
 	CHECK(sasl_server_is_anonymous(&s));
 	sasl_server_deinit(&s);
 
-	/* Bad hex trace is rejected. */
+	/* Bad hex trace is an ERROR; a trace that is not UTF-8 (or has a NUL) is rejected. */
 	init(&s, SASL_SERVER_ALLOW_ANONYMOUS);
 	CHECK(feed_n(&s, "\0AUTH ANONYMOUS q\r\n", 19, NULL) == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	CHECK(feed(&s, "AUTH ANONYMOUS ff\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
+	CHECK(feed(&s, "AUTH ANONYMOUS eda080\r\n") == 0); /* a surrogate */
+	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
+	CHECK(feed(&s, "AUTH ANONYMOUS 6100\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL ANONYMOUS\r\n");
+	CHECK(feed(&s, "AUTH ANONYMOUS c3a9e282ac\r\n") == 0);
+	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
 }
 
@@ -297,12 +367,22 @@ static void test_rejected_list_and_unknown(void)
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	/* Unknown commands get ERROR and the exchange goes on (spec Figure 3). */
 	CHECK(feed(&s, "FOOBAR\r\n") == 0);
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
 	CHECK(feed(&s, "EXTENSION_COM_EXAMPLE_X 1 2\r\n") == 0);
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
+	/* The server's own replies are unknown commands too. */
+	CHECK(feed(&s, "OK\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
+	CHECK(feed(&s, "REJECTED EXTERNAL\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
+	CHECK(feed(&s, "AGREE_UNIX_FD\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
 	/* Commands are case-sensitive. */
 	CHECK(feed(&s, "auth EXTERNAL 31303030\r\n") == 0);
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
+	/* "AUTH " (a blank but no mechanism) lists the mechanisms, as "AUTH". */
+	CHECK(feed(&s, "AUTH \r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
 	sasl_server_deinit(&s);
@@ -312,10 +392,12 @@ static void test_cancel_error(void)
 {
 	struct sasl_server s;
 
-	/* WaitingForAuth: CANCEL is "anything else" -> ERROR; ERROR -> REJECTED. */
+	/* WaitingForAuth: CANCEL and DATA are ERRORs; ERROR -> REJECTED. */
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0CANCEL\r\n", 9, NULL) == 0);
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	expect_out(&s, "ERROR \"Not currently in an auth conversation\"\r\n");
+	CHECK(feed(&s, "DATA 31303030\r\n") == 0);
+	expect_out(&s, "ERROR \"Not currently in an auth conversation\"\r\n");
 	CHECK(feed(&s, "ERROR\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	CHECK(feed(&s, "ERROR \"client did not like it\"\r\n") == 0);
@@ -332,9 +414,11 @@ static void test_cancel_error(void)
 	CHECK(feed(&s, "ERROR\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_AUTH);
+	sasl_server_deinit(&s);
 
-	/* WaitingForBegin: CANCEL undoes the authentication. */
-	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
+	/* WaitingForBegin: CANCEL and ERROR undo the authentication. */
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
 	expect_out(&s, ok_line());
 	CHECK(sasl_server_is_authenticated(&s));
 	CHECK(feed(&s, "CANCEL\r\n") == 0);
@@ -346,11 +430,15 @@ static void test_cancel_error(void)
 	CHECK(feed(&s, "ERROR\r\n") == 0);
 	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	CHECK(!sasl_server_is_authenticated(&s));
-	/* Unknown command after OK: ERROR, still authenticated. */
+	/* Other commands after OK: ERROR, still authenticated. */
 	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
 	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
-	expect_out(&s, "ERROR \"Unknown command or not valid after OK\"\r\n");
+	expect_out(&s, "ERROR \"Sent AUTH while expecting BEGIN\"\r\n");
+	CHECK(feed(&s, "DATA\r\n") == 0);
+	expect_out(&s, "ERROR \"Sent DATA while expecting BEGIN\"\r\n");
+	CHECK(feed(&s, "STARTTLS\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
 	CHECK(sasl_server_is_authenticated(&s));
 	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
 	sasl_server_deinit(&s);
@@ -363,7 +451,7 @@ static void test_unix_fd(void)
 	/* Supported. */
 	init(&s, SASL_SERVER_UNIX_FD);
 	CHECK(feed_n(&s, "\0NEGOTIATE_UNIX_FD\r\n", 20, NULL) == 0); /* before auth */
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	expect_out(&s, "ERROR \"Need to authenticate first\"\r\n");
 	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
 	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
@@ -373,12 +461,20 @@ static void test_unix_fd(void)
 	CHECK(sasl_server_unix_fd_agreed(&s));
 	sasl_server_deinit(&s);
 
+	/* Arguments are ignored, as dbus-daemon does. */
+	init(&s, SASL_SERVER_UNIX_FD);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nNEGOTIATE_UNIX_FD x\r\n", 46, NULL) == 0);
+	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\nAGREE_UNIX_FD\r\n");
+	CHECK(sasl_server_unix_fd_agreed(&s));
+	sasl_server_deinit(&s);
+
 	/* Not supported. */
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\n", 25, NULL) == 0);
 	expect_out(&s, ok_line());
 	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\r\n") == 0);
-	expect_out(&s, "ERROR \"fd passing is not supported on this connection\"\r\n");
+	expect_out(&s, "ERROR \"Unix FD passing not supported, not authenticated or otherwise "
+		       "not possible\"\r\n");
 	CHECK(!sasl_server_unix_fd_agreed(&s));
 	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
 	CHECK(!sasl_server_unix_fd_agreed(&s));
@@ -396,9 +492,10 @@ static void test_unix_fd(void)
 	sasl_server_deinit(&s);
 }
 
-static void test_begin_early(void)
+static void test_begin(void)
 {
 	struct sasl_server s;
+	size_t c;
 
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0BEGIN\r\n", 8, NULL) == SASL_SERVER_FAILED);
@@ -411,11 +508,17 @@ static void test_begin_early(void)
 	expect_out(&s, "DATA\r\n");
 	sasl_server_deinit(&s);
 
-	/* "BEGIN x" after OK is not BEGIN. */
+	/* "BEGIN x" after OK is BEGIN: arguments are ignored, as dbus-daemon does. */
 	init(&s, 0);
-	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nBEGIN x\r\n", 34, NULL) == 0);
-	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\n"
-		       "ERROR \"Unknown command or not valid after OK\"\r\n");
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nBEGIN x\r\nl", 35, &c) == SASL_SERVER_DONE);
+	CHECK(c == 34);
+	expect_out(&s, "OK 0123456789abcdef0123456789abcdef\r\n");
+	CHECK(sasl_server_get_uid(&s) == peer_uid);
+	sasl_server_deinit(&s);
+
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\r\nBEGIN\t\r\n", 33, &c) == SASL_SERVER_DONE);
+	CHECK(c == 33);
 	sasl_server_deinit(&s);
 }
 
@@ -476,20 +579,46 @@ static void test_malformed(void)
 	struct sasl_server s;
 
 	init(&s, 0);
-	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\n", 24, NULL) == 0); /* no \r */
-	expect_out(&s, "ERROR \"Lines must end with \\r\\n\"\r\n");
-	CHECK(feed_n(&s, "AUTH \0EXTERNAL\r\n", 16, NULL) == 0); /* NUL */
-	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
+	CHECK(feed_n(&s, "\0AUTH \0EXTERNAL\r\n", 17, NULL) == 0); /* NUL */
+	expect_out(&s, "ERROR \"Command contained non-ASCII\"\r\n");
 	CHECK(feed(&s, "AUTH EXTERNAL \xc3\xa4\r\n") == 0); /* non-ASCII */
-	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
-	CHECK(feed(&s, "AUTH\tEXTERNAL\r\n") == 0);
-	expect_out(&s, "ERROR \"Invalid character in line\"\r\n");
+	expect_out(&s, "ERROR \"Command contained non-ASCII\"\r\n");
+	/* Other control characters are ASCII: here they are not hex. */
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\x01\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
 	CHECK(feed(&s, "\r\n") == 0); /* empty line */
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
-	CHECK(feed(&s, "AUTH EXTERNAL 31303030 extra\r\n") == 0);
-	expect_out(&s, "REJECTED EXTERNAL\r\n");
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
 	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\n") == 0);
 	expect_out(&s, ok_line());
+	sasl_server_deinit(&s);
+}
+
+/* Lines end at "\r\n" only, wherever the input is cut. */
+static void test_line_ends(void)
+{
+	struct sasl_server s;
+
+	/* A lone "\n" is a byte of the line: no answer until "\r\n". */
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0AUTH EXTERNAL 31303030\n", 24, NULL) == 0);
+	expect_out(&s, "");
+	CHECK(feed(&s, "BEGIN\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	/* So is a lone "\r"; "\r\r\n" ends a line that ends in "\r". */
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r") == 0);
+	expect_out(&s, "");
+	CHECK(feed(&s, "\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	/* "\r" and "\n" in two pieces. */
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r") == 0);
+	expect_out(&s, "");
+	CHECK(feed(&s, "\n") == 0);
+	expect_out(&s, ok_line());
+	/* "\n" then "\r\n" in two pieces: one line, whose command is not a known one. */
+	CHECK(feed(&s, "NEGOTIATE_UNIX_FD\n") == 0);
+	CHECK(feed(&s, "\r\n") == 0);
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
+	CHECK(feed(&s, "BEGIN\r\n") == SASL_SERVER_DONE);
 	sasl_server_deinit(&s);
 }
 
@@ -509,7 +638,7 @@ static void test_overlong(void)
 	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
 	CHECK(feed_n(&s, buf, SASL_LINE_MAX, &c) == 0);
 	CHECK(c == SASL_LINE_MAX);
-	expect_out(&s, "ERROR \"Unknown command or not valid before AUTH\"\r\n");
+	expect_out(&s, "ERROR \"Unknown command\"\r\n");
 	sasl_server_deinit(&s);
 
 	/* One byte more fails, whether in one piece or split. */
@@ -548,24 +677,37 @@ static void test_bounds(void)
 	size_t total = 1;
 	int r = 0;
 
-	/* Too many rejections. */
+	/* The SASL_REJECTED_MAX-th REJECTED is sent, then the conversation ends. */
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
-	for (i = 0; i < SASL_FAILURES_MAX; i++) {
+	for (i = 1; i < SASL_REJECTED_MAX; i++) {
 		CHECK(feed(&s, "AUTH FOO\r\n") == 0);
 		expect_out(&s, "REJECTED EXTERNAL\r\n");
 	}
 	CHECK(feed(&s, "AUTH FOO\r\n") == SASL_SERVER_FAILED);
+	expect_out(&s, "REJECTED EXTERNAL\r\n");
 	CHECK(sasl_server_is_failed(&s));
 	sasl_server_deinit(&s);
 
-	/* Errors count too (a client spamming unknown commands). */
+	/* One fewer, and the client may still authenticate. */
 	init(&s, 0);
 	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
-	for (i = 0; i <= SASL_FAILURES_MAX && r == 0; i++)
+	for (i = 1; i < SASL_REJECTED_MAX; i++)
+		CHECK(feed(&s, "AUTH FOO\r\n") == 0);
+	expect_out(&s, "REJECTED EXTERNAL\r\nREJECTED EXTERNAL\r\nREJECTED EXTERNAL\r\n"
+		       "REJECTED EXTERNAL\r\nREJECTED EXTERNAL\r\n");
+	CHECK(feed(&s, "AUTH EXTERNAL 31303030\r\nBEGIN\r\n") == SASL_SERVER_DONE);
+	sasl_server_deinit(&s);
+
+	/* Errors have a bound of their own (a client spamming unknown commands). */
+	init(&s, 0);
+	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+	for (i = 1; i <= SASL_ERRORS_MAX && r == 0; i++) {
 		r = feed(&s, "X\r\n");
+		expect_out(&s, "ERROR \"Unknown command\"\r\n");
+	}
 	CHECK(r == SASL_SERVER_FAILED);
-	CHECK(i == SASL_FAILURES_MAX + 1);
+	CHECK(i == SASL_ERRORS_MAX + 1);
 	sasl_server_deinit(&s);
 
 	/* Total input bound: NEGOTIATE_UNIX_FD is not a failure but costs bytes. */
@@ -657,7 +799,10 @@ static void test_transcripts(void)
 		const char *chunks[] = { "\0", ext, "NEGOTIATE_UNIX_FD\r\n", "BEGIN\r\n", NULL };
 		size_t lens[] = { 1, strlen(ext), 19, 7 };
 		const char *replies[] = {
-			"", ok, "ERROR \"fd passing is not supported on this connection\"\r\n", ""
+			"", ok,
+			"ERROR \"Unix FD passing not supported, not authenticated or otherwise "
+			"not possible\"\r\n",
+			""
 		};
 
 		run_transcript("libdbus-nofd", chunks, lens, replies, 0, false);
@@ -961,8 +1106,9 @@ static void take_cookie_challenge(struct sasl_server *s, char *challenge)
 	CHECK(strlen(challenge) == 32);
 }
 
-static void cookie_answer(struct sasl_server *s, const char *challenge, const char *client,
-			  bool right)
+/* Answer a challenge with "CLIENT<sep>HASH", the right hash or a wrong one. */
+static void cookie_answer_sep(struct sasl_server *s, const char *challenge, const char *client,
+			      bool right, char sep)
 {
 	char text[512], hash[41], line[1200], hex[1100];
 
@@ -971,10 +1117,16 @@ static void cookie_answer(struct sasl_server *s, const char *challenge, const ch
 	sha1_hex(text, strlen(text), hash);
 	if (!right)
 		hash[0] = hash[0] == '0' ? '1' : '0';
-	snprintf(text, sizeof(text), "%s %s", client, hash);
+	snprintf(text, sizeof(text), "%s%c%s", client, sep, hash);
 	hex_of(hex, text);
 	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
 	CHECK(feed(s, line) == 0);
+}
+
+static void cookie_answer(struct sasl_server *s, const char *challenge, const char *client,
+			  bool right)
+{
+	cookie_answer_sep(s, challenge, client, right, ' ');
 }
 
 static void test_cookie_sha1(void)
@@ -1020,21 +1172,48 @@ static void test_cookie_sha1(void)
 	expect_out(&s, "REJECTED EXTERNAL DBUS_COOKIE_SHA1\r\n");
 	sasl_server_deinit(&s);
 
-	/* Without initial response: DATA first, then the identity in DATA. */
+	/* Without initial response: no user, rejected at once (no DATA round). */
 	init(&s, 0);
 	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
 	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
 	CHECK(feed_n(&s, "\0AUTH DBUS_COOKIE_SHA1\r\n", 24, NULL) == 0);
-	expect_out(&s, "DATA\r\n");
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1 \r\n") == 0);
+	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
+	/* Bad hex: ERROR, before the challenge and in answer to it. */
+	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1 616c6963z\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
 	hex_of(hex, "alice");
-	snprintf(line, sizeof(line), "DATA %s\r\n", hex);
+	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
 	CHECK(feed(&s, line) == 0);
 	take_cookie_challenge(&s, challenge);
-	cookie_answer(&s, challenge, "x", true);
+	CHECK(feed(&s, "DATA zz\r\n") == 0);
+	expect_out(&s, "ERROR \"Invalid hex encoding\"\r\n");
+	CHECK(sasl_server_get_state(&s) == SASL_SERVER_STATE_WAIT_DATA);
+	/* ... and the right answer still does, separated by a tab. */
+	cookie_answer_sep(&s, challenge, "x", true, '\t');
 	expect_out(&s, ok_line());
+	CHECK(sasl_server_get_uid(&s) == 4242);
 	sasl_server_deinit(&s);
 
-	/* Refused user, empty identity, malformed answers, CANCEL. */
+	/* A uid as strtoul() with base 0 reads it reaches the source in decimal. */
+	{
+		static const char *const forms[] = { "+4242", " 4242", "0x1092", "010222", NULL };
+
+		for (size_t i = 0; forms[i]; i++) {
+			init(&s, 0);
+			sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
+			sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
+			hex_of(hex, forms[i]);
+			snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
+			CHECK(feed_n(&s, "\0", 1, NULL) == 0);
+			CHECK(feed(&s, line) == 0);
+			take_cookie_challenge(&s, challenge);
+			sasl_server_deinit(&s);
+		}
+	}
+
+	/* Refused user, malformed answers, CANCEL. */
 	init(&s, 0);
 	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
 	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
@@ -1042,10 +1221,6 @@ static void test_cookie_sha1(void)
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
 	CHECK(feed_n(&s, "\0", 1, NULL) == 0);
 	CHECK(feed(&s, line) == 0);
-	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
-	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1\r\n") == 0);
-	expect_out(&s, "DATA\r\n");
-	CHECK(feed(&s, "DATA\r\n") == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	hex_of(hex, "alice");
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
@@ -1066,10 +1241,16 @@ static void test_cookie_sha1(void)
 	snprintf(line, sizeof(line), "AUTH DBUS_COOKIE_SHA1 %s\r\n", hex);
 	CHECK(feed(&s, line) == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
-	CHECK(feed(&s, "AUTH DBUS_COOKIE_SHA1 610062\r\n") == 0);
+	sasl_server_deinit(&s);
+
+	init(&s, 0);
+	sasl_server_set_mechanisms(&s, SASL_MECH_COOKIE_SHA1);
+	sasl_server_set_cookie_source(&s, fake_cookie_source, &fake_cookie_calls);
+	CHECK(feed_n(&s, "\0AUTH DBUS_COOKIE_SHA1 610062\r\n", 31, NULL) == 0);
 	expect_out(&s, "REJECTED DBUS_COOKIE_SHA1\r\n");
 	sasl_server_deinit(&s);
-	CHECK(fake_cookie_calls == 7);
+	/* Only the identities that are one reached the source. */
+	CHECK(fake_cookie_calls == 11);
 }
 
 static void test_real_clients(void)
@@ -1136,9 +1317,10 @@ int main(void)
 	test_rejected_list_and_unknown();
 	test_cancel_error();
 	test_unix_fd();
-	test_begin_early();
+	test_begin();
 	test_pipelined();
 	test_malformed();
+	test_line_ends();
 	test_overlong();
 	test_bounds();
 	test_output_partial_consume();
