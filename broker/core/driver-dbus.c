@@ -605,9 +605,10 @@ int driver_method_get_id(struct driver_call *c)
 int driver_method_become_monitor(struct driver_call *c)
 {
 	struct match_rule **rules = NULL;
+	const char *bad_reason = NULL;
 	size_t n = 0, i;
 	uint32_t flags;
-	int r;
+	int r, bad = 0;
 
 	/* Asked before the arguments are read, as dbus-daemon asks it. */
 	r = policy_check_eavesdrop_lsm(c->bus, c->peer);
@@ -622,6 +623,8 @@ int driver_method_become_monitor(struct driver_call *c)
 		r = dc_reader_read(&c->reader, "s", &text);
 		if (r)
 			break;
+		if (bad)
+			continue;
 		v = realloc(rules, (n + 1) * sizeof(*rules));
 		if (!v) {
 			r = -ENOMEM;
@@ -631,11 +634,16 @@ int driver_method_become_monitor(struct driver_call *c)
 		r = match_rule_parse(&rules[n], text, &reason);
 		if (r < 0)
 			break;
+		/*
+		 * dbus-daemon reads all arguments and checks the flags before
+		 * it parses a rule: the first bad rule is told after them (its
+		 * reason stays valid, nothing is parsed after it).
+		 */
 		if (r) {
-			r = driver_fail(c, r == MATCH_E_TOO_LONG ? DC_ERROR_LIMITS_EXCEEDED :
-					DC_ERROR_MATCH_RULE_INVALID, "%s",
-					reason ? reason : "Invalid match rule");
-			goto out;
+			bad = r;
+			bad_reason = reason;
+			r = 0;
+			continue;
 		}
 		n++;
 	}
@@ -652,6 +660,12 @@ int driver_method_become_monitor(struct driver_call *c)
 	if (flags != 0) {
 		r = driver_fail(c, DC_ERROR_INVALID_ARGS,
 				"BecomeMonitor does not support any flags yet");
+		goto out;
+	}
+	if (bad) {
+		r = driver_fail(c, bad == MATCH_E_TOO_LONG ? DC_ERROR_LIMITS_EXCEEDED :
+				DC_ERROR_MATCH_RULE_INVALID, "%s",
+				bad_reason ? bad_reason : "Invalid match rule");
 		goto out;
 	}
 	/* An empty list means "everything", i.e. the rule "". */

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,10 +113,27 @@ static const char *skip_white(const char *p)
 	return p;
 }
 
-static void set_reason(const char **reasonp, const char *reason)
+/*
+ * dbus-daemon's texts name the offending key or value, so the reason is
+ * formatted, into a buffer of the calling thread that stays valid until its
+ * next parse. A client's rule is at most 1024 bytes, so is any key or value
+ * of it: the longest text fits; a longer rule's (match_owner_restore(), whose
+ * reason nobody reads) is cut.
+ */
+static _Thread_local char reason_buf[2 * MATCH_RULE_MAX_LENGTH];
+
+_printf_(2, 3)
+static void set_reason(const char **reasonp, const char *fmt, ...)
 {
-	if (reasonp)
-		*reasonp = reason;
+	va_list ap;
+
+	/* Callers that do not want the text (fuzzers, tests) pay nothing. */
+	if (!reasonp)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(reason_buf, sizeof(reason_buf), fmt, ap);
+	va_end(ap);
+	*reasonp = reason_buf;
 }
 
 /*
@@ -258,13 +276,14 @@ static int parse_type(const char *s)
 
 static int apply_type(struct match_rule *rule, const struct token *t, const char **reasonp)
 {
+	/* dbus-daemon ends many of its texts with a newline: so do we. */
 	if (rule->keys & MATCH_KEY_TYPE) {
-		set_reason(reasonp, "Key type specified twice in match rule");
+		set_reason(reasonp, "Key type specified twice in match rule\n");
 		return MATCH_E_INVALID;
 	}
 	rule->type = parse_type(t->value);
 	if (rule->type == MATCH_TYPE_INVALID) {
-		set_reason(reasonp, "Invalid message type in match rule");
+		set_reason(reasonp, "Invalid message type (%s) in match rule\n", t->value);
 		return MATCH_E_INVALID;
 	}
 	rule->keys |= MATCH_KEY_TYPE;
@@ -280,7 +299,8 @@ static int apply_eavesdrop(struct match_rule *rule, const struct token *t,
 	} else if (strcmp(t->value, "false") == 0) {
 		rule->eavesdrop = false;
 	} else {
-		set_reason(reasonp, "eavesdrop in match rule must be 'true' or 'false'");
+		set_reason(reasonp, "eavesdrop='%s' is invalid, it should be 'true' or 'false'\n",
+			   t->value);
 		return MATCH_E_INVALID;
 	}
 	return 0;
@@ -293,8 +313,9 @@ struct string_key {
 	uint32_t exclusive;     /* MATCH_KEY_* it cannot be combined with (itself included) */
 	size_t offset;          /* of its const char * in struct match_rule */
 	bool (*valid)(const char *s, size_t n);
-	const char *twice;      /* reasons, as dbus-daemon words them */
-	const char *invalid;
+	/* For the reasons, as dbus-daemon words them: */
+	const char *twice;      /* NULL: "Key <name> specified twice..." */
+	const char *what;       /* "<what> '<value>' is invalid" */
 };
 
 /*
@@ -304,28 +325,22 @@ struct string_key {
 static const struct string_key string_keys[] = {
 	{ "sender", MATCH_KEY_SENDER, MATCH_KEY_SENDER,
 	  offsetof(struct match_rule, sender), validate_bus_name_lenient,
-	  "Key sender specified twice in match rule",
-	  "Sender name in match rule is invalid" },
+	  NULL, "Sender name" },
 	{ "interface", MATCH_KEY_INTERFACE, MATCH_KEY_INTERFACE,
 	  offsetof(struct match_rule, interface), validate_interface_name,
-	  "Key interface specified twice in match rule",
-	  "Interface name in match rule is invalid" },
+	  NULL, "Interface name" },
 	{ "member", MATCH_KEY_MEMBER, MATCH_KEY_MEMBER,
 	  offsetof(struct match_rule, member), validate_member_name,
-	  "Key member specified twice in match rule",
-	  "Member name in match rule is invalid" },
+	  NULL, "Member name" },
 	{ "path", MATCH_KEY_PATH, MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE,
 	  offsetof(struct match_rule, path), validate_object_path,
-	  "path or path_namespace specified twice in match rule",
-	  "Path in match rule is invalid" },
+	  "path or path_namespace specified twice in match rule\n", "Path" },
 	{ "path_namespace", MATCH_KEY_PATH_NAMESPACE, MATCH_KEY_PATH | MATCH_KEY_PATH_NAMESPACE,
 	  offsetof(struct match_rule, path), validate_path_namespace,
-	  "path or path_namespace specified twice in match rule",
-	  "Path in match rule is invalid" },
+	  "path or path_namespace specified twice in match rule\n", "Path" },
 	{ "destination", MATCH_KEY_DESTINATION, MATCH_KEY_DESTINATION,
 	  offsetof(struct match_rule, destination), validate_bus_name_lenient,
-	  "Key destination specified twice in match rule",
-	  "Destination name in match rule is invalid" },
+	  NULL, "Destination name" },
 };
 
 static const struct string_key *find_string_key(const struct token *t)
@@ -340,11 +355,14 @@ static int apply_string_key(struct match_rule *rule, const struct string_key *k,
 			    const struct token *t, const char **reasonp)
 {
 	if (rule->keys & k->exclusive) {
-		set_reason(reasonp, k->twice);
+		if (k->twice)
+			set_reason(reasonp, "%s", k->twice);
+		else
+			set_reason(reasonp, "Key %s specified twice in match rule\n", k->name);
 		return MATCH_E_INVALID;
 	}
 	if (!k->valid(t->value, t->value_len)) {
-		set_reason(reasonp, k->invalid);
+		set_reason(reasonp, "%s '%s' is invalid\n", k->what, t->value);
 		return MATCH_E_INVALID;
 	}
 	*(const char **)((char *)rule + k->offset) = t->value;
@@ -363,19 +381,24 @@ static int parse_arg_key(const struct token *t, unsigned long *argp, uint8_t *ki
 	char key[MATCH_RULE_MAX_LENGTH + 1];
 	char *end;
 
+	if (t->key_len < 4) {
+		set_reason(reasonp, "Key '%.*s' in match rule starts with 'arg' but lacks an "
+			   "arg number. Should be 'arg0' or 'arg7' for example.\n",
+			   (int)t->key_len, t->key);
+		return MATCH_E_INVALID;
+	}
+	/*
+	 * A client's key fits (its rule is at most 1024 bytes); only a restored
+	 * rule of up to 8 KiB could have a longer one, and none of ours does.
+	 */
+	if (t->key_len >= sizeof(key))
+		goto unparsable;
 	memcpy(key, t->key, t->key_len);
 	key[t->key_len] = '\0';
-	if (t->key_len < 4) {
-		set_reason(reasonp, "Key in match rule starts with 'arg' but lacks an arg number");
-		return MATCH_E_INVALID;
-	}
 	errno = 0;
 	*argp = strtoul(key + 3, &end, 0);
-	if (end == key + 3 || errno != 0) {
-		set_reason(reasonp,
-			   "Key in match rule starts with 'arg' but could not parse arg number");
-		return MATCH_E_INVALID;
-	}
+	if (end == key + 3 || errno != 0)
+		goto unparsable;
 	if (*end == '\0') {
 		*kindp = MATCH_ARG_STRING;
 	} else if (strcmp(end, "path") == 0) {
@@ -383,10 +406,18 @@ static int parse_arg_key(const struct token *t, unsigned long *argp, uint8_t *ki
 	} else if (strcmp(key, "arg0namespace") == 0) {
 		*kindp = MATCH_ARG_NAMESPACE;
 	} else {
-		set_reason(reasonp, "Key in match rule contains junk after argument number");
+		set_reason(reasonp, "Key '%s' in match rule contains junk after argument number "
+			   "(%lu). Only 'arg%lupath' (for example) or 'arg0namespace' are valid",
+			   key, *argp, *argp);
 		return MATCH_E_INVALID;
 	}
 	return 0;
+
+unparsable:
+	set_reason(reasonp, "Key '%.*s' in match rule starts with 'arg' but could not parse "
+		   "arg number. Should be 'arg0' or 'arg7' for example.\n",
+		   (int)t->key_len, t->key);
+	return MATCH_E_INVALID;
 }
 
 static int apply_arg_key(struct parse_state *st, const struct token *t, const char **reasonp)
@@ -399,15 +430,19 @@ static int apply_arg_key(struct parse_state *st, const struct token *t, const ch
 	if (r)
 		return r;
 	if (kind == MATCH_ARG_NAMESPACE && !validate_namespace_lenient(t->value, t->value_len)) {
-		set_reason(reasonp, "arg0namespace is not a valid prefix of a bus name");
+		set_reason(reasonp, "arg0namespace='%s' is not a valid prefix of a bus name",
+			   t->value);
 		return MATCH_E_INVALID;
 	}
+	/* "arg-1" is strtoul()'s ULONG_MAX, as dbus-daemon says. */
 	if (arg > MATCH_ARG_MAX) {
-		set_reason(reasonp, "Key in match rule has an arg number above the maximum of 63");
+		set_reason(reasonp, "Key '%.*s' in match rule has arg number %lu but the maximum "
+			   "is %d.\n", (int)t->key_len, t->key, arg, MATCH_ARG_MAX);
 		return MATCH_E_INVALID;
 	}
 	if (arg < st->n_args && st->args[arg].value) {
-		set_reason(reasonp, "Argument matched more than once in match rule");
+		set_reason(reasonp, "Argument %.*s matched more than once in match rule\n",
+			   (int)t->key_len, t->key);
 		return MATCH_E_INVALID;
 	}
 	/* The arguments skipped up to this one: without a condition. */
@@ -434,7 +469,7 @@ static int apply_key(struct parse_state *st, const struct token *t, const char *
 		return apply_string_key(&st->rule, k, t, reasonp);
 	if (t->key_len >= 3 && memcmp(t->key, "arg", 3) == 0)
 		return apply_arg_key(st, t, reasonp);
-	set_reason(reasonp, "Unknown key in match rule");
+	set_reason(reasonp, "Unknown key \"%.*s\" in match rule", (int)t->key_len, t->key);
 	return MATCH_E_INVALID;
 }
 
@@ -493,7 +528,9 @@ static int parse_text(struct match_rule **rulep, const char *text, size_t max,
 
 	len = strnlen(text, max + 1);
 	if (len > max) {
-		set_reason(reasonp, "Match rule text is too long (maximum is 1024 bytes)");
+		/* The whole length, as dbus-daemon says it. */
+		set_reason(reasonp, "Match rule text is %zu bytes, maximum is %zu",
+			   strlen(text), max);
 		return MATCH_E_TOO_LONG;
 	}
 	st.n_tokens = 0;

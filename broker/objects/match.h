@@ -194,8 +194,11 @@ struct match_message {
 
 /*
  * Parse @text into a new rule. Returns 0, MATCH_E_INVALID, MATCH_E_TOO_LONG or
- * -ENOMEM. On a positive error *@reasonp (if not NULL) points to a static
- * human-readable reason suitable for the D-Bus error message.
+ * -ENOMEM. On a positive error *@reasonp (if not NULL) points to the D-Bus
+ * error message, dbus-daemon 1.14's text byte for byte (naming the offending
+ * key or value, and often ending in a newline), in a buffer of the calling
+ * thread that is valid until its next call of a match_*() function that
+ * takes a @reasonp.
  */
 int match_rule_parse(struct match_rule **rulep, const char *text, const char **reasonp);
 /* Free a rule that is not added (or unlink it first). Returns NULL. */

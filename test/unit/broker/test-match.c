@@ -114,6 +114,64 @@ static void test_length(void)
 	CHECK_EQ(parse_code(buf), MATCH_E_TOO_LONG);
 }
 
+/*
+ * The reasons are dbus-daemon's texts, byte for byte (test_match_parity.py
+ * compares them all with a running dbus-daemon): a few of each form here.
+ */
+static void test_reasons(void)
+{
+	static const struct {
+		const char *rule;
+		const char *reason;
+	} cases[] = {
+		{ "member='1a'", "Member name '1a' is invalid\n" },
+		{ "sender='org..x'", "Sender name 'org..x' is invalid\n" },
+		{ "path_namespace='/a/'", "Path '/a/' is invalid\n" },
+		{ "type='bogus'", "Invalid message type (bogus) in match rule\n" },
+		{ "member='A',member='B'", "Key member specified twice in match rule\n" },
+		{ "path='/a',path_namespace='/b'",
+		  "path or path_namespace specified twice in match rule\n" },
+		/* The key is not NUL-terminated in the text: only it is named. */
+		{ "color=red,type='signal'", "Unknown key \"color\" in match rule" },
+		{ "arg64path='/x'",
+		  "Key 'arg64path' in match rule has arg number 64 but the maximum is 63.\n" },
+		{ "arg1junk='x'", "Key 'arg1junk' in match rule contains junk after argument "
+		  "number (1). Only 'arg1path' (for example) or 'arg0namespace' are valid" },
+		{ "arg0='a',arg0x0path='/b'",
+		  "Argument arg0x0path matched more than once in match rule\n" },
+		{ "arg0namespace='a.'", "arg0namespace='a.' is not a valid prefix of a bus name" },
+		{ "eavesdrop=yes", "eavesdrop='yes' is invalid, it should be 'true' or 'false'\n" },
+		{ "member='Foo", "Unbalanced quotation marks in match rule" },
+		{ "type", "Match rule has a key with no subsequent '=' character" },
+	};
+	struct match_rule *rule = NULL;
+	char buf[1100], want[1200];
+	const char *reason;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		reason = NULL;
+		CHECK_EQ(match_rule_parse(&rule, cases[i].rule, &reason), MATCH_E_INVALID);
+		CHECK_STR(reason, cases[i].reason);
+		CHECK(!rule);
+	}
+
+	/* The whole length is told, not where counting stopped. */
+	memset(buf, 'x', 1099);
+	buf[1099] = '\0';
+	CHECK_EQ(match_rule_parse(&rule, buf, &reason), MATCH_E_TOO_LONG);
+	CHECK_STR(reason, "Match rule text is 1099 bytes, maximum is 1024");
+
+	/* The longest key a client can send fits in the reason, whole. */
+	memset(buf, '9', 1023);
+	memcpy(buf, "arg", 3);
+	buf[1023] = '=';
+	buf[1024] = '\0';
+	snprintf(want, sizeof(want), "Key '%.*s' in match rule starts with 'arg' but could "
+		 "not parse arg number. Should be 'arg0' or 'arg7' for example.\n", 1023, buf);
+	CHECK_EQ(match_rule_parse(&rule, buf, &reason), MATCH_E_INVALID);
+	CHECK_STR(reason, want);
+}
+
 static struct match_rule *parse(const char *text)
 {
 	struct match_rule *rule = NULL;
@@ -565,6 +623,7 @@ int main(int argc, char **argv)
 	CHECK(argc > 1);
 	test_grammar_file(argv[1]);
 	test_length();
+	test_reasons();
 	test_values();
 	test_equality_and_text();
 	test_restore_long_text();
