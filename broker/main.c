@@ -389,6 +389,8 @@ static int prepare(const struct cli *cli, struct fdstore_carried *carried,
 	if (cli->config_file) {
 		if (load_config(cli, configp) < 0)
 			return -1;
+		/* The lines' "[session uid=... pid=...] " from here on (log.h). */
+		log_set_bus_type((*configp)->type);
 		if ((*configp)->syslog && cli->syslog == CLI_SYSLOG_DEFAULT)
 			log_setup(LOG_TARGET_BOTH);
 		if (!cli->nopidfile)
@@ -467,16 +469,19 @@ static int start_new(struct broker **brokerp, const struct broker_options *opts,
 	 * A fresh start refuses an existing pid file before it listens, as
 	 * dbus-daemon does. A restart through the fd store replaces the one its
 	 * old process wrote, also when it cannot use the handed-over state.
+	 * The configuration is read: from here on a failure is a log line
+	 * (tagged, at warning, where the log goes), as dbus-daemon's; before
+	 * it, a plain message on stderr.
 	 */
 	if (pidfile && !from_store && access(pidfile, F_OK) == 0) {
-		fprintf(stderr, "Failed to start message bus: The pid file \"%s\" exists, if the "
-			"message bus is not running, remove this file\n", pidfile);
+		log_warn("Failed to start message bus: The pid file \"%s\" exists, if the "
+			 "message bus is not running, remove this file", pidfile);
 		return -1;
 	}
 	r = broker_new(brokerp, opts);
 	if (r) {
-		fprintf(stderr, "Failed to start message bus: %s\n",
-			r == BROKER_E_INVALID ? broker_get_error(*brokerp) : strerror(-r));
+		log_warn("Failed to start message bus: %s",
+			 r == BROKER_E_INVALID ? broker_get_error(*brokerp) : strerror(-r));
 		return -1;
 	}
 
@@ -485,7 +490,7 @@ static int start_new(struct broker **brokerp, const struct broker_options *opts,
 	if (do_fork) {
 		r = daemonize(&ready_fd);
 		if (r < 0) {
-			fprintf(stderr, "Failed to fork: %s\n", strerror(-r));
+			log_warn("Failed to fork: %s", strerror(-r));
 			return -1;
 		}
 		/* The bus is this process now, not the parent that exits. */

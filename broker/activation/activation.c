@@ -306,8 +306,12 @@ _printf_(3, 4) static void pending_failf(struct pending *p, const char *name, co
 	va_start(ap, fmt);
 	r = vasprintf(&text, fmt, ap);
 	va_end(ap);
-	/* The text is the log line too (dbus-daemon's timeout message). */
-	act_log(p->a, 6, "%s", r >= 0 ? text : "activation failed");
+	/*
+	 * The text is the log line too (dbus-daemon's timeout message), at the
+	 * security level (notice, LOG_AUTH): dbus-daemon logs an error it
+	 * sets and logs at once there, whatever level it asks for.
+	 */
+	act_log(p->a, LOG_AUTH | LOG_NOTICE, "%s", r >= 0 ? text : "activation failed");
 	act_pending_fail_quiet(p, name, r >= 0 ? text : "activation failed");
 }
 

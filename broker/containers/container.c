@@ -18,6 +18,7 @@
 #include "broker/containers/container-filter.h"
 #include "broker/transport/listener.h"
 #include "broker/objects/log.h"
+#include "broker/objects/log-limit.h"
 #include "broker/objects/peer.h"
 #include "broker/core/router.h"
 #include "dbus-compat/address.h"
@@ -409,9 +410,12 @@ static int container_accept(void *userdata, int fd)
 		return 0;
 	}
 	if (c->n_members >= (unsigned long long)bus->limits.max_connections_per_container) {
-		log_warn("Closing connection to container server %s (%s \"%s\") because it would "
-			 "exceed resource limit (max_connections_per_container=%lld)", c->path,
-			 c->type, c->name, (long long)bus->limits.max_connections_per_container);
+		/* Limited as the instance's refusals: its app may connect in a loop. */
+		log_limit_printf(&bus->log_limits, &c->group.refusal_log, LOG_WARNING,
+				 "Closing connection to container server %s (%s \"%s\") because it "
+				 "would exceed resource limit (max_connections_per_container=%lld)",
+				 c->path, c->type, c->name,
+				 (long long)bus->limits.max_connections_per_container);
 		close(fd);
 		return 0;
 	}
@@ -511,6 +515,20 @@ static int container_fail(const char **errnamep, char **errtextp, const char *na
 	return CONTAINER_E_REFUSED;
 }
 
+/*
+ * A limit of the configuration refused @creator's AddServer: logged in
+ * dbus-daemon's words (the error's text) at its level, warning, limited as
+ * the creator's refusals are.
+ */
+static int container_fail_limit(struct peer *creator, const char **errnamep, char **errtextp,
+				char *text)
+{
+	if (text)
+		log_limit_printf(&creator->bus->log_limits, peer_refusal_log(creator),
+				 LOG_WARNING, "%s", text);
+	return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED, text);
+}
+
 static int container_listen(struct container *c, const char **errnamep, char **errtextp)
 {
 	struct bus *bus = c->registry->bus;
@@ -555,19 +573,19 @@ int container_add(struct container_registry *reg, struct peer *creator, const ch
 	int r;
 
 	if ((long long)size > lim->max_container_metadata_bytes)
-		return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED,
+		return container_fail_limit(creator, errnamep, errtextp,
 			asprintf(&text, "Connection \"%s\" (%s) is not allowed to set %zu bytes of "
 				 "container metadata (max_container_metadata_bytes=%lld)",
 				 peer_name(creator), peer_loginfo(creator), size,
 				 (long long)lim->max_container_metadata_bytes) < 0 ? NULL : text);
 	if ((long long)reg->n_instances >= lim->max_containers)
-		return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED,
+		return container_fail_limit(creator, errnamep, errtextp,
 			asprintf(&text, "Connection \"%s\" (%s) is not allowed to create more "
 				 "container servers (max_containers=%lld)", peer_name(creator),
 				 peer_loginfo(creator), (long long)lim->max_containers) < 0 ?
 			NULL : text);
 	if ((long long)container_count_uid(reg, creator->uid) >= lim->max_containers_per_user)
-		return container_fail(errnamep, errtextp, DC_ERROR_LIMITS_EXCEEDED,
+		return container_fail_limit(creator, errnamep, errtextp,
 			asprintf(&text, "Connection \"%s\" (%s) is not allowed to create more "
 				 "container servers for uid %u (max_containers_per_user=%lld)",
 				 peer_name(creator), peer_loginfo(creator), (unsigned)creator->uid,

@@ -105,7 +105,7 @@ int driver_method_request_name(struct driver_call *c)
 		/* The unique name counts as one name, as in dbus-daemon. */
 		if (peer->owner.n_ownerships + 1 >=
 		    (size_t)c->bus->limits.max_names_per_connection)
-			return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+			return driver_fail_limit(c, NULL, 0,
 				"Connection \"%s\" is not allowed to own more services "
 				"(increase limits in configuration file if required; "
 				"max_names_per_connection=%lld)",
@@ -251,7 +251,7 @@ int driver_method_add_match(struct driver_call *c)
 	int r;
 
 	if (peer->matches.n_rules >= (size_t)c->bus->limits.max_match_rules_per_connection)
-		return driver_fail(c, DC_ERROR_LIMITS_EXCEEDED,
+		return driver_fail_limit(c, NULL, 0,
 			"Connection \"%s\" is not allowed to add more match rules "
 			"(increase limits in configuration file if required; "
 			"max_match_rules_per_connection=%lld)",

@@ -87,6 +87,16 @@ enum {
 /* Record an error for the caller; returns DRIVER_E_ERROR_SET. */
 __attribute__((format(printf, 3, 4)))
 int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...);
+/*
+ * driver_fail() with LimitsExceeded: the call met a limit of the
+ * configuration. Logged where dbus-daemon logs it, in its words: the error's
+ * text, then " (@limit=@value)" unless @limit is NULL (the text names it
+ * already), at warning; at most a burst of lines per window for the caller's
+ * actor, as its refusals are (peer_refusal_log()).
+ */
+__attribute__((format(printf, 4, 5)))
+int driver_fail_limit(struct driver_call *c, const char *limit, long long value,
+		      const char *fmt, ...);
 
 /* A reply to the call: started, then sealed and sent (unless none is expected). */
 void driver_reply_init(struct driver_call *c, struct message_builder *b, const char *sig);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <syslog.h>
 #include <unistd.h>
 #include "broker/activation/activation.h"
 #include "broker/core/bus.h"
@@ -20,6 +21,7 @@
 #include "broker/core/driver.h"
 #include "broker/core/driver-internal.h"
 #include "broker/objects/log.h"
+#include "broker/objects/log-limit.h"
 #include "broker/objects/match.h"
 #include "broker/core/monitor.h"
 #include "broker/objects/name.h"
@@ -47,6 +49,26 @@ int driver_fail(struct driver_call *c, const char *name, const char *fmt, ...)
 	if (vasprintf(&c->err_text, fmt, ap) < 0)
 		c->err_text = NULL;
 	va_end(ap);
+	return DRIVER_E_ERROR_SET;
+}
+
+int driver_fail_limit(struct driver_call *c, const char *limit, long long value,
+		      const char *fmt, ...)
+{
+	struct log_limit *l = peer_refusal_log(c->peer);
+	va_list ap;
+
+	c->err_name = DC_ERROR_LIMITS_EXCEEDED;
+	free(c->err_text);
+	va_start(ap, fmt);
+	if (vasprintf(&c->err_text, fmt, ap) < 0)
+		c->err_text = NULL;
+	va_end(ap);
+	if (c->err_text && limit)
+		log_limit_printf(&c->bus->log_limits, l, LOG_WARNING, "%s (%s=%lld)", c->err_text,
+				 limit, value);
+	else if (c->err_text)
+		log_limit_printf(&c->bus->log_limits, l, LOG_WARNING, "%s", c->err_text);
 	return DRIVER_E_ERROR_SET;
 }
 
@@ -705,7 +727,8 @@ int driver_hello(struct peer *peer, struct message *msg)
 		if (r < 0)
 			return r;
 		/* As dbus-daemon: refuse, but leave the connection (it may retry). */
-		return driver_finish(&c, driver_fail(&c, DC_ERROR_LIMITS_EXCEEDED,
+		return driver_finish(&c, driver_fail_limit(&c, "max_completed_connections",
+			(long long)bus->limits.max_completed_connections,
 			"The maximum number of active connections has been reached"));
 	}
 
@@ -714,7 +737,8 @@ int driver_hello(struct peer *peer, struct message *msg)
 		r = driver_call_init(&c, peer, msg);
 		if (r < 0)
 			return r;
-		return driver_finish(&c, driver_fail(&c, DC_ERROR_LIMITS_EXCEEDED,
+		return driver_finish(&c, driver_fail_limit(&c, "max_connections_per_user",
+			(long long)bus->users->limits.max[USER_SLOT_CONNECTIONS],
 			"The maximum number of active connections for UID %u has been reached",
 			(unsigned)peer->uid));
 	}

@@ -778,6 +778,12 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 			"Message has the same reply serial as a currently-"
 			"outstanding existing method call");
 	case UNICAST_TOO_MANY_CALLS:
+		/* Logged as dbus-daemon logs it, rate-limited as refusals are. */
+		log_limit_printf(&peer->bus->log_limits, peer_refusal_log(peer), LOG_WARNING,
+				 "The maximum number of pending replies for \"%s\" (%s) has been "
+				 "reached (max_replies_per_connection=%lld)", peer_name(peer),
+				 peer_loginfo(peer) ? peer_loginfo(peer) : "",
+				 (long long)peer->bus->limits.max_replies_per_connection);
 		return router_send_error(peer, m, DC_ERROR_LIMITS_EXCEEDED,
 			"The maximum number of pending replies per connection "
 			"has been reached");

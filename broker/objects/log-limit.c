@@ -3,6 +3,7 @@
  * Rate-limited log lines of the bus' sources. See log-limit.h.
  */
 
+#include <stdarg.h>
 #include <string.h>
 #include <time.h>
 #include "broker/objects/log.h"
@@ -139,6 +140,19 @@ bool log_limit_pass(struct log_limits *ls, struct log_limit *l)
 		log_limits_arm(ls, ratelimit_window_end(&l->rl, l->rule));
 	}
 	return false;
+}
+
+bool log_limit_printf(struct log_limits *ls, struct log_limit *l, int priority,
+		      const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!log_limit_pass(ls, l))
+		return false;
+	va_start(ap, fmt);
+	log_vprintf(priority, fmt, ap);
+	va_end(ap);
+	return true;
 }
 
 void log_limit_deinit(struct log_limit *l)

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 #include "util/list.h"
+#include "util/macro.h"
 #include "util/ratelimit.h"
 
 struct log_limit;
@@ -66,5 +67,11 @@ void log_limit_init(struct log_limit *l, const struct ratelimit_rule *rule,
  * with lines left out is told first. A line that may not is counted.
  */
 bool log_limit_pass(struct log_limits *ls, struct log_limit *l);
+/*
+ * A line of @l at syslog @priority, if log_limit_pass() lets it through.
+ * Return: whether it was logged.
+ */
+bool log_limit_printf(struct log_limits *ls, struct log_limit *l, int priority,
+		      const char *fmt, ...) _printf_(4, 5);
 /* The source goes: tell what it left out, unlink it. */
 void log_limit_deinit(struct log_limit *l);

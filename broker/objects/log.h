@@ -8,8 +8,18 @@
  * --nosyslog / --syslog-only / --syslog. Messages are single lines; callers
  * do not add a newline. Under systemd, syslog() reaches the journal through
  * /dev/log and stderr through the service's stream (with priorities, below).
+ *
+ * A line has dbus-daemon's form, which journal filters and log scrapers
+ * look for: "TAG[PID]: CONTEXT" before the message. The tag is the name the
+ * program was invoked by (program_invocation_short_name): a bus installed
+ * or started as dbus-daemon says "dbus-daemon[PID]: ", else
+ * "bus1-broker[PID]: "; syslog gets the same tag (openlog() with LOG_PID).
+ * The context comes from the configuration's <type> (log_set_bus_type()):
+ * "[system] ", "[session uid=UID pid=PID] " with the bus' own effective uid
+ * and pid, nothing for another type or none. syslog gets the context too.
  */
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include "util/macro.h"
@@ -23,11 +33,19 @@ enum log_target {
 /*
  * Under systemd (stderr is the stream named by JOURNAL_STREAM), stderr lines
  * start with "<N>", the syslog priority, which journald stores as PRIORITY=
- * instead of printing it; otherwise they start with "bus1-broker: ".
+ * instead of printing it, then the context; journald adds the tag and pid
+ * itself. Otherwise they start with "TAG[PID]: " and the context.
  */
 void log_setup(enum log_target target);
 bool log_stderr_is_journal(void);
+/*
+ * The bus' <type> (NULL: none), once the configuration is read: the context
+ * of every line from then on. Set at start only, as dbus-daemon sets it: a
+ * ReloadConfig keeps it; a re-exec reads the file again, as a restart does.
+ */
+void log_set_bus_type(const char *type);
 void log_printf(int priority, const char *fmt, ...) _printf_(2, 3);
+void log_vprintf(int priority, const char *fmt, va_list ap) _printf_(2, 0);
 
 /* syslog priorities, without pulling <syslog.h> into every file. */
 #define log_err(...) log_printf(3, __VA_ARGS__)

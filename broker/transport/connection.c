@@ -15,11 +15,13 @@
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 #include "broker/core/bus.h"
 #include "broker/transport/connection.h"
 #include "broker/objects/log.h"
+#include "broker/objects/log-limit.h"
 #include "broker/objects/peer.h"
 #include "broker/objects/state.h"
 #include "dbus-compat/keyring.h"
@@ -604,12 +606,24 @@ static int connection_read_frames(struct connection *conn)
 	}
 }
 
+/*
+ * pending_fd_timeout and auth_timeout (below) close a connection with a line
+ * in dbus-daemon's words and at its level, limited as the connection's
+ * refusals are (a container instance's connections together).
+ */
 static int connection_pending_fd_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct connection *conn = userdata;
+	struct peer *peer = conn->peer;
+	const char *info = peer_loginfo(peer);
 
-	peer_close(conn->peer, "held file descriptors that no message took for longer "
-			       "than pending_fd_timeout");
+	log_limit_printf(&peer->bus->log_limits, peer_refusal_log(peer), LOG_WARNING,
+			 "Connection \"%s\" (%s) has had Unix fds pending for too long, closing "
+			 "it (pending_fd_timeout=%lld ms)",
+			 peer->registered ? peer_name(peer) : "(null)",
+			 !peer->registered ? "inactive" : info ? info : "",
+			 (long long)peer->bus->limits.pending_fd_timeout);
+	peer_close(peer, NULL);
 	return 0;
 }
 
@@ -763,8 +777,17 @@ static int connection_watch(struct connection *conn)
 static int connection_auth_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct connection *conn = userdata;
+	struct peer *peer = conn->peer;
+	uint64_t now;
 
-	peer_close(conn->peer, "authentication timed out");
+	/* Before Hello nothing names the connection: dbus-daemon's line does not either. */
+	sd_event_now(peer->bus->event, CLOCK_MONOTONIC, &now);
+	log_limit_printf(&peer->bus->log_limits, peer_refusal_log(peer), LOG_WARNING,
+			 "Connection has not authenticated soon enough, closing it "
+			 "(auth_timeout=%lldms, elapsed: %.0fms)",
+			 (long long)peer->bus->limits.auth_timeout,
+			 (double)(now - conn->auth_since) / 1000.0);
+	peer_close(peer, NULL);
 	return 0;
 }
 

@@ -51,6 +51,7 @@ struct connection {
 	struct socket *socket;
 	sd_event_source *io;
 	sd_event_source *auth_timer;
+	uint64_t auth_since;		/* when auth_timer started counting (its log line) */
 	sd_event_source *pending_fd_timer; /* fds held in an incomplete message */
 	int *spare_fds;			/* fds sent beyond the UNIX_FDS of its messages, */
 	size_t n_spare_fds;		/* for the next ones (connection.c) */

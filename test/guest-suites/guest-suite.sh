@@ -176,7 +176,7 @@ native=0 socketonly=0 nobus=0 closed=0 total=0
 for f in "$scratch"/logs/broker.*.log; do
 	[ -e "$f" ] || continue
 	total=$((total + 1))
-	if grep -q 'bus1-broker: bus1 transport on /dev/bus1: native clients accepted' "$f"; then
+	if grep -q 'bus1 transport on /dev/bus1: native clients accepted' "$f"; then
 		native=$((native + 1))
 	elif grep -q 'serving socket clients only' "$f"; then
 		socketonly=$((socketonly + 1))

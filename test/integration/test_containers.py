@@ -259,11 +259,27 @@ def lifetime(address):
     seen.conn.close()
 
 
+# The lines of the limits above, as dbus-daemon's containers.c words them
+# (Debian's dbus-daemon has no Containers1 to compare with).
+LIMIT_LINES = [
+    ("max_container_metadata_bytes", r'Connection ":1\.\d+" \(uid=\d+ pid=\d+ comm="[^"]*"\) '
+     r"is not allowed to set \d+ bytes of container metadata "
+     r"\(max_container_metadata_bytes=100\)"),
+    ("max_containers_per_user", r'Connection ":1\.\d+" \(uid=\d+ pid=\d+ comm="[^"]*"\) '
+     r"is not allowed to create more container servers for uid \d+ "
+     r"\(max_containers_per_user=2\)"),
+    ("max_connections_per_container", r"Closing connection to container server "
+     r'/org/freedesktop/DBus/Containers1/\w+ \(\S+ "[^"]*"\) because it would exceed '
+     r"resource limit \(max_connections_per_container=2\)"),
+]
+
+
 def limits(binary, tmp):
+    log = os.path.join(tmp, "limits.log")
     with bus(binary, tmp, "limits", '<limit name="max_containers_per_user">2</limit>',
              '<limit name="max_connections_per_container">2</limit>',
              '<limit name="max_container_metadata_bytes">100</limit>',
-             args=["--containers"]) as address:
+             args=["--containers"], log=log) as address:
         a = connect(address)
         check(error_of(add_server, a, "x", {"blob": "y" * 200}) == E + "LimitsExceeded",
               "metadata beyond max_container_metadata_bytes: LimitsExceeded")
@@ -277,6 +293,10 @@ def limits(binary, tmp):
         inside[0].close()
         check(wait(lambda: not connect_fails(str(addr))), "once one left, another connects")
         a.close()
+    text = open(log).read()
+    for what, rx in LIMIT_LINES:
+        check(re.search(r"^\S+\[\d+\]: \[session uid=\d+ pid=\d+\] %s$" % rx, text, re.M),
+              "%s is logged in dbus-daemon's words" % what)
     with bus(binary, tmp, "limits-calls", '<limit name="max_replies_per_container">3</limit>',
              args=["--containers"]) as address:
         a = connect(address)

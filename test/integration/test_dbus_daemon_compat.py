@@ -409,7 +409,7 @@ EXPECT_ACTIVATABLE = [
 
 PREFIXES = [
     re.compile(r"^dbus-daemon\[\d+\]: (\[[a-z]+ uid=\d+ pid=\d+\] )?"),
-    re.compile(r"^bus1-broker: "),
+    re.compile(r"^bus1-broker\[\d+\]: (\[[a-z]+ uid=\d+ pid=\d+\] )?"),
 ]
 # Printed by dbus-daemon only, about its environment, not the configuration.
 DD_ONLY = [re.compile(r"Failed to set fd limit")]

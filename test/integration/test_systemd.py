@@ -12,13 +12,15 @@ reads, and checks:
     MONOTONIC_USEC) then READY=1 around SIGHUP and ReloadConfig (also when the
     new file is invalid), STOPPING=1 on SIGTERM;
   - journal logging: with JOURNAL_STREAM naming its stderr, lines carry "<N>"
-    priorities for journald instead of the "bus1-broker: " prefix.
+    priorities for journald instead of the "bus1-broker[PID]: " tag, then the
+    context of the session bus, "[session uid=UID pid=PID] ", as without it.
 
   test_systemd.py BUS_BINARY UNIT_DIR
 """
 
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -164,6 +166,11 @@ def run_unit(unit, want_bus):
     print("ok   %s: socket activation, READY/RELOADING/STOPPING" % unit)
 
 
+def context(m):
+    """What follows the tag of a line of the session bus that @m runs (log.h)."""
+    return "[session uid=%d pid=%d] " % (os.geteuid(), m.proc.pid)
+
+
 def test_bad_reload_and_journal():
     d = tempfile.mkdtemp(prefix="bus1-systemd-conf.")
     conf = os.path.join(d, "bus.conf")
@@ -193,13 +200,13 @@ def test_bad_reload_and_journal():
             if not lines:
                 fail("nothing logged")
             for l in lines:
-                if not (l.startswith("<") and l[1].isdigit() and l[2] == ">"):
-                    fail("journal line without priority: %r" % l)
+                if not re.match(r"<\d>%s" % re.escape(context(m)), l):
+                    fail("journal line without priority and context: %r" % l)
             if not any(l.startswith("<4>") and "Unable to reload" in l for l in lines):
                 fail("reload failure not logged at warning priority: %r" % lines)
         finally:
             m.close()
-        # without JOURNAL_STREAM: plain "bus1-broker: " lines
+        # without JOURNAL_STREAM: "bus1-broker[PID]: [session uid=UID pid=PID] " lines
         good_config()
         m = Manager([BUS, "--config-file=" + conf, "--address=systemd:", "--nofork",
                      "--nosyslog"])
@@ -209,7 +216,8 @@ def test_bad_reload_and_journal():
             m.expect(("READY", "1"))
             m.stop()
             lines = [l for l in m.log().splitlines() if l]
-            if not lines or not all(l.startswith("bus1-broker: ") for l in lines):
+            tag = "%s[%d]: " % (os.path.basename(sys.argv[1]), m.proc.pid)
+            if not lines or not all(l.startswith(tag + context(m)) for l in lines):
                 fail("stderr lines: %r" % lines)
         finally:
             m.close()
