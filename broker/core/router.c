@@ -703,12 +703,29 @@ static int router_judge_send(struct peer *peer, struct message *m)
 	return r < 0 ? r : 1;
 }
 
+/*
+ * A message type D-Bus does not define (5 and up), to the bus or to a peer:
+ * refused and its sender kept, as dbus-daemon does (its text included, with
+ * the newline at its end). Without destination it is dropped, as a reply
+ * there is. Monitors saw it already.
+ */
+static int router_refuse_unknown_type(struct peer *peer, struct message *m)
+{
+	return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
+		"Message bus will not accept messages of unknown type\n");
+}
+
+static bool message_type_known(const struct message *m)
+{
+	return m->type >= DC_MESSAGE_METHOD_CALL && m->type <= DC_MESSAGE_SIGNAL;
+}
+
 /* Why a unicast message is not delivered (router_unicast_admit()). */
 enum {
 	UNICAST_ADMITTED,
 	UNICAST_UNREQUESTED,		/* a reply nobody waits for: the policy decides */
-	UNICAST_CALL_FDS,		/* a call with fds to one that takes none */
-	UNICAST_SIGNAL_FDS,		/* a signal with fds to one that takes none: dropped */
+	UNICAST_FDS,			/* fds to one that takes none */
+	UNICAST_UNKNOWN_TYPE,		/* a message type D-Bus does not define */
 	UNICAST_SERIAL_EXISTS,		/* a call with the serial of a pending one */
 	UNICAST_TOO_MANY_CALLS,		/* max_replies_per_connection */
 	UNICAST_JUDGED,			/* the policy's verdict on a call (its group's limits) */
@@ -727,6 +744,12 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 	int r;
 
 	*slotp = NULL;
+	/*
+	 * Before a reply consumes its slot: refused, it leaves the caller
+	 * waiting for the reply timeout's error, as with dbus-daemon.
+	 */
+	if (m->n_fds && !target->unix_fds)
+		return UNICAST_FDS;
 	switch (m->type) {
 	case DC_MESSAGE_METHOD_RETURN:
 	case DC_MESSAGE_ERROR:
@@ -734,8 +757,6 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 					   m->reply_serial);
 		return r ? UNICAST_UNREQUESTED : UNICAST_ADMITTED;
 	case DC_MESSAGE_METHOD_CALL:
-		if (m->n_fds && !target->unix_fds)
-			return UNICAST_CALL_FDS;
 		if (!message_expects_reply(m))
 			return UNICAST_ADMITTED;
 		r = policy_judge_call(peer, m, v);
@@ -754,9 +775,10 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 		if (bus->replies->timeout_usec)
 			router_arm_reply_timer(bus);
 		return UNICAST_ADMITTED;
+	case DC_MESSAGE_SIGNAL:
+		return UNICAST_ADMITTED;
 	default:
-		/* Signals (and unknown types) to one peer: drop fds it cannot take. */
-		return m->n_fds && !target->unix_fds ? UNICAST_SIGNAL_FDS : UNICAST_ADMITTED;
+		return UNICAST_UNKNOWN_TYPE;
 	}
 }
 
@@ -765,14 +787,17 @@ static int router_unicast_refuse(struct peer *peer, struct peer *target, struct 
 				 int why)
 {
 	switch (why) {
-	case UNICAST_SIGNAL_FDS:
-		/* As dbus-daemon: the receiver cannot take it, and nobody is told. */
+	case UNICAST_FDS:
+		/*
+		 * Whatever the type, the sender learns it, as with dbus-daemon;
+		 * the receiver's statistics count what it missed.
+		 */
 		peer_count_refusal(target, REFUSAL_DROPPED);
-		return 0;
-	case UNICAST_CALL_FDS:
 		return router_send_error(peer, m, DC_ERROR_NOT_SUPPORTED,
 			"Tried to send message with Unix file descriptors to a client "
 			"that doesn't support that.");
+	case UNICAST_UNKNOWN_TYPE:
+		return router_refuse_unknown_type(peer, m);
 	case UNICAST_SERIAL_EXISTS:
 		return router_send_error(peer, m, DC_ERROR_ACCESS_DENIED,
 			"Message has the same reply serial as a currently-"
@@ -987,6 +1012,10 @@ static int router_dispatch_unregistered(struct peer *peer, struct message *msg)
 		peer_close(peer, "a message other than Hello() before Hello()");
 		return 0;
 	}
+	if (!message_type_known(m)) {
+		monitor_capture(peer->bus, m, peer, NULL);
+		return router_refuse_unknown_type(peer, m);
+	}
 	r = router_check_unregistered(peer, m);
 	if (r <= 0)
 		return r;
@@ -1033,6 +1062,10 @@ static int router_dispatch_message(struct peer *peer, struct message *msg)
 		bool late = activation_is_systemd_failure(m);
 		_cleanup_verdict_ struct verdict v = {};
 
+		if (!message_type_known(m)) {
+			monitor_capture(peer->bus, m, peer, NULL);
+			return router_refuse_unknown_type(peer, m);
+		}
 		r = router_judge_send(peer, m);
 		if (r)
 			return r < 0 ? r : 0;

@@ -8,7 +8,7 @@ most a burst of the refusal lines of one actor per window (a connection, or
 a container instance as a whole), in dbus-daemon's words, and after the
 window one line with how many it left out; another actor's first refusal is
 logged all the same. A signal with an fd for a connection that takes none
-is counted as dropped, a subscriber that stops reading as disconnected.
+is refused and counted as dropped for it, a subscriber that stops reading as disconnected.
 
   test_refusals.py BUS1_BROKER
 """
@@ -206,14 +206,19 @@ def run(address, log):
     check(conn_stats(stats, e2.name)["RefusedPolicy"] == 1,
           "the suppressed line's refusal is counted all the same")
 
-    # --- A signal with an fd for a connection that takes none: dropped, counted for it.
+    # --- A signal with an fd for a connection that takes none: refused with
+    # NotSupported (as by dbus-daemon), counted as dropped for the receiver.
     nofds = Raw(address, negotiate_fds=False)
     sender = Raw(address)
     r, w = os.pipe()
     sender.signal("/", IFACE, "WithFd", "h", (0,), dest=nofds.name, fds=[r])
     os.close(r)
     os.close(w)
-    time.sleep(0.2)
+    m = sender.recv()
+    while m[0] != ERROR:                # NameAcquired first
+        m = sender.recv()
+    check(m[3].get(FIELD_ERROR_NAME) == E + "NotSupported",
+          "a signal with an fd for a connection without fds gets NotSupported: %s" % (m[:4],))
     check(conn_stats(stats, nofds.name)["DroppedMessages"] == 1,
           "a signal with an fd for a connection without fds is counted as dropped")
 
