@@ -137,11 +137,6 @@ oom:
 
 /* --------------------------------------------- UpdateActivationEnvironment */
 
-static bool env_key_valid(const char *key)
-{
-	return key[0] && !strchr(key, '=');
-}
-
 int activation_update_environment(struct activation *a, struct message *msg,
 				  struct activation_error *err)
 {
@@ -167,14 +162,11 @@ int activation_update_environment(struct activation *a, struct message *msg,
 		if (dc_reader_enter(&r, '{') || dc_reader_read(&r, "ss", &key, &value) ||
 		    dc_reader_exit(&r))
 			goto invalid;
-		if (!env_key_valid(key)) {
-			err->name = DC_ERROR_INVALID_ARGS;
-			if (asprintf(&err->message, "Invalid environment variable name \"%s\"",
-				     key) < 0)
-				err->message = NULL;
-			ret = err->message ? ACTIVATION_E_FAILED : -ENOMEM;
-			goto out;
-		}
+		/*
+		 * Any key, as dbus-daemon: "A=B" with "v" makes the entry
+		 * "A=B=v" (A is "B=v" to the service), "" makes "=v" (which
+		 * getenv() never finds). Only the size is bounded.
+		 */
 		if (strlen(key) + strlen(value) + 2 > ACTIVATION_ENV_ENTRY_MAX) {
 			err->name = DC_ERROR_LIMITS_EXCEEDED;
 			if (asprintf(&err->message, "Environment variable \"%s\" is too long "
