@@ -42,12 +42,13 @@ int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules)
 	}
 
 	/*
-	 * Others see the monitor's names go away, as with a disconnect, and the
-	 * monitor gets NameLost for each, its unique name last (busctl monitor
-	 * waits for that one). Only then is it a monitor.
+	 * Others see the monitor's names go away, and the monitor gets NameLost
+	 * for each (busctl monitor waits for its unique name's): the unique
+	 * name first, then the others oldest first, as dbus-daemon orders them
+	 * here (a disconnect is the other way round). Only then is it a monitor.
 	 */
 	if (peer->owner.registry)
-		name_registry_remove_unique(bus->names, &peer->owner);
+		name_registry_remove_unique_first(bus->names, &peer->owner);
 	router_sync_name_charge(peer);
 	reply_owner_flush(&peer->replies, router_noreply, bus);
 	/* Still an active connection (dbus-daemon's count and limit). */

@@ -248,10 +248,8 @@ int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner
 	return 0;
 }
 
-void name_registry_remove_unique(struct name_registry *reg, struct name_owner *owner)
+static void unique_drop(struct name_registry *reg, struct name_owner *owner)
 {
-	name_registry_release_all(reg, owner);
-	assert(owner->n_ownerships == 0);
 	if (owner->registry != reg)
 		return;
 	hmap_remove(&reg->uniques, &owner->unique_node);
@@ -260,6 +258,14 @@ void name_registry_remove_unique(struct name_registry *reg, struct name_owner *o
 	emit(reg, NAME_EVENT_LOST, owner->unique_name, owner, NULL);
 	emit(reg, NAME_EVENT_OWNER_CHANGED, owner->unique_name, owner, NULL);
 }
+
+void name_registry_remove_unique(struct name_registry *reg, struct name_owner *owner)
+{
+	name_registry_release_all(reg, owner);
+	assert(owner->n_ownerships == 0);
+	unique_drop(reg, owner);
+}
+
 
 struct name_owner *name_registry_find_unique(struct name_registry *reg, const char *str)
 {
@@ -623,6 +629,14 @@ void name_registry_release_all(struct name_registry *reg, struct name_owner *own
 
 		release_ownership(reg, o);
 	}
+}
+
+void name_registry_remove_unique_first(struct name_registry *reg, struct name_owner *owner)
+{
+	unique_drop(reg, owner);
+	while (!list_is_empty(&owner->ownerships))
+		release_ownership(reg, list_entry(list_first(&owner->ownerships),
+						  struct name_ownership, owner_link));
 }
 
 /* ------------------------------------------------------------------ re-exec */

@@ -222,6 +222,13 @@ int name_registry_add_unique(struct name_registry *reg, struct name_owner *owner
 void name_registry_remove_unique(struct name_registry *reg, struct name_owner *owner);
 
 /*
+ * As name_registry_remove_unique(), in the order of BecomeMonitor (as
+ * dbus-daemon's): LOST(U, C) and OWNER_CHANGED(U, C, NULL) first, then the
+ * well-known names in the order of acquisition (oldest first).
+ */
+void name_registry_remove_unique_first(struct name_registry *reg, struct name_owner *owner);
+
+/*
  * RequestName. On success returns 0 and stores NAME_REQUEST_* in *replyp.
  * Returns NAME_E_* for invalid names (nothing changed), -ENOMEM.
  * @flags bits outside NAME_FLAG_MASK are ignored (as dbus-daemon does).
