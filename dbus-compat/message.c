@@ -619,6 +619,14 @@ static const char *field_moved(const struct message *m, const struct message *n,
 }
 
 /*
+ * How far a stitched copy may grow past DC_MAX_MESSAGE_SIZE: a SENDER field
+ * of the longest name. dbus-daemon forwards a message of exactly 128 MiB
+ * with the SENDER it adds (134217744 bytes for ":1.0"), so the bus must too:
+ * the sender sent a valid message.
+ */
+#define STITCH_GROWTH_MAX ALIGN_TO(8 + DC_MAX_NAME_LENGTH + 1, 8)
+
+/*
  * A new message for @m's stitched copy: a header of its own with room for
  * @flen bytes of fields (the caller writes it), and @m's body, fds and
  * argument cache, shared through a reference on the message that owns them.
@@ -629,7 +637,7 @@ static int stitch_new(struct message *m, size_t flen, struct message **np)
 	size_t hsize = DC_FIXED_HEADER_SIZE + ALIGN_TO(flen, (size_t)8);
 	struct message *n;
 
-	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE)
+	if (hsize + m->body_size > DC_MAX_MESSAGE_SIZE + STITCH_GROWTH_MAX)
 		return -EMSGSIZE;
 	n = message_alloc(hsize);
 	if (!n)

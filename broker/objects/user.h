@@ -35,9 +35,10 @@
  * the offender for queued bytes, as dbus-daemon does).
  *
  * Whatever a configuration says, a user's BYTES never exceed USER_BYTES_CAP:
- * the largest queue one connection may have (BUS_QUEUE_BYTES_CAP), so one
- * message of any size the bus takes still fits, and no uid can make the bus
- * hold gigabytes (session.conf's 1000000000 per connection would).
+ * the largest queue one connection may have (BUS_QUEUE_BYTES_CAP) and 1 MiB,
+ * so one message of any size the bus takes still fits one actor's fair share,
+ * and no uid can make the bus hold gigabytes (session.conf's 1000000000 per
+ * connection would).
  *
  * Actors. Messages queued for a user's connections are charged to that user
  * (as a socket's receive queue is its reader's) and recorded, inside it, per
@@ -118,8 +119,14 @@ struct refusal_counts {
 
 struct user_registry;
 
-/* Whatever a configuration sets, a user's BYTES limit is at most this. */
-#define USER_BYTES_CAP (256ULL * 1024 * 1024)
+/*
+ * Whatever a configuration sets, a user's BYTES limit is at most this: the
+ * largest queue (BUS_QUEUE_BYTES_CAP, 256 MiB) and 1 MiB. A lone actor's
+ * fair share is half of what is left, and one message of the protocol's
+ * largest size (128 MiB, plus the SENDER the bus adds and its bookkeeping)
+ * must fit it on an idle user, as dbus-daemon delivers it.
+ */
+#define USER_BYTES_CAP (257ULL * 1024 * 1024)
 
 struct user {
 	struct user_registry *registry;

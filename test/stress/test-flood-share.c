@@ -183,7 +183,7 @@ int main(int argc, char **argv)
 		      log_bytes, (unsigned long long)flood_seconds);
 
 	/*
-	 * The flooders' uid may hold at most USER_BYTES_CAP (256 MiB) however
+	 * The flooders' uid may hold at most USER_BYTES_CAP (257 MiB) however
 	 * they split it, and its actors half of that (user.h); each flooder's
 	 * unread errors pause it at 1 MiB (PEER_ANSWER_BACKLOG). Allow the
 	 * heap's own slack on top.
