@@ -91,11 +91,23 @@ static int print_startup_info(const struct cli *cli, const char *address)
 	return 0;
 }
 
+/*
+ * The umask the pid file is created with, when --fork changed the process's
+ * own to 022: the one the bus was started with, as dbus-daemon's parent,
+ * which keeps it, writes the file. (mode_t)-1: the process's umask.
+ */
+static mode_t pidfile_umask = (mode_t)-1;
+
 static int write_pidfile(const char *path)
 {
 	_cleanup_close_ int fd = -1;
+	mode_t saved = 0;
 
+	if (pidfile_umask != (mode_t)-1)
+		saved = umask(pidfile_umask);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (pidfile_umask != (mode_t)-1)
+		umask(saved);
 	if (fd < 0)
 		return -errno;
 	return write_pid(fd);
@@ -230,7 +242,8 @@ static int answer_query(const struct cli *cli)
 		fprintf(stderr, "introspection failed: %s\n", strerror(-r));
 		return EXIT_FAILURE;
 	}
-	fputs(xml, stdout);
+	/* dbus-daemon ends it with an empty line: the document and a newline. */
+	printf("%s\n", xml);
 	return EXIT_SUCCESS;
 }
 
@@ -496,7 +509,7 @@ static int start_new(struct broker **brokerp, const struct broker_options *opts,
 		/* The bus is this process now, not the parent that exits. */
 		broker_set_pid(*brokerp, getpid());
 		if (!(config && config->keep_umask))
-			umask(022);
+			pidfile_umask = umask(022);
 	}
 
 	/*

@@ -130,6 +130,13 @@ struct reply_registry;
 struct user_registry;
 
 /*
+ * The accuracy of the timers of the configured limits (auth_timeout,
+ * pending_fd_timeout, reply_timeout), given in milliseconds: sd-event's
+ * default of 250 ms made them fire that much later than dbus-daemon's.
+ */
+#define BUS_TIMER_ACCURACY_USEC 1000ULL
+
+/*
  * Whatever the configuration says, one connection's output queue never holds
  * more than this: a client that stops reading is disconnected at this point
  * instead of making the bus grow (session.conf allows 1 GB).

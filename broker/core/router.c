@@ -582,8 +582,8 @@ void router_arm_reply_timer(struct bus *bus)
 		return;
 	}
 	if (!bus->reply_timer) {
-		if (sd_event_add_time(bus->event, &bus->reply_timer, CLOCK_MONOTONIC, deadline, 0,
-				      router_reply_timer_cb, bus) < 0)
+		if (sd_event_add_time(bus->event, &bus->reply_timer, CLOCK_MONOTONIC, deadline,
+				      BUS_TIMER_ACCURACY_USEC, router_reply_timer_cb, bus) < 0)
 			log_warn("cannot arm the reply timeout");
 		return;
 	}

@@ -647,8 +647,8 @@ static void connection_watch_pending_fds(struct connection *conn)
 		return;
 	sd_event_now(bus->event, CLOCK_MONOTONIC, &now);
 	if (sd_event_add_time(bus->event, &conn->pending_fd_timer, CLOCK_MONOTONIC,
-			      now + (uint64_t)bus->limits.pending_fd_timeout * 1000, 0,
-			      connection_pending_fd_timeout, conn) < 0)
+			      now + (uint64_t)bus->limits.pending_fd_timeout * 1000,
+			      BUS_TIMER_ACCURACY_USEC, connection_pending_fd_timeout, conn) < 0)
 		/* Not fatal: the fds stay bounded by the per-user quota. */
 		log_warn("cannot arm pending_fd_timeout for a connection");
 }
@@ -808,9 +808,10 @@ static int connection_arm_auth_timer(struct connection *conn)
 	if (bus->limits.auth_timeout <= 0)
 		return 0;
 	sd_event_now(bus->event, CLOCK_MONOTONIC, &now);
+	conn->auth_since = now;
 	return sd_event_add_time(bus->event, &conn->auth_timer, CLOCK_MONOTONIC,
-				 now + (uint64_t)bus->limits.auth_timeout * 1000, 0,
-				 connection_auth_timeout, conn);
+				 now + (uint64_t)bus->limits.auth_timeout * 1000,
+				 BUS_TIMER_ACCURACY_USEC, connection_auth_timeout, conn);
 }
 
 /* The peer closes: no more I/O, and the fds it sent ahead are closed. */

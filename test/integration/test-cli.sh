@@ -109,6 +109,27 @@ if [ -x /usr/bin/dbus-daemon ]; then
     [ "$ref" = "$got" ] || fail "--fork pid: dbus-daemon $ref, bus1-broker $got"
 fi
 
+# --fork: the pid file follows the umask the bus was started with (the
+# daemon's own is 022), as dbus-daemon's parent writes it (issue 43, item 9).
+sed "s|<listen>.*</listen>|<listen>unix:tmpdir=$dir</listen>|; s|bus.pid|mode.pid|" \
+    "$dir/fork.conf" >"$dir/mode.conf"
+pidfile_mode() {  # pidfile_mode BUS -> the pid file's mode under umask 077
+    local p mode
+    p=$( (umask 077; "$1" --config-file="$dir/mode.conf" --fork --print-pid=1) ) ||
+        { echo "--fork failed"; return; }
+    mode=$(stat -c %a "$dir/mode.pid" 2>/dev/null)
+    kill "$p" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+    rm -f "$dir/mode.pid"
+    echo "${mode:-none}"
+}
+got=$(pidfile_mode "$bus")
+[ "$got" = 600 ] || fail "pid file mode under umask 077: $got"
+if [ -x /usr/bin/dbus-daemon ]; then
+    ref=$(pidfile_mode /usr/bin/dbus-daemon)
+    [ "$ref" = "$got" ] || fail "pid file mode: dbus-daemon $ref, bus1-broker $got"
+fi
+
 # --nopidfile: the config's pidfile is not written
 "$bus" --config-file="$dir/fork.conf" --nofork --nopidfile --print-address=1 >"$dir/a2" &
 pids+=($!)

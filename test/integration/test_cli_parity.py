@@ -140,6 +140,13 @@ def main():
         "" if a == b else ", only bus1-broker %s, only dbus-daemon %s" % (
             sorted(a - b), sorted(b - a))))
     failed += a != b
+    # The text around the document too: dbus-daemon ends it with an empty line.
+    ends = [subprocess.run([x, "--introspect"], capture_output=True, check=True).stdout[-9:]
+            for x in (bus1, DAEMON)]
+    print("%-4s --introspect ends with %r%s" % ("ok" if ends[0] == ends[1] else "DIFF", ends[1],
+                                                "" if ends[0] == ends[1] else
+                                                ", bus1-broker with %r" % ends[0]))
+    failed += ends[0] != ends[1]
     print("FAIL" if failed else "bus1-broker and dbus-daemon agree")
     return 1 if failed else 0
 
