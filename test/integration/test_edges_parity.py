@@ -21,6 +21,10 @@ dbus-daemon 1.14 does:
    (the directory watch, then the call) and says ActivatableServicesChanged
    twice; bus1-broker's one reload already saw the file, so it says it once
    (deliberate, DELIBERATE below and bus1-broker(1)).
+Then the sweep of our own: messages valid and not on the wire (protocol
+version, flags, serial 0, bodies against their signatures, nesting, names
+and paths in the header): what the receiver gets, and whether the sender
+stays.
 
   test_edges_parity.py BUS1_BROKER        both buses, compare
   test_edges_parity.py --scenarios FILE   inside run-with-bus.sh: one bus
@@ -38,9 +42,9 @@ sys.path.insert(0, HERE)
 import parity  # noqa: E402
 from timefactor import time_factor  # noqa: E402
 from rawclient import (ERROR, FIELD_DESTINATION, FIELD_ERROR_NAME, FIELD_INTERFACE,  # noqa: E402
-                       FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_UNIX_FDS,
-                       METHOD_CALL, METHOD_RETURN, Raw, alive, body_strings, drain,
-                       marshal, session_config)
+                       FIELD_MEMBER, FIELD_PATH, FIELD_REPLY_SERIAL, FIELD_SIGNATURE,
+                       FIELD_UNIX_FDS, METHOD_CALL, METHOD_RETURN, Raw, alive,
+                       body_strings, drain, marshal, session_config)
 
 D, P, I = "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus"
 IFACE = "org.bus1.Test.Edges"
@@ -241,6 +245,71 @@ def scenario_128_mib(out):
     recv.close()
 
 
+def wire_cases(dest):
+    """(what, bytes) of a call to @dest that expects no reply, each odd."""
+    base = {FIELD_PATH: "/", FIELD_INTERFACE: IFACE, FIELD_MEMBER: "Wire",
+            FIELD_DESTINATION: dest}
+
+    def call(body=b"", flags=1, serial=7, **fields):
+        f = dict(base)
+        f.update({FIELDS[k]: v for k, v in fields.items()})
+        return marshal(METHOD_CALL, serial, f, flags=flags, body=body)
+
+    u32 = struct.Struct("<I").pack
+    version2 = bytearray(call())
+    version2[3] = 2
+    return [
+        ("protocol version 2", bytes(version2)),
+        ("flag 0x80 set", call(flags=0x81)),
+        ("ALLOW_INTERACTIVE_AUTHORIZATION", call(flags=0x5)),
+        ("serial 0", call(serial=0)),
+        ("body longer than its signature", call(u32(1) + u32(2), sig="u")),
+        ("body without a signature", call(u32(0))),
+        ("a string that is not UTF-8", call(u32(2) + b"\xff\xfe\0", sig="s")),
+        ("a string with a NUL inside", call(u32(3) + b"a\0b\0", sig="s")),
+        ("a boolean of 2", call(u32(2), sig="b")),
+        ("33 nested arrays", call(u32(0), sig="a" * 33 + "y")),
+        ("32 nested arrays", call(u32(0), sig="a" * 32 + "y")),
+        ("padding not zero", call(b"\1\1\0\0" + u32(5), sig="yu")),
+        ("an object path '//'", call(u32(2) + b"//\0", sig="o")),
+        ("a signature value '('", call(b"\1(\0", sig="g")),
+        ("a variant of an empty signature", call(b"\0\0", sig="v")),
+        ("a dict with a variant key", call(u32(0) + bytes(4), sig="a{vs}")),
+        ("an array of u of 3 bytes", call(u32(3) + bytes(3), sig="au")),
+        ("a path ending in '/'", call(path="/a/")),
+        ("an interface of one element", call(interface="nodots")),
+        ("a member with a dot", call(member="a.b")),
+        ("UNIX_FDS 1 without fds", call(unix_fds=1)),
+        ("an error name of one element", marshal(ERROR, 7, {
+            FIELD_ERROR_NAME: "nodots", FIELD_REPLY_SERIAL: 1, FIELD_DESTINATION: dest})),
+        ("REPLY_SERIAL 0", marshal(METHOD_RETURN, 7, {FIELD_REPLY_SERIAL: 0,
+                                                      FIELD_DESTINATION: dest})),
+    ]
+
+
+FIELDS = {"path": FIELD_PATH, "interface": FIELD_INTERFACE, "member": FIELD_MEMBER,
+          "sig": FIELD_SIGNATURE, "unix_fds": FIELD_UNIX_FDS}
+
+
+def scenario_wire(out):
+    """Our own sweep: each message on a new connection; what the receiver
+    got ([type, flags, member]) and whether the sender stays."""
+    recv = Raw()
+    drain(recv, 0.1)
+    for what, data in wire_cases(recv.name):
+        a = Raw()
+        drain(a, 0.05)
+        try:
+            a.send_raw(data)
+        except OSError:
+            pass
+        out["wire: %s: delivered" % what] = [[m[0], m[1], m[3].get(FIELD_MEMBER)]
+                                             for m in drain(recv, 0.15)[0]]
+        out["wire: %s: sender stays" % what] = alive(a)
+        a.close()
+    recv.close()
+
+
 def scenario_new_service_and_reload(out):
     """Item 9: how often ActivatableServicesChanged comes."""
     a = Raw()
@@ -266,6 +335,7 @@ def scenarios(path):
     if not os.environ.get("EDGES_NO_128_MIB"):
         scenario_128_mib(out)
     scenario_new_service_and_reload(out)
+    scenario_wire(out)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
     return 0
@@ -311,6 +381,15 @@ EXPECTED = {
     "128 MiB: body intact": True,
     "128 MiB: sender still connected": True,
 }
+
+# The wire: what dbus-daemon delivers ([type, flags, member]); every other
+# case closes the sender and delivers nothing.
+WIRE_DELIVERED = {"flag 0x80 set": [[METHOD_CALL, 0x81, "Wire"]],
+                  "ALLOW_INTERACTIVE_AUTHORIZATION": [[METHOD_CALL, 0x5, "Wire"]],
+                  "32 nested arrays": [[METHOD_CALL, 0x1, "Wire"]]}
+for _what, _ in wire_cases(":1.0"):
+    EXPECTED["wire: %s: delivered" % _what] = WIRE_DELIVERED.get(_what, [])
+    EXPECTED["wire: %s: sender stays" % _what] = _what in WIRE_DELIVERED
 
 # Where bus1-broker differs on purpose: key -> (bus1-broker, dbus-daemon).
 DELIBERATE = {
