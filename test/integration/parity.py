@@ -32,8 +32,11 @@ def buses(bus1):
 def run_scenarios(script, binary, override, config, out, args=(), env=None, timeout=170):
     """The outcomes @script writes to @out ("--scenarios *@args @out") on a
     private bus of @binary (run by @override) with the configuration file
-    @config, or None if they did not complete."""
+    @config, or None if they did not complete. The scenarios see
+    PARITY_WRAPPED=1 when a wrapper runs the bus (valgrind: slow)."""
     e = dict(os.environ, BUS_BINARY_OVERRIDE=override, **(env or {}))
+    if override != binary:
+        e["PARITY_WRAPPED"] = "1"
     p = subprocess.run([os.path.join(HERE, "run-with-bus.sh"), binary, "--config", config,
                         "--", sys.executable, os.path.abspath(script), "--scenarios", *args, out],
                        env=e, timeout=timeout * time_factor())

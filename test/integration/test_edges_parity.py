@@ -332,7 +332,7 @@ def scenarios(path):
     scenario_fds_refused(out)
     scenario_activation_environment(out)
     scenario_monitor_names(out)
-    if not os.environ.get("EDGES_NO_128_MIB"):
+    if not os.environ.get("PARITY_WRAPPED"):
         scenario_128_mib(out)
     scenario_new_service_and_reload(out)
     scenario_wire(out)
@@ -417,7 +417,6 @@ def main():
                 # Under run-under-valgrind.sh's wrapper 128 MiB take a minute
                 # to copy; the plain run of the integration suite has them.
                 print("not run under %s: the 128 MiB message" % override)
-                env["EDGES_NO_128_MIB"] = "1"
                 unmeasured = {k for k in EXPECTED if k.startswith("128 MiB")}
             results[label] = parity.run_scenarios(__file__, binary, override, conf,
                                                   os.path.join(tmp, "out.json"), env=env)
