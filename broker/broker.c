@@ -25,6 +25,7 @@
 #include "broker/containers/container.h"
 #include "broker/core/driver.h"
 #include "broker/upgrade/fdstore.h"
+#include "broker/upgrade/journal-replay.h"
 #include "broker/transport/listener.h"
 #include "broker/objects/log.h"
 #include "broker/objects/name.h"
@@ -216,9 +217,17 @@ static int broker_reload_config(struct bus *bus, char **errorp)
 	return r == CONFIG_RELOAD_E_INVALID ? BUS_E_INVALID_CONFIG : r;
 }
 
+/* The crash journal's record of a Hello: the section version, then the peer's. */
+static int broker_serialize_peer(struct peer *peer, struct state_writer *w)
+{
+	state_put_u32(w, PEER_STATE_VERSION);
+	return peer_serialize(peer, w);
+}
+
 static const struct bus_loop_ops broker_loop_ops = {
 	.resume_listeners = broker_resume_listeners,
 	.reload_config = broker_reload_config,
+	.serialize_peer = broker_serialize_peer,
 };
 
 static int broker_reload_apply(void *userdata, const struct bus_config *config)
@@ -300,6 +309,7 @@ static int broker_new_restoring(struct broker **brokerp, const struct broker_opt
 	*brokerp = broker;
 	list_init(&broker->listeners);
 	broker->exe_fd = -1;
+	broker->journal_from = (struct journal_loaded){ .fd = -1 };
 
 	/* Before raise_fd_limit(): activated services get the original RLIMIT_NOFILE. */
 	r = bus_init(&broker->bus, config, opts->systemd_activation, &broker_loop_ops, &err);
@@ -363,6 +373,9 @@ struct broker *broker_free(struct broker *broker)
 {
 	if (!broker)
 		return NULL;
+	/* Not a crash: what the journal holds is of no use to anyone. */
+	broker->bus.journal = journal_free(broker->bus.journal);
+	journal_loaded_deinit(&broker->journal_from);
 	bus_deinit(&broker->bus);
 	/* After the peers: they release their bus1 nodes and queue entries first. */
 	broker->native = native_free(broker->native);
@@ -462,6 +475,8 @@ int broker_run(struct broker *broker)
 		if (r < 0)
 			return r;
 	}
+	/* From now on a crash loses nothing (journal.h). */
+	broker_journal_start(broker);
 	/* The inotify watches of the reloader. */
 	r = config_reload_attach(broker->reload, broker->event);
 	if (r < 0)
@@ -535,8 +550,12 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
 	size_t n = 0;
 	int r;
 
-	/* The next program opens its log windows afresh: what they left out is told now. */
-	log_limits_flush(&bus->log_limits);
+	/*
+	 * The next program opens its log windows afresh: what they left out
+	 * is told now (not for a crash journal's snapshot: this one goes on).
+	 */
+	if (!w->crash)
+		log_limits_flush(&bus->log_limits);
 	bus_serialize(bus, w);
 	native_serialize(broker->native, w);
 	listener_serialize_all(&broker->listeners, w);
@@ -544,14 +563,16 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
 	r = peer_serialize_all(bus, w);
 	if (r < 0)
 		return r;
+	/* In the order of their section, without those it left out. */
 	list_for_each_entry(p, &bus->peers, bus_link)
-		n++;
+		n += peer_state_index(p) != UINT32_MAX;
 	peers = calloc(n ? n : 1, sizeof(*peers));
 	if (!peers)
 		return -ENOMEM;
 	n = 0;
 	list_for_each_entry(p, &bus->peers, bus_link)
-		peers[n++] = p;
+		if (peer_state_index(p) != UINT32_MAX)
+			peers[n++] = p;
 	owners = reply_owners(peers, n);
 	free(peers);
 	if (!owners)
@@ -716,8 +737,46 @@ static int dup_shared_fds(struct broker_state *st)
 	return r;
 }
 
+/*
+ * After a crash (@l: the journal the state is the snapshot of): the records,
+ * then the connections whose streams the crash cut go. Return the number
+ * closed, or negative errno.
+ */
+static int broker_replay(struct broker *broker, struct journal_loaded *l)
+{
+	struct bus *bus = &broker->bus;
+	struct peer *p, *tmp;
+	uint64_t max_id;
+	int r, n = 0;
+
+	r = journal_replay(bus, l, &max_id);
+	if (r < 0)
+		return r;
+	name_registry_restore_done(bus->names);
+	bus->next_id = MAX(bus->next_id, max_id + 1);
+	/* The bus sent messages the snapshot does not count: serials move on. */
+	bus->serial += 1u << 20;
+	list_for_each_entry(p, &bus->peers, bus_link)
+		peer_restored(p);
+	list_for_each_entry_safe(p, tmp, &bus->peers, bus_link) {
+		int fd = connection_get_fd(connection_of(p));
+		uint8_t mark = journal_loaded_mark(l, fd);
+
+		if (journal_loaded_lost(l, fd) || journal_loaded_lost(l, p->creds.pidfd))
+			mark = JOURNAL_MARK_IN | JOURNAL_MARK_OUT;
+		if (!mark)
+			continue;
+		peer_close(p, mark & JOURNAL_MARK_OUT ?
+			   "the crash cut or lost what the bus was writing to it" :
+			   "the crash cut or lost what the bus had read from it");
+		n++;
+	}
+	return n;
+}
+
 /* Everything of @st, in the order each part needs the ones before. */
-static int broker_restore_state(struct broker *broker, struct broker_state *st)
+static int broker_restore_state(struct broker *broker, struct broker_state *st,
+				struct journal_loaded *journal)
 {
 	struct bus *bus = &broker->bus;
 	struct reply_owner **owners = NULL;
@@ -788,6 +847,10 @@ static int broker_restore_state(struct broker *broker, struct broker_state *st)
 	r = container_registry_restore(bus->containers, &st->containers, peers);
 	if (r < 0)
 		goto out;
+	if (journal) {
+		r = broker_replay(broker, journal);
+		goto out;
+	}
 	for (size_t i = 0; i < st->n_peers; i++)
 		peer_restored(peers[i]);
 	r = 0;
@@ -853,7 +916,7 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 
 	ret = broker_new_restoring(brokerp, opts);
 	if (ret == 0)
-		ret = broker_restore_state(*brokerp, &st);
+		ret = broker_restore_state(*brokerp, &st, NULL);
 	/* The socket unit may have been restarted meanwhile: serve its sockets. */
 	if (ret == 0 && carried) {
 		ret = broker_take_socket_unit(*brokerp, opts);
@@ -889,4 +952,144 @@ int broker_restore(struct broker **brokerp, const struct broker_options *opts, i
 	if (fallback_fd >= 0)
 		close(fallback_fd);
 	return ret;
+}
+
+/* ------------------------------------------------------ crash survival */
+
+/* The crash journal's snapshot (journal.h): the state a hand-over writes. */
+static int broker_crash_snapshot(void *userdata, struct state_writer *w)
+{
+	return broker_serialize(userdata, true, w);
+}
+
+static const char *journal_refusal(int r)
+{
+	switch (r) {
+	case JOURNAL_E_NONE:
+		return "there is none";
+	case JOURNAL_E_CORRUPT:
+		return "it is damaged or truncated";
+	case JOURNAL_E_CRASHED:
+		return "the start from it before this one died";
+	default:
+		return "its snapshot does not parse";
+	}
+}
+
+int broker_restore_crash(struct broker **brokerp, const struct broker_options *opts,
+			 struct fdstore_carried *carried)
+{
+	struct journal_loaded l;
+	struct state_reader r;
+	struct broker_state st;
+	int ret, closed;
+
+	/* The store's files are the journal's from here on. */
+	ret = journal_load(&l, carried->journal_slots[0], carried->journal_slots[1],
+			   carried->journal_files, carried->n_journal_files);
+	carried->journal_files = NULL;
+	carried->n_journal_files = 0;
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (carried->journal_slots[i][k] == l.fd)
+				carried->journal_slots[i][k] = -1;
+	if (ret < 0)
+		goto unusable;
+	if (ret == 0) {
+		(void)state_reader_init_view(&r, l.snapshot, l.n_snapshot, 0);
+		journal_loaded_use_map(&l, &r, NULL);
+		if (r.version < STATE_VERSION_MIN || r.version > STATE_VERSION ||
+		    !broker_state_parse(&r, &st)) {
+			broker_state_deinit(&st);
+			state_reader_deinit(&r);
+			ret = -EBADMSG;
+		}
+	}
+	if (ret)
+		goto unusable;
+	ret = broker_new_restoring(brokerp, opts);
+	if (ret == 0)
+		ret = broker_restore_state(*brokerp, &st, &l);
+	closed = ret;
+	if (ret >= 0)
+		ret = broker_take_socket_unit(*brokerp, opts);
+	if (ret == BROKER_E_INVALID) {
+		log_err("crash journal: %s", broker_get_error(*brokerp));
+		ret = -ENOTSOCK;
+	}
+	if (ret == 0) {
+		struct peer *p;
+		size_t n = 0;
+
+		list_for_each_entry(p, &(*brokerp)->bus.peers, bus_link)
+			n++;
+		log_warn("crash journal: the bus restarted after a crash; %zu connection%s "
+			 "resumed, %d closed (the crash cut their streams); %zu record%s "
+			 "replayed after the snapshot", n, n == 1 ? "" : "s", closed,
+			 l.n_records, l.n_records == 1 ? "" : "s");
+	}
+	broker_state_deinit(&st);
+	state_reader_deinit(&r);
+	if (ret == 0)
+		(*brokerp)->journal_from = l;
+	else
+		journal_loaded_deinit(&l);
+	return ret;
+
+unusable:
+	/* Its entries are left to remove once a new bus starts (broker_journal_forget()). */
+	log_err("crash journal: cannot resume the bus from it: %s; starting a new bus",
+		ret < 0 && ret != -EBADMSG ? log_error(ret) : journal_refusal(ret));
+	carried->journal_files = steal_ptr(l.files);
+	carried->n_journal_files = l.n_files;
+	l.n_files = 0;
+	journal_loaded_deinit(&l);
+	return ret < 0 && ret != -EBADMSG ? ret : BROKER_E_STATE_UNREADABLE;
+}
+
+void broker_journal_forget(struct broker *broker, struct fdstore_carried *carried)
+{
+	struct journal_loaded *l = &broker->journal_from;
+	struct journal_file *v;
+
+	if (!carried->n_journal_files)
+		return;
+	v = reallocarray(l->files, l->n_files + carried->n_journal_files, sizeof(*v));
+	if (!v)
+		return;	/* left in the store: the next compaction cannot name them */
+	memcpy(v + l->n_files, carried->journal_files, carried->n_journal_files * sizeof(*v));
+	l->files = v;
+	l->n_files += carried->n_journal_files;
+	free(steal_ptr(carried->journal_files));
+	carried->n_journal_files = 0;
+}
+
+void broker_journal_start(struct broker *broker)
+{
+	struct bus *bus = &broker->bus;
+	int r;
+
+	if (bus->journal || !fdstore_enabled())
+		return;
+	if (strtoul(getenv("FDSTORE"), NULL, 10) < JOURNAL_STORE_NEEDED) {
+		log_warn("crash journal: the fd store takes %s fds, fewer than the %u it needs "
+			 "(FileDescriptorStoreMax=): the bus will not survive a crash",
+			 getenv("FDSTORE"), JOURNAL_STORE_NEEDED);
+		journal_loaded_deinit(&broker->journal_from);
+		return;
+	}
+	r = journal_new(&bus->journal, broker_crash_snapshot, broker, &broker->journal_from);
+	journal_loaded_deinit(&broker->journal_from);
+	if (r < 0) {
+		log_warn("crash journal: cannot start: %s; the bus will not survive a crash",
+			 log_error(r));
+		return;
+	}
+	bus->journal_activation = activation_changes(bus->activation);
+}
+
+void broker_journal_stop(struct broker *broker)
+{
+	journal_discard(broker->bus.journal);
+	broker->bus.journal = journal_free(broker->bus.journal);
 }

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 #include "broker/core/bus.h"
+#include "broker/objects/journal.h"
 #include "util/list.h"
 #include "util/macro.h"
 
@@ -88,6 +89,12 @@ struct broker {
 				struct state_writer *w);	/* broker_serialize() */
 	char *exe_path;			/* the program to execute */
 	int exe_fd;			/* the running program (the fallback), -1: none */
+
+	/*
+	 * crash survival (journal.h): the journal restored from, or the
+	 * entries of one not used (to remove), until broker_journal_start()
+	 */
+	struct journal_loaded journal_from;
 };
 
 /**
@@ -179,3 +186,30 @@ int broker_check_state(int fd);
 struct fdstore_carried;
 int broker_restore(struct broker **brokerp, const struct broker_options *opts, int state_fd,
 		   int fallback_fd, char **argv, struct fdstore_carried *carried);
+
+/**
+ * broker_restore_crash() - the bus of a process that died, from its journal
+ * @carried:	the fds from the fd store, with the crash journal's
+ *		(fdstore_has_journal()); what the journal uses is taken
+ *
+ * Loads the journal (journal_load(): the newest whole one, not one whose
+ * start died already), restores its snapshot, replays its records and
+ * closes the connections whose streams the crash cut (their mark), with
+ * a log line that counts them.
+ * Return: 0, BROKER_E_STATE_UNREADABLE (no journal that can be used: logged,
+ * nothing created, start a new bus), or negative errno (half restored:
+ * the process must exit).
+ */
+int broker_restore_crash(struct broker **brokerp, const struct broker_options *opts,
+			 struct fdstore_carried *carried);
+
+/*
+ * The crash journal's entries @carried holds, not used (a hand-over or a
+ * new bus came instead): removed from the store once the journal starts.
+ */
+void broker_journal_forget(struct broker *broker, struct fdstore_carried *carried);
+
+/* Keep the bus in the fd store from now on (journal.h), if the store is there. */
+void broker_journal_start(struct broker *broker);
+/* Stop it, and take its entries out of the store (before a re-exec). */
+void broker_journal_stop(struct broker *broker);

@@ -438,6 +438,8 @@ static bool restore_from_store(struct broker **brokerp, const struct broker_opti
 		_exit(EXIT_FAILURE);
 	}
 	if (r == 0) {
+		/* A crash journal beside it is older: its entries go. */
+		broker_journal_forget(*brokerp, carried);
 		fdstore_taken(carried);
 		/* A new process: what the first one did before it served, again. */
 		if (become_bus_user(*brokerp, config, pidfile) < 0)
@@ -448,6 +450,39 @@ static bool restore_from_store(struct broker **brokerp, const struct broker_opti
 	log_err("fd store: the handed-over state cannot be used; starting a new bus");
 	fdstore_discard(carried);
 	return false;
+}
+
+/*
+ * The previous process died without handing over: its crash journal
+ * (journal.h). Return: whether the bus is restored and ready to run (false:
+ * no journal that can be used, a new bus must start); exits on anything else.
+ */
+static bool restore_from_journal(struct broker **brokerp, const struct broker_options *opts,
+				 struct fdstore_carried *carried, const struct bus_config *config,
+				 const char *pidfile)
+{
+	int r;
+
+	(void)broker_block_signals();
+	r = broker_restore_crash(brokerp, opts, carried);
+	if (r < 0) {
+		/*
+		 * Half restored: exit. The journal counts this attempt, so
+		 * the next start discards it and starts clean (journal.h).
+		 */
+		log_err("crash journal: cannot restore the bus: %s; exiting", log_error(r));
+		_exit(EXIT_FAILURE);
+	}
+	if (r) {
+		/* A new bus: on the old one's paths, its clients told the end now. */
+		fdstore_journal_shut(carried);
+		return false;
+	}
+	fdstore_taken(carried);
+	if (become_bus_user(*brokerp, config, pidfile) < 0)
+		_exit(EXIT_FAILURE);
+	(void)sd_notify(0, "READY=1");
+	return true;
 }
 
 /* Re-executed (reexec.h): the bus is up and announced already. Return 0 or -1 (logged). */
@@ -472,7 +507,7 @@ static int restore_reexec(struct broker **brokerp, const struct broker_options *
  */
 static int start_new(struct broker **brokerp, const struct broker_options *opts,
 		     const struct cli *cli, const struct bus_config *config, const char *pidfile,
-		     bool from_store)
+		     bool from_store, struct fdstore_carried *carried)
 {
 	int ready_fd = -1;
 	bool do_fork;
@@ -497,6 +532,8 @@ static int start_new(struct broker **brokerp, const struct broker_options *opts,
 			 r == BROKER_E_INVALID ? broker_get_error(*brokerp) : strerror(-r));
 		return -1;
 	}
+	/* A crash journal of a bus not resumed: its entries leave the store. */
+	broker_journal_forget(*brokerp, carried);
 
 	do_fork = cli->fork == CLI_FORK_YES ||
 		  (cli->fork == CLI_FORK_DEFAULT && config && config->fork);
@@ -543,9 +580,14 @@ static int start(struct broker **brokerp, const struct cli *cli, char **argv,
 
 	if (from_store && restore_from_store(brokerp, &opts, argv, carried, config, pidfile))
 		return 0;
+	if (!from_store && fdstore_has_journal(carried)) {
+		if (restore_from_journal(brokerp, &opts, carried, config, pidfile))
+			return 0;
+		from_store = true;	/* its pid file is the old process's */
+	}
 	if (cli->restore_state_fd >= 0)
 		return restore_reexec(brokerp, &opts, cli, argv);
-	return start_new(brokerp, &opts, cli, config, pidfile, from_store);
+	return start_new(brokerp, &opts, cli, config, pidfile, from_store, carried);
 }
 
 /* The event loop, until the bus stops or hands over. Return: an exit status. */
@@ -578,7 +620,7 @@ int main(int argc, char **argv)
 {
 	_cleanup_(bus_config_freep) struct bus_config *config = NULL;
 	_cleanup_(broker_freep) struct broker *broker = NULL;
-	_cleanup_(fdstore_carried_free) struct fdstore_carried carried = { .state_fd = -1 };
+	_cleanup_(fdstore_carried_free) struct fdstore_carried carried = FDSTORE_CARRIED_INIT;
 	const char *err = NULL, *word = NULL;
 	const char *pidfile = NULL;
 	struct cli cli;

@@ -60,6 +60,7 @@ int act_env_set(struct activation *a, const char *key, const char *value)
 
 	if (asprintf(&entry, "%s=%s", key, value) < 0)
 		return -ENOMEM;
+	a->changes++;
 	if (i >= 0) {
 		free(a->env[i]);
 		a->env[i] = entry;

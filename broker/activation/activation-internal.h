@@ -124,6 +124,7 @@ struct activation {
 	struct list_node children;	/* struct child */
 	size_t n_entries;		/* queued requests over all pendings */
 	size_t n_bytes;			/* bytes of queued auto-start messages */
+	uint64_t changes;		/* of what it serializes (activation_changes()) */
 };
 
 /* Log through the owner's callback (util/log-fn.h). */

@@ -59,6 +59,7 @@ int act_pending_request_systemd(struct pending *p, bool capture)
 		a->ops->capture(a->userdata, NULL, m);
 	if (a->ops->send_to_systemd(a->userdata, m)) {
 		p->request_sent = true;
+		p->a->changes++;
 		act_log(a, 6, "Activating via systemd: service name='%s' unit='%s'", p->name,
 			p->unit);
 	} else {
@@ -131,6 +132,7 @@ int act_queue_for_systemd(struct activation *a, struct message *msg)
 	e->size = size;
 	e->auto_start = true;
 	list_append(&p->entries, &e->link);
+	a->changes++;
 	a->n_entries++;
 	a->n_bytes += size;
 	return 0;

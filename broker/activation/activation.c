@@ -130,6 +130,7 @@ static void entry_uncharge(struct activation *a, struct act_entry *e)
 
 static void entry_free(struct activation *a, struct act_entry *e)
 {
+	a->changes++;
 	list_unlink(&e->link);
 	a->n_entries--;
 	a->n_bytes -= e->size;
@@ -153,6 +154,7 @@ static void pending_detach(struct pending *p)
 {
 	struct activation *a = p->a;
 
+	a->changes++;
 	list_unlink(&p->link);
 	list_append(&a->resolving, &p->link);
 	hmap_remove(&a->by_name, &p->node);
@@ -168,6 +170,7 @@ static void pending_free(struct pending *p)
 {
 	struct activation *a = p->a;
 
+	a->changes++;
 	while (!list_is_empty(&p->entries))
 		entry_free(a, list_first_entry(&p->entries, struct act_entry, link));
 	if (p->child)
@@ -402,6 +405,7 @@ int act_pending_new(struct activation *a, const char *name, const struct bus_ser
 		return r;
 	}
 	list_append(&a->pendings, &p->link);
+	a->changes++;
 	*pp = p;
 	return 0;
 oom:
@@ -516,6 +520,7 @@ int activation_start(struct activation *a, void *sender, struct message *msg, co
 		created = true;
 	}
 	list_append(&p->entries, &e->link);
+	a->changes++;
 	a->n_entries++;
 	a->n_bytes += size;
 	if (!created || systemd_itself) {
@@ -638,6 +643,11 @@ void activation_sender_gone(struct activation *a, void *sender)
 }
 
 /* ---------------------------------------------------------------- re-exec */
+
+uint64_t activation_changes(const struct activation *a)
+{
+	return a->changes;
+}
 
 bool activation_is_settled(const struct activation *a)
 {

@@ -335,6 +335,12 @@ size_t activation_n_pending(const struct activation *a);
  * (an activation is being answered); a re-exec then waits.
  */
 bool activation_is_settled(const struct activation *a);
+/*
+ * A count that moves with every change of what activation_serialize()
+ * writes (the environment, a pending activation, a queued request): the
+ * crash journal takes a snapshot when it moved (bus-journal.h).
+ */
+uint64_t activation_changes(const struct activation *a);
 typedef void (*activation_child_fn)(void *userdata, pid_t pid, int err_fd, bool helper,
 				    const char *name);
 void activation_foreach_child(const struct activation *a, activation_child_fn fn,

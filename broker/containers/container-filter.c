@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/containers/container.h"
 #include "broker/containers/container-filter.h"
 #include "broker/objects/match.h"
@@ -502,6 +503,7 @@ static int view_add_match(struct filter_view *v, const struct filter_rule *rule)
 		return 0;
 	if (peer_charge(peer, USER_SLOT_MATCHES, 1))
 		return 0;
+	bus_journal_changed(bus);
 	r = match_registry_add_text(bus->matches, &peer->matches, text, &reason);
 	if (r) {
 		peer_uncharge(peer, USER_SLOT_MATCHES, 1);

@@ -25,6 +25,7 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 {
 	const struct container_member *m;
 	const struct container *c;
+	uint64_t n;
 
 	if (list_is_empty(&reg->instances))
 		return;
@@ -45,9 +46,14 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 		state_put_fd(w, c->listener ? c->listener->fds[0] : -1);
 		state_put_str(w, c->socket_path);
 		state_put_str(w, c->listener ? c->listener->address : NULL);
-		state_put_u64(w, c->n_members);
+		/* A member not written (before Hello, in a crash snapshot) is left out. */
+		n = 0;
 		list_for_each_entry(m, &c->members, link)
-			state_put_u32(w, index(m->attachment.peer));
+			n += index(m->attachment.peer) != UINT32_MAX;
+		state_put_u64(w, n);
+		list_for_each_entry(m, &c->members, link)
+			if (index(m->attachment.peer) != UINT32_MAX)
+				state_put_u32(w, index(m->attachment.peer));
 		/* Version 2: the filter's options (none: unfiltered), each member's view. */
 		state_put_u32(w, !!c->filter);
 		if (!c->filter)
@@ -56,6 +62,8 @@ void container_registry_serialize(const struct container_registry *reg, struct s
 		for (size_t i = 0; i < c->filter->n_options; i++)
 			state_put_str(w, c->filter->options[i]);
 		list_for_each_entry(m, &c->members, link) {
+			if (index(m->attachment.peer) == UINT32_MAX)
+				continue;
 			state_put_u32(w, !!m->view);
 			if (m->view)
 				filter_view_serialize(m->view, w, index);

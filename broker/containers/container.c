@@ -15,6 +15,7 @@
 #include "broker/core/bus.h"
 #include "broker/transport/connection.h"
 #include "broker/containers/container.h"
+#include "broker/core/bus-journal.h"
 #include "broker/containers/container-filter.h"
 #include "broker/transport/listener.h"
 #include "broker/objects/log.h"
@@ -64,6 +65,7 @@ static void container_free(struct container *c)
 	/* listener_free() removes the socket file. */
 	listener_free(c->listener);
 	list_unlink(&c->link);
+	bus_journal_changed(c->registry->bus);
 	if (--c->registry->n_instances == 0)
 		container_policy_remove(c->registry);
 	free(c->path);
@@ -191,6 +193,7 @@ static void container_maybe_end(struct container *c)
 
 void container_stop_listening(struct container *c)
 {
+	bus_journal_changed(c->registry->bus);
 	c->listener = listener_free(c->listener);
 	container_maybe_end(c);
 }
@@ -221,6 +224,7 @@ static void member_leave(struct container_member *m)
 	m->container = NULL;
 	m->attachment.peer->group = NULL;
 	c->n_members--;
+	bus_journal_changed(c->registry->bus);
 }
 
 /* It closed: its instance may end now (InstanceRemoved). */
@@ -328,6 +332,7 @@ int container_join(struct container *c, struct peer *peer)
 	m->container = c;
 	list_append(&c->members, &m->link);
 	c->n_members++;
+	bus_journal_changed(c->registry->bus);
 	peer->group = &c->group;
 	/* A contained connection is never privileged (dbus's draft). */
 	peer->restricted = true;
@@ -664,6 +669,7 @@ int container_new(struct container_registry *reg, uint64_t id, const char *path,
 		}
 	}
 	list_append(&reg->instances, &c->link);
+	bus_journal_changed(reg->bus);
 	/* The policy asks the instances only while there is one: no cost without. */
 	if (reg->n_instances++ == 0)
 		container_policy_add(reg);

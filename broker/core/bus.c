@@ -16,6 +16,7 @@
 #include "broker/policy/apparmor.h"
 #include "broker/policy/audit.h"
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/log.h"
 #include "broker/objects/match.h"
 #include "broker/core/monitor.h"
@@ -493,6 +494,8 @@ void bus_flush_now(struct bus *bus)
 			peer_close(c, "its output queue is full: it does not read");
 		}
 		again = false;
+		/* Every change is in the crash journal before a client can see it. */
+		bus_journal_sync(bus);
 		list_for_each_entry(t, &bus->transports, link)
 			again |= t->ops->flush(t);
 	} while (again || !list_is_empty(&bus->overflow_list));

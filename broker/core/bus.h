@@ -111,6 +111,8 @@ struct bus_transport {
  * @reload_config:	reload the configuration file now (ReloadConfig):
  *			0, BUS_E_INVALID_CONFIG (invalid: *@errorp says why,
  *			the old one stays) or negative errno
+ * @serialize_peer:	write @peer's section of the state (peer-state.h),
+ *			for the crash journal's record of its Hello
  */
 /* Positive codes of bus_init() and of struct bus_loop_ops. */
 enum {
@@ -122,9 +124,12 @@ enum {
 struct bus_loop_ops {
 	void (*resume_listeners)(struct bus *bus);
 	int (*reload_config)(struct bus *bus, char **errorp);
+	int (*serialize_peer)(struct peer *peer, struct state_writer *w);
 };
 
 struct name_registry;
+struct journal;
+struct state_writer;
 struct match_registry;
 struct reply_registry;
 struct user_registry;
@@ -192,6 +197,9 @@ struct bus {
 	struct reply_registry *replies;
 	struct container_registry *containers;	/* Containers1 instances (container.h) */
 	struct user_registry *users;
+	struct journal *journal;	/* crash survival (journal.h, bus-journal.h), or NULL */
+	bool replaying;			/* the journal is replayed: nothing goes out */
+	uint64_t journal_activation;	/* activation_changes() at the last snapshot */
 
 	/*
 	 * per-peer output queue bounds (see peer_queue()): max_outgoing_bytes

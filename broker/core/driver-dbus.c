@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "broker/activation/activation.h"
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/peer.h"
 #include "broker/core/driver.h"
 #include "broker/objects/log.h"
@@ -122,6 +123,7 @@ int driver_method_request_name(struct driver_call *c)
 		return r;
 	if (r > 0)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
+	bus_journal_name(peer, JOURNAL_REC_NAME_REQUEST, name, flags);
 	router_sync_name_charge(peer);
 	/* The signals went out first (the registry emitted them), then the reply. */
 	return driver_reply_u(c, reply);
@@ -152,6 +154,7 @@ int driver_method_release_name(struct driver_call *c)
 		return r;
 	if (r > 0)
 		return driver_fail(c, DC_ERROR_INVALID_ARGS, "%s", name_error_string(r));
+	bus_journal_name(c->peer, JOURNAL_REC_NAME_RELEASE, name, 0);
 	router_sync_name_charge(c->peer);
 	return driver_reply_u(c, reply);
 }
@@ -296,6 +299,7 @@ int driver_method_add_match(struct driver_call *c)
 	}
 	if (rule->eavesdrop)
 		c->bus->n_eavesdrop_rules++;
+	bus_journal_match(peer, JOURNAL_REC_MATCH_ADD, rule);
 	return driver_reply_ack(c);
 }
 
@@ -320,22 +324,14 @@ int driver_method_remove_match(struct driver_call *c)
 				   reason ? reason : "Invalid match rule");
 
 	/* The newest equal rule goes, as dbus-daemon does. */
-	other = NULL;
-	for (struct list_node *p = peer->matches.rules.prev; p != &peer->matches.rules;
-	     p = p->prev) {
-		struct match_rule *x = list_entry(p, struct match_rule, owner_link);
-
-		if (match_rule_equal(x, rule)) {
-			other = x;
-			break;
-		}
-	}
+	other = match_owner_find_newest(&peer->matches, rule);
 	match_rule_free(rule);
 	if (!other)
 		return driver_fail(c, DC_ERROR_MATCH_RULE_NOT_FOUND,
 				   "The given match rule wasn't found and can't be removed");
 	if (other->eavesdrop && c->bus->n_eavesdrop_rules)
 		c->bus->n_eavesdrop_rules--;
+	bus_journal_match(peer, JOURNAL_REC_MATCH_REMOVE, other);
 	match_registry_remove(other);
 	peer_uncharge(peer, USER_SLOT_MATCHES, 1);
 	return driver_reply_ack(c);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "broker/activation/activation.h"
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/peer.h"
 #include "broker/core/driver.h"
 #include "broker/core/driver-internal.h"
@@ -763,6 +764,11 @@ int driver_hello(struct peer *peer, struct message *msg)
 	/* What hangs on it learns (a container's filter: what it may see from the start). */
 	if (r >= 0)
 		r = peer_attachments_registered(peer);
+	/* A contained peer's membership is the container's to write: a snapshot. */
+	if (r >= 0 && (peer->group || peer->restricted))
+		bus_journal_changed(bus);
+	else if (r >= 0)
+		bus_journal_hello(peer);
 	return r;
 }
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/peer.h"
 #include "broker/objects/log.h"
 #include "broker/objects/match.h"
@@ -21,6 +22,8 @@ int monitor_become(struct peer *peer, struct match_rule **rules, size_t n_rules)
 	size_t i;
 	int r;
 
+	/* Not a record of its own: the next snapshot has it a monitor. */
+	bus_journal_changed(bus);
 	list_for_each_entry(rule, &peer->matches.rules, owner_link)
 		if (rule->eavesdrop && bus->n_eavesdrop_rules)
 			bus->n_eavesdrop_rules--;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/log.h"
 #include "broker/objects/peer.h"
 #include "broker/policy/policy.h"
@@ -47,6 +48,8 @@ void peer_close(struct peer *peer, const char *reason)
 	list_unlink(&peer->overflow_link);
 	if (!peer->registered)
 		bus_incomplete_done(bus);
+	else
+		bus_journal_gone(peer);
 
 	/* D-Bus state: the router emits NameOwnerChanged, NoReply, ... */
 	router_peer_gone(peer);

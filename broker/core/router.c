@@ -13,6 +13,7 @@
 #include <time.h>
 #include "broker/activation/activation.h"
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/peer.h"
 #include "broker/core/driver.h"
 #include "broker/objects/log.h"
@@ -755,7 +756,10 @@ static int router_unicast_admit(struct peer *peer, struct peer *target, struct m
 	case DC_MESSAGE_ERROR:
 		r = reply_registry_consume(bus->replies, &target->replies, &peer->replies,
 					   m->reply_serial);
-		return r ? UNICAST_UNREQUESTED : UNICAST_ADMITTED;
+		if (r)
+			return UNICAST_UNREQUESTED;
+		bus_journal_reply(target, peer, JOURNAL_REC_REPLY_DONE, m->reply_serial, 0);
+		return UNICAST_ADMITTED;
 	case DC_MESSAGE_METHOD_CALL:
 		if (!message_expects_reply(m))
 			return UNICAST_ADMITTED;
@@ -847,6 +851,9 @@ static int router_unicast_deliver(struct peer *peer, struct peer *target, struct
 
 	/* The addressed recipient first, then eavesdroppers. */
 	r = peer_queue(target, m);
+	if (r == 0 && slot)
+		bus_journal_reply(peer, target, JOURNAL_REC_REPLY_ADD, slot->serial,
+				  slot->deadline_usec);
 	if (r == 0) {
 		r = policy_delivered(target, peer);
 		if (r < 0)

@@ -1076,27 +1076,34 @@ int match_registry_add_text(struct match_registry *reg, struct match_owner *owne
 	return r;
 }
 
+struct match_rule *match_owner_find_newest(const struct match_owner *owner,
+					   const struct match_rule *rule)
+{
+	/* Newest first, as dbus-daemon removes the most recently added. */
+	for (struct list_node *n = owner->rules.prev; n != &owner->rules; n = n->prev) {
+		struct match_rule *x = list_entry(n, struct match_rule, owner_link);
+
+		if (match_rule_equal(x, rule))
+			return x;
+	}
+	return NULL;
+}
+
 int match_registry_remove_text(struct match_registry *reg, struct match_owner *owner,
 			       const char *text, const char **reasonp)
 {
-	struct match_rule *rule;
-	struct list_node *n;
+	struct match_rule *rule, *other;
 	int r;
 
 	r = match_rule_parse(&rule, text, reasonp);
 	if (r)
 		return r;
-	/* Newest first, as dbus-daemon removes the most recently added. */
-	for (n = owner->rules.prev; n != &owner->rules; n = n->prev) {
-		struct match_rule *x = list_entry(n, struct match_rule, owner_link);
-
-		if (match_rule_equal(x, rule)) {
-			match_registry_remove(x);
-			free(rule);
-			return 0;
-		}
-	}
+	other = match_owner_find_newest(owner, rule);
 	free(rule);
+	if (other) {
+		match_registry_remove(other);
+		return 0;
+	}
 	set_reason(reasonp, "The given match rule wasn't found and can't be removed");
 	return MATCH_E_NOT_FOUND;
 }

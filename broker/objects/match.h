@@ -234,6 +234,9 @@ void match_registry_remove(struct match_rule *rule);
 /* AddMatch: parse and add. 0, MATCH_E_INVALID, MATCH_E_TOO_LONG, -ENOMEM. */
 int match_registry_add_text(struct match_registry *reg, struct match_owner *owner,
 			    const char *text, const char **reasonp);
+/* The newest rule of @owner equal to @rule (RemoveMatch's), or NULL. */
+struct match_rule *match_owner_find_newest(const struct match_owner *owner,
+					   const struct match_rule *rule);
 /* RemoveMatch: parse, remove the newest equal rule of @owner.
  * 0, MATCH_E_INVALID, MATCH_E_TOO_LONG, MATCH_E_NOT_FOUND, -ENOMEM. */
 int match_registry_remove_text(struct match_registry *reg, struct match_owner *owner,

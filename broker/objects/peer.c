@@ -188,6 +188,9 @@ int peer_queue(struct peer *peer, struct message *msg)
 
 	if (peer->closed || peer->overflow)
 		return PEER_E_DEAD;
+	/* The crash journal is replayed (bus-journal.h): nothing goes out. */
+	if (peer->bus->replaying)
+		return 0;
 	r = peer->output->ops->queue(peer->output, msg);
 	if (r == 0)
 		peer->n_outgoing++;

@@ -148,10 +148,32 @@ static void state_writer_map(struct state_writer *w)
 
 void state_writer_init(struct state_writer *w, uint32_t version)
 {
-	*w = (struct state_writer){};
+	state_writer_init_at(w, version, 0);
+}
+
+void state_writer_init_at(struct state_writer *w, uint32_t version, size_t offset)
+{
+	*w = (struct state_writer){ .memfd = -1 };
 	state_writer_map(w);
+	state_reserve(w, offset);
+	if (!w->error) {
+		memset(w->buf, 0, offset);
+		w->n = offset;
+	}
 	state_put_u32(w, STATE_MAGIC);
 	state_put_u32(w, version);
+}
+
+void state_writer_init_memory(struct state_writer *w)
+{
+	*w = (struct state_writer){ .memfd = -1 };
+}
+
+void state_writer_reset(struct state_writer *w)
+{
+	w->n = 0;
+	w->error = 0;
+	w->n_fds = 0;
 }
 
 void state_writer_deinit(struct state_writer *w)
@@ -379,6 +401,8 @@ static int state_check_fd(struct state_reader *r, int32_t fd, bool none_ok)
 {
 	if (none_ok && fd == -1 && !r->error)
 		return -1;
+	if (fd >= 0 && r->fd_map)
+		fd = r->fd_map(fd, r->fd_map_userdata);
 	if (fd < 0 || (r->fd_present && !r->fd_present(fd, r->fd_userdata))) {
 		r->error = true;
 		return -1;
@@ -500,11 +524,26 @@ int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp)
 	return 0;
 }
 
+int state_reader_init_view(struct state_reader *r, const void *buf, size_t n, uint32_t version)
+{
+	*r = (struct state_reader){ .buf = (uint8_t *)buf, .n = n, .borrowed = true };
+	if (version) {
+		r->version = version;
+		return 0;
+	}
+	if (n < 8 || state_get_u32(r) != STATE_MAGIC)
+		return STATE_E_UNREADABLE;
+	r->version = state_get_u32(r);
+	if (r->version < STATE_VERSION_MIN || r->version > STATE_VERSION)
+		return STATE_E_UNREADABLE;
+	return 0;
+}
+
 void state_reader_deinit(struct state_reader *r)
 {
-	if (r->mapped)
+	if (r->mapped && !r->borrowed)
 		munmap(r->buf, r->n);
-	else
+	else if (!r->borrowed)
 		free(r->buf);
 	free(r->fds);
 	*r = (struct state_reader){};

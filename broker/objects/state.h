@@ -66,6 +66,12 @@ enum {
 
 struct state_writer {
 	uint8_t *buf;		/* mapped: a shared mapping of memfd; else allocated */
+	/*
+	 * A snapshot or record of the crash journal (journal.h): what cannot
+	 * outlive the process (bytes in flight on a socket, a peer before
+	 * Hello) is left out.
+	 */
+	bool crash;
 	size_t n;
 	size_t cap;
 	bool mapped;
@@ -77,6 +83,15 @@ struct state_writer {
 };
 
 void state_writer_init(struct state_writer *w, uint32_t version);
+/*
+ * As state_writer_init(), but the stream starts at @offset of the memfd
+ * (the bytes before it are zero, for the caller: journal.c's header).
+ */
+void state_writer_init_at(struct state_writer *w, uint32_t version, size_t offset);
+/* A writer into memory, no stream header: a journal record's payload. */
+void state_writer_init_memory(struct state_writer *w);
+/* Empty it again (memory kept, crash flag kept). */
+void state_writer_reset(struct state_writer *w);
 void state_writer_deinit(struct state_writer *w);
 void state_put_u32(struct state_writer *w, uint32_t v);
 void state_put_u64(struct state_writer *w, uint64_t v);
@@ -112,6 +127,14 @@ struct state_reader {
 	/* NULL, or which fds exist (a state from the fd store: fdstore.h) */
 	bool (*fd_present)(int fd, void *userdata);
 	void *fd_userdata;
+	/*
+	 * NULL, or the fd a number of the stream stands for now (a crash
+	 * journal's: journal.h), -1 if none: the stream's numbers were the
+	 * previous process's.
+	 */
+	int (*fd_map)(int fd, void *userdata);
+	void *fd_map_userdata;
+	bool borrowed;		/* buf is the caller's (state_reader_init_view()) */
 	/* Every fd the stream named so far, as the writer collected them. */
 	int *fds;
 	size_t n_fds;
@@ -132,6 +155,12 @@ enum {
  * cannot read: *@versionp is the version found), or negative errno.
  */
 int state_reader_init(struct state_reader *r, int fd, uint32_t *versionp);
+/*
+ * A reader over @n bytes at @buf that stay the caller's: a stream with its
+ * header (@version 0: read it, as state_reader_init() does; return as it),
+ * or a journal record's payload of stream version @version.
+ */
+int state_reader_init_view(struct state_reader *r, const void *buf, size_t n, uint32_t version);
 void state_reader_deinit(struct state_reader *r);
 uint32_t state_get_u32(struct state_reader *r);
 uint64_t state_get_u64(struct state_reader *r);

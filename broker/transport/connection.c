@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/transport/connection.h"
 #include "broker/objects/log.h"
 #include "broker/objects/log-limit.h"
@@ -213,6 +214,8 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		 * batch may produce more than it for a reader, so give the
 		 * kernel what fits before judging.
 		 */
+		/* What goes out now must be in the crash journal first. */
+		bus_journal_sync(peer->bus);
 		r = socket_dispatch_write(conn->socket);
 		if (r) {
 			/* Closed after this dispatch, never in the middle of routing. */
@@ -259,6 +262,8 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 	conn->peak_queued_bytes = MAX(conn->peak_queued_bytes, conn->n_queued_bytes);
 	conn->peak_queued_fds = MAX(conn->peak_queued_fds, conn->n_queued_fds);
 	conn->n_queued_msgs++;
+	/* Until written whole: a crash now cuts or swallows it (journal.h). */
+	journal_mark_set(peer->bus->journal, socket_get_fd(conn->socket), JOURNAL_MARK_OUT);
 	connection_schedule_flush(conn);
 	return 0;
 }
@@ -269,11 +274,15 @@ static void connection_flush(struct connection *conn)
 
 	if (conn->closed)
 		return;
+	bus_journal_sync(conn->peer->bus);
 	r = socket_dispatch_write(conn->socket);
 	if (r) {
 		peer_close(conn->peer, r > 0 ? NULL : "write failed");
 		return;
 	}
+	if (!socket_wants_write(conn->socket))
+		journal_mark_clear(conn->peer->bus->journal, socket_get_fd(conn->socket),
+				   JOURNAL_MARK_OUT);
 	connection_update_events(conn);
 }
 
@@ -686,6 +695,10 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 	 */
 	hangup = revents & (EPOLLHUP | EPOLLERR | EPOLLRDHUP);
 	if (hangup || ((revents & EPOLLIN) && !conn->peer->input_paused)) {
+		struct journal *journal = conn->peer->bus->journal;
+
+		/* Read and not yet routed, until it is: a crash now swallows it (journal.h). */
+		journal_mark_set(journal, fd, JOURNAL_MARK_IN);
 		/* Until drained, unless the budget runs out first (then input_left). */
 		conn->input_left = true;
 		for (i = 0; i < CONNECTION_READ_BUDGET && !conn->eof &&
@@ -733,6 +746,9 @@ static int connection_io_work(sd_event_source *s, int fd, uint32_t revents, void
 		}
 		if (conn->peer->authenticated)
 			connection_watch_pending_fds(conn);
+		/* Everything read was routed: nothing of its stream is only here. */
+		if (!socket_get_buffered_bytes(conn->socket) && !conn->n_spare_fds)
+			journal_mark_clear(journal, fd, JOURNAL_MARK_IN);
 	}
 	connection_update_events(conn);
 	return 0;
@@ -833,6 +849,9 @@ static void connection_free(struct peer_transport *transport)
 	struct connection *conn = container_of(transport, struct connection, transport);
 
 	connection_close(transport);
+	/* The crash journal's store may hold it: its client must see the end now. */
+	if (conn->peer)
+		journal_fd_closing(conn->peer->bus->journal, socket_get_fd(conn->socket));
 	/* Releases queued deliveries, which uncharge the peer. */
 	conn->socket = socket_free(conn->socket);
 	connection_free_sasl(conn);
@@ -970,6 +989,19 @@ int connection_serialize(struct connection *conn, struct state_writer *w)
 	struct socket_snapshot snap;
 	int r;
 
+	/*
+	 * A crash snapshot: what is in flight on the socket is not (the
+	 * socket's mark tells whether anything was: journal.h).
+	 */
+	if (w->crash) {
+		state_put_section(w, STATE_TAG_CONNECTION, CONNECTION_STATE_VERSION);
+		state_put_fds(w, NULL, 0);
+		state_put_u32(w, 1);	/* framing */
+		state_put_bytes(w, NULL, 0);
+		state_put_u64(w, 0);
+		state_put_u64(w, 0);
+		return 0;
+	}
 	r = socket_snapshot(conn->socket, &snap);
 	if (r < 0)
 		return r;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "broker/activation/activation.h"
 #include "broker/core/bus.h"
+#include "broker/core/bus-journal.h"
 #include "broker/objects/peer.h"
 #include "broker/core/driver.h"
 #include "broker/objects/log.h"
@@ -93,6 +94,8 @@ static int driver_method_bus1_connect(struct driver_call *c)
 			r = 0;
 		} else if (r == 0) {
 			peer_set_output(peer, native_conn_transport(nc));
+			/* Its bus1 side is native.c's to write: a snapshot. */
+			bus_journal_changed(c->bus);
 			return 0;
 		}
 	}

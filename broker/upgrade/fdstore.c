@@ -13,15 +13,14 @@
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include "broker/upgrade/fdstore.h"
+#include "broker/objects/journal.h"
 #include "broker/objects/log.h"
 #include "util/error.h"
+#include "util/fdpass.h"
 #include "util/macro.h"
 
 #define FDSTORE_STATE_NAME "bus1-state"
 #define FDSTORE_FDS_NAME "bus1-fds"
-
-/* SCM_MAX_FD: the most fds one message carries. */
-#define FDSTORE_BATCH 253
 
 bool fdstore_enabled(void)
 {
@@ -35,39 +34,6 @@ bool fdstore_enabled(void)
 	if (!pid || strtol(pid, NULL, 10) != (long)getpid())
 		return false;
 	return getenv("NOTIFY_SOCKET") && n && strtoul(n, NULL, 10) >= 2;
-}
-
-/* One message: the numbers of @n fds as data, the fds themselves as SCM_RIGHTS. */
-static int send_batch(int sock, const int *fds, size_t n)
-{
-	union {
-		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(sizeof(int) * FDSTORE_BATCH)];
-	} control = {};
-	int32_t numbers[FDSTORE_BATCH];
-	struct iovec iov = { .iov_base = numbers, .iov_len = n * sizeof(int32_t) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control.buf,
-		.msg_controllen = CMSG_SPACE(sizeof(int) * n),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	ssize_t k;
-
-	for (size_t i = 0; i < n; i++)
-		numbers[i] = fds[i];
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-	do {
-		k = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	} while (k < 0 && errno == EINTR);
-	if (k < 0)
-		return error_origin(errno == EAGAIN ? -ENOBUFS : -errno);
-	/* A stream socket takes a small message whole, or nothing. */
-	return (size_t)k == iov.iov_len ? 0 : -EIO;
 }
 
 static int store(int fd, const char *name)
@@ -92,8 +58,7 @@ int fdstore_hand_over(int state_fd, const int *fds, size_t n_fds)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
 		return error_origin(-errno);
-	for (size_t i = 0; i < n_fds && r == 0; i += FDSTORE_BATCH)
-		r = send_batch(pair[0], fds + i, MIN(n_fds - i, (size_t)FDSTORE_BATCH));
+	r = fdpass_send(pair[0], fds, n_fds);
 	/* The reader sees the end of the stream once everything is read. */
 	close(pair[0]);
 	if (r == 0)
@@ -139,68 +104,6 @@ static int move_above(int fd, int min)
 	return copy;
 }
 
-/*
- * Read the whole socket: numbers and fds, in pairs. Appends to *@numbersp /
- * *@fdsp. Return 0 or negative errno (what was read is still in the arrays).
- */
-static int receive_all(int sock, int32_t **numbersp, int **fdsp, size_t *np)
-{
-	for (;;) {
-		union {
-			struct cmsghdr hdr;
-			char buf[CMSG_SPACE(sizeof(int) * FDSTORE_BATCH)];
-		} control;
-		int32_t numbers[FDSTORE_BATCH];
-		struct iovec iov = { .iov_base = numbers, .iov_len = sizeof(numbers) };
-		struct msghdr mh = {
-			.msg_iov = &iov,
-			.msg_iovlen = 1,
-			.msg_control = control.buf,
-			.msg_controllen = sizeof(control.buf),
-		};
-		struct cmsghdr *cm;
-		size_t n_numbers, n_fds = 0;
-		const int *got = NULL;
-		ssize_t k;
-
-		do {
-			k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		} while (k < 0 && errno == EINTR);
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return 0;
-		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-				got = (const int *)CMSG_DATA(cm);
-				n_fds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			}
-		}
-		n_numbers = (size_t)k / sizeof(int32_t);
-		if (n_fds) {
-			int32_t *nv = realloc(*numbersp, (*np + n_fds) * sizeof(*nv));
-			int *fv = nv ? realloc(*fdsp, (*np + n_fds) * sizeof(*fv)) : NULL;
-
-			if (nv)
-				*numbersp = nv;
-			if (fv)
-				*fdsp = fv;
-			if (!nv || !fv) {
-				for (size_t i = 0; i < n_fds; i++)
-					close(got[i]);
-				return -ENOMEM;
-			}
-			for (size_t i = 0; i < n_fds; i++) {
-				(*numbersp)[*np] = i < n_numbers ? numbers[i] : -1;
-				(*fdsp)[(*np)++] = got[i];
-			}
-		}
-		/* Each message is whole; a torn one or lost fds: unusable. */
-		if ((size_t)k % sizeof(int32_t) || n_numbers != n_fds || (mh.msg_flags & MSG_CTRUNC))
-			return -EBADMSG;
-	}
-}
-
 void fdstore_carried_free(struct fdstore_carried *c)
 {
 	for (size_t i = 0; i < c->n_listen; i++) {
@@ -210,8 +113,17 @@ void fdstore_carried_free(struct fdstore_carried *c)
 	free(c->listen_fds);
 	free(c->listen_names);
 	free(c->fds);
-	*c = (struct fdstore_carried){ .state_fd = -1 };
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++)
+			if (c->journal_slots[i][k] >= 0)
+				close(c->journal_slots[i][k]);
+	for (size_t i = 0; i < c->n_journal_files; i++)
+		if (c->journal_files[i].fd >= 0)
+			close(c->journal_files[i].fd);
+	free(c->journal_files);
+	*c = (struct fdstore_carried)FDSTORE_CARRIED_INIT;
 }
+
 
 static void free_names(char **names)
 {
@@ -254,6 +166,55 @@ static int place(struct fdstore_carried *c, const int32_t *numbers, int *receive
 	return r;
 }
 
+/* The crash journal's entry @fd of @name: into @c, above @high; false if it is not one. */
+static bool take_journal_entry(struct fdstore_carried *c, const char *name, int fd, int high)
+{
+	uint64_t seq;
+	int slot = !strcmp(name, JOURNAL_NAME_A) ? 0 : !strcmp(name, JOURNAL_NAME_B) ? 1 : -1;
+
+	if (slot >= 0) {
+		int *v = c->journal_slots[slot];
+		int moved = move_above(fd, high);
+
+		if (moved < 0) {
+			close(fd);
+			return true;
+		}
+		if (v[0] < 0)
+			v[0] = moved;
+		else if (v[1] < 0)
+			v[1] = moved;
+		else
+			close(moved);	/* a third: not a journal this bus wrote */
+		return true;
+	}
+	if (journal_file_name(name, &seq)) {
+		struct journal_file *f = reallocarray(c->journal_files, c->n_journal_files + 1,
+						      sizeof(*f));
+		uint32_t index = 0;
+
+		if (!f) {
+			close(fd);
+			return true;
+		}
+		c->journal_files = f;
+		/*
+		 * The fds of one entry come in the order they were stored: one
+		 * that cannot be moved keeps its place (as -1), so that the
+		 * others keep their index.
+		 */
+		for (size_t i = 0; i < c->n_journal_files; i++)
+			index += f[i].seq == seq;
+		f[c->n_journal_files++] = (struct journal_file){
+			.seq = seq, .index = index, .fd = move_above(fd, high),
+		};
+		if (f[c->n_journal_files - 1].fd < 0)
+			close(fd);
+		return true;
+	}
+	return false;
+}
+
 int fdstore_take(struct fdstore_carried *c)
 {
 	_cleanup_free_ int32_t *numbers = NULL;
@@ -262,15 +223,21 @@ int fdstore_take(struct fdstore_carried *c)
 	int n, state = -1, sock = -1, high, r;
 	size_t n_received = 0;
 
-	*c = (struct fdstore_carried){ .state_fd = -1 };
+	bool journal = false;
+	uint64_t seq;
+
+	*c = (struct fdstore_carried)FDSTORE_CARRIED_INIT;
 	n = sd_listen_fds_with_names(0, &names);
 	for (int i = 0; i < n; i++) {
 		if (!strcmp(names[i], FDSTORE_STATE_NAME))
 			state = SD_LISTEN_FDS_START + i;
 		else if (!strcmp(names[i], FDSTORE_FDS_NAME))
 			sock = SD_LISTEN_FDS_START + i;
+		else if (!strcmp(names[i], JOURNAL_NAME_A) || !strcmp(names[i], JOURNAL_NAME_B) ||
+			 journal_file_name(names[i], &seq))
+			journal = true;
 	}
-	if (state < 0 && sock < 0) {
+	if (state < 0 && sock < 0 && !journal) {
 		/* Nothing handed over: a .socket unit's fds stay as systemd passed them. */
 		free_names(names);
 		return n < 0 ? n : 0;
@@ -282,10 +249,10 @@ int fdstore_take(struct fdstore_carried *c)
 	c->listen_fds = calloc((size_t)n, sizeof(*c->listen_fds));
 	c->listen_names = calloc((size_t)n, sizeof(*c->listen_names));
 	r = c->listen_fds && c->listen_names ? 0 : -ENOMEM;
-	if (r == 0 && (state < 0 || sock < 0))
+	if (r == 0 && (state < 0) != (sock < 0))
 		r = -ENODATA;	/* half a hand-over */
-	if (r == 0)
-		r = receive_all(sock, &numbers, &received, &n_received);
+	if (r == 0 && sock >= 0)
+		r = fdpass_receive(sock, &numbers, &received, &n_received);
 	if (r == 0 && !(c->fds = calloc(n_received ? n_received : 1, sizeof(*c->fds))))
 		r = -ENOMEM;
 
@@ -297,6 +264,8 @@ int fdstore_take(struct fdstore_carried *c)
 		if (fd == state) {
 			c->state_fd = move_above(fd, high);
 			r = r ?: MIN(c->state_fd, 0);
+		} else if (take_journal_entry(c, names[i], fd, high)) {
+			continue;
 		} else if (fd == sock || !c->listen_fds || !c->listen_names) {
 			close(fd);
 		} else {
@@ -319,8 +288,38 @@ int fdstore_take(struct fdstore_carried *c)
 		fdstore_discard(c);
 		return 0;
 	}
-	log_info("fd store: %zu fds taken over", c->n_fds);
+	if (state >= 0)
+		log_info("fd store: %zu fds taken over", c->n_fds);
 	return 0;
+}
+
+void fdstore_journal_shut(struct fdstore_carried *c)
+{
+	for (int i = 0; i < 2; i++)
+		for (int k = 0; k < 2; k++) {
+			int fd = c->journal_slots[i][k];
+			_cleanup_free_ int32_t *numbers = NULL;
+			_cleanup_free_ int *fds = NULL;
+			size_t n = 0;
+
+			if (fd < 0)
+				continue;
+			/* The snapshot's socket: its fds are the bus's files. */
+			(void)fdpass_receive(fd, &numbers, &fds, &n);
+			for (size_t m = 0; m < n; m++) {
+				(void)shutdown(fds[m], SHUT_RDWR);
+				close(fds[m]);
+			}
+			close(fd);
+			c->journal_slots[i][k] = -1;
+		}
+	for (size_t i = 0; i < c->n_journal_files; i++) {
+		if (c->journal_files[i].fd < 0)
+			continue;
+		(void)shutdown(c->journal_files[i].fd, SHUT_RDWR);
+		close(c->journal_files[i].fd);
+		c->journal_files[i].fd = -1;
+	}
 }
 
 void fdstore_taken(struct fdstore_carried *c)

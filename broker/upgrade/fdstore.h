@@ -82,11 +82,19 @@ struct fdstore_carried {
 	int *listen_fds;
 	char **listen_names;
 	size_t n_listen;
+	/* the crash journal's entries (journal.h): each slot's fds, -1 if none */
+	int journal_slots[2][2];
+	struct journal_file *journal_files;
+	size_t n_journal_files;
 };
+
+#define FDSTORE_CARRIED_INIT { .state_fd = -1, .journal_slots = { { -1, -1 }, { -1, -1 } } }
 
 /**
  * fdstore_take() - take over what the previous process handed over
- * @c:		output; state_fd -1 if nothing (usable) was handed over
+ * @c:		output; state_fd -1 if nothing (usable) was handed over; the
+ *		crash journal's entries (journal.h) in ->journal_*, whatever
+ *		else was there
  *
  * Must run before anything else opens an fd: it moves fds to fixed numbers.
  * Without a hand-over in the passed fds, nothing is touched (a .socket
@@ -117,3 +125,17 @@ void fdstore_discard(struct fdstore_carried *c);
 
 /* Closes what @c still holds. */
 void fdstore_carried_free(struct fdstore_carried *c);
+
+/*
+ * A crash journal that cannot be used: every socket it carries is shut down
+ * (its clients see the end, its listeners refuse, so that a new bus can take
+ * their paths) and closed. Its entries stay in @c, to be removed from the
+ * store (broker_journal_forget()).
+ */
+void fdstore_journal_shut(struct fdstore_carried *c);
+
+/* Whether the store passed a crash journal (journal.h). */
+static inline bool fdstore_has_journal(const struct fdstore_carried *c)
+{
+	return c->journal_slots[0][0] >= 0 || c->journal_slots[1][0] >= 0;
+}

@@ -14,18 +14,7 @@
 #include "broker/objects/state.h"
 #include "broker/objects/user.h"
 
-/* Bits of a peer's flags in the state. */
-enum {
-	PEER_STATE_REGISTERED = 1 << 0,
-	PEER_STATE_MONITOR = 1 << 1,
-	PEER_STATE_UNIX_FDS = 1 << 2,
-	PEER_STATE_ANONYMOUS = 1 << 3,
-	PEER_STATE_SOCKET_IDENTITY = 1 << 4,
-	PEER_STATE_HAVE_CREDS = 1 << 5,
-	PEER_STATE_GROUPS_UNKNOWN = 1 << 6,	/* SO_PEERGROUPS failed at accept */
-};
-
-static int peer_serialize(struct peer *p, struct state_writer *w)
+int peer_serialize(struct peer *p, struct state_writer *w)
 {
 	struct connection *conn = connection_of(p);
 	struct peer_output_stats out;
@@ -87,11 +76,14 @@ int peer_serialize_all(struct bus *bus, struct state_writer *w)
 		/* Every peer arrives through a socket connection (peer.h). */
 		if (!connection_of(p))
 			return -EINVAL;
-		p->state_index = n++;
+		/* A crash closes a peer before Hello anyway: not in a crash snapshot. */
+		p->state_index = w->crash && !p->registered ? UINT32_MAX : n++;
 	}
 	state_put_section(w, STATE_TAG_PEER, PEER_STATE_VERSION);
 	state_put_u64(w, n);
 	list_for_each_entry(p, &bus->peers, bus_link) {
+		if (p->state_index == UINT32_MAX)
+			continue;
 		r = peer_serialize(p, w);
 		if (r < 0)
 			return r;
@@ -107,8 +99,8 @@ uint32_t peer_state_index(const void *peer)
 	return p->closed ? UINT32_MAX : p->state_index;
 }
 
-static void peer_state_read(struct state_reader *r, struct peer_state *p, size_t n_names,
-			    uint32_t version)
+void peer_state_read(struct state_reader *r, struct peer_state *p, size_t n_names,
+		     uint32_t version)
 {
 	size_t n;
 
@@ -180,17 +172,19 @@ bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, si
 	return !r->error;
 }
 
+void peer_state_deinit(struct peer_state *p)
+{
+	free(p->groups);
+	connection_state_deinit(&p->conn);
+	match_owner_state_deinit(&p->matches);
+	name_owner_state_deinit(&p->names);
+	native_conn_state_deinit(&p->nstate);
+}
+
 void peer_state_free_all(struct peer_state *states, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		struct peer_state *p = &states[i];
-
-		free(p->groups);
-		connection_state_deinit(&p->conn);
-		match_owner_state_deinit(&p->matches);
-		name_owner_state_deinit(&p->names);
-		native_conn_state_deinit(&p->nstate);
-	}
+	for (size_t i = 0; i < n; i++)
+		peer_state_deinit(&states[i]);
 	free(states);
 }
 

@@ -37,6 +37,17 @@ struct state_writer;
 
 #define PEER_STATE_VERSION 2u
 
+/* Bits of a peer's flags in the state. */
+enum {
+	PEER_STATE_REGISTERED = 1 << 0,
+	PEER_STATE_MONITOR = 1 << 1,
+	PEER_STATE_UNIX_FDS = 1 << 2,
+	PEER_STATE_ANONYMOUS = 1 << 3,
+	PEER_STATE_SOCKET_IDENTITY = 1 << 4,
+	PEER_STATE_HAVE_CREDS = 1 << 5,
+	PEER_STATE_GROUPS_UNKNOWN = 1 << 6,	/* SO_PEERGROUPS failed at accept */
+};
+
 struct peer_state {
 	uint32_t flags;			/* PEER_STATE_* (peer-state.c) */
 	pid_t creds_pid;
@@ -66,8 +77,18 @@ struct peer_state {
 	struct native_conn_state nstate;
 };
 
-/* Return 0, -EINVAL (a peer without a socket connection) or -ENOMEM. */
+/*
+ * Return 0, -EINVAL (a peer without a socket connection) or -ENOMEM. A crash
+ * snapshot (w->crash) leaves out the peers before Hello (their place is
+ * UINT32_MAX).
+ */
 int peer_serialize_all(struct bus *bus, struct state_writer *w);
+/* One peer's record, as in the section (the crash journal's Hello record). */
+int peer_serialize(struct peer *p, struct state_writer *w);
+/* One peer's record of section version @version; check r->error after. */
+void peer_state_read(struct state_reader *r, struct peer_state *p, size_t n_names,
+		     uint32_t version);
+void peer_state_deinit(struct peer_state *p);
 /*
  * An allocated array of *@np (never NULL when it returns true). @n_names:
  * in the name registry's section (the owners' names refer to it).
@@ -77,7 +98,8 @@ bool peer_state_read_all(struct state_reader *r, struct peer_state **statesp, si
 void peer_state_free_all(struct peer_state *states, size_t n);
 /*
  * The place of @peer (a void * for activation.h) in the state being written,
- * or UINT32_MAX for a closed one (not written).
+ * or UINT32_MAX for one not written (closed, or before Hello in a crash
+ * snapshot).
  */
 uint32_t peer_state_index(const void *peer);
 

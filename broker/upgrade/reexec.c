@@ -550,11 +550,14 @@ static void reexec_now(struct broker *broker)
 		goto out;
 	}
 	log_info("re-exec: executing %s", broker->exe_path);
+	/* The new program starts a journal of its own; this one leaves the store. */
+	broker_journal_stop(broker);
 	teardown = teardown_start();
 	execv(broker->exe_path, argv);
 	r = -errno;
 	safe_close(teardown);
 	set_cloexec(fds.v, fds.n, true);
+	broker_journal_start(broker);
 	log_warn("re-exec refused: cannot execute %s: %s", broker->exe_path, strerror(-r));
 out:
 	if (argv) {

@@ -23,8 +23,11 @@ FileDescriptorStoreMax=. Cases:
   garbage   a state that cannot be used: its clients are disconnected,
             the new bus serves on its sockets, the store is emptied
   inherited a bus that only inherited the service's environment (another
-            $SYSTEMD_EXEC_PID) stops on SIGTERM
-  crash     SIGKILL: nothing handed over, a new bus on the same path
+            $SYSTEMD_EXEC_PID) stops on SIGTERM and stores nothing
+  crash     SIGKILL: nothing handed over, but the crash journal
+            (broker/objects/journal.h) is in the store: the next bus
+            resumes, the client keeps its name; a journal that crashed a
+            start is discarded and a new bus starts clean
   native    (with /dev/bus1 and $BUS1_NATIVE_HELPER, in the guest) a native
             service across three hand-overs, calls sent while no bus runs
 
@@ -32,13 +35,16 @@ FileDescriptorStoreMax=. Cases:
 """
 
 import array
+import mmap
 import os
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,8 +67,13 @@ def check(cond, what):
     return cond
 
 
+HANDOVER_NAMES = ("bus1-fds", "bus1-state")
+
+
 class Manager:
-    """The part of systemd the bus talks to: $NOTIFY_SOCKET and the fd store."""
+    """The part of systemd the bus talks to: $NOTIFY_SOCKET and the fd store,
+    read as systemd reads it, all the time (a thread): the bus does not wait
+    for it."""
 
     def __init__(self, tmp):
         self.path = os.path.join(tmp, "notify")
@@ -70,8 +81,20 @@ class Manager:
         self.sock.bind(self.path)
         self.store = []          # [(name, fd)] in the order stored
         self.lines = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            with self.lock:
+                self._pump(0.01)
+            time.sleep(0.005)
 
     def pump(self, timeout=0.0):
+        """Let the thread read what is there (and wait @timeout)."""
+        time.sleep(max(timeout, 0.03))
+
+    def _pump(self, timeout):
         self.sock.settimeout(timeout if timeout > 0 else 0.001)
         while True:
             try:
@@ -105,12 +128,21 @@ class Manager:
         return False
 
     def names(self):
-        return sorted(n for n, _ in self.store)
+        with self.lock:
+            return sorted(n for n, _ in self.store)
+
+    def handover_names(self):
+        """The entries of a hand-over, without the crash journal's."""
+        return [n for n in self.names() if n in HANDOVER_NAMES]
+
+    def journal_names(self):
+        return sorted(set(n for n in self.names() if n not in HANDOVER_NAMES))
 
     def discard(self):
-        for _, fd in self.store:
-            os.close(fd)
-        self.store = []
+        with self.lock:
+            for _, fd in self.store:
+                os.close(fd)
+            self.store = []
 
 
 class Bus:
@@ -119,9 +151,10 @@ class Bus:
     def __init__(self, binary, tmp, manager, args, passed=()):
         self.log_path = os.path.join(tmp, "bus-%d.log" % time.monotonic_ns())
         log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        entries = list(passed) + list(manager.store)
-        manager.lines = []
-        env = dict(os.environ, NOTIFY_SOCKET=manager.path, FDSTORE="16")
+        with manager.lock:
+            entries = list(passed) + list(manager.store)
+            manager.lines = []
+        env = dict(os.environ, NOTIFY_SOCKET=manager.path, FDSTORE="1024")
         env.pop("DBUS_SESSION_BUS_ADDRESS", None)
         for k in ("LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES"):
             env.pop(k, None)
@@ -224,8 +257,10 @@ def scenario_handover(binary, tmp, socket_unit):
     os.kill(bus.pid, signal.SIGTERM)
     check(bus.wait() == 0, what + ": the old bus exits 0 on SIGTERM")
     mgr.pump(0.1)
-    check(mgr.names() == ["bus1-fds", "bus1-state"],
+    check(mgr.handover_names() == ["bus1-fds", "bus1-state"],
           what + ": store holds bus1-fds and bus1-state (%s)" % mgr.names())
+    check("bus1-journal-a" in mgr.names() or "bus1-journal-b" in mgr.names(),
+          what + ": and the crash journal (%s)" % mgr.names())
     check("fd store: bus handed over" in bus.log(), what + ": the old bus logged the hand-over")
     check(os.path.exists(path), what + ": the socket file stays")
     # Nobody serves now: a call and a signal wait in the sockets.
@@ -263,8 +298,9 @@ def scenario_handover(binary, tmp, socket_unit):
     check(name_owner(a, "com.example.A") == a.name, what + ": a old client still answered")
     for x in news:
         x.close()
-    check(mgr.names() == [] or (mgr.pump(0.2) or mgr.names() == []),
-          what + ": the new bus emptied the store (%s)" % mgr.names())
+    mgr.pump(0.2)
+    check(mgr.handover_names() == [],
+          what + ": the new bus took the hand-over out of the store (%s)" % mgr.names())
     os.kill(bus2.pid, signal.SIGTERM)
     check(bus2.wait() == 0, what + ": the new bus exits 0 on SIGTERM")
     # That SIGTERM handed over again; a stop discards the store: clients see the end.
@@ -425,7 +461,7 @@ def scenario_user(binary, tmp):
     os.kill(bus.pid, signal.SIGTERM)
     check(bus.wait() == 0, "user: the old bus exits 0 on SIGTERM")
     mgr.pump(0.1)
-    check(mgr.names() == ["bus1-fds", "bus1-state"], "user: the store holds the bus (%s)" %
+    check(mgr.handover_names() == ["bus1-fds", "bus1-state"], "user: the store holds the bus (%s)" %
           mgr.names())
     bus = Bus(binary, tmp, mgr, args)
     check("fd store: resumed" in bus.log(), "user: the new bus resumed")
@@ -466,7 +502,7 @@ def scenario_garbage(binary, tmp):
         eof = True
     check(eof, "garbage: the carried client is disconnected")
     mgr.pump(0.2)
-    check(mgr.names() == [], "garbage: the store is emptied (%s)" % mgr.names())
+    check(mgr.handover_names() == [], "garbage: the store is emptied (%s)" % mgr.names())
     c = rawclient.Raw(address)
     check(c.name == ":1.0", "garbage: a new bus serves on the configured path (%s)" % c.name)
     c.close()
@@ -475,7 +511,7 @@ def scenario_garbage(binary, tmp):
     mgr.discard()
 
     # A bus that merely inherited the service's environment stops on SIGTERM.
-    env = dict(os.environ, NOTIFY_SOCKET=mgr.path, FDSTORE="16", SYSTEMD_EXEC_PID="1")
+    env = dict(os.environ, NOTIFY_SOCKET=mgr.path, FDSTORE="1024", SYSTEMD_EXEC_PID="1")
     env.pop("DBUS_SESSION_BUS_ADDRESS", None)
     mgr.lines = []
     with open(os.path.join(tmp, "inherited.log"), "w") as log:
@@ -486,18 +522,47 @@ def scenario_garbage(binary, tmp):
     mgr.pump(0.2)
     check(mgr.names() == [], "inherited: nothing handed over (%s)" % mgr.names())
 
-    # crash: SIGKILL hands nothing over; the next bus replaces the stale socket file.
+    # crash: SIGKILL hands nothing over, but the crash journal is in the store.
+    mgr.discard()
     bus = Bus(binary, tmp, mgr, args)
     c = rawclient.Raw(address)
+    call(c, "RequestName", "su", ("com.example.Crash", 4))
+    # Not in the instant after the reply: until the bus sees its write
+    # complete, the connection counts as cut (journal.h).
+    time.sleep(0.2)
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()
     mgr.pump(0.1)
-    check(mgr.names() == [], "crash: nothing in the store (%s)" % mgr.names())
-    check(c.is_closed(2), "crash: the client sees its connection end")
+    check(mgr.handover_names() == [] and mgr.journal_names(),
+          "crash: no hand-over, the journal in the store (%s)" % mgr.names())
     bus = Bus(binary, tmp, mgr, args)
+    check("the bus restarted after a crash; 1 connection resumed, 0 closed" in bus.log(),
+          "crash: the next bus resumed from the journal (log: %s)" % bus.log())
+    check(name_owner(c, "com.example.Crash") == c.name, "crash: the client keeps its name")
     c2 = rawclient.Raw(address)
-    check(c2.name == ":1.0", "crash: a new bus on the same path")
+    check(int(c2.name.split(".")[1]) > int(c.name.split(".")[1]),
+          "crash: a new client gets a new unique id (%s)" % c2.name)
+    # A start from the journal that dies: the next one starts clean.
+    os.kill(bus.pid, signal.SIGKILL)
+    bus.wait()
+    mgr.pump(0.1)
+    with mgr.lock:
+        for n, fd in mgr.store:
+            if n.startswith("bus1-journal-") and stat.S_ISREG(os.fstat(fd).st_mode):
+                # The header's attempt count (struct journal_header, journal.c:
+                # two u32, eight u64, two u32), as a start that died leaves it.
+                off = 2 * 4 + 8 * 8 + 2 * 4
+                mm = mmap.mmap(fd, 4096)
+                mm[off:off + 4] = struct.pack("=I", 1)
+                mm.close()
+    bus = Bus(binary, tmp, mgr, args)
+    check("the start from it before this one died" in bus.log(),
+          "crash: a journal whose start died is discarded (log)")
+    check(c.is_closed(2), "crash: then its client sees its connection end")
+    c3 = rawclient.Raw(address)
+    check(c3.name == ":1.0", "crash: and a new bus starts clean (%s)" % c3.name)
     c2.close()
+    c3.close()
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()
 
@@ -538,7 +603,8 @@ def scenario_native(binary, tmp):
         os.kill(bus.pid, signal.SIGTERM)
         check(bus.wait() == 0, "native %d: the old bus exits 0 on SIGTERM" % i)
         mgr.pump(0.1)
-        check(mgr.names() == ["bus1-fds", "bus1-state"], "native %d: the store holds the bus" % i)
+        check(mgr.handover_names() == ["bus1-fds", "bus1-state"],
+              "native %d: the store holds the bus" % i)
         serial = a.call(*iface, "Echo", "s", ("while down %d" % i,))
         bus = Bus(binary, tmp, mgr, args)
         check("fd store: resumed, 3 peers carried over" in bus.log(),

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/**
+ * DOC: CRC-32C
+ *
+ * The Castagnoli CRC (iSCSI, ext4's metadata), to tell a record that was
+ * written whole from one that was torn or scribbled on: the crash journal
+ * (broker/upgrade/journal.h) checks every record with it. Table-driven,
+ * eight bytes a step; no claim beyond detecting accidental damage.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Continue @crc (0 to start) over @n bytes at @p. */
+uint32_t crc32c(uint32_t crc, const void *p, size_t n);
