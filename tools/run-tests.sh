@@ -203,7 +203,7 @@ fuzz() {
     grep -hE "^test: |stat::number_of_executed_units" build-fuzz/meson-logs/fuzzlog.txt || true
 }
 stage fuzz fuzz
-# The same ASan + UBSan build runs the unit, integration and stress suites: a
+# The same ASan + UBSan build runs the unit, integration, stress and crash suites: a
 # sanitizer error in a test program, or in the bus (which then dies, and every
 # integration test fails when its bus died), fails the run.
 # run-with-bus.sh and the stress tests stop each bus with SIGTERM and fail on
@@ -212,7 +212,7 @@ stage fuzz fuzz
 # sanitizer report anywhere in the log fails the run too.
 asan() {
     mtest -C build-fuzz --num-processes 2 --suite unit --suite integration --suite stress \
-        --logbase asanlog
+        --suite crash --logbase asanlog
     if grep -nE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:" \
             build-fuzz/meson-logs/asanlog.txt; then
         echo "run-tests: sanitizer report in build-fuzz/meson-logs/asanlog.txt" >&2
