@@ -661,6 +661,20 @@ int broker_check_state(int fd)
 	return ret;
 }
 
+int broker_check_snapshot(const uint8_t *mem, size_t n)
+{
+	struct state_reader r;
+	struct broker_state st;
+	bool ok = false;
+
+	if (state_reader_init_view(&r, mem, n, 0) == 0) {
+		ok = broker_state_parse(&r, &st);
+		broker_state_deinit(&st);
+	}
+	state_reader_deinit(&r);
+	return ok ? 0 : JOURNAL_E_CORRUPT;
+}
+
 /* Calls @fn on each fd slot of messages in @st (queued output, pending activations). */
 static int for_each_message_fd(struct broker_state *st, int (*fn)(int *fd, void *userdata),
 			       void *userdata)

@@ -165,6 +165,12 @@ int broker_serialize(struct broker *broker, bool handover, struct state_writer *
  */
 int broker_check_state(int fd);
 
+/*
+ * A crash journal's snapshot (@n bytes at @mem), read whole as a state
+ * without acting on it: 0, or JOURNAL_E_CORRUPT.
+ */
+int broker_check_snapshot(const uint8_t *mem, size_t n);
+
 /**
  * broker_restore() - the broker of a re-executed or handed-over bus
  * @opts:	as for broker_new()

@@ -227,3 +227,35 @@ int bus_journal_replay(struct bus *bus, const struct journal_record *rec, struct
 		return -EBADMSG;
 	}
 }
+
+bool bus_journal_check(const struct journal_record *rec, struct state_reader *r)
+{
+	struct match_rule *rule = NULL;
+	const char *str, *reason = NULL;
+	bool ok;
+
+	(void)state_get_u64(r);
+	switch (rec->type) {
+	case JOURNAL_REC_GONE:
+		return !r->error;
+	case JOURNAL_REC_NAME_REQUEST:
+	case JOURNAL_REC_NAME_RELEASE:
+		str = state_get_str(r);
+		(void)state_get_u32(r);
+		return !r->error && str;
+	case JOURNAL_REC_MATCH_ADD:
+	case JOURNAL_REC_MATCH_REMOVE:
+		str = state_get_str(r);
+		ok = !r->error && str && match_rule_parse(&rule, str, &reason) == 0;
+		match_rule_free(rule);
+		return ok;
+	case JOURNAL_REC_REPLY_ADD:
+	case JOURNAL_REC_REPLY_DONE:
+		(void)state_get_u64(r);
+		(void)state_get_u32(r);
+		(void)state_get_u64(r);
+		return !r->error;
+	default:
+		return false;
+	}
+}

@@ -64,6 +64,12 @@ void bus_journal_sync(struct bus *bus);
  */
 int bus_journal_replay(struct bus *bus, const struct journal_record *rec, struct state_reader *r);
 
+/*
+ * Whether the payload of @rec (not a Hello) reads whole, as
+ * bus_journal_replay() reads it, without a bus: the fuzzer's check.
+ */
+bool bus_journal_check(const struct journal_record *rec, struct state_reader *r);
+
 /* The open peer with unique id @id, or NULL. */
 struct peer *bus_find_peer_by_id(struct bus *bus, uint64_t id);
 

@@ -4,6 +4,8 @@
  */
 
 #include <errno.h>
+#include <stdlib.h>
+#include "broker/broker.h"
 #include "broker/core/bus-journal.h"
 #include "broker/core/bus.h"
 #include "broker/objects/journal.h"
@@ -61,4 +63,45 @@ int journal_replay(struct bus *bus, struct journal_loaded *l, uint64_t *max_idp)
 	}
 	bus->replaying = false;
 	return ret;
+}
+
+/* A record's payload, read as its replay reads it: whether it is whole. */
+static bool check_record(const struct journal_record *rec)
+{
+	struct state_reader r;
+	bool ok;
+
+	(void)state_reader_init_view(&r, rec->payload, rec->n_payload, STATE_VERSION);
+	if (rec->type == JOURNAL_REC_HELLO) {
+		struct peer_state st = { .conn.fd = -1 };
+		uint32_t version = state_get_u32(&r);
+
+		ok = !r.error && version && version <= PEER_STATE_VERSION;
+		if (ok) {
+			peer_state_read(&r, &st, 0, version);
+			ok = !r.error && (st.flags & PEER_STATE_REGISTERED) && !st.native;
+		}
+		peer_state_deinit(&st);
+	} else {
+		ok = bus_journal_check(rec, &r);
+	}
+	ok = ok && !r.error && r.pos == r.n;
+	state_reader_deinit(&r);
+	return ok;
+}
+
+int journal_check_bytes(const uint8_t *mem, size_t n)
+{
+	struct journal_loaded l = { .fd = -1 };
+	int r;
+
+	r = journal_check(mem, n, &l);
+	if (r)
+		return r;
+	r = broker_check_snapshot(l.snapshot, l.n_snapshot);
+	for (size_t i = 0; r == 0 && i < l.n_records; i++)
+		if (!check_record(&l.records[i]))
+			r = JOURNAL_E_CORRUPT;
+	free(l.records);
+	return r;
 }

@@ -23,3 +23,15 @@ struct journal_loaded;
  * Return: 0, -EBADMSG (a record that does not fit: logged), or negative errno.
  */
 int journal_replay(struct bus *bus, struct journal_loaded *l, uint64_t *max_idp);
+
+/**
+ * journal_check_bytes() - read a journal's bytes whole without applying them
+ * @mem, @n:	the memfd's content
+ *
+ * journal_check(), then the snapshot as broker_check_state() reads a state,
+ * then every record's payload as the replay reads it (a Hello's peer, a
+ * match rule parsed): what `bus1-broker` would refuse before touching the
+ * bus. For the fuzzer (test/fuzz/fuzz-journal.c).
+ * Return: 0, JOURNAL_E_CORRUPT, or negative errno.
+ */
+int journal_check_bytes(const uint8_t *mem, size_t n);
