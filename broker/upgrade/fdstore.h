@@ -40,10 +40,10 @@
  * carried fd (those clients see their connection close, as after
  * dbus-daemon's restart) and starts as a new bus on the sockets systemd
  * passed. "systemctl stop" discards the store: the clients are
- * disconnected then. A crash hands nothing over: the in-memory state is
- * lost, and with it every client connection; a listening socket of a
- * .socket unit (dbus.socket) survives, so that clients connecting meanwhile
- * wait in its backlog.
+ * disconnected then. A crash hands nothing over, but the crash journal
+ * (broker/objects/journal.h) is in the store all the time: fdstore_take()
+ * finds its entries beside (or instead of) a hand-over's, and the bus
+ * resumes from it when there is no hand-over (broker_restore_crash()).
  */
 
 #include <stdbool.h>
