@@ -94,6 +94,7 @@ void bus_journal_reply(struct peer *caller, struct peer *callee, uint32_t type, 
 void bus_journal_sync(struct bus *bus)
 {
 	uint64_t n;
+	int r;
 
 	if (!bus->journal)
 		return;
@@ -102,7 +103,10 @@ void bus_journal_sync(struct bus *bus)
 		bus->journal_activation = n;
 		journal_changed(bus->journal);
 	}
-	journal_sync(bus->journal);
+	r = journal_sync(bus->journal);
+	if (r < 0)
+		log_err("crash journal: cannot write a snapshot: %s; the bus no longer "
+			"survives a crash", log_error(r));
 }
 
 struct peer *bus_find_peer_by_id(struct bus *bus, uint64_t id)

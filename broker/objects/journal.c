@@ -19,7 +19,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "broker/objects/journal.h"
-#include "broker/objects/log.h"
 #include "broker/objects/state.h"
 #include "util/crc32c.h"
 #include "util/fdpass.h"
@@ -435,22 +434,22 @@ static int journal_compact(struct journal *j)
 	return 0;
 }
 
-void journal_sync(struct journal *j)
+int journal_sync(struct journal *j)
 {
 	int r;
 
 	if (!j || j->broken)
-		return;
+		return 0;
 	if (!j->due && j->tail - j->records_off <= j->records_limit &&
 	    j->n_files <= JOURNAL_FILES_MAX)
-		return;
+		return 0;
 	r = journal_compact(j);
 	if (r < 0) {
-		log_err("crash journal: cannot write a snapshot: %s; the bus no longer "
-			"survives a crash", log_error(r));
-		j->broken = true;
+		/* Never a journal that misses a change: none at all. */
 		journal_discard(j);
+		j->broken = true;
 	}
+	return r;
 }
 
 void journal_changed(struct journal *j)

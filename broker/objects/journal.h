@@ -150,11 +150,11 @@ void journal_changed(struct journal *j);
 
 /*
  * Before the bus writes to any client (bus_flush_now()): take the snapshot
- * asked for or due. A snapshot that cannot be taken stops the journal
- * (logged): the bus goes on without crash survival rather than with a
- * journal that misses a change.
+ * asked for or due. Return 0, or negative errno: the snapshot could not be
+ * taken and the journal stopped (its entries left the store): the bus goes
+ * on without crash survival rather than with a journal that misses a change.
  */
-void journal_sync(struct journal *j);
+int journal_sync(struct journal *j);
 
 /*
  * The bus closes @fd, a client socket the journal may hold: shut it down

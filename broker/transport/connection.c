@@ -214,8 +214,12 @@ static int connection_queue(struct peer_transport *transport, struct message *ms
 		 * batch may produce more than it for a reader, so give the
 		 * kernel what fits before judging.
 		 */
-		/* What goes out now must be in the crash journal first. */
-		bus_journal_sync(peer->bus);
+		/*
+		 * No snapshot here, in the middle of routing (it could hold
+		 * half of a change whose record follows): what this write
+		 * reveals keeps the connection's mark set, so a crash before
+		 * the next flush closes it (journal.h).
+		 */
 		r = socket_dispatch_write(conn->socket);
 		if (r) {
 			/* Closed after this dispatch, never in the middle of routing. */
