@@ -364,7 +364,13 @@ def run(um):
         # Not in the instant after a reply: until the bus sees a write
         # complete, its connection counts as cut (journal.h).
         time.sleep(0.3)
+        t0 = time.monotonic()
         um.ctl("kill", "--kill-whom=main", "-s", sig, UNIT)
+        # The first answer after the kill (a figure for the notes, not a limit).
+        probe = rawclient.Raw(um.address)
+        probe.wait_reply(probe.call(*DBUS, "GetId"))
+        print("crash %s: kill to first answer %.0f ms" % (sig, 1000 * (time.monotonic() - t0)))
+        probe.close()
         new = um.wait_active(not_pid=pid)
         check(new and new != pid, "crash %s: systemd started the bus again (%s -> %s)" %
               (sig, pid, new))
