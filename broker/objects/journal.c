@@ -41,8 +41,12 @@ _Static_assert(JOURNAL_FILES_MAX + 256 + 4 + 2 <= JOURNAL_STORE_NEEDED,
 	       "the store must hold what the journal keeps there");
 /* The most marks: fd numbers past it are never clean (journal_loaded_mark()). */
 #define JOURNAL_MARKS_MAX (1u << 20)
-/* A map entry: int32 number, uint32 index among its entry's fds, uint64 seq. */
-#define JOURNAL_MAP_ENTRY 16u
+/*
+ * A map entry: int32 number, 4 bytes zero, uint64 seq, then the file's
+ * st_dev and st_ino: a record's fds go into the store in one message, and
+ * systemd keeps those in no particular order, so each is told by what it is.
+ */
+#define JOURNAL_MAP_ENTRY 32u
 /* The longest the bus waits for a manager that does not read its notifications. */
 #define JOURNAL_NOTIFY_WAIT_MS 2000
 
@@ -308,15 +312,17 @@ static int journal_reserve(struct journal *j, size_t n)
 	return 0;
 }
 
-static void journal_put_map(uint8_t *p, int number, uint32_t index, uint64_t seq)
+static void journal_put_map(uint8_t *p, int number, uint64_t seq, const struct stat *st)
 {
 	int32_t n = number;
+	uint64_t dev = st->st_dev, ino = st->st_ino;
 
 	memcpy(p, &n, 4);
-	memcpy(p + 4, &index, 4);
+	memset(p + 4, 0, 4);
 	memcpy(p + 8, &seq, 8);
+	memcpy(p + 16, &dev, 8);
+	memcpy(p + 24, &ino, 8);
 }
-
 /* The snapshot's fds into a new socket: its reading end, or negative errno. */
 static int journal_pack_fds(const int *fds, size_t n)
 {
@@ -484,18 +490,23 @@ void journal_record_end(struct journal *j)
 	}
 	p = j->mem + j->tail;
 	h = (struct journal_rec_header *)p;
-	/*
-	 * Its new files (a peer's socket and pidfd) into the store, an entry
-	 * each: systemd keeps the fds of one message in no particular order.
-	 */
-	for (size_t i = 0; i < n_map; i++) {
-		uint64_t seq = journal_store_files(j, &w->fds[i], 1);
+	/* Its new files (a peer's socket and pidfd) into the store, in one entry. */
+	if (n_map) {
+		uint64_t seq = journal_store_files(j, w->fds, n_map);
 
+		for (size_t i = 0; i < n_map && seq; i++) {
+			struct stat st;
+
+			if (fstat(w->fds[i], &st) < 0)
+				seq = 0;
+			else
+				journal_put_map(p + sizeof(*h) + i * JOURNAL_MAP_ENTRY, w->fds[i],
+						seq, &st);
+		}
 		if (!seq) {
 			j->due = true;
 			return;
 		}
-		journal_put_map(p + sizeof(*h) + i * JOURNAL_MAP_ENTRY, w->fds[i], 0, seq);
 	}
 	if (w->n)
 		memcpy(p + sizeof(*h) + n_map * JOURNAL_MAP_ENTRY, w->buf, w->n);
@@ -884,18 +895,19 @@ static int journal_loaded_map_fd(int fd, void *userdata)
 		return -1;
 	}
 	for (size_t i = 0; i < l->n_map; i++) {
+		const uint8_t *e = l->map + i * JOURNAL_MAP_ENTRY;
+		uint64_t seq, dev, ino;
 		int32_t number;
-		uint32_t index;
-		uint64_t seq;
 
-		memcpy(&number, l->map + i * JOURNAL_MAP_ENTRY, 4);
-		memcpy(&index, l->map + i * JOURNAL_MAP_ENTRY + 4, 4);
-		memcpy(&seq, l->map + i * JOURNAL_MAP_ENTRY + 8, 8);
+		memcpy(&number, e, 4);
+		memcpy(&seq, e + 8, 8);
+		memcpy(&dev, e + 16, 8);
+		memcpy(&ino, e + 24, 8);
 		if (number != fd)
 			continue;
 		for (size_t k = 0; k < l->n_files; k++)
-			if (l->files[k].seq == seq && l->files[k].index == index &&
-			    l->files[k].fd >= 0) {
+			if (l->files[k].seq == seq && l->files[k].dev == dev &&
+			    l->files[k].ino == ino && l->files[k].fd >= 0) {
 				journal_loaded_note(l, l->files[k].fd, fd);
 				l->files[k].used = true;
 				return l->files[k].fd;

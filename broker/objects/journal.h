@@ -173,10 +173,9 @@ void journal_mark_clear(struct journal *j, int fd, uint8_t bits);
  * struct journal_record - one record, as journal_load() found it
  * @type:	JOURNAL_REC_*
  * @payload, @n_payload: its bytes (in the loaded journal's mapping)
- * @map, @n_map: its fd map: (number in the previous process, index, seq),
- *		the file stored as the index-th fd of "f<seq>" (always the
- *		only one: systemd stores the fds of one message in no
- *		particular order)
+ * @map, @n_map: its fd map: (number in the previous process, seq, st_dev,
+ *		st_ino): the file of "f<seq>" that is that file (systemd
+ *		keeps the fds of one message in no particular order)
  */
 struct journal_record {
 	uint32_t type;
@@ -220,7 +219,8 @@ struct journal_loaded {
 	size_t n_snap;
 	struct journal_file {
 		uint64_t seq;
-		uint32_t index;	/* among the fds stored under its name, in order */
+		uint64_t dev;	/* its st_dev and st_ino: a record's fds come */
+		uint64_t ino;	/* in one entry, in no particular order */
 		int fd;
 		bool used;	/* a map gave it: the bus's now */
 	} *files;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 #include "broker/upgrade/fdstore.h"
@@ -191,22 +192,18 @@ static bool take_journal_entry(struct fdstore_carried *c, const char *name, int 
 	if (journal_file_name(name, &seq)) {
 		struct journal_file *f = reallocarray(c->journal_files, c->n_journal_files + 1,
 						      sizeof(*f));
-		uint32_t index = 0;
+		struct stat st;
 
-		if (!f) {
+		if (!f || fstat(fd, &st) < 0) {
+			if (f)
+				c->journal_files = f;
 			close(fd);
 			return true;
 		}
 		c->journal_files = f;
-		/*
-		 * The fds of one entry come in the order they were stored: one
-		 * that cannot be moved keeps its place (as -1), so that the
-		 * others keep their index.
-		 */
-		for (size_t i = 0; i < c->n_journal_files; i++)
-			index += f[i].seq == seq;
+		/* Told apart from the other fds of its entry by what it is (journal.h). */
 		f[c->n_journal_files++] = (struct journal_file){
-			.seq = seq, .index = index, .fd = move_above(fd, high),
+			.seq = seq, .dev = st.st_dev, .ino = st.st_ino, .fd = move_above(fd, high),
 		};
 		if (f[c->n_journal_files - 1].fd < 0)
 			close(fd);

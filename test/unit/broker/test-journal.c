@@ -3,7 +3,8 @@
  * The crash journal (broker/objects/journal.c) against a stand-in for
  * systemd's fd store: what the journal stores and removes, and what a next
  * process reads back. A snapshot and its fds come back as written; records
- * in order, their fds through the map; a record cut before its length is
+ * in order, their fds through the map (the fds of one record in one entry,
+ * whatever order the store keeps them in); a record cut before its length is
  * simply not there; any other damage refuses the journal; a journal whose
  * start died once is refused as crashed; a compaction moves to the other
  * slot and takes the records' files out; a socket's mark is found under the
@@ -67,7 +68,8 @@ static void store_pump(void)
 		if (p)
 			sscanf(p + 7, "%63[^\n]", name);
 		if (strstr(text, "FDSTORE=1")) {
-			for (int i = 0; i < n_fds; i++) {
+			/* systemd keeps a message's fds in no particular order: reversed. */
+			for (int i = n_fds - 1; i >= 0; i--) {
 				CHECK(store.n < STORE_MAX);
 				snprintf(store.name[store.n], 64, "%s", name);
 				store.fd[store.n++] = fds[i];
@@ -116,8 +118,13 @@ static void store_take(int slot_a[2], int slot_b[2], struct journal_file **files
 		if (slot) {
 			slot[slot[0] < 0 ? 0 : 1] = fd;
 		} else {
+			struct stat st;
+
 			CHECK(journal_file_name(store.name[i], &seq));
-			files[n++] = (struct journal_file){ .seq = seq, .fd = fd };
+			CHECK_OK(fstat(fd, &st));
+			files[n++] = (struct journal_file){
+				.seq = seq, .dev = st.st_dev, .ino = st.st_ino, .fd = fd,
+			};
 		}
 	}
 	*filesp = files;
@@ -233,10 +240,11 @@ int main(void)
 
 		state_put_u32(w, 1);
 		state_put_fd(w, client[0]);
+		state_put_fd(w, snapshot_pipe[1]);
 		journal_record_end(j);
 	}
 	record_name(j, 8, "com.example.B");
-	CHECK_EQ(store_count("f1"), 1);
+	CHECK_EQ(store_count("f1"), 2);	/* one entry: both fds of the record */
 
 	/* What the next process reads, records and their map. */
 	CHECK_EQ(load(&l), 0);
@@ -250,6 +258,8 @@ int main(void)
 	CHECK_EQ(state_get_u32(&r), 1);
 	fd = state_get_fd(&r);
 	CHECK(same_file(fd, client[0]), "the record's fd is the file it named");
+	fd = state_get_fd(&r);
+	CHECK(same_file(fd, snapshot_pipe[1]), "each fd of one entry told apart");
 	CHECK(!r.error && r.pos == r.n);
 	state_reader_deinit(&r);
 	CHECK_EQ(state_reader_init_view(&r, l.records[2].payload, l.records[2].n_payload,
