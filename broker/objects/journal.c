@@ -99,6 +99,7 @@ struct journal {
 	uint64_t *files;	/* the seqs records stored since the snapshot */
 	size_t n_files;
 	size_t cap_files;
+	size_t n_file_fds;	/* the fds stored under them */
 
 	struct state_writer scratch;
 	uint32_t rec_type;
@@ -224,6 +225,32 @@ bool journal_file_name(const char *name, uint64_t *seqp)
 	return v != 0;
 }
 
+/* Note "f<seq>" as stored (removed at the next compaction). 0 or -ENOMEM. */
+static int journal_note_files(struct journal *j, uint64_t seq, size_t n_fds)
+{
+	if (j->n_files == j->cap_files) {
+		size_t cap = j->cap_files ? j->cap_files * 2 : 64;
+		uint64_t *v = reallocarray(j->files, cap, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		j->files = v;
+		j->cap_files = cap;
+	}
+	j->files[j->n_files++] = seq;
+	j->n_file_fds += n_fds;
+	return 0;
+}
+
+/* Every "f<seq>" noted leaves the store. */
+static void journal_remove_files(struct journal *j)
+{
+	for (size_t i = 0; i < j->n_files; i++)
+		store_remove_seq(j, j->files[i]);
+	j->n_files = 0;
+	j->n_file_fds = 0;
+}
+
 /* Store @n fds under a new "f<seq>" for a record: its seq, 0 on failure. */
 static uint64_t journal_store_files(struct journal *j, const int *fds, size_t n)
 {
@@ -231,19 +258,14 @@ static uint64_t journal_store_files(struct journal *j, const int *fds, size_t n)
 
 	if (n > FDPASS_BATCH)
 		return 0;
-	if (j->n_files == j->cap_files) {
-		size_t cap = j->cap_files ? j->cap_files * 2 : 64;
-		uint64_t *v = reallocarray(j->files, cap, sizeof(*v));
-
-		if (!v)
-			return 0;
-		j->files = v;
-		j->cap_files = cap;
-	}
 	file_name(name, sizeof(name), j->next_seq);
-	if (store_named(j, name, fds, n) < 0)
+	if (journal_note_files(j, j->next_seq, n) < 0)
 		return 0;
-	j->files[j->n_files++] = j->next_seq;
+	if (store_named(j, name, fds, n) < 0) {
+		j->n_files--;
+		j->n_file_fds -= n;
+		return 0;
+	}
 	return j->next_seq++;
 }
 
@@ -323,6 +345,7 @@ static void journal_put_map(uint8_t *p, int number, uint64_t seq, const struct s
 	memcpy(p + 16, &dev, 8);
 	memcpy(p + 24, &ino, 8);
 }
+
 /* The snapshot's fds into a new socket: its reading end, or negative errno. */
 static int journal_pack_fds(const int *fds, size_t n)
 {
@@ -423,9 +446,7 @@ static int journal_compact(struct journal *j)
 		munmap(j->mem, j->cap);
 		close(j->fd);
 	}
-	for (size_t i = 0; i < j->n_files; i++)
-		store_remove_seq(j, j->files[i]);
-	j->n_files = 0;
+	journal_remove_files(j);
 	j->slot_b = !j->slot_b;
 	j->fd = slot[0];
 	j->mem = mem;
@@ -447,7 +468,7 @@ int journal_sync(struct journal *j)
 	if (!j || j->broken)
 		return 0;
 	if (!j->due && j->tail - j->records_off <= j->records_limit &&
-	    j->n_files <= JOURNAL_FILES_MAX)
+	    j->n_file_fds <= JOURNAL_FILES_MAX)
 		return 0;
 	r = journal_compact(j);
 	if (r < 0) {
@@ -559,17 +580,19 @@ int journal_new(struct journal **jp, journal_snapshot_fn fn, void *userdata,
 	}
 	if (l) {
 		j->next_seq = MAX(l->next_seq, (uint64_t)1);
+		/* The fds of one entry come one after the other: its name once. */
 		for (size_t i = 0; i < l->n_files; i++) {
-			uint64_t *v = reallocarray(j->files, i + 1, sizeof(*v));
+			uint64_t seq = l->files[i].seq;
 
-			if (!v) {
+			j->next_seq = MAX(j->next_seq, seq + 1);
+			if (i && l->files[i - 1].seq == seq) {
+				j->n_file_fds++;
+				continue;
+			}
+			if (journal_note_files(j, seq, 1) < 0) {
 				journal_free(j);
 				return -ENOMEM;
 			}
-			j->files = v;
-			j->files[j->n_files++] = l->files[i].seq;
-			j->cap_files = j->n_files;
-			j->next_seq = MAX(j->next_seq, l->files[i].seq + 1);
 		}
 	}
 	r = journal_compact(j);
@@ -606,9 +629,7 @@ void journal_discard(struct journal *j)
 		return;
 	store_remove(j, JOURNAL_NAME_A);
 	store_remove(j, JOURNAL_NAME_B);
-	for (size_t i = 0; i < j->n_files; i++)
-		store_remove_seq(j, j->files[i]);
-	j->n_files = 0;
+	journal_remove_files(j);
 	j->broken = true;
 }
 
