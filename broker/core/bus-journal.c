@@ -17,14 +17,21 @@
 #include "broker/objects/reply.h"
 #include "broker/objects/state.h"
 
+/* A record of @type to fill, or NULL: no journal, or the bus replays one. */
+static struct state_writer *record_begin(struct bus *bus, uint32_t type)
+{
+	if (!bus->journal || bus->replaying)
+		return NULL;
+	return journal_record_begin(bus->journal, type);
+}
+
 void bus_journal_hello(struct peer *peer)
 {
 	struct bus *bus = peer->bus;
-	struct state_writer *w;
+	struct state_writer *w = record_begin(bus, JOURNAL_REC_HELLO);
 
-	if (!bus->journal || bus->replaying)
+	if (!w)
 		return;
-	w = journal_record_begin(bus->journal, JOURNAL_REC_HELLO);
 	if (bus->loop->serialize_peer(peer, w) < 0 && !w->error)
 		w->error = -ENOMEM;
 	journal_record_end(bus->journal);
@@ -33,11 +40,10 @@ void bus_journal_hello(struct peer *peer)
 void bus_journal_gone(struct peer *peer)
 {
 	struct bus *bus = peer->bus;
-	struct state_writer *w;
+	struct state_writer *w = record_begin(bus, JOURNAL_REC_GONE);
 
-	if (!bus->journal || bus->replaying)
+	if (!w)
 		return;
-	w = journal_record_begin(bus->journal, JOURNAL_REC_GONE);
 	state_put_u64(w, peer->owner.id);
 	journal_record_end(bus->journal);
 }
@@ -45,11 +51,10 @@ void bus_journal_gone(struct peer *peer)
 void bus_journal_name(struct peer *peer, uint32_t type, const char *name, uint32_t flags)
 {
 	struct bus *bus = peer->bus;
-	struct state_writer *w;
+	struct state_writer *w = record_begin(bus, type);
 
-	if (!bus->journal || bus->replaying)
+	if (!w)
 		return;
-	w = journal_record_begin(bus->journal, type);
 	state_put_u64(w, peer->owner.id);
 	state_put_str(w, name);
 	state_put_u32(w, flags);
@@ -79,11 +84,10 @@ void bus_journal_reply(struct peer *caller, struct peer *callee, uint32_t type, 
 		       uint64_t deadline_usec)
 {
 	struct bus *bus = caller->bus;
-	struct state_writer *w;
+	struct state_writer *w = record_begin(bus, type);
 
-	if (!bus->journal || bus->replaying)
+	if (!w)
 		return;
-	w = journal_record_begin(bus->journal, type);
 	state_put_u64(w, caller->owner.id);
 	state_put_u64(w, callee->owner.id);
 	state_put_u32(w, serial);
