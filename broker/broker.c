@@ -1010,11 +1010,15 @@ int broker_restore_crash(struct broker **brokerp, const struct broker_options *o
 	if (ret < 0)
 		goto unusable;
 	if (ret == 0) {
-		(void)state_reader_init_view(&r, l.snapshot, l.n_snapshot, 0);
+		/* A stream of a version this program reads, parsed whole (st is set then). */
+		bool ok = state_reader_init_view(&r, l.snapshot, l.n_snapshot, 0) == 0;
+
 		journal_loaded_use_map(&l, &r, NULL);
-		if (r.version < STATE_VERSION_MIN || r.version > STATE_VERSION ||
-		    !broker_state_parse(&r, &st)) {
+		if (ok && !broker_state_parse(&r, &st)) {
 			broker_state_deinit(&st);
+			ok = false;
+		}
+		if (!ok) {
 			state_reader_deinit(&r);
 			ret = -EBADMSG;
 		}
