@@ -534,6 +534,8 @@ static int start_new(struct broker **brokerp, const struct broker_options *opts,
 	}
 	/* A crash journal of a bus not resumed: its entries leave the store. */
 	broker_journal_forget(*brokerp, carried);
+	/* The rest of what systemd passed: the listeners took copies of theirs. */
+	fdstore_carried_free(carried);
 
 	do_fork = cli->fork == CLI_FORK_YES ||
 		  (cli->fork == CLI_FORK_DEFAULT && config && config->fork);

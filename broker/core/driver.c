@@ -764,8 +764,12 @@ int driver_hello(struct peer *peer, struct message *msg)
 	/* What hangs on it learns (a container's filter: what it may see from the start). */
 	if (r >= 0)
 		r = peer_attachments_registered(peer);
-	/* A contained peer's membership is the container's to write: a snapshot. */
-	if (r >= 0 && (peer->group || peer->restricted))
+	/*
+	 * A contained peer's membership is the container's to write, and the
+	 * side of a peer whose output another transport took over (a native
+	 * client's bus1 side) that transport's: a snapshot.
+	 */
+	if (r >= 0 && (peer->group || peer->restricted || peer->output != peer->transport))
 		bus_journal_changed(bus);
 	else if (r >= 0)
 		bus_journal_hello(peer);

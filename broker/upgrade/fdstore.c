@@ -290,6 +290,19 @@ int fdstore_take(struct fdstore_carried *c)
 	return 0;
 }
 
+/* Whether @fd is one of the .socket unit's sockets in @c: those are systemd's, never shut. */
+static bool is_socket_unit_fd(const struct fdstore_carried *c, int fd)
+{
+	struct stat a, b;
+
+	if (fstat(fd, &a) < 0 || !S_ISSOCK(a.st_mode))
+		return false;
+	for (size_t i = 0; i < c->n_listen; i++)
+		if (fstat(c->listen_fds[i], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return true;
+	return false;
+}
+
 void fdstore_journal_shut(struct fdstore_carried *c)
 {
 	for (int i = 0; i < 2; i++)
@@ -304,7 +317,8 @@ void fdstore_journal_shut(struct fdstore_carried *c)
 			/* The snapshot's socket: its fds are the bus's files. */
 			(void)fdpass_receive(fd, &numbers, &fds, &n);
 			for (size_t m = 0; m < n; m++) {
-				(void)shutdown(fds[m], SHUT_RDWR);
+				if (!is_socket_unit_fd(c, fds[m]))
+					(void)shutdown(fds[m], SHUT_RDWR);
 				close(fds[m]);
 			}
 			close(fd);

@@ -129,8 +129,10 @@ void fdstore_carried_free(struct fdstore_carried *c);
 /*
  * A crash journal that cannot be used: every socket it carries is shut down
  * (its clients see the end, its listeners refuse, so that a new bus can take
- * their paths) and closed. Its entries stay in @c, to be removed from the
- * store (broker_journal_forget()).
+ * their paths) and closed; but not the .socket unit's listening sockets, also
+ * passed in @c's listen_fds: systemd keeps those for every start, and one shut
+ * down would refuse every client until the unit restarts. Its entries stay in
+ * @c, to be removed from the store (broker_journal_forget()).
  */
 void fdstore_journal_shut(struct fdstore_carried *c);
 

@@ -27,9 +27,12 @@ FileDescriptorStoreMax=. Cases:
   crash     SIGKILL: nothing handed over, but the crash journal
             (broker/objects/journal.h) is in the store: the next bus
             resumes, the client keeps its name; a journal that crashed a
-            start is discarded and a new bus starts clean
+            start is discarded and a new bus starts clean, on the .socket
+            unit's listening socket (never shut down, held once)
   native    (with /dev/bus1 and $BUS1_NATIVE_HELPER, in the guest) a native
-            service across three hand-overs, calls sent while no bus runs
+            service across three hand-overs and a crash (SIGKILL), calls
+            sent while no bus runs; its signal sent to the dead bus is
+            delivered by the next one
 
   test_fdstore.py BUS_BINARY [CASE...]
 """
@@ -522,9 +525,33 @@ def scenario_garbage(binary, tmp):
     mgr.pump(0.2)
     check(mgr.names() == [], "inherited: nothing handed over (%s)" % mgr.names())
 
-    # crash: SIGKILL hands nothing over, but the crash journal is in the store.
-    mgr.discard()
-    bus = Bus(binary, tmp, mgr, args)
+
+
+def listener_fds(pid, ino):
+    """How many fds of process @pid are the socket with inode @ino."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            n += os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "socket:[%d]" % ino
+        except OSError:
+            pass
+    return n
+
+
+def scenario_crash(binary, tmp):
+    """SIGKILL hands nothing over, but the crash journal is in the store. As
+    under systemd: the listening socket is the .socket unit's, passed to
+    every start, so the bus must never shut it down."""
+    mgr = Manager(tmp)
+    path = os.path.join(tmp, "bus-crash")
+    address = "unix:path=" + path
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(path)
+    ls.listen(64)
+    passed = [("dbus.socket", ls.fileno())]
+    ino = os.fstat(ls.fileno()).st_ino
+    args = ["--config-file=" + conf(tmp, ""), "--address=systemd:", "--nofork"]
+    bus = Bus(binary, tmp, mgr, args, passed)
     c = rawclient.Raw(address)
     call(c, "RequestName", "su", ("com.example.Crash", 4))
     # Not in the instant after the reply: until the bus sees its write
@@ -535,13 +562,15 @@ def scenario_garbage(binary, tmp):
     mgr.pump(0.1)
     check(mgr.handover_names() == [] and mgr.journal_names(),
           "crash: no hand-over, the journal in the store (%s)" % mgr.names())
-    bus = Bus(binary, tmp, mgr, args)
+    bus = Bus(binary, tmp, mgr, args, passed)
     check("the bus restarted after a crash; 1 connection resumed, 0 closed" in bus.log(),
           "crash: the next bus resumed from the journal (log: %s)" % bus.log())
     check(name_owner(c, "com.example.Crash") == c.name, "crash: the client keeps its name")
     c2 = rawclient.Raw(address)
     check(int(c2.name.split(".")[1]) > int(c.name.split(".")[1]),
           "crash: a new client gets a new unique id (%s)" % c2.name)
+    check(listener_fds(bus.pid, ino) == 1,
+          "crash: the bus holds the listening socket once (%d)" % listener_fds(bus.pid, ino))
     # A start from the journal that dies: the next one starts clean.
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()
@@ -555,16 +584,22 @@ def scenario_garbage(binary, tmp):
                 mm = mmap.mmap(fd, 4096)
                 mm[off:off + 4] = struct.pack("=I", 1)
                 mm.close()
-    bus = Bus(binary, tmp, mgr, args)
+    bus = Bus(binary, tmp, mgr, args, passed)
     check("the start from it before this one died" in bus.log(),
           "crash: a journal whose start died is discarded (log)")
-    check(c.is_closed(2), "crash: then its client sees its connection end")
-    c3 = rawclient.Raw(address)
-    check(c3.name == ":1.0", "crash: and a new bus starts clean (%s)" % c3.name)
-    c2.close()
-    c3.close()
+    check(c.is_closed(2) and c2.is_closed(2), "crash: then its clients see their connections end")
+    try:
+        c3 = rawclient.Raw(address)
+        check(c3.name == ":1.0", "crash: and a new bus starts clean (%s)" % c3.name)
+        c3.close()
+    except OSError as e:
+        check(False, "crash: the new bus cannot be reached on the .socket unit's socket: %r" % e)
+    check(listener_fds(bus.pid, ino) == 1,
+          "crash: the new bus holds the listening socket once (%d)" % listener_fds(bus.pid, ino))
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()
+    mgr.discard()
+    ls.close()
 
 
 def scenario_native(binary, tmp):
@@ -617,9 +652,52 @@ def scenario_native(binary, tmp):
               "native %d: same owner, same GetId" % i)
         check(svc.poll() is None, "native %d: the native service is still connected" % i)
         mgr.pump(0.2)
+    # A crash: nothing handed over, the bus' bus1 peer kept alive by the store
+    # with the crash journal. Meanwhile a socket client calls the service, and
+    # the service emits a signal: it waits in the bus1 queue of the dead bus.
     sigs = drain(watcher, 0.3)
-    check(not [s for s in sigs if s[1] in ("NameOwnerChanged", "NameLost", "NameAcquired")],
-          "native: no NameOwnerChanged (%s)" % [s[1] for s in sigs])
+    call(watcher, "AddMatch", "s", ("type='signal',interface='org.bus1.test.Echo'",))
+    # A second native service, connected since the last snapshot: its
+    # bootstrap and Hello are in the journal only.
+    svc2 = subprocess.Popen([helper, "serve", "com.example.Native2"], stdout=subprocess.PIPE,
+                            text=True, env=dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address))
+    line = svc2.stdout.readline().split()
+    check(line[:1] == ["ready"], "native crash: a second native service is up (%s)" % line)
+    time.sleep(0.2)  # not in the instant after a write (journal.h's marks)
+    os.kill(bus.pid, signal.SIGKILL)
+    bus.wait()
+    mgr.pump(0.1)
+    check(mgr.handover_names() == [] and mgr.journal_names(),
+          "native crash: no hand-over, the journal in the store (%s)" % mgr.names())
+    serial = a.call(*iface, "Echo", "s", ("while crashed",))
+    svc.send_signal(signal.SIGUSR1)
+    check(svc.stdout.readline().split() == ["poked", "1"],
+          "native crash: the service emits a signal while no bus runs")
+    bus = Bus(binary, tmp, mgr, args)
+    check("the bus restarted after a crash; 4 connections resumed, 0 closed" in bus.log(),
+          "native crash: resumed, 4 connections (log: %s)" % bus.log().strip().splitlines()[-1:])
+    m = a.wait_reply(serial)
+    check(rawclient.body_strings(m[4]) == ["while crashed"],
+          "native crash: the call sent while no bus ran reaches the native service")
+    check(echo("after the crash") == ["after the crash"], "native crash: and the next one")
+    check(name_owner(a, "com.example.Native") == unique and get_id(a) == guid,
+          "native crash: same owner, same GetId")
+    check(svc.poll() is None, "native crash: the native service is still connected")
+    m = a.wait_reply(a.call("com.example.Native2", "/org/bus1/test", "org.bus1.test.Echo",
+                            "Echo", "s", ("second",)))
+    check(m[0] == METHOD_RETURN and rawclient.body_strings(m[4]) == ["second"],
+          "native crash: the second native service is still connected and answers")
+    a.call("com.example.Native2", "/org/bus1/test", "org.bus1.test.Echo", "Quit")
+    check(svc2.wait(10) == 0, "native crash: the second one quits normally (never dropped)")
+    sigs += drain(watcher, 0.5)
+    check([s for s in sigs if s[1] == "Poked"],
+          "native crash: its signal, queued to the dead bus, is delivered (%s)" %
+          [s[1] for s in sigs])
+    # The second service's own come and go aside: nothing about the first's names.
+    ours = [s for s in sigs if s[1] in ("NameOwnerChanged", "NameLost", "NameAcquired") and
+            set(rawclient.body_strings(s[3][4])) & {"com.example.Native", unique}]
+    check(not ours, "native: no NameOwnerChanged of the first service (%s)" %
+          [rawclient.body_strings(s[3][4]) for s in ours])
     a.call(*iface, "Quit")
     check(svc.wait(10) == 0, "native: the native service quits normally (never dropped)")
     os.kill(bus.pid, signal.SIGTERM)
@@ -643,6 +721,7 @@ def main():
              ("socket", lambda d: scenario_handover(binary, d, True)),
              ("replaced", lambda d: scenario_replaced(binary, d)),
              ("garbage", lambda d: scenario_garbage(binary, d)),
+             ("crash", lambda d: scenario_crash(binary, d)),
              ("containers", lambda d: scenario_containers(binary, d))]
     # Changing to another user needs root (CI runs as root).
     if os.geteuid() == 0:

@@ -242,6 +242,31 @@ static void sd_step(sd_bus *bus, uint64_t timeout_usec)
 		CHECK_OK(sd_bus_wait(bus, timeout_usec));
 }
 
+/* SIGUSR1 to a "serve" service: it emits one Poked signal (test_fdstore.py). */
+static volatile sig_atomic_t svc_poke;
+
+static void svc_on_sigusr1(int sig)
+{
+	(void)sig;
+	svc_poke = 1;
+}
+
+/*
+ * Emit SVC_IFACE.Poked ("poke N") and print "poked N": a signal sent while
+ * no bus process runs waits in the broker's bus1 queue.
+ */
+static void svc_emit_poke(struct b1c_bus *bus)
+{
+	static unsigned int n;
+	char text[32];
+
+	svc_poke = 0;
+	snprintf(text, sizeof(text), "poke %u", ++n);
+	CHECK_OK(b1c_bus_emit_signal(bus, SVC_PATH, SVC_IFACE, "Poked", "s", text));
+	printf("poked %u\n", n);
+	fflush(stdout);
+}
+
 static void run_loop(struct b1c_bus *bus, bool *quit)
 {
 	while (!*quit) {
@@ -250,8 +275,10 @@ static void run_loop(struct b1c_bus *bus, bool *quit)
 		if (r == -ECONNRESET)
 			break;
 		CHECK_OK(r);
+		if (svc_poke)
+			svc_emit_poke(bus);
 		if (r == 0)
-			CHECK_OK(b1c_bus_wait(bus, 1000000));
+			CHECK_OK(b1c_bus_wait(bus, 1000000));	/* 0 on EINTR */
 	}
 }
 
@@ -2543,8 +2570,13 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "bench"))
 		return run_bench(argc > 2 ? atoi(argv[2]) : 2000);
 	/* For tests driven from outside (test/integration/test_fdstore.py in the guest). */
-	if (argc > 2 && !strcmp(argv[1], "serve"))
+	if (argc > 2 && !strcmp(argv[1], "serve")) {
+		struct sigaction sa = { .sa_handler = svc_on_sigusr1 };
+
+		/* No SA_RESTART: the wait returns at once, and the loop emits. */
+		CHECK_OK(sigaction(SIGUSR1, &sa, NULL));
 		return serve_named(argv[2], true);
+	}
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		pid_t pid;
