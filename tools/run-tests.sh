@@ -142,8 +142,9 @@ guest_lane_6_1() {
     # about a minute, and cached in ~/.cache/bus1-systemd-root) booted with
     # systemd as PID 1 and bus1-broker, installed from build-test and switched
     # on through its shipped units, as the system bus: three restarts, a SIGUSR2
-    # re-exec and a dpkg-style binary replacement while clients hold names and
-    # calls are in flight; once with bus1.ko, once without, once against
+    # re-exec, a dpkg-style binary replacement and three crashes (SIGKILL,
+    # SIGSEGV, the OOM killer) while clients hold names and calls are in
+    # flight; once with bus1.ko, once without, once against
     # dbus-daemon as the reference; and a fourth boot on dbus-daemon that
     # switches the running system to bus1-broker and back as docs/switching.md
     # says (test/systemd/README.md).

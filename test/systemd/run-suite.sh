@@ -67,9 +67,9 @@ time_of() {
 		"$resdir/$1/output" 2>/dev/null || true
 }
 echo
-echo "==== $me: summary ($kver; restart-to-answer in seconds, guest clock) ===="
-printf '%-12s %-7s %6s %6s %6s %6s %7s %7s %6s %6s\n' boot result restart1 restart2 restart3 \
-	sigusr2 replace checks poweroff wall
+echo "==== $me: summary ($kver; restart-, SIGUSR2- and kill-to-answer in seconds, guest clock) ===="
+printf '%-12s %-7s %6s %6s %6s %6s %7s %6s %6s %6s %7s %6s %6s\n' boot result restart1 restart2 \
+	restart3 sigusr2 replace kill segv oom checks poweroff wall
 fail=0
 for b in "${boots[@]}"; do
 	rc=${status[$b]}
@@ -81,9 +81,10 @@ for b in "${boots[@]}"; do
 	nok=$(grep -c '^ok ' "$resdir/$b/output" 2>/dev/null || true)
 	nfail=$(grep -c '^FAIL ' "$resdir/$b/output" 2>/dev/null || true)
 	poweroff=$(sed -n 's/^poweroff_s=//p' "$resdir/$b/timing" 2>/dev/null || true)
-	printf '%-12s %-7s %6s %6s %6s %6s %7s %7s %6s %6s\n' "$b" "$result" \
+	printf '%-12s %-7s %6s %6s %6s %6s %7s %6s %6s %6s %7s %6s %6s\n' "$b" "$result" \
 		"$(time_of "$b" restart-1)" "$(time_of "$b" restart-2)" "$(time_of "$b" restart-3)" \
-		"$(time_of "$b" sigusr2)" "$(time_of "$b" replace)" "${nok:-0}/$((${nok:-0} + ${nfail:-0}))" \
+		"$(time_of "$b" sigusr2)" "$(time_of "$b" replace)" "$(time_of "$b" crash-kill)" \
+		"$(time_of "$b" crash-segv)" "$(time_of "$b" crash-oom)" "${nok:-0}/$((${nok:-0} + ${nfail:-0}))" \
 		"${poweroff:--}" "${secs[$b]}s"
 done
 echo "total wall time: $(($(date +%s) - suite_start))s"

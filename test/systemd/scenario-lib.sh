@@ -142,7 +142,7 @@ check_bus_process() {
 
 # Several new connections in a row, each must be answered.
 check_new_clients() {
-	local phase=$1 _i n=0
+	local phase=$1 _i n=0 out
 	for _i in 1 2 3 4 5; do
 		answers || break
 		n=$((n + 1))
@@ -152,6 +152,15 @@ check_new_clients() {
 	else
 		fail "$phase: of 5 new clients in a row, number $((n + 1)) got no answer"
 		bus_diag
+	fi
+	[ "$bus" = bus1 ] && [ "$module" = 1 ] || return 0
+	# A new native client (through /dev/bus1, after the bootstrap on the socket) calls A.
+	out=$(timeout -k 2 10 /usr/local/bin/bus1ctl --address unix:path=/run/dbus/system_bus_socket \
+		--timeout 8 call org.bus1test.Holder /org/bus1test org.bus1test.Holder.Ping 2>&1)
+	if [ "$out" = '"pong"' ]; then
+		ok "$phase: a new native client (bus1ctl) calls A's Ping"
+	else
+		fail "$phase: a new native client (bus1ctl) cannot call A's Ping: $out"
 	fi
 }
 
