@@ -1023,6 +1023,17 @@ int broker_restore_crash(struct broker **brokerp, const struct broker_options *o
 			ret = -EBADMSG;
 		}
 	}
+	if (ret == 0) {
+		size_t bad = journal_check_records(&l);
+
+		if (bad) {
+			log_err("crash journal: record %zu of %zu (type %u) does not parse", bad,
+				l.n_records, (unsigned int)l.records[bad - 1].type);
+			broker_state_deinit(&st);
+			state_reader_deinit(&r);
+			ret = JOURNAL_E_CORRUPT;
+		}
+	}
 	if (ret)
 		goto unusable;
 	ret = broker_new_restoring(brokerp, opts);
@@ -1061,6 +1072,8 @@ unusable:
 	carried->journal_files = steal_ptr(l.files);
 	carried->n_journal_files = l.n_files;
 	l.n_files = 0;
+	/* The snapshot's files, if journal_load() took them: told the end, as the rest. */
+	fdstore_journal_shut_fds(carried, l.snap_fds, l.n_snap);
 	journal_loaded_deinit(&l);
 	return ret < 0 && ret != -EBADMSG ? ret : BROKER_E_STATE_UNREADABLE;
 }

@@ -303,6 +303,18 @@ static bool is_socket_unit_fd(const struct fdstore_carried *c, int fd)
 	return false;
 }
 
+void fdstore_journal_shut_fds(const struct fdstore_carried *c, int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (!is_socket_unit_fd(c, fds[i]))
+			(void)shutdown(fds[i], SHUT_RDWR);
+		close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
 void fdstore_journal_shut(struct fdstore_carried *c)
 {
 	for (int i = 0; i < 2; i++)
@@ -314,23 +326,14 @@ void fdstore_journal_shut(struct fdstore_carried *c)
 
 			if (fd < 0)
 				continue;
-			/* The snapshot's socket: its fds are the bus's files. */
+			/* The snapshot's socket (unless journal_load() read it): the bus's files. */
 			(void)fdpass_receive(fd, &numbers, &fds, &n);
-			for (size_t m = 0; m < n; m++) {
-				if (!is_socket_unit_fd(c, fds[m]))
-					(void)shutdown(fds[m], SHUT_RDWR);
-				close(fds[m]);
-			}
+			fdstore_journal_shut_fds(c, fds, n);
 			close(fd);
 			c->journal_slots[i][k] = -1;
 		}
-	for (size_t i = 0; i < c->n_journal_files; i++) {
-		if (c->journal_files[i].fd < 0)
-			continue;
-		(void)shutdown(c->journal_files[i].fd, SHUT_RDWR);
-		close(c->journal_files[i].fd);
-		c->journal_files[i].fd = -1;
-	}
+	for (size_t i = 0; i < c->n_journal_files; i++)
+		fdstore_journal_shut_fds(c, &c->journal_files[i].fd, 1);
 }
 
 void fdstore_taken(struct fdstore_carried *c)

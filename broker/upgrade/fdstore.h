@@ -135,6 +135,8 @@ void fdstore_carried_free(struct fdstore_carried *c);
  * @c, to be removed from the store (broker_journal_forget()).
  */
 void fdstore_journal_shut(struct fdstore_carried *c);
+/* The same for @n fds taken from it already (a snapshot's, journal_load()): each set to -1. */
+void fdstore_journal_shut_fds(const struct fdstore_carried *c, int *fds, size_t n);
 
 /* Whether the store passed a crash journal (journal.h). */
 static inline bool fdstore_has_journal(const struct fdstore_carried *c)

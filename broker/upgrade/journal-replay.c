@@ -90,6 +90,14 @@ static bool check_record(const struct journal_record *rec)
 	return ok;
 }
 
+size_t journal_check_records(const struct journal_loaded *l)
+{
+	for (size_t i = 0; i < l->n_records; i++)
+		if (!check_record(&l->records[i]))
+			return i + 1;
+	return 0;
+}
+
 int journal_check_bytes(const uint8_t *mem, size_t n)
 {
 	struct journal_loaded l = { .fd = -1 };
@@ -99,9 +107,8 @@ int journal_check_bytes(const uint8_t *mem, size_t n)
 	if (r)
 		return r;
 	r = broker_check_snapshot(l.snapshot, l.n_snapshot);
-	for (size_t i = 0; r == 0 && i < l.n_records; i++)
-		if (!check_record(&l.records[i]))
-			r = JOURNAL_E_CORRUPT;
+	if (r == 0 && journal_check_records(&l))
+		r = JOURNAL_E_CORRUPT;
 	free(l.records);
 	return r;
 }

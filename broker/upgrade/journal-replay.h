@@ -11,6 +11,7 @@
  * bus fails the whole restore: never half applied.
  */
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct bus;
@@ -23,6 +24,17 @@ struct journal_loaded;
  * Return: 0, -EBADMSG (a record that does not fit: logged), or negative errno.
  */
 int journal_replay(struct bus *bus, struct journal_loaded *l, uint64_t *max_idp);
+
+/**
+ * journal_check_records() - read every record's payload as the replay reads it
+ *
+ * Before anything is applied: a record that cannot parse (a Hello of a peer
+ * the replay refuses, a match rule that does not parse) refuses the journal
+ * at once, rather than fail the restore half way (which exits, so that only
+ * the next start discards it).
+ * Return: 0 if all parse, else the number (from 1) of the first that does not.
+ */
+size_t journal_check_records(const struct journal_loaded *l);
 
 /**
  * journal_check_bytes() - read a journal's bytes whole without applying them

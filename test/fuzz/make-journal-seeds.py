@@ -21,19 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "crash"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import rawclient  # noqa: E402
+from rawclient import crc32c  # noqa: E402
 from fdstore_supervisor import Supervisor  # noqa: E402
 
 DBUS = ("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus")
-
-
-def crc32c(data, crc=0):
-    """CRC-32C (util/crc32c.h), bit by bit: the seeds are small."""
-    crc ^= 0xffffffff
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
-    return crc ^ 0xffffffff
 
 
 # struct journal_header (journal.c): magic, version, then u64 generation,

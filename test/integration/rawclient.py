@@ -71,6 +71,17 @@ def _put(buf, t, v):
         raise ValueError(t)
 
 
+def crc32c(data, crc=0):
+    """CRC-32C (util/crc32c.h), bit by bit: for the crash journal's few
+    bytes a test writes (test_fdstore.py, fuzz/make-journal-seeds.py)."""
+    crc ^= 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+
+
 def marshal(mtype, serial, fields, sig="", args=(), flags=0, body=None):
     """Build a message. @fields maps FIELD_* to values, or is a list of
     (FIELD_*, value) pairs written in its order (a field may appear twice);

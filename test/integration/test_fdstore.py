@@ -28,7 +28,8 @@ FileDescriptorStoreMax=. Cases:
             (broker/objects/journal.h) is in the store: the next bus
             resumes, the client keeps its name; a journal that crashed a
             start is discarded and a new bus starts clean, on the .socket
-            unit's listening socket (never shut down, held once)
+            unit's listening socket (never shut down, held once); so is
+            one with a record that does not parse, in the same start
   native    (with /dev/bus1 and $BUS1_NATIVE_HELPER, in the guest) a native
             service across three hand-overs and a crash (SIGKILL), calls
             sent while no bus runs; its signal sent to the dead bus is
@@ -596,10 +597,66 @@ def scenario_crash(binary, tmp):
         check(False, "crash: the new bus cannot be reached on the .socket unit's socket: %r" % e)
     check(listener_fds(bus.pid, ino) == 1,
           "crash: the new bus holds the listening socket once (%d)" % listener_fds(bus.pid, ino))
+
+    # A record whose CRC holds but that does not parse (a RequestName read as
+    # an AddMatch: the name is no rule, its flags are left over): the journal
+    # is refused before anything is applied, in this start.
+    d = rawclient.Raw(address)
+    call(d, "RequestName", "su", ("com.example.Crash", 4))
+    time.sleep(0.2)
+    os.kill(bus.pid, signal.SIGKILL)
+    bus.wait()
+    mgr.pump(0.1)
+    # JOURNAL_REC_MATCH_ADD (journal.h)
+    check(retype_last_record(mgr, 5), "crash: the last record retyped (CRC made to fit)")
+    bus = Bus(binary, tmp, mgr, args, passed)
+    log = bus.log()
+    check("does not parse" in log and "cannot resume the bus from it" in log,
+          "crash: a record that does not parse refuses the journal at once (log: %s)" %
+          log.strip().splitlines()[-2:])
+    check(d.is_closed(2), "crash: its client sees the end")
+    c4 = rawclient.Raw(address)
+    check(c4.name == ":1.0", "crash: a new bus starts clean (%s)" % c4.name)
+    check(listener_fds(bus.pid, ino) == 1,
+          "crash: and holds the listening socket once (%d)" % listener_fds(bus.pid, ino))
+    c4.close()
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()
     mgr.discard()
     ls.close()
+
+
+def retype_last_record(mgr, rtype):
+    """Give the newest journal's last record the type @rtype, its CRC made
+    to fit (struct journal_rec_header, journal.c: u32 len, crc, type, n_map,
+    u64 n_payload; the CRC covers all after itself)."""
+    best = None
+    with mgr.lock:
+        for n, fd in mgr.store:
+            if n.startswith("bus1-journal-") and stat.S_ISREG(os.fstat(fd).st_mode):
+                gen = struct.unpack("=Q", os.pread(fd, 8, 8))[0]
+                if best is None or gen > best[0]:
+                    best = (gen, fd)
+        if best is None:
+            return False
+        fd = best[1]
+        # struct journal_header: records_off is the ninth field (two u32, then u64s).
+        pos = struct.unpack("=Q", os.pread(fd, 8, 8 + 6 * 8))[0]
+        last = None
+        while True:
+            n = struct.unpack("=I", os.pread(fd, 4, pos))[0]
+            if n == 0:
+                break
+            last, pos = (pos, n), pos + n
+        if last is None:
+            return False
+        rec = bytearray(os.pread(fd, last[1], last[0]))
+        n_map, n_payload = struct.unpack_from("=IQ", rec, 12)
+        struct.pack_into("=I", rec, 8, rtype)
+        end = 24 + 32 * n_map + n_payload
+        struct.pack_into("=I", rec, 4, rawclient.crc32c(bytes(rec[8:end])))
+        os.pwrite(fd, bytes(rec), last[0])
+    return True
 
 
 def scenario_native(binary, tmp):
