@@ -528,6 +528,17 @@ def scenario_garbage(binary, tmp):
 
 
 
+def crash_after_name(bus, mgr, c, name):
+    """@c requests @name, then the bus is killed (SIGKILL): not in the
+    instant after the reply, for until the bus sees its write complete the
+    connection counts as cut (journal.h)."""
+    call(c, "RequestName", "su", (name, 4))
+    time.sleep(0.2)
+    os.kill(bus.pid, signal.SIGKILL)
+    bus.wait()
+    mgr.pump(0.1)
+
+
 def listener_fds(pid, ino):
     """How many fds of process @pid are the socket with inode @ino."""
     n = 0
@@ -554,13 +565,7 @@ def scenario_crash(binary, tmp):
     args = ["--config-file=" + conf(tmp, ""), "--address=systemd:", "--nofork"]
     bus = Bus(binary, tmp, mgr, args, passed)
     c = rawclient.Raw(address)
-    call(c, "RequestName", "su", ("com.example.Crash", 4))
-    # Not in the instant after the reply: until the bus sees its write
-    # complete, the connection counts as cut (journal.h).
-    time.sleep(0.2)
-    os.kill(bus.pid, signal.SIGKILL)
-    bus.wait()
-    mgr.pump(0.1)
+    crash_after_name(bus, mgr, c, "com.example.Crash")
     check(mgr.handover_names() == [] and mgr.journal_names(),
           "crash: no hand-over, the journal in the store (%s)" % mgr.names())
     bus = Bus(binary, tmp, mgr, args, passed)
@@ -602,11 +607,7 @@ def scenario_crash(binary, tmp):
     # an AddMatch: the name is no rule, its flags are left over): the journal
     # is refused before anything is applied, in this start.
     d = rawclient.Raw(address)
-    call(d, "RequestName", "su", ("com.example.Crash", 4))
-    time.sleep(0.2)
-    os.kill(bus.pid, signal.SIGKILL)
-    bus.wait()
-    mgr.pump(0.1)
+    crash_after_name(bus, mgr, d, "com.example.Crash")
     # JOURNAL_REC_MATCH_ADD (journal.h)
     check(retype_last_record(mgr, 5), "crash: the last record retyped (CRC made to fit)")
     bus = Bus(binary, tmp, mgr, args, passed)
