@@ -230,6 +230,7 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 	l = sizeof(pidfd);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) >= 0) {
 		creds->pidfd = pidfd;
+		creds->pidfd_of_socket = true;
 	} else if (errno == ENOPROTOOPT || errno == EOPNOTSUPP || errno == EINVAL) {
 		/*
 		 * A kernel before 6.5: the pid, now. It may name another process
@@ -246,6 +247,16 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 		(void)creds_degrade(creds, SOCKET_CREDS_NO_PIDFD, -errno);
 	}
 	return 0;
+}
+
+int socket_peer_pidfd(int fd)
+{
+	socklen_t l = sizeof(int);
+	int pidfd;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0)
+		return -1;
+	return pidfd;
 }
 
 /* What socket_get_creds() returns once the owner has taken them (or never had any). */

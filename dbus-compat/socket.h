@@ -135,6 +135,8 @@ enum {
  * @pidfd:	a pidfd of the peer process: SO_PEERPIDFD, or where the kernel
  *		lacks it pidfd_open() of @pid right away; -1 if neither works
  *		(old kernel, or the peer is gone)
+ * @pidfd_of_socket: @pidfd is SO_PEERPIDFD's: the socket gives the same
+ *		process again (socket_peer_pidfd())
  */
 /* The optional credentials a kernel refused with an unexpected error (socket_creds_query()). */
 enum {
@@ -153,9 +155,17 @@ struct socket_creds {
 	bool groups_unknown;	/* SO_PEERGROUPS failed: @groups says nothing */
 	char *label;
 	int pidfd;
+	bool pidfd_of_socket;
 	unsigned int failed;	/* SOCKET_CREDS_NO_*: what failed, and why: */
 	int failed_errno;	/* the first failure's errno */
 };
+
+/*
+ * socket_peer_pidfd() - SO_PEERPIDFD of the connected unix socket @fd: a pidfd
+ * of the process that connected (the one at connect(), not whoever holds the
+ * socket now), or -1 (a kernel before 6.5, or that process is gone).
+ */
+int socket_peer_pidfd(int fd);
 
 /**
  * socket_creds_query() - read the peer credentials of a connected socket

@@ -77,8 +77,9 @@ int fdpass_receive(int sock, int32_t **numbersp, int **fdsp, size_t *np)
 		do {
 			k = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 		} while (k < 0 && errno == EINTR);
+		/* The end, or nothing more for now (a writer still holds it open). */
 		if (k < 0)
-			return -errno;
+			return errno == EAGAIN ? 0 : -errno;
 		if (k == 0)
 			return 0;
 		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {

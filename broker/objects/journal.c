@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,27 +27,31 @@
 #include "util/macro.h"
 
 #define JOURNAL_MAGIC 0x4c4e524au	/* "JRNL", little-endian */
-#define JOURNAL_VERSION 1u
+/* 2: a record's files travel in its slot's socket, after the snapshot's. */
+#define JOURNAL_VERSION 2u
 #define JOURNAL_HEADER_SIZE 4096u
 /* Records may take this much, or twice the snapshot, before a compaction. */
 #define JOURNAL_RECORDS_MIN (256u * 1024)
 /*
- * Entries of records' fds in the store (one per fd: a peer's socket, its
- * pidfd), beyond which a compaction is due at the next flush (one loop turn
- * adds a few more at most); with the two slots of two and a hand-over's two,
- * within JOURNAL_STORE_NEEDED.
+ * Records' fds in the slot's socket (a peer's socket, maybe its pidfd),
+ * beyond which a compaction is due at the next flush: they are in flight
+ * there, charged to the bus's user and its socket buffer. A full buffer
+ * makes a compaction due at once (journal_record_end()).
  */
-#define JOURNAL_FILES_MAX 256u
-_Static_assert(JOURNAL_FILES_MAX + 256 + 4 + 2 <= JOURNAL_STORE_NEEDED,
+#define JOURNAL_RECORD_FDS_COMPACT 256u
+/* The store: the two slots of two, and a hand-over's two. */
+_Static_assert(2 * 2 + 2 <= JOURNAL_STORE_NEEDED,
 	       "the store must hold what the journal keeps there");
 /* The most marks: fd numbers past it are never clean (journal_loaded_mark()). */
 #define JOURNAL_MARKS_MAX (1u << 20)
 /*
- * A map entry: int32 number, 4 bytes zero, uint64 seq, then the file's
- * st_dev and st_ino: a record's fds go into the store in one message, and
- * systemd keeps those in no particular order, so each is told by what it is.
+ * A map entry: int32 number, 4 bytes zero, uint64 index: the file's place
+ * among the fds of the slot's socket (the snapshot's first, then each
+ * record's in order), then its st_dev and st_ino, which the reader checks.
  */
 #define JOURNAL_MAP_ENTRY 32u
+/* The most fds one record names (a Hello names one or two); more: a snapshot instead. */
+#define JOURNAL_RECORD_FDS_MAX 8u
 /* The longest the bus waits for a manager that does not read its notifications. */
 #define JOURNAL_NOTIFY_WAIT_MS 2000
 
@@ -55,7 +60,7 @@ struct journal_header {
 	uint32_t magic;
 	uint32_t version;
 	uint64_t generation;
-	uint64_t next_seq;
+	uint64_t reserved;	/* 0 */
 	uint64_t marks_off;
 	uint64_t marks_size;
 	uint64_t snapshot_off;
@@ -94,12 +99,12 @@ struct journal {
 	size_t n_marks;
 	size_t marks_hi;	/* past the highest fd ever marked: what to carry */
 
-	int fds_sock;		/* the socket of the snapshot's fds (the reading end) */
-	uint64_t next_seq;
-	uint64_t *files;	/* the seqs records stored since the snapshot */
+	int fds_w;		/* the slot's socket of fds: the end the bus writes, or -1 */
+	uint64_t n_fds_sent;	/* into it: the snapshot's, then the records' */
+	size_t n_record_fds;	/* the records' */
+	uint64_t *files;	/* the "f<seq>" entries of a version 1 journal, to remove */
 	size_t n_files;
 	size_t cap_files;
-	size_t n_file_fds;	/* the fds stored under them */
 
 	struct state_writer scratch;
 	uint32_t rec_type;
@@ -225,8 +230,11 @@ bool journal_file_name(const char *name, uint64_t *seqp)
 	return v != 0;
 }
 
-/* Note "f<seq>" as stored (removed at the next compaction). 0 or -ENOMEM. */
-static int journal_note_files(struct journal *j, uint64_t seq, size_t n_fds)
+/*
+ * Note "f<seq>", an entry of a version 1 journal (a file per record), to
+ * remove at the next compaction. 0 or -ENOMEM.
+ */
+static int journal_note_files(struct journal *j, uint64_t seq)
 {
 	if (j->n_files == j->cap_files) {
 		size_t cap = j->cap_files ? j->cap_files * 2 : 64;
@@ -238,7 +246,6 @@ static int journal_note_files(struct journal *j, uint64_t seq, size_t n_fds)
 		j->cap_files = cap;
 	}
 	j->files[j->n_files++] = seq;
-	j->n_file_fds += n_fds;
 	return 0;
 }
 
@@ -248,25 +255,6 @@ static void journal_remove_files(struct journal *j)
 	for (size_t i = 0; i < j->n_files; i++)
 		store_remove_seq(j, j->files[i]);
 	j->n_files = 0;
-	j->n_file_fds = 0;
-}
-
-/* Store @n fds under a new "f<seq>" for a record: its seq, 0 on failure. */
-static uint64_t journal_store_files(struct journal *j, const int *fds, size_t n)
-{
-	char name[32];
-
-	if (n > FDPASS_BATCH)
-		return 0;
-	file_name(name, sizeof(name), j->next_seq);
-	if (journal_note_files(j, j->next_seq, n) < 0)
-		return 0;
-	if (store_named(j, name, fds, n) < 0) {
-		j->n_files--;
-		j->n_file_fds -= n;
-		return 0;
-	}
-	return j->next_seq++;
 }
 
 void journal_fd_closing(struct journal *j, int fd)
@@ -346,20 +334,27 @@ static void journal_put_map(uint8_t *p, int number, uint64_t seq, const struct s
 	memcpy(p + 24, &ino, 8);
 }
 
-/* The snapshot's fds into a new socket: its reading end, or negative errno. */
-static int journal_pack_fds(const int *fds, size_t n)
+/*
+ * The snapshot's fds into a new socket: its reading end (to store), or
+ * negative errno. The bus keeps the writing end in *@wp, for the records'
+ * fds (their places follow the snapshot's); when it dies, the reader sees
+ * the end of the stream once everything is read.
+ */
+static int journal_pack_fds(const int *fds, size_t n, int *wp)
 {
-	int pair[2], r;
+	int pair[2], r, big = INT_MAX;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) < 0)
 		return error_origin(-errno);
+	/* As much as net.core.wmem_max allows: each record's fds are one message. */
+	(void)setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	r = fdpass_send(pair[0], fds, n);
-	/* The reader sees the end of the stream once everything is read. */
-	close(pair[0]);
 	if (r < 0) {
+		close(pair[0]);
 		close(pair[1]);
 		return r;
 	}
+	*wp = pair[0];
 	return pair[1];
 }
 
@@ -374,7 +369,7 @@ static int journal_compact(struct journal *j)
 	size_t end, records_off, cap;
 	struct journal_header *h;
 	struct state_writer w;
-	int slot[2], r;
+	int slot[2], fds_w = -1, r;
 	uint8_t *mem;
 
 	state_writer_init_at(&w, STATE_VERSION, off);
@@ -383,7 +378,7 @@ static int journal_compact(struct journal *j)
 	if (r == 0)
 		r = w.error;
 	if (r == 0) {
-		r = journal_pack_fds(w.fds, w.n_fds);
+		r = journal_pack_fds(w.fds, w.n_fds, &fds_w);
 		slot[1] = r;
 	}
 	if (r < 0) {
@@ -406,6 +401,7 @@ static int journal_compact(struct journal *j)
 		if (p == MAP_FAILED) {
 			r = error_origin(-errno);
 			close(slot[1]);
+			close(fds_w);
 			state_writer_deinit(&w);
 			return r;
 		}
@@ -421,7 +417,6 @@ static int journal_compact(struct journal *j)
 		.magic = JOURNAL_MAGIC,
 		.version = JOURNAL_VERSION,
 		.generation = j->generation + 1,
-		.next_seq = j->next_seq,
 		.marks_off = JOURNAL_HEADER_SIZE,
 		.marks_size = n_marks,
 		.snapshot_off = off,
@@ -438,6 +433,7 @@ static int journal_compact(struct journal *j)
 	if (r < 0) {
 		munmap(mem, cap);
 		close(slot[0]);
+		close(fds_w);
 		return r;
 	}
 	/* Stored: the old slot and what its records stored go. */
@@ -447,6 +443,11 @@ static int journal_compact(struct journal *j)
 		close(j->fd);
 	}
 	journal_remove_files(j);
+	if (j->fds_w >= 0)
+		close(j->fds_w);
+	j->fds_w = fds_w;
+	j->n_fds_sent = w.n_fds;
+	j->n_record_fds = 0;
 	j->slot_b = !j->slot_b;
 	j->fd = slot[0];
 	j->mem = mem;
@@ -468,7 +469,7 @@ int journal_sync(struct journal *j)
 	if (!j || j->broken)
 		return 0;
 	if (!j->due && j->tail - j->records_off <= j->records_limit &&
-	    j->n_file_fds <= JOURNAL_FILES_MAX)
+	    j->n_record_fds <= JOURNAL_RECORD_FDS_COMPACT)
 		return 0;
 	r = journal_compact(j);
 	if (r < 0) {
@@ -511,23 +512,28 @@ void journal_record_end(struct journal *j)
 	}
 	p = j->mem + j->tail;
 	h = (struct journal_rec_header *)p;
-	/* Its new files (a peer's socket and pidfd) into the store, in one entry. */
+	/*
+	 * Its new files (a peer's socket, maybe its pidfd) into the slot's
+	 * socket, after those there: no notification, the store holds them
+	 * already. Anything short of that (more fds than a record has, a full
+	 * socket buffer): a snapshot instead.
+	 */
 	if (n_map) {
-		uint64_t seq = journal_store_files(j, w->fds, n_map);
+		struct stat st[JOURNAL_RECORD_FDS_MAX];
+		size_t i = 0;
 
-		for (size_t i = 0; i < n_map && seq; i++) {
-			struct stat st;
-
-			if (fstat(w->fds[i], &st) < 0)
-				seq = 0;
-			else
-				journal_put_map(p + sizeof(*h) + i * JOURNAL_MAP_ENTRY, w->fds[i],
-						seq, &st);
-		}
-		if (!seq) {
+		if (n_map <= JOURNAL_RECORD_FDS_MAX && j->fds_w >= 0)
+			while (i < n_map && fstat(w->fds[i], &st[i]) == 0)
+				i++;
+		if (i < n_map || fdpass_send(j->fds_w, w->fds, n_map) < 0) {
 			j->due = true;
 			return;
 		}
+		for (i = 0; i < n_map; i++)
+			journal_put_map(p + sizeof(*h) + i * JOURNAL_MAP_ENTRY, w->fds[i],
+					j->n_fds_sent + i, &st[i]);
+		j->n_fds_sent += n_map;
+		j->n_record_fds += n_map;
 	}
 	if (w->n)
 		memcpy(p + sizeof(*h) + n_map * JOURNAL_MAP_ENTRY, w->buf, w->n);
@@ -554,7 +560,7 @@ int journal_new(struct journal **jp, journal_snapshot_fn fn, void *userdata,
 	j->fn = fn;
 	j->userdata = userdata;
 	j->fd = -1;
-	j->next_seq = 1;
+	j->fds_w = -1;
 	state_writer_init_memory(&j->scratch);
 	j->scratch.crash = true;
 	j->notify_fd = notify_open();
@@ -578,21 +584,16 @@ int journal_new(struct journal **jp, journal_snapshot_fn fn, void *userdata,
 		store_remove(j, JOURNAL_NAME_A);
 		store_remove(j, JOURNAL_NAME_B);
 	}
-	if (l) {
-		j->next_seq = MAX(l->next_seq, (uint64_t)1);
-		/* The fds of one entry come one after the other: its name once. */
-		for (size_t i = 0; i < l->n_files; i++) {
-			uint64_t seq = l->files[i].seq;
+	/* A version 1 journal's files: each name once (an entry's fds come in no set order). */
+	for (size_t i = 0; l && i < l->n_files; i++) {
+		uint64_t seq = l->files[i].seq;
+		bool noted = false;
 
-			j->next_seq = MAX(j->next_seq, seq + 1);
-			if (i && l->files[i - 1].seq == seq) {
-				j->n_file_fds++;
-				continue;
-			}
-			if (journal_note_files(j, seq, 1) < 0) {
-				journal_free(j);
-				return -ENOMEM;
-			}
+		for (size_t k = 0; k < j->n_files && !noted; k++)
+			noted = j->files[k] == seq;
+		if (!noted && journal_note_files(j, seq) < 0) {
+			journal_free(j);
+			return -ENOMEM;
 		}
 	}
 	r = journal_compact(j);
@@ -615,6 +616,8 @@ struct journal *journal_free(struct journal *j)
 		munmap(j->mem, j->cap);
 	if (j->fd >= 0)
 		close(j->fd);
+	if (j->fds_w >= 0)
+		close(j->fds_w);
 	if (j->notify_fd >= 0)
 		close(j->notify_fd);
 	state_writer_deinit(&j->scratch);
@@ -654,7 +657,7 @@ int journal_check(const uint8_t *mem, size_t n, struct journal_loaded *l)
 	if (crc32c(0, mem + h->snapshot_off, h->snapshot_len) != h->snapshot_crc)
 		return JOURNAL_E_CORRUPT;
 	l->generation = h->generation;
-	l->next_seq = h->next_seq;
+	l->n_snap_fds = h->n_fds;
 	l->marks = mem + h->marks_off;
 	l->n_marks = h->marks_size;
 	l->snapshot = mem + h->snapshot_off;
@@ -806,7 +809,7 @@ int journal_load(struct journal_loaded *l, const int slot_a[2], const int slot_b
 			r = JOURNAL_E_CRASHED;
 			goto out;
 		}
-		/* The snapshot's fds, each with the number it had. */
+		/* The snapshot's fds, then the records', each with the number it had. */
 		if (c[best].fds[1] < 0) {
 			r = JOURNAL_E_CORRUPT;
 			goto out;
@@ -815,13 +818,17 @@ int journal_load(struct journal_loaded *l, const int slot_a[2], const int slot_b
 		c[best].t.snap_fds = NULL;
 		r = fdpass_receive(c[best].fds[1], &c[best].t.snap_numbers, &c[best].t.snap_fds,
 				   &c[best].t.n_snap);
-		if (r == 0 && c[best].t.n_snap != h->n_fds)
+		if (r == 0 && c[best].t.n_snap < h->n_fds)
 			r = -EBADMSG;
+		if (r == 0 && c[best].t.n_snap &&
+		    !(c[best].t.snap_used = calloc(c[best].t.n_snap, sizeof(bool))))
+			r = -ENOMEM;
 		if (r < 0) {
 			for (size_t k = 0; k < c[best].t.n_snap; k++)
 				close(c[best].t.snap_fds[k]);
 			free(c[best].t.snap_numbers);
 			free(c[best].t.snap_fds);
+			free(c[best].t.snap_used);
 			r = r == -EBADMSG ? JOURNAL_E_CORRUPT : r;
 			goto out;
 		}
@@ -850,13 +857,21 @@ void journal_loaded_deinit(struct journal_loaded *l)
 		munmap(l->mem, l->n_mem);
 	if (l->fd >= 0)
 		close(l->fd);
-	/* The fds a map gave are the bus's now; the others go. */
+	/* A version 1 journal's files: never used. */
 	for (size_t i = 0; i < l->n_files; i++)
-		if (!l->files[i].used && l->files[i].fd >= 0)
+		if (l->files[i].fd >= 0)
 			close(l->files[i].fd);
 	free(l->files);
+	/*
+	 * The fds a map gave are the bus's now; the records' others go (a
+	 * record cut by the crash). The snapshot's are the caller's.
+	 */
+	for (size_t i = l->n_snap_fds; l->snap_used && i < l->n_snap; i++)
+		if (!l->snap_used[i] && l->snap_fds[i] >= 0)
+			close(l->snap_fds[i]);
 	free(l->snap_numbers);
 	free(l->snap_fds);
+	free(l->snap_used);
 	free(l->old_numbers);
 	/* The stand-ins are the bus's (their peers closed) like any file given. */
 	free(l->stand_ins);
@@ -908,36 +923,37 @@ static int journal_loaded_map_fd(int fd, void *userdata)
 	struct journal_loaded *l = userdata;
 
 	if (!l->map) {
-		for (size_t i = 0; i < l->n_snap; i++)
+		for (size_t i = 0; i < MIN(l->n_snap_fds, l->n_snap); i++)
 			if (l->snap_numbers[i] == fd) {
 				journal_loaded_note(l, l->snap_fds[i], fd);
+				l->snap_used[i] = true;
 				return l->snap_fds[i];
 			}
 		return -1;
 	}
 	for (size_t i = 0; i < l->n_map; i++) {
 		const uint8_t *e = l->map + i * JOURNAL_MAP_ENTRY;
-		uint64_t seq, dev, ino;
+		uint64_t index, dev, ino;
 		int32_t number;
+		struct stat st;
 
 		memcpy(&number, e, 4);
-		memcpy(&seq, e + 8, 8);
+		memcpy(&index, e + 8, 8);
 		memcpy(&dev, e + 16, 8);
 		memcpy(&ino, e + 24, 8);
 		if (number != fd)
 			continue;
-		for (size_t k = 0; k < l->n_files; k++)
-			if (l->files[k].seq == seq && l->files[k].dev == dev &&
-			    l->files[k].ino == ino && l->files[k].fd >= 0) {
-				journal_loaded_note(l, l->files[k].fd, fd);
-				l->files[k].used = true;
-				return l->files[k].fd;
-			}
+		if (index >= l->n_snap_fds && index < l->n_snap && !l->snap_used[index] &&
+		    l->snap_numbers[index] == number && fstat(l->snap_fds[index], &st) == 0 &&
+		    (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
+			journal_loaded_note(l, l->snap_fds[index], fd);
+			l->snap_used[index] = true;
+			return l->snap_fds[index];
+		}
 		/*
-		 * Named, but the store did not keep it (it was full, or the
-		 * crash came before the bus stored it): a stand-in, so that
-		 * the record still applies; its peer is closed after the
-		 * replay (journal_loaded_lost()).
+		 * Named, but not the file there (the socket lost it): a
+		 * stand-in, so that the record still applies; its peer is
+		 * closed after the replay (journal_loaded_lost()).
 		 */
 		return journal_loaded_stand_in(l);
 	}

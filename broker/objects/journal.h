@@ -30,15 +30,19 @@
  * Files: the fds a snapshot names (clients' sockets and pidfds, the
  * listeners, the bus1 peer, the fds of queued activation requests) travel
  * with it, in a socket nobody reads (util/fdpass.h) stored under the slot's
- * name beside the memfd. A record that names new fds (a peer's Hello: its
- * socket and pidfd) stores each under a name never reused ("f<seq>") and
- * maps its numbers to those names, so that the next process finds every
- * file whatever number it gets. A compaction carries everything in the new
- * slot's socket and removes the records' entries: the store holds two
- * entries plus one per fd named since the last snapshot, and does not grow
- * with churn (a compaction is due after JOURNAL_FILES_MAX). A client socket
- * the bus closes is shut down first (journal_fd_closing()), so that its
- * client sees the end although the store may still hold the file.
+ * name beside the memfd. The bus keeps that socket's other end: a record
+ * that names new fds (a peer's Hello: its socket, and its pidfd unless the
+ * socket gives it again: peer-state.h) sends them into it, behind those
+ * there, and its map gives each number its place there (and the file's
+ * st_dev and st_ino, which the reader checks), so that the next process
+ * finds every file whatever number it gets. The socket lives in the store
+ * already: a record costs systemd nothing, and the store holds the two
+ * entries of a slot whatever the number of clients, four during a
+ * compaction. A compaction is due once the records' fds reach
+ * JOURNAL_RECORD_FDS_COMPACT or fill the socket's buffer (journal.c). A
+ * client socket the bus closes is shut down first (journal_fd_closing()),
+ * so that its client sees the end although the slot's socket may still
+ * hold the file.
  *
  * Streams: a socket's byte stream cannot be journaled, so each socket has
  * a mark byte (in the journal's memfd, indexed by fd number) that says whether the bus held bytes of it it had read and not yet
@@ -96,12 +100,12 @@ enum {
 };
 
 /*
- * The most fds the journal keeps in the store (two slots of two, the fds of
- * the records between two snapshots), with room for a hand-over's two: it
- * does not start with a smaller store ($FDSTORE, FileDescriptorStoreMax=),
- * which would drop fds it needs.
+ * The most entries the journal keeps in the store (two slots of two during a
+ * compaction), with room for a hand-over's two: it does not start with a
+ * smaller store ($FDSTORE, FileDescriptorStoreMax=), which would drop
+ * entries it needs.
  */
-#define JOURNAL_STORE_NEEDED 600u
+#define JOURNAL_STORE_NEEDED 8u
 
 /* The store names of the journal (each: the memfd and its socket of fds). */
 #define JOURNAL_NAME_A "bus1-journal-a"
@@ -173,9 +177,8 @@ void journal_mark_clear(struct journal *j, int fd, uint8_t bits);
  * struct journal_record - one record, as journal_load() found it
  * @type:	JOURNAL_REC_*
  * @payload, @n_payload: its bytes (in the loaded journal's mapping)
- * @map, @n_map: its fd map: (number in the previous process, seq, st_dev,
- *		st_ino): the file of "f<seq>" that is that file (systemd
- *		keeps the fds of one message in no particular order)
+ * @map, @n_map: its fd map: (number in the previous process, place among
+ *		the fds of the slot's socket, st_dev, st_ino)
  */
 struct journal_record {
 	uint32_t type;
@@ -192,10 +195,12 @@ struct journal_record {
  * @snapshot, @n_snapshot: the snapshot stream (state.h)
  * @records, @n_records: every record after it, in order
  * @generation: of the journal taken
- * @next_seq:	past every file name the journal used
- * @snap_numbers, @snap_fds, @n_snap: the fds of the snapshot's socket and
- *		the numbers they had
- * @files, @n_files: the "f<seq>" entries the store passed (seq, fd)
+ * @snap_numbers, @snap_fds, @n_snap: the fds of the slot's socket and the
+ *		numbers they had: the snapshot's, then the records'
+ * @n_snap_fds: how many of them are the snapshot's
+ * @snap_used:	by place: a map gave it (the bus's now)
+ * @files, @n_files: "f<seq>" entries the store passed: a version 1
+ *		journal's (a file per record), closed and removed
  * @old_numbers, @n_old: by fd now: the number it had (-1: none), as the
  *		maps used so far gave it
  * @stand_ins, @n_stand_ins: the sockets that stand in for files the store
@@ -213,16 +218,14 @@ struct journal_loaded {
 	struct journal_record *records;
 	size_t n_records;
 	uint64_t generation;
-	uint64_t next_seq;
 	int32_t *snap_numbers;
 	int *snap_fds;
 	size_t n_snap;
+	size_t n_snap_fds;
+	bool *snap_used;
 	struct journal_file {
 		uint64_t seq;
-		uint64_t dev;	/* its st_dev and st_ino: a record's fds come */
-		uint64_t ino;	/* in one entry, in no particular order */
 		int fd;
-		bool used;	/* a map gave it: the bus's now */
 	} *files;
 	size_t n_files;
 	int *old_numbers;
@@ -248,7 +251,8 @@ int journal_check(const uint8_t *mem, size_t n, struct journal_loaded *l);
  * journal_load() - take the newest whole journal the store passed
  * @slot_a, @slot_b: the fds of the entries JOURNAL_NAME_A and _B (a memfd
  *		and a socket each, in any order; -1 where missing), not closed
- * @files, @n_files: the "f<seq>" entries (seq, fd), moved into @l
+ * @files, @n_files: "f<seq>" entries (seq, fd), of a version 1 journal
+ *		(a store entry per record): moved into @l, closed there
  *
  * Counts the attempt in the journal's header (see above) before it
  * returns it.
@@ -272,10 +276,13 @@ void journal_loaded_use_map(struct journal_loaded *l, struct state_reader *r,
 uint8_t journal_loaded_mark(const struct journal_loaded *l, int fd);
 
 /*
- * Whether @fd stands in for a file a record named and the store did not
- * keep: its peer is lost (closed after the replay).
+ * Whether @fd stands in for a file a record named and the slot's socket did
+ * not hold: its peer is lost (closed after the replay).
  */
 bool journal_loaded_lost(const struct journal_loaded *l, int fd);
 
-/* Parse "f<seq>" into *@seqp: whether @name is a journal file's name. */
+/*
+ * Parse "f<seq>" into *@seqp: whether @name is the name of a record's file
+ * as a version 1 journal stored it (removed on sight).
+ */
 bool journal_file_name(const char *name, uint64_t *seqp);

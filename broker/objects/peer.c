@@ -341,6 +341,7 @@ void peer_set_pid(struct peer *peer, pid_t pid)
 	if (peer->creds.pidfd >= 0)
 		close(peer->creds.pidfd);
 	peer->creds.pidfd = fd >= 0 ? fd : -1;
+	peer->creds.pidfd_of_socket = false;
 	peer->pid = pid;
 }
 

@@ -192,18 +192,15 @@ static bool take_journal_entry(struct fdstore_carried *c, const char *name, int 
 	if (journal_file_name(name, &seq)) {
 		struct journal_file *f = reallocarray(c->journal_files, c->n_journal_files + 1,
 						      sizeof(*f));
-		struct stat st;
 
-		if (!f || fstat(fd, &st) < 0) {
-			if (f)
-				c->journal_files = f;
+		if (!f) {
 			close(fd);
 			return true;
 		}
 		c->journal_files = f;
-		/* Told apart from the other fds of its entry by what it is (journal.h). */
+		/* A version 1 journal's file of a record: its clients told the end, then removed. */
 		f[c->n_journal_files++] = (struct journal_file){
-			.seq = seq, .dev = st.st_dev, .ino = st.st_ino, .fd = move_above(fd, high),
+			.seq = seq, .fd = move_above(fd, high),
 		};
 		if (f[c->n_journal_files - 1].fd < 0)
 			close(fd);

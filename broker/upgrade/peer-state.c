@@ -18,6 +18,11 @@ int peer_serialize(struct peer *p, struct state_writer *w)
 {
 	struct connection *conn = connection_of(p);
 	struct peer_output_stats out;
+	/*
+	 * The crash journal stores every fd it writes: a pidfd the socket
+	 * gives again is one store entry's fd less per Hello.
+	 */
+	bool pidfd_again = w->crash && p->creds.pidfd >= 0 && p->creds.pidfd_of_socket;
 	int r;
 
 	state_put_fd(w, connection_get_fd(conn));
@@ -27,7 +32,8 @@ int peer_serialize(struct peer *p, struct state_writer *w)
 			 (p->anonymous ? PEER_STATE_ANONYMOUS : 0) |
 			 (p->socket_identity ? PEER_STATE_SOCKET_IDENTITY : 0) |
 			 (p->creds.have_creds ? PEER_STATE_HAVE_CREDS : 0) |
-			 (p->creds.groups_unknown ? PEER_STATE_GROUPS_UNKNOWN : 0));
+			 (p->creds.groups_unknown ? PEER_STATE_GROUPS_UNKNOWN : 0) |
+			 (pidfd_again ? PEER_STATE_PIDFD_OF_SOCKET : 0));
 	state_put_u32(w, (uint32_t)p->creds.pid);
 	state_put_u32(w, (uint32_t)p->creds.uid);
 	state_put_u32(w, (uint32_t)p->creds.gid);
@@ -35,7 +41,7 @@ int peer_serialize(struct peer *p, struct state_writer *w)
 	for (size_t i = 0; i < p->creds.n_groups; i++)
 		state_put_u32(w, (uint32_t)p->creds.groups[i]);
 	state_put_str(w, p->creds.label);
-	state_put_fd(w, p->creds.pidfd);
+	state_put_fd(w, pidfd_again ? -1 : p->creds.pidfd);
 	state_put_u32(w, (uint32_t)p->uid);
 	state_put_u32(w, (uint32_t)p->pid);
 	state_put_u64(w, p->owner.id);
@@ -239,9 +245,13 @@ int peer_restore(struct bus *bus, const struct peer_state *st, struct peer **pee
 		.gid = st->creds_gid,
 		.n_groups = st->n_groups,
 		.pidfd = st->pidfd,
+		.pidfd_of_socket = st->flags & PEER_STATE_PIDFD_OF_SOCKET,
 	};
 	struct peer *p;
 	int r;
+
+	if (creds.pidfd_of_socket && creds.pidfd < 0)
+		creds.pidfd = socket_peer_pidfd(st->conn.fd);
 
 	if (st->n_groups) {
 		creds.groups = malloc(st->n_groups * sizeof(*creds.groups));

@@ -46,6 +46,11 @@ enum {
 	PEER_STATE_SOCKET_IDENTITY = 1 << 4,
 	PEER_STATE_HAVE_CREDS = 1 << 5,
 	PEER_STATE_GROUPS_UNKNOWN = 1 << 6,	/* SO_PEERGROUPS failed at accept */
+	/*
+	 * Its pidfd is its socket's SO_PEERPIDFD, taken from the socket again
+	 * at restore; the crash journal does not carry it (peer-state.c).
+	 */
+	PEER_STATE_PIDFD_OF_SOCKET = 1 << 7,
 };
 
 struct peer_state {

@@ -539,6 +539,27 @@ def crash_after_name(bus, mgr, c, name):
     mgr.pump(0.1)
 
 
+def process_fd_pid(address, name):
+    """The "Pid:" of the ProcessFD the bus gives in @name's credentials, or None."""
+    import dbus
+    bus = dbus.bus.BusConnection(address)
+    try:
+        d = bus.call_blocking(*DBUS, "GetConnectionCredentials", "s", (name,))
+        if "ProcessFD" not in d:
+            return None
+        fd = d["ProcessFD"].take()
+        try:
+            with open("/proc/self/fdinfo/%d" % fd) as f:
+                for line in f:
+                    if line.startswith("Pid:"):
+                        return int(line.split()[1])
+        finally:
+            os.close(fd)
+    finally:
+        bus.close()
+    return None
+
+
 def listener_fds(pid, ino):
     """How many fds of process @pid are the socket with inode @ino."""
     n = 0
@@ -572,6 +593,8 @@ def scenario_crash(binary, tmp):
     check("the bus restarted after a crash; 1 connection resumed, 0 closed" in bus.log(),
           "crash: the next bus resumed from the journal (log: %s)" % bus.log())
     check(name_owner(c, "com.example.Crash") == c.name, "crash: the client keeps its name")
+    check(process_fd_pid(address, c.name) == os.getpid(),
+          "crash: its ProcessFD names its process still (the store's pidfd, or the socket's)")
     c2 = rawclient.Raw(address)
     check(int(c2.name.split(".")[1]) > int(c.name.split(".")[1]),
           "crash: a new client gets a new unique id (%s)" % c2.name)
