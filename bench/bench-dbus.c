@@ -558,6 +558,39 @@ static int mode_churn(const char *address, uint64_t count)
 	return 0;
 }
 
+/* ---- names: RequestName then ReleaseName, one round trip each ---- */
+
+static int mode_names(const char *address, uint64_t count)
+{
+	_cleanup_(conn_closep) DBusConnection *c = conn_open(address);
+	DBusError err = DBUS_ERROR_INIT;
+	uint64_t i, t0, t;
+	int64_t cpu0, cpu1;
+
+	if (!c)
+		return 1;
+	cpu0 = bench_proc_cpu_ns(arg_pid);
+	t0 = bench_now_ns();
+	for (i = 0; i < count; i++) {
+		int r = dbus_bus_request_name(c, BENCH_NAME ".Names", DBUS_NAME_FLAG_DO_NOT_QUEUE,
+					      &err);
+
+		if (r == DBUS_REQUEST_NAME_REPLY_PRIMARY_OWNER)
+			r = dbus_bus_release_name(c, BENCH_NAME ".Names", &err);
+		if (r != DBUS_RELEASE_NAME_REPLY_RELEASED) {
+			fprintf(stderr, "names %" PRIu64 ": %s: %s\n", i,
+				err.name ? err.name : "unexpected reply", err.message ? err.message : "");
+			dbus_error_free(&err);
+			return 1;
+		}
+	}
+	t = bench_now_ns() - t0;
+	cpu1 = bench_proc_cpu_ns(arg_pid);
+	/* ops are pairs: one name acquired and released. */
+	bench_report(count, t, cpu0, cpu1, NULL);
+	return 0;
+}
+
 /* ---- matches: a signal nobody subscribed to, with N rules installed ---- */
 
 static int install_rules(DBusConnection *c, uint64_t n_rules)
@@ -1292,6 +1325,7 @@ static void usage(FILE *f)
 		"  pipeline ADDRESS SIZE COUNT DEPTH  Echo calls, DEPTH outstanding\n"
 		"  fanout ADDRESS SUBS COUNT ROUNDS  signals to SUBS subscribers\n"
 		"  churn ADDRESS COUNT               connect+Hello+call+disconnect\n"
+		"  names ADDRESS COUNT               RequestName then ReleaseName\n"
 		"  matches ADDRESS RULES COUNT       unmatched signals with RULES rules installed\n"
 		"  conns ADDRESS N                   bus RSS idle and with N connections\n"
 		"  reexec ADDRESS CONNS NAMES RULES  Ping gaps across re-execs (driven by bench/run)\n"
@@ -1307,6 +1341,8 @@ static bool other_mode(const char *mode, char **a, int n, int *status)
 					bench_parse_u64("depth", a[3], BENCH_MAX_COUNT) ?: 1);
 	else if (!strcmp(mode, "churn") && n == 2)
 		*status = mode_churn(a[0], bench_parse_u64("count", a[1], BENCH_MAX_COUNT));
+	else if (!strcmp(mode, "names") && n == 2)
+		*status = mode_names(a[0], bench_parse_u64("count", a[1], BENCH_MAX_COUNT));
 	else if (!strcmp(mode, "matches") && n == 3)
 		*status = mode_matches(a[0], bench_parse_u64("rules", a[1], MAX_RULES),
 				       bench_parse_u64("count", a[2], BENCH_MAX_COUNT));

@@ -84,7 +84,7 @@ struct fdstore_carried {
 	size_t n_listen;
 	/* the crash journal's entries (journal.h): each slot's fds, -1 if none */
 	int journal_slots[2][2];
-	struct journal_file *journal_files;
+	struct journal_file *journal_files;	/* a version 1 journal's "f<seq>" files */
 	size_t n_journal_files;
 };
 
