@@ -766,6 +766,8 @@ static int broker_replay(struct broker *broker, struct journal_loaded *l)
 	r = journal_replay(bus, l, &max_id);
 	if (r < 0)
 		return r;
+	/* The records' reply slots expire too, the oldest first. */
+	router_arm_reply_timer(bus);
 	name_registry_restore_done(bus->names);
 	bus->next_id = MAX(bus->next_id, max_id + 1);
 	/* The bus sent messages the snapshot does not count: serials move on. */

@@ -178,13 +178,10 @@ static int replay_reply(struct bus *bus, uint32_t type, struct peer *caller, str
 			reply_slot_free(slot);
 		return 0;
 	}
-	r = reply_registry_add(bus->replies, &caller->replies, &callee->replies, serial, 0, &slot);
-	if (r < 0)
-		return r;
-	if (r > 0)
-		return 0;	/* there already (a record the snapshot holds too) */
-	slot->deadline_usec = deadline;
-	return 0;
+	r = reply_registry_add_restored(bus->replies, &caller->replies, &callee->replies, serial,
+					deadline);
+	/* There already: a record the snapshot holds too. */
+	return r == -EEXIST ? 0 : r;
 }
 
 int bus_journal_replay(struct bus *bus, const struct journal_record *rec, struct state_reader *r)

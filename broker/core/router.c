@@ -548,14 +548,20 @@ static void router_send_noreply(struct bus *bus, struct reply_owner *caller, uin
 	router_send_from_driver(bus, c, m);
 }
 
-void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial)
+void router_noreply(void *userdata, struct reply_owner *caller, struct reply_owner *callee,
+		    uint32_t serial)
 {
 	router_send_noreply(userdata, caller, serial,
 			    "Message recipient disconnected from message bus without replying");
 }
 
-static void router_reply_expired(void *userdata, struct reply_owner *caller, uint32_t serial)
+static void router_reply_expired(void *userdata, struct reply_owner *caller,
+				 struct reply_owner *callee, uint32_t serial)
 {
+	/* Closed in the crash journal too: a restored bus must not expire it again. */
+	bus_journal_reply(container_of(caller, struct peer, replies),
+			  container_of(callee, struct peer, replies), JOURNAL_REC_REPLY_DONE,
+			  serial, 0);
 	router_send_noreply(userdata, caller, serial,
 			    "Message did not receive a reply (timeout by message bus)");
 }

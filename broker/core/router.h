@@ -92,9 +92,10 @@ void router_name_event(void *userdata, const struct name_event *event);
 void router_fill_match(struct match_message *mm, struct message *msg, struct peer *sender,
 		       struct peer *recipient);
 
-/* reply_owner_flush() callback: NoReply error to @caller for @serial. */
+/* reply_owner_flush() callback: NoReply error to @caller for @serial (@callee disconnected). */
 struct reply_owner;
-void router_noreply(void *userdata, struct reply_owner *caller, uint32_t serial);
+void router_noreply(void *userdata, struct reply_owner *caller, struct reply_owner *callee,
+		    uint32_t serial);
 
 /* (Re-)arm the reply_timeout timer for the oldest pending call. */
 void router_arm_reply_timer(struct bus *bus);

@@ -176,7 +176,7 @@ void reply_owner_flush(struct reply_owner *owner, reply_noreply_fn fn, void *use
 		/* Free first: the callback may add slots for the caller. */
 		reply_slot_free(s);
 		if (fn && caller != owner)
-			fn(userdata, caller, serial);
+			fn(userdata, caller, owner, serial);
 	}
 	while (!list_is_empty(&owner->calls))
 		reply_slot_free(list_entry(owner->calls.next, struct reply_slot, caller_link));
@@ -191,7 +191,7 @@ size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
 	while (!list_is_empty(&reg->expire)) {
 		struct reply_slot *s = list_entry(reg->expire.next, struct reply_slot,
 						  expire_link);
-		struct reply_owner *caller = s->caller;
+		struct reply_owner *caller = s->caller, *callee = s->callee;
 		uint32_t serial = s->serial;
 
 		/* Only slots that expire are on the list (0 would expire at once). */
@@ -200,7 +200,7 @@ size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
 			break;
 		reply_slot_free(s);
 		if (fn)
-			fn(userdata, caller, serial);
+			fn(userdata, caller, callee, serial);
 		n++;
 	}
 	return n;
@@ -213,9 +213,8 @@ uint64_t reply_registry_next_deadline(const struct reply_registry *reg)
 	return list_entry(reg->expire.next, struct reply_slot, expire_link)->deadline_usec;
 }
 
-static int reply_registry_restore_slot(struct reply_registry *reg, struct reply_owner *caller,
-				       struct reply_owner *callee, uint32_t serial,
-				       uint64_t deadline_usec)
+int reply_registry_add_restored(struct reply_registry *reg, struct reply_owner *caller,
+				struct reply_owner *callee, uint32_t serial, uint64_t deadline_usec)
 {
 	struct reply_slot *s, *pos;
 	struct list_node *at;
@@ -301,7 +300,7 @@ int reply_registry_restore(struct reply_registry *reg, const struct reply_regist
 		const struct reply_slot_state *s = &st->slots[i];
 		int r;
 
-		r = reply_registry_restore_slot(reg, owners[s->caller], owners[s->callee],
+		r = reply_registry_add_restored(reg, owners[s->caller], owners[s->callee],
 						s->serial, s->deadline_usec);
 		if (r < 0)
 			return r;

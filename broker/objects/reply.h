@@ -79,9 +79,9 @@ struct reply_registry {
 	uint64_t timeout_usec;   /* 0: no expiry */
 };
 
-/* Called for each slot whose caller must get a NoReply error. */
+/* Called for each slot whose caller must get a NoReply error (the slot is freed). */
 typedef void (*reply_noreply_fn)(void *userdata, struct reply_owner *caller,
-				 uint32_t serial);
+				 struct reply_owner *callee, uint32_t serial);
 
 /* @max_per_caller 0 = unlimited; @timeout_usec 0 = never expire. */
 int reply_registry_new(struct reply_registry **regp, size_t max_per_caller,
@@ -102,6 +102,14 @@ int reply_registry_add(struct reply_registry *reg, struct reply_owner *caller,
 		       struct reply_owner *callee, uint32_t serial, uint64_t now_usec,
 		       struct reply_slot **slotp);
 
+/*
+ * A slot a restore brings back (a state, a crash journal's record): its
+ * deadline as it was (0: none), in its place among the others, no limit
+ * checked. 0, -EEXIST or -ENOMEM.
+ */
+int reply_registry_add_restored(struct reply_registry *reg, struct reply_owner *caller,
+				struct reply_owner *callee, uint32_t serial, uint64_t deadline_usec);
+
 /* The slot (caller, callee, serial), or NULL. */
 struct reply_slot *reply_registry_find(struct reply_registry *reg, struct reply_owner *caller,
 				       struct reply_owner *callee, uint32_t serial);
@@ -118,14 +126,14 @@ void reply_slot_free(struct reply_slot *slot);
 
 /*
  * Disconnect of @owner: for every slot where @owner is the callee, call @fn
- * (caller, serial) in creation order and free the slot; then free all slots
+ * (caller, @owner, serial) in creation order and free the slot; then free all slots
  * where @owner is the caller, silently. @fn may be NULL.
  */
 void reply_owner_flush(struct reply_owner *owner, reply_noreply_fn fn, void *userdata);
 
 /*
- * Expire every slot with deadline <= @now_usec: @fn(caller, serial) for each,
- * oldest first. Returns the number expired.
+ * Expire every slot with deadline <= @now_usec: @fn(caller, callee, serial)
+ * for each, oldest first. Returns the number expired.
  */
 size_t reply_registry_expire(struct reply_registry *reg, uint64_t now_usec,
 			     reply_noreply_fn fn, void *userdata);

@@ -583,7 +583,8 @@ def scenario_crash(binary, tmp):
     ls.listen(64)
     passed = [("dbus.socket", ls.fileno())]
     ino = os.fstat(ls.fileno()).st_ino
-    args = ["--config-file=" + conf(tmp, ""), "--address=systemd:", "--nofork"]
+    args = ["--config-file=" + conf(tmp, '<limit name="reply_timeout">400</limit>'),
+            "--address=systemd:", "--nofork"]
     bus = Bus(binary, tmp, mgr, args, passed)
     c = rawclient.Raw(address)
     crash_after_name(bus, mgr, c, "com.example.Crash")
@@ -600,6 +601,26 @@ def scenario_crash(binary, tmp):
           "crash: a new client gets a new unique id (%s)" % c2.name)
     check(listener_fds(bus.pid, ino) == 1,
           "crash: the bus holds the listening socket once (%d)" % listener_fds(bus.pid, ino))
+    # A call that expired before a crash is closed in the journal too: the
+    # restored bus does not send its NoReply a second time.
+    hang = c.call(c2.name, "/", "com.example.Hang", "Hang")
+    m = c.wait_reply(hang, timeout=3)
+    check(m[0] == rawclient.ERROR and
+          m[3].get(rawclient.FIELD_ERROR_NAME) == "org.freedesktop.DBus.Error.NoReply",
+          "crash: a call nobody answers expires (NoReply)")
+    # Another, still waiting at the crash: it expires after the restore.
+    hang2 = c.call(c2.name, "/", "com.example.Hang", "Hang")
+    time.sleep(0.2)
+    os.kill(bus.pid, signal.SIGKILL)
+    bus.wait()
+    mgr.pump(0.1)
+    bus = Bus(binary, tmp, mgr, args, passed)
+    errors = [x[3][3] for x in drain(c, 1.0) if x[0] == rawclient.ERROR]
+    serials = [f.get(rawclient.FIELD_REPLY_SERIAL) for f in errors]
+    check(serials == [hang2] and
+          errors[0].get(rawclient.FIELD_ERROR_NAME) == "org.freedesktop.DBus.Error.NoReply",
+          "crash: a call in flight across the crash expires after it (NoReply), and the one "
+          "that expired before does not again (%s; %s, %s)" % (serials, hang, hang2))
     # A start from the journal that dies: the next one starts clean.
     os.kill(bus.pid, signal.SIGKILL)
     bus.wait()

@@ -10,16 +10,19 @@
 
 struct noreply {
 	struct reply_owner *caller[16];
+	struct reply_owner *callee[16];
 	uint32_t serial[16];
 	size_t n;
 };
 
-static void on_noreply(void *userdata, struct reply_owner *caller, uint32_t serial)
+static void on_noreply(void *userdata, struct reply_owner *caller, struct reply_owner *callee,
+		       uint32_t serial)
 {
 	struct noreply *nr = userdata;
 
 	CHECK(nr->n < 16);
 	nr->caller[nr->n] = caller;
+	nr->callee[nr->n] = callee;
 	nr->serial[nr->n] = serial;
 	nr->n++;
 }
@@ -90,6 +93,7 @@ static void test_disconnect(void)
 	CHECK(nr.caller[0] == &a && nr.serial[0] == 1);
 	CHECK(nr.caller[1] == &c && nr.serial[1] == 5);
 	CHECK(nr.caller[2] == &a && nr.serial[2] == 2);
+	CHECK(nr.callee[0] == &b && nr.callee[1] == &b && nr.callee[2] == &b);
 	CHECK_EQ(b.n_calls + b.n_pending, 0);
 	CHECK_EQ(a.n_pending, 0);
 	CHECK_EQ(a.n_calls, 1);
@@ -125,6 +129,8 @@ static void test_expiry(void)
 	CHECK_EQ(reply_registry_expire(reg, 1300, on_noreply, &nr), 2);
 	CHECK_EQ(nr.n, 2);
 	CHECK(nr.serial[0] == 1 && nr.serial[1] == 3);
+	/* Who owed it: what the crash journal closes the slot with. */
+	CHECK(nr.caller[0] == &a && nr.callee[0] == &b && nr.callee[1] == &b);
 	CHECK_EQ(reply_registry_consume(reg, &a, &b, 3), REPLY_E_UNEXPECTED);
 	CHECK_EQ(reply_registry_next_deadline(reg), 0);
 	reply_owner_deinit(&a);
