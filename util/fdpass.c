@@ -12,30 +12,40 @@
 #include "util/fdpass.h"
 #include "util/macro.h"
 
+void fdpass_set_rights(struct msghdr *mh, void *control, const int *fds, size_t n)
+{
+	struct cmsghdr *c;
+
+	if (!n) {
+		mh->msg_control = NULL;
+		mh->msg_controllen = 0;
+		return;
+	}
+	memset(control, 0, CMSG_SPACE(sizeof(int) * n));
+	mh->msg_control = control;
+	mh->msg_controllen = CMSG_SPACE(sizeof(int) * n);
+	c = CMSG_FIRSTHDR(mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+}
+
 /* One message: the numbers of @n fds as data, the fds themselves as SCM_RIGHTS. */
 static int send_batch(int sock, const int *fds, size_t n)
 {
 	union {
 		struct cmsghdr hdr;
 		char buf[CMSG_SPACE(sizeof(int) * FDPASS_BATCH)];
-	} control = {};
+	} control;
 	int32_t numbers[FDPASS_BATCH];
 	struct iovec iov = { .iov_base = numbers, .iov_len = n * sizeof(int32_t) };
-	struct msghdr mh = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control.buf,
-		.msg_controllen = CMSG_SPACE(sizeof(int) * n),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t k;
 
 	for (size_t i = 0; i < n; i++)
 		numbers[i] = fds[i];
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+	fdpass_set_rights(&mh, control.buf, fds, n);
 	do {
 		k = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	} while (k < 0 && errno == EINTR);

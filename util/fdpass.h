@@ -17,6 +17,15 @@
 /* SCM_MAX_FD: the most fds one message carries. */
 #define FDPASS_BATCH 253
 
+struct msghdr;
+
+/*
+ * Point @mh's control at @control (CMSG_SPACE(sizeof(int) * @n) bytes, the
+ * caller's, aligned as a struct cmsghdr) filled with SCM_RIGHTS of @n fds;
+ * none at all for 0. For any message that passes fds (@n at most FDPASS_BATCH).
+ */
+void fdpass_set_rights(struct msghdr *mh, void *control, const int *fds, size_t n);
+
 /* Send @fds (their numbers as data) into @sock. 0 or negative errno. */
 int fdpass_send(int sock, const int *fds, size_t n);
 

@@ -153,24 +153,14 @@ static int notify_send(struct journal *j, const char *text, const int *fds, size
 	union {
 		struct cmsghdr hdr;
 		char buf[CMSG_SPACE(sizeof(int) * FDPASS_BATCH)];
-	} control = {};
+	} control;
 	struct iovec iov = { .iov_base = (void *)text, .iov_len = strlen(text) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	int waited = 0;
 	ssize_t k;
 
 	assert(n <= FDPASS_BATCH);
-	if (n) {
-		struct cmsghdr *c;
-
-		mh.msg_control = control.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
-	}
+	fdpass_set_rights(&mh, control.buf, fds, n);
 	for (;;) {
 		struct pollfd p = { .fd = j->notify_fd, .events = POLLOUT };
 
