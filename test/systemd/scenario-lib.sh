@@ -259,6 +259,37 @@ start_clients() {
 	return 1
 }
 
+# With bus1.ko: a native client that stays, a monitor (bus1ctl monitor, through /dev/bus1) of
+# every Ping call: after each phase it must still be connected and see the new Pings.
+pid_m=
+mon_pings=0
+mon_count() { grep -c 'member=Ping' "$D/M.log" 2>/dev/null || true; }
+mon_grew() { [ "$(mon_count)" -gt "$mon_pings" ]; }
+start_native_monitor() {
+	[ "$bus" = bus1 ] && [ "$module" = 1 ] || return 0
+	rm -f "$D/M.log"
+	/usr/local/bin/bus1ctl --address unix:path=/run/dbus/system_bus_socket monitor \
+		"type='method_call',interface='org.bus1test.Holder',member='Ping'" >"$D/M.log" 2>&1 &
+	pid_m=$!
+	if wait_for 20 log_has M 'monitoring as'; then
+		ok "native monitor: bus1ctl monitors natively ($(head -n 1 "$D/M.log"))"
+	else
+		fail "native monitor: bus1ctl monitor did not start: $(tail -n 2 "$D/M.log")"
+		pid_m=
+	fi
+}
+
+check_native_monitor() {
+	local phase=$1
+	[ -n "$pid_m" ] || return 0
+	if wait_for 5 mon_grew && kill -0 "$pid_m" 2>/dev/null; then
+		ok "$phase: the native monitor is still connected and saw the new Pings ($(mon_count) so far)"
+	else
+		fail "$phase: the native monitor $(kill -0 "$pid_m" 2>/dev/null && echo "saw no new Ping" || echo "is gone"): $(tail -n 2 "$D/M.log" | tr '\n' ' ')"
+	fi
+	mon_pings=$(mon_count)
+}
+
 # B sends one more Slow call; returns once A got it (the call is in flight in the bus).
 send_slow() {
 	local phase=$1
@@ -315,6 +346,7 @@ check_clients() {
 	else
 		fail "$phase: A does not answer Ping: $out"
 	fi
+	check_native_monitor "$phase"
 }
 
 # restart_and_time NAME: `systemctl restart dbus.service`, then the time until GetId is answered.

@@ -21,7 +21,8 @@
 #             systemd restarts it and it resumes from its crash journal (bus1-broker(1), CRASH
 #             RECOVERY). dbus-daemon: every client is dropped; dbus.socket starts a new bus.
 # After each phase: new clients connect and call (several in a row; with bus1.ko, a native one
-# too), logind (same unique name
+# too, and a native monitor started at the beginning is still connected and sees the Pings),
+# logind (same unique name
 # and pid as at boot), hostnamed and polkit answer, B got its reply, A still owns its name under
 # the same unique name and answers Ping, no unit failed, the system is "running". With
 # dbus-daemon a restart or a crash drops every client (the reference behaviour): A and B must see their
@@ -177,6 +178,7 @@ logind_owner0=$(logind_owner)
 logind_pid0=$(logind_pid "$logind_owner0")
 note "boot: logind is $logind_owner0, pid $logind_pid0"
 
+start_native_monitor
 if start_clients; then
 	for p in restart sigusr2 replace crash_kill crash_segv crash_oom; do
 		if [ $wedged = 1 ]; then
@@ -187,6 +189,6 @@ if start_clients; then
 	done
 fi
 
-kill "$pid_a" "$pid_b" 2>/dev/null
+kill "$pid_a" "$pid_b" $pid_m 2>/dev/null
 note "done at uptime $(now)s: $fails failed check(s)"
 [ $fails = 0 ]
