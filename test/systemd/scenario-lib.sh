@@ -20,6 +20,8 @@ export SYSTEMD_PAGER='' SYSTEMD_COLORS=0
 bus=${JOB_BUS:-bus1}
 # where the bus1-broker under test is installed (meson install; the Debian package: /usr/bin)
 bus1_broker=${BUS1_BROKER:-/usr/local/bin/bus1-broker}
+# installed beside it (meson install, or the Debian package)
+bus1ctl=${bus1_broker%/*}/bus1ctl
 module=${JOB_MODULE:-0}
 factor=${JOB_TIME_FACTOR:-1}
 client=/usr/local/libexec/bus1test/bus1test-client.py
@@ -154,13 +156,14 @@ check_new_clients() {
 		bus_diag
 	fi
 	[ "$bus" = bus1 ] && [ "$module" = 1 ] || return 0
-	# A new native client (through /dev/bus1, after the bootstrap on the socket) calls A.
-	out=$(timeout -k 2 10 /usr/local/bin/bus1ctl --address unix:path=/run/dbus/system_bus_socket \
-		--timeout 8 call org.bus1test.Holder /org/bus1test org.bus1test.Holder.Ping 2>&1)
-	if [ "$out" = '"pong"' ]; then
-		ok "$phase: a new native client (bus1ctl) calls A's Ping"
+	# A new native client (through /dev/bus1, after the bootstrap on the socket) calls the bus
+	# (not A, which a scenario that switches buses has dropped by now).
+	out=$(timeout -k 2 10 "$bus1ctl" --address unix:path=/run/dbus/system_bus_socket \
+		--timeout 8 list 2>&1)
+	if grep -q '"org.freedesktop.DBus"' <<<"$out"; then
+		ok "$phase: a new native client (bus1ctl) calls ListNames"
 	else
-		fail "$phase: a new native client (bus1ctl) cannot call A's Ping: $out"
+		fail "$phase: a new native client (bus1ctl) cannot call ListNames: $out"
 	fi
 }
 
@@ -268,7 +271,7 @@ mon_grew() { [ "$(mon_count)" -gt "$mon_pings" ]; }
 start_native_monitor() {
 	[ "$bus" = bus1 ] && [ "$module" = 1 ] || return 0
 	rm -f "$D/M.log"
-	/usr/local/bin/bus1ctl --address unix:path=/run/dbus/system_bus_socket monitor \
+	"$bus1ctl" --address unix:path=/run/dbus/system_bus_socket monitor \
 		"type='method_call',interface='org.bus1test.Holder',member='Ping'" >"$D/M.log" 2>&1 &
 	pid_m=$!
 	if wait_for 20 log_has M 'monitoring as'; then
