@@ -195,7 +195,7 @@ if start_clients; then
 		if [ $wedged = 1 ]; then
 			fail "$p: not run, the bus is wedged"
 		else
-			phase_$p
+			"phase_$p"
 		fi
 	done
 fi
