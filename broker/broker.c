@@ -39,6 +39,7 @@
 #include "broker/objects/state.h"
 #include "conf/config.h"
 #include "util/error.h"
+#include "util/fd.h"
 
 /* ------------------------------------------------------------- listeners */
 
@@ -98,15 +99,6 @@ static int broker_add_systemd_listeners(struct broker *broker, const int *fds, s
 	return 0;
 }
 
-/* Whether @a and @b are the same socket (the same open file or not). */
-static bool same_socket(int a, int b)
-{
-	struct stat sa, sb;
-
-	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
 /* Whether the unix sockets @a and @b are bound to the same name. */
 static bool same_name(int a, int b)
 {
@@ -146,7 +138,7 @@ int broker_take_socket_unit(struct broker *broker, const struct broker_options *
 
 		list_for_each_entry(l, &broker->listeners, link) {
 			for (size_t j = 0; j < l->n_fds; j++)
-				known |= same_socket(l->fds[j], fd);
+				known |= fd_same_file(l->fds[j], fd);
 			if (!l->tcp && l->n_fds == 1 && !l->unlink_path && same_name(l->fds[0], fd))
 				stale = l;
 		}

@@ -23,7 +23,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 /*
  * Put @fd into the mode the loop needs: O_NONBLOCK (a read, write or accept
@@ -65,4 +67,13 @@ static inline int fd_array_add(int **fdsp, size_t *np, size_t *capp, int fd)
 	}
 	(*fdsp)[(*np)++] = fd;
 	return 0;
+}
+
+/* Whether @a and @b are the same file (the same open file or not): st_dev and st_ino. */
+static inline bool fd_same_file(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
 }

@@ -17,6 +17,7 @@
 #include "broker/objects/journal.h"
 #include "broker/objects/log.h"
 #include "util/error.h"
+#include "util/fd.h"
 #include "util/fdpass.h"
 #include "util/macro.h"
 
@@ -290,12 +291,8 @@ int fdstore_take(struct fdstore_carried *c)
 /* Whether @fd is one of the .socket unit's sockets in @c: those are systemd's, never shut. */
 static bool is_socket_unit_fd(const struct fdstore_carried *c, int fd)
 {
-	struct stat a, b;
-
-	if (fstat(fd, &a) < 0 || !S_ISSOCK(a.st_mode))
-		return false;
 	for (size_t i = 0; i < c->n_listen; i++)
-		if (fstat(c->listen_fds[i], &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		if (fd_same_file(c->listen_fds[i], fd))
 			return true;
 	return false;
 }
