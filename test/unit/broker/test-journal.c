@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "broker/objects/journal.h"
 #include "broker/objects/state.h"
+#include "util/fd.h"
 #include "check.h"
 
 /* ------------------------------------------------- the stand-in store */
@@ -148,14 +149,6 @@ static int load(struct journal_loaded *l)
 	return r;
 }
 
-static bool same_file(int a, int b)
-{
-	struct stat sa, sb;
-
-	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
 /* ---------------------------------------------------------- the bus */
 
 static int snapshot_pipe[2];
@@ -194,9 +187,9 @@ static void check_snapshot(struct journal_loaded *l, const char *text)
 	s = state_get_str(&r);
 	CHECK_STR(s, text);
 	fd = state_get_fd(&r);
-	CHECK(same_file(fd, snapshot_pipe[0]), "the snapshot's fd is the file it named");
+	CHECK(fd_same_file(fd, snapshot_pipe[0]), "the snapshot's fd is the file it named");
 	fd = state_get_fd(&r);
-	CHECK(same_file(fd, snapshot_socket[0]));
+	CHECK(fd_same_file(fd, snapshot_socket[0]));
 	/* Marked OUT before the snapshot: found under its old number. */
 	CHECK_EQ(journal_loaded_mark(l, fd), JOURNAL_MARK_OUT);
 	CHECK(!r.error && r.pos == r.n);
@@ -253,9 +246,9 @@ int main(void)
 	journal_loaded_use_map(&l, &r, &l.records[1]);
 	CHECK_EQ(state_get_u32(&r), 1);
 	fd = state_get_fd(&r);
-	CHECK(same_file(fd, client[0]), "the record's fd is the file it named");
+	CHECK(fd_same_file(fd, client[0]), "the record's fd is the file it named");
 	fd = state_get_fd(&r);
-	CHECK(same_file(fd, snapshot_pipe[1]), "each fd of the record in its place");
+	CHECK(fd_same_file(fd, snapshot_pipe[1]), "each fd of the record in its place");
 	CHECK(!r.error && r.pos == r.n);
 	state_reader_deinit(&r);
 	CHECK_EQ(state_reader_init_view(&r, l.records[2].payload, l.records[2].n_payload,
