@@ -182,6 +182,16 @@ static int query_peergroups(struct socket_creds *creds, int fd)
 	}
 }
 
+int socket_peer_pidfd(int fd)
+{
+	socklen_t l = sizeof(int);
+	int pidfd;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0)
+		return -1;
+	return pidfd;
+}
+
 int socket_creds_query(struct socket_creds *creds, int fd)
 {
 	struct sockaddr_storage sa;
@@ -227,8 +237,8 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 		return r;
 	}
 
-	l = sizeof(pidfd);
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) >= 0) {
+	pidfd = socket_peer_pidfd(fd);
+	if (pidfd >= 0) {
 		creds->pidfd = pidfd;
 		creds->pidfd_of_socket = true;
 	} else if (errno == ENOPROTOOPT || errno == EOPNOTSUPP || errno == EINVAL) {
@@ -247,16 +257,6 @@ int socket_creds_query(struct socket_creds *creds, int fd)
 		(void)creds_degrade(creds, SOCKET_CREDS_NO_PIDFD, -errno);
 	}
 	return 0;
-}
-
-int socket_peer_pidfd(int fd)
-{
-	socklen_t l = sizeof(int);
-	int pidfd;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &l) < 0)
-		return -1;
-	return pidfd;
 }
 
 /* What socket_get_creds() returns once the owner has taken them (or never had any). */

@@ -163,7 +163,8 @@ struct socket_creds {
 /*
  * socket_peer_pidfd() - SO_PEERPIDFD of the connected unix socket @fd: a pidfd
  * of the process that connected (the one at connect(), not whoever holds the
- * socket now), or -1 (a kernel before 6.5, or that process is gone).
+ * socket now), or -1 with errno set (a kernel before 6.5: ENOPROTOOPT; that
+ * process gone: ESRCH).
  */
 int socket_peer_pidfd(int fd);
 
